@@ -1,0 +1,33 @@
+#pragma once
+// The `wpk` command-line tool: shared pieces of its subcommands.
+#include <map>
+#include <string>
+#include <vector>
+
+#include "wpk/wpk.hpp"
+
+namespace wpk::cli {
+
+// Parsed command line: positional arguments and --flags (a flag's value is the next argument,
+// or "" for the switches listed in `switches`).
+struct Args {
+  std::vector<std::string> positional;
+  std::map<std::string, std::string> flags;
+  bool has(const std::string& f) const { return flags.count(f) != 0; }
+  std::string get(const std::string& f, const std::string& fallback) const;
+  int get_int(const std::string& f, int fallback, int min_value) const;
+};
+Args parse_args(int argc, char** argv, int first, const std::vector<std::string>& switches,
+                const std::vector<std::string>& valued);
+
+// Deterministic inputs for every graph input: floats uniform in [-1, 1], integers in [0, 100),
+// bools random; symbolic dims take `dims[symbol]`, else `batch` for the first dim, else 1.
+TensorMap make_random_inputs(const Session& session, std::int64_t batch, const std::map<std::string, std::int64_t>& dims);
+// Parses repeated "--dim name=value" settings.
+std::map<std::string, std::int64_t> parse_dims(const Args& args);
+
+int cmd_run(const Args& args);
+int cmd_bench(const Args& args);
+int cmd_info(const Args& args);
+
+}  // namespace wpk::cli

@@ -1,0 +1,74 @@
+// wpk bench MODEL [--threads N] [--batch B] [--iters K] [--warmup W] [--json]
+// Load (file to first-run-ready session), warm-up runs, then K timed runs.
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+
+#include "cli.hpp"
+
+namespace wpk::cli {
+namespace {
+
+double ms_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+double peak_rss_mb() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_maxrss) / 1024.0;  // ru_maxrss is in KiB on Linux
+}
+
+std::string json_escape(const std::string& s) {
+  std::string o;
+  for (char c : s) {
+    if (c == '"' || c == '\\') o += '\\';
+    if (static_cast<unsigned char>(c) >= 0x20) o += c;
+  }
+  return o;
+}
+
+}  // namespace
+
+int cmd_bench(const Args& args) {
+  const std::string path = args.positional[0];
+  SessionOptions options;
+  options.threads = args.get_int("--threads", 0, 0);
+  const int batch = args.get_int("--batch", 1, 1);
+  const int iters = args.get_int("--iters", 20, 1);
+  const int warmup = args.get_int("--warmup", 3, 0);
+
+  const auto t0 = std::chrono::steady_clock::now();
+  Session session(load(path), options);
+  const double load_ms = ms_since(t0);
+  const TensorMap inputs = make_random_inputs(session, batch, parse_dims(args));
+  for (int i = 0; i < warmup; ++i) session.run(inputs);
+  std::vector<double> times;
+  for (int i = 0; i < iters; ++i) {
+    const auto t = std::chrono::steady_clock::now();
+    session.run(inputs);
+    times.push_back(ms_since(t));
+  }
+  std::sort(times.begin(), times.end());
+  const double median = times.size() % 2 ? times[times.size() / 2]
+                                         : 0.5 * (times[times.size() / 2 - 1] + times[times.size() / 2]);
+  const double p90 = times[std::min(times.size() - 1, static_cast<std::size_t>(0.9 * static_cast<double>(times.size())))];
+  const int threads = options.threads > 0 ? options.threads : 1;  // the reference backend runs on one thread
+  const std::string model = std::filesystem::path(path).stem().string();
+  if (args.has("--json")) {
+    std::printf(
+        "{\"model\": \"%s\", \"runtime\": \"wpk\", \"threads\": %d, \"batch\": %d, \"load_ms\": %.3f, \"median_ms\": %.3f, "
+        "\"p90_ms\": %.3f, \"min_ms\": %.3f, \"peak_rss_mb\": %.1f}\n",
+        json_escape(model).c_str(), threads, batch, load_ms, median, p90, times.front(), peak_rss_mb());
+  } else {
+    std::printf("model %s  batch %d  threads %d\n", model.c_str(), batch, threads);
+    std::printf("load %.1f ms  median %.3f ms  p90 %.3f ms  min %.3f ms  (%d runs after %d warm-up)  peak RSS %.1f MB\n",
+                load_ms, median, p90, times.front(), iters, warmup, peak_rss_mb());
+  }
+  return 0;
+}
+
+}  // namespace wpk::cli

@@ -1,0 +1,108 @@
+#include <random>
+
+#include "cli.hpp"
+
+namespace wpk::cli {
+
+std::string Args::get(const std::string& f, const std::string& fallback) const {
+  auto it = flags.find(f);
+  return it == flags.end() ? fallback : it->second;
+}
+
+int Args::get_int(const std::string& f, int fallback, int min_value) const {
+  auto it = flags.find(f);
+  if (it == flags.end()) return fallback;
+  std::size_t used = 0;
+  int v = 0;
+  try {
+    v = std::stoi(it->second, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != it->second.size() || v < min_value)
+    throw Error(ErrorCode::InvalidArgument, f + " needs an integer >= " + std::to_string(min_value) + ", got '" + it->second + "'");
+  return v;
+}
+
+Args parse_args(int argc, char** argv, int first, const std::vector<std::string>& switches,
+                const std::vector<std::string>& valued) {
+  Args a;
+  auto in = [](const std::vector<std::string>& v, const std::string& s) {
+    for (const auto& x : v)
+      if (x == s) return true;
+    return false;
+  };
+  for (int i = first; i < argc; ++i) {
+    std::string s = argv[i];
+    if (s.rfind("--", 0) != 0) {
+      a.positional.push_back(s);
+    } else if (in(switches, s)) {
+      a.flags[s] = "";
+    } else if (in(valued, s)) {
+      if (i + 1 >= argc) throw Error(ErrorCode::InvalidArgument, s + " needs a value");
+      std::string& slot = a.flags[s];
+      slot += (slot.empty() ? "" : ",") + std::string(argv[++i]);  // repeated flags accumulate
+    } else {
+      throw Error(ErrorCode::InvalidArgument, "unknown option '" + s + "'");
+    }
+  }
+  if (a.positional.size() != 1) throw Error(ErrorCode::InvalidArgument, "expected exactly one MODEL argument");
+  return a;
+}
+
+std::map<std::string, std::int64_t> parse_dims(const Args& args) {
+  std::map<std::string, std::int64_t> dims;
+  std::string spec = args.get("--dim", "");
+  std::size_t pos = 0;
+  while (pos < spec.size()) {
+    std::size_t end = spec.find(',', pos);
+    if (end == std::string::npos) end = spec.size();
+    const std::string item = spec.substr(pos, end - pos);
+    const std::size_t eq = item.find('=');
+    std::int64_t v = -1;
+    try {
+      if (eq != std::string::npos) v = std::stoll(item.substr(eq + 1));
+    } catch (const std::exception&) {
+    }
+    if (eq == std::string::npos || eq == 0 || v < 1)
+      throw Error(ErrorCode::InvalidArgument, "--dim needs NAME=SIZE with SIZE >= 1, got '" + item + "'");
+    dims[item.substr(0, eq)] = v;
+    pos = end + 1;
+  }
+  return dims;
+}
+
+TensorMap make_random_inputs(const Session& session, std::int64_t batch, const std::map<std::string, std::int64_t>& dims) {
+  std::mt19937_64 rng(20261121);
+  TensorMap inputs;
+  for (const ValueInfo& in : session.inputs()) {
+    if (!in.dims) throw Error(ErrorCode::InvalidArgument, "input '" + in.name + "' has no declared shape; use --inputs");
+    Shape shape;
+    for (std::size_t i = 0; i < in.dims->size(); ++i) {
+      const Dim& d = (*in.dims)[i];
+      auto it = dims.find(d.symbol);
+      if (d.is_static()) shape.push_back(d.value);
+      else if (it != dims.end()) shape.push_back(it->second);
+      else shape.push_back(i == 0 ? batch : 1);
+    }
+    Tensor t = Tensor::zeros(in.dtype, shape);
+    std::uniform_real_distribution<double> real(-1.0, 1.0);
+    std::uniform_int_distribution<int> integer(0, 99);
+    for (std::int64_t i = 0; i < t.numel(); ++i) {
+      switch (in.dtype) {
+        case DType::Float32: t.data<float>()[i] = static_cast<float>(real(rng)); break;
+        case DType::Float64: t.data<double>()[i] = real(rng); break;
+        case DType::Int64: t.data<std::int64_t>()[i] = integer(rng); break;
+        case DType::Int32: t.data<std::int32_t>()[i] = integer(rng); break;
+        case DType::Bool: t.data<bool>()[i] = integer(rng) % 2; break;
+        default:
+          throw Error(ErrorCode::Unsupported, "random inputs of dtype " + std::string(dtype_name(in.dtype)) +
+                                                  " are not supported (input '" + in.name + "'); use --inputs");
+      }
+    }
+    inputs[in.name] = t;
+  }
+  return inputs;
+}
+
+}  // namespace wpk::cli

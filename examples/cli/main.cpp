@@ -1,0 +1,40 @@
+// wpk — run, benchmark and inspect ONNX models.
+//   wpk run MODEL [--inputs DIR] [--outputs DIR]
+//   wpk bench MODEL [--threads N] [--batch B] [--iters K] [--json]
+//   wpk info MODEL
+// Errors: one line on stderr and exit code 2.
+#include <cstdio>
+#include <cstring>
+
+#include "cli.hpp"
+
+namespace {
+const char* kUsage =
+    "usage:\n"
+    "  wpk run MODEL [--inputs DIR] [--outputs DIR] [--batch B] [--dim NAME=SIZE]\n"
+    "  wpk bench MODEL [--threads N] [--batch B] [--iters K] [--warmup W] [--dim NAME=SIZE] [--json]\n"
+    "  wpk info MODEL\n";
+}
+
+int main(int argc, char** argv) {
+  using namespace wpk::cli;
+  if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
+    std::fputs(kUsage, argc < 2 ? stderr : stdout);
+    return argc < 2 ? 2 : 0;
+  }
+  const std::string cmd = argv[1];
+  try {
+    if (cmd == "run") return cmd_run(parse_args(argc, argv, 2, {}, {"--inputs", "--outputs", "--batch", "--dim"}));
+    if (cmd == "bench")
+      return cmd_bench(parse_args(argc, argv, 2, {"--json"}, {"--threads", "--batch", "--iters", "--warmup", "--dim"}));
+    if (cmd == "info") return cmd_info(parse_args(argc, argv, 2, {}, {}));
+    std::fprintf(stderr, "wpk: unknown command '%s'\n%s", cmd.c_str(), kUsage);
+    return 2;
+  } catch (const wpk::Error& e) {
+    std::fprintf(stderr, "wpk: error: %s\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "wpk: internal error: %s\n", e.what());
+    return 2;
+  }
+}

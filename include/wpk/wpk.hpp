@@ -1,0 +1,26 @@
+#pragma once
+// The whole public API of wpk.
+#include <string>
+
+#include "wpk/attribute.hpp"
+#include "wpk/dtype.hpp"
+#include "wpk/error.hpp"
+#include "wpk/graph.hpp"
+#include "wpk/optimizer.hpp"
+#include "wpk/options.hpp"
+#include "wpk/session.hpp"
+#include "wpk/tensor.hpp"
+
+namespace wpk {
+
+// Loads an ONNX model (opsets 7-17; external weight files resolved next to the model).
+// Throws Error: NotFound, InvalidModel, Unsupported.
+Graph load(const std::string& path);
+// Parses an ONNX model from bytes; `base_dir` resolves external data.
+Graph load_from_bytes(const std::string& bytes, const std::string& base_dir = "");
+
+// Reads/writes a TensorProto file (the ONNX test-data layout, input_0.pb ...).
+Tensor load_tensor(const std::string& path);
+void save_tensor(const Tensor& tensor, const std::string& path);
+
+}  // namespace wpk

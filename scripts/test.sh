@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# Builds wpk and runs the whole test suite: unit tests, the ONNX conformance suite and the
+# whole-model tests against PyTorch (models exported on first use into build/models).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh build
+/usr/bin/python3 scripts/export_models.py build/models
+cd build && ctest --output-on-failure --timeout 1500

@@ -1,0 +1,38 @@
+#include "backends/kernel.hpp"
+
+namespace wpk {
+
+std::string node_label(const Node& node) { return "node '" + node.name + "' (" + node.op_type + "): "; }
+
+KernelContext::KernelContext(const Node& node, std::vector<const Tensor*> inputs, Allocator allocator)
+    : node_(node), inputs_(std::move(inputs)), outputs_(node.outputs.size()), allocator_(std::move(allocator)) {}
+
+const Tensor& KernelContext::input(std::size_t i) const {
+  if (!has_input(i)) fail(ErrorCode::InvalidModel, "required input " + std::to_string(i) + " is missing");
+  return *inputs_[i];
+}
+
+Tensor& KernelContext::allocate_output(std::size_t i, DType dtype, const Shape& shape) {
+  if (i >= outputs_.size()) fail(ErrorCode::InvalidModel, "has no output " + std::to_string(i));
+  try {
+    outputs_[i] = allocator_ ? allocator_(dtype, shape) : Tensor::zeros(dtype, shape);
+  } catch (const Error& e) {
+    fail(e.code(), "output " + std::to_string(i) + ": " + e.what());
+  }
+  return outputs_[i];
+}
+
+void KernelContext::set_output(std::size_t i, Tensor t) {
+  if (i >= outputs_.size()) fail(ErrorCode::InvalidModel, "has no output " + std::to_string(i));
+  outputs_[i] = std::move(t);
+}
+
+bool KernelContext::wants_output(std::size_t i) const {
+  return i < node_.outputs.size() && node_.outputs[i] != kNoValue;
+}
+
+void KernelContext::fail(ErrorCode code, const std::string& what) const {
+  throw Error(code, node_label(node_) + what);
+}
+
+}  // namespace wpk

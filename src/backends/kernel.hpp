@@ -1,0 +1,77 @@
+#pragma once
+// The narrow interface every backend plugs in through (see DESIGN.md, "a backend plugs in").
+//
+//   Backend::supports(node, graph)  -> can it run this node (op, dtypes, attributes)?
+//   Backend::prepare(node, graph)   -> a Kernel: weights packed, code compiled, ready to run
+//   Kernel::run(ctx)                -> one execution; must be safe to call from many threads
+//
+// Kernels read inputs and write outputs only through KernelContext, so a later runtime can hand
+// them arena memory, other layouts or fused neighbours without changing any kernel.
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "wpk/error.hpp"
+#include "wpk/graph.hpp"
+#include "wpk/tensor.hpp"
+
+namespace wpk {
+
+class KernelContext {
+ public:
+  // Allocates output memory; the default makes owned, zero-filled tensors.
+  using Allocator = std::function<Tensor(DType, const Shape&)>;
+
+  KernelContext(const Node& node, std::vector<const Tensor*> inputs, Allocator allocator = {});
+
+  const Node& node() const { return node_; }
+  // Opset of the default ONNX domain the model was written for; ops whose signature changed
+  // across opsets (Slice, Split, Clip, Pad, Reduce*, ...) branch on it.
+  std::int64_t opset() const { return opset_; }
+  void set_opset(std::int64_t v) { opset_ = v; }
+  std::size_t num_inputs() const { return inputs_.size(); }
+  std::size_t num_outputs() const { return node_.outputs.size(); }
+  // True when input i is given (optional inputs may be omitted or beyond the end).
+  bool has_input(std::size_t i) const { return i < inputs_.size() && inputs_[i] != nullptr; }
+  // Input i; throws a node-naming Error when it is missing.
+  const Tensor& input(std::size_t i) const;
+  // Creates output i with the given dtype and shape and returns it for writing.
+  Tensor& allocate_output(std::size_t i, DType dtype, const Shape& shape);
+  // Sets output i to an existing tensor (e.g. a view sharing an input's bytes).
+  void set_output(std::size_t i, Tensor t);
+  // True when output i is requested by the graph (optional outputs may be unused).
+  bool wants_output(std::size_t i) const;
+
+  std::vector<Tensor>& outputs() { return outputs_; }
+
+  // Errors that name this node and op.
+  [[noreturn]] void fail(ErrorCode code, const std::string& what) const;
+
+ private:
+  const Node& node_;
+  std::vector<const Tensor*> inputs_;
+  std::vector<Tensor> outputs_;
+  Allocator allocator_;
+  std::int64_t opset_ = 17;
+};
+
+class Kernel {
+ public:
+  virtual ~Kernel() = default;
+  virtual void run(KernelContext& ctx) const = 0;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;
+  // Empty string when supported; otherwise why not (shown by `wpk info`).
+  virtual std::string why_unsupported(const Node& node, const Graph& graph) const = 0;
+  virtual std::unique_ptr<Kernel> prepare(const Node& node, const Graph& graph) const = 0;
+};
+
+// "node 'conv1' (Conv): " — the prefix every node error starts with.
+std::string node_label(const Node& node);
+
+}  // namespace wpk

@@ -1,0 +1,9 @@
+#pragma once
+// Registration of the misc group's split-off files (called from register_misc in misc.cpp).
+#include "backends/reference/registry.hpp"
+
+namespace wpk::reference {
+
+void register_resize(OpTable& t);  // resize.cpp: Resize, Upsample
+
+}  // namespace wpk::reference

@@ -1,0 +1,68 @@
+#include "backends/reference/reference_backend.hpp"
+
+#include "backends/reference/registry.hpp"
+
+namespace wpk::reference {
+
+void OpTable::add(const std::string& op_type, OpEntry entry) { entries_[op_type] = entry; }
+
+const OpEntry* OpTable::find(const std::string& op_type) const {
+  auto it = entries_.find(op_type);
+  return it == entries_.end() ? nullptr : &it->second;
+}
+
+const OpTable& op_table() {
+  static const OpTable table = [] {
+    OpTable t;
+    register_elementwise(t);
+    register_binary(t);
+    register_conv_pool(t);
+    register_linalg(t);
+    register_normalization(t);
+    register_reduce(t);
+    register_shape_ops(t);
+    register_index_ops(t);
+    register_misc(t);
+    return t;
+  }();
+  return table;
+}
+
+namespace {
+class FunctionKernel : public Kernel {
+ public:
+  FunctionKernel(KernelFn fn, std::int64_t opset) : fn_(fn), opset_(opset) {}
+  void run(KernelContext& ctx) const override {
+    ctx.set_opset(opset_);
+    fn_(ctx);
+  }
+
+ private:
+  KernelFn fn_;
+  std::int64_t opset_;
+};
+}  // namespace
+
+std::string ReferenceBackend::why_unsupported(const Node& node, const Graph& graph) const {
+  if (!node.domain.empty() && node.domain != "ai.onnx")
+    return "unsupported op " + node.domain + "." + node.op_type + " (domain " + node.domain + ")";
+  const OpEntry* e = op_table().find(node.op_type);
+  if (!e) return "unsupported op " + node.op_type + " (opset " + std::to_string(graph.opset()) + ")";
+  if (graph.opset() < e->since_opset)
+    return "unsupported op " + node.op_type + " (opset " + std::to_string(graph.opset()) + "; wpk implements it from opset " +
+           std::to_string(e->since_opset) + ")";
+  const int n_in = static_cast<int>(node.inputs.size());
+  if (n_in < e->min_inputs || (e->max_inputs >= 0 && n_in > e->max_inputs))
+    return node.op_type + " takes " + std::to_string(e->min_inputs) + ".." +
+           (e->max_inputs < 0 ? std::string("n") : std::to_string(e->max_inputs)) + " inputs, node has " +
+           std::to_string(n_in);
+  return "";
+}
+
+std::unique_ptr<Kernel> ReferenceBackend::prepare(const Node& node, const Graph& graph) const {
+  std::string why = why_unsupported(node, graph);
+  if (!why.empty()) throw Error(ErrorCode::Unsupported, node_label(node) + why);
+  return std::make_unique<FunctionKernel>(op_table().find(node.op_type)->fn, graph.opset());
+}
+
+}  // namespace wpk::reference

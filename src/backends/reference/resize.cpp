@@ -1,0 +1,365 @@
+// Resize (opset 10, 11-17) and the deprecated Upsample (opset 7-9).
+//
+// Every mode is separable: each axis maps an output coordinate to a few input taps with weights,
+// so the N-d resize is one 1-d pass per axis that changes size. Passes run from the innermost
+// axis outwards, the order in which the ONNX reference implementation nests its interpolation,
+// so results agree to the last bits. Coordinate arithmetic is in double, as in that reference.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <string>
+#include <type_traits>
+
+#include "backends/reference/common.hpp"
+#include "backends/reference/misc_internal.hpp"
+#include "backends/reference/registry.hpp"
+
+namespace wpk::reference {
+namespace {
+
+enum class Mode { Nearest, Linear, Cubic };
+enum class Coord { HalfPixel, PytorchHalfPixel, AlignCorners, Asymmetric, TfHalfPixelForNn, TfCropAndResize };
+// Simple: opset < 11, which fixed no rounding rule; like onnxruntime it truncates when
+// upsampling and rounds up when downsampling.
+enum class Nearest { RoundPreferFloor, RoundPreferCeil, Floor, Ceil, Simple };
+
+struct Options {
+  Mode mode = Mode::Nearest;
+  Coord coord = Coord::HalfPixel;
+  Nearest nearest = Nearest::RoundPreferFloor;
+  double cubic_a = -0.75;
+  bool exclude_outside = false;
+  double extrapolation = 0.0;
+};
+
+// One axis: for each output coordinate, `taps` (index, weight) pairs, or `outside` when
+// tf_crop_and_resize samples beyond the input and the extrapolation value is used instead.
+struct AxisPlan {
+  std::int64_t in = 0, out = 0;
+  int taps = 1;
+  std::vector<std::int64_t> index;  // out * taps
+  std::vector<double> weight;       // out * taps
+  std::vector<char> outside;        // out
+  bool identity = false;
+};
+
+Mode parse_mode(const KernelContext& ctx) {
+  const std::string m = ctx.node().attr_string("mode", "nearest");
+  if (m == "nearest") return Mode::Nearest;
+  if (m == "linear" || m == "bilinear") return Mode::Linear;  // "bilinear": Upsample-1 spelling
+  if (m == "cubic" && ctx.node().op_type == "Resize") return Mode::Cubic;
+  ctx.fail(ErrorCode::InvalidModel, "unknown mode '" + m + "'");
+}
+
+Options parse_options(const KernelContext& ctx, bool legacy) {
+  Options o;
+  o.mode = parse_mode(ctx);
+  if (legacy) {  // Upsample and Resize-10 have only the mode attribute
+    o.coord = Coord::Asymmetric;
+    o.nearest = Nearest::Simple;
+    return o;
+  }
+  const Node& n = ctx.node();
+  const std::string c = n.attr_string("coordinate_transformation_mode", "half_pixel");
+  if (c == "half_pixel") o.coord = Coord::HalfPixel;
+  else if (c == "pytorch_half_pixel") o.coord = Coord::PytorchHalfPixel;
+  else if (c == "align_corners") o.coord = Coord::AlignCorners;
+  else if (c == "asymmetric") o.coord = Coord::Asymmetric;
+  else if (c == "tf_half_pixel_for_nn") o.coord = Coord::TfHalfPixelForNn;
+  else if (c == "tf_crop_and_resize") o.coord = Coord::TfCropAndResize;
+  else ctx.fail(ErrorCode::InvalidModel, "unknown coordinate_transformation_mode '" + c + "'");
+  const std::string nm = n.attr_string("nearest_mode", "round_prefer_floor");
+  if (nm == "round_prefer_floor") o.nearest = Nearest::RoundPreferFloor;
+  else if (nm == "round_prefer_ceil") o.nearest = Nearest::RoundPreferCeil;
+  else if (nm == "floor") o.nearest = Nearest::Floor;
+  else if (nm == "ceil") o.nearest = Nearest::Ceil;
+  else ctx.fail(ErrorCode::InvalidModel, "unknown nearest_mode '" + nm + "'");
+  o.cubic_a = n.attr_float("cubic_coeff_a", -0.75f);
+  o.exclude_outside = n.attr_int("exclude_outside", 0) != 0;
+  o.extrapolation = n.attr_float("extrapolation_value", 0.0f);
+  return o;
+}
+
+// Keys' cubic convolution weights for the taps at floor(x)-1 .. floor(x)+2, r = x - floor(x).
+void cubic_weights(double r, double a, double* w) {
+  const double s = 1 - r;
+  w[0] = ((a * (r + 1) - 5 * a) * (r + 1) + 8 * a) * (r + 1) - 4 * a;
+  w[1] = ((a + 2) * r - (a + 3)) * r * r + 1;
+  w[2] = ((a + 2) * s - (a + 3)) * s * s + 1;
+  w[3] = ((a * (s + 1) - 5 * a) * (s + 1) + 8 * a) * (s + 1) - 4 * a;
+}
+
+// `scale` is the scale the model gave (or out/in when it gave sizes); `resized_len` is
+// scale * in, which the reference uses in place of the integer output length.
+AxisPlan plan_axis(std::int64_t in, std::int64_t out, double scale, double roi_start, double roi_end,
+                   const Options& o) {
+  AxisPlan p;
+  p.in = in;
+  p.out = out;
+  p.taps = o.mode == Mode::Nearest ? 1 : o.mode == Mode::Linear ? 2 : 4;
+  p.index.assign(static_cast<std::size_t>(out * p.taps), 0);
+  p.weight.assign(static_cast<std::size_t>(out * p.taps), 0.0);
+  p.outside.assign(static_cast<std::size_t>(out), 0);
+  const double in_len = static_cast<double>(in);
+  const double resized_len = scale * in_len;
+  for (std::int64_t xo = 0; xo < out; ++xo) {
+    const double x = static_cast<double>(xo);
+    double xi = 0;
+    switch (o.coord) {
+      case Coord::HalfPixel: xi = (x + 0.5) / scale - 0.5; break;
+      case Coord::PytorchHalfPixel: xi = resized_len > 1 ? (x + 0.5) / scale - 0.5 : 0; break;
+      case Coord::AlignCorners: xi = resized_len == 1 ? 0 : x * (in_len - 1) / (resized_len - 1); break;
+      case Coord::Asymmetric: xi = x / scale; break;
+      case Coord::TfHalfPixelForNn: xi = (x + 0.5) / scale; break;
+      case Coord::TfCropAndResize:
+        xi = resized_len == 1 ? (roi_end - roi_start) * (in_len - 1) / 2
+                              : x * (roi_end - roi_start) * (in_len - 1) / (resized_len - 1);
+        xi += roi_start * (in_len - 1);
+        if (xi < 0 || xi > in_len - 1) {
+          p.outside[xo] = 1;
+          continue;
+        }
+        break;
+    }
+    std::int64_t* idx = &p.index[xo * p.taps];
+    double* w = &p.weight[xo * p.taps];
+    const double fl = std::floor(xi);
+    const double r = xi - fl;
+    const auto base = static_cast<std::int64_t>(fl);
+    if (o.mode == Mode::Nearest) {
+      bool up = false;  // take floor(x) + 1 instead of floor(x)
+      if (r != 0) {
+        switch (o.nearest) {
+          case Nearest::RoundPreferFloor: up = r > 0.5; break;
+          case Nearest::RoundPreferCeil: up = r >= 0.5; break;
+          case Nearest::Floor: up = false; break;
+          case Nearest::Ceil: up = true; break;
+          case Nearest::Simple: up = scale < 1; break;
+        }
+      }
+      idx[0] = base + (up ? 1 : 0);
+      w[0] = 1;
+    } else if (o.mode == Mode::Linear) {
+      idx[0] = base;
+      idx[1] = base + 1;
+      w[0] = 1 - r;
+      w[1] = r;
+    } else {
+      for (int t = 0; t < 4; ++t) idx[t] = base - 1 + t;
+      cubic_weights(r, o.cubic_a, w);
+    }
+    if (o.exclude_outside && p.taps > 1) {
+      double sum = 0;
+      for (int t = 0; t < p.taps; ++t) {
+        if (idx[t] < 0 || idx[t] >= in) w[t] = 0;
+        sum += w[t];
+      }
+      if (sum != 0)
+        for (int t = 0; t < p.taps; ++t) w[t] /= sum;
+    }
+    // Taps beyond the edge repeat the edge sample (edge padding).
+    for (int t = 0; t < p.taps; ++t) idx[t] = std::min(std::max<std::int64_t>(idx[t], 0), in - 1);
+  }
+  p.identity = in == out;
+  for (std::int64_t xo = 0; xo < out && p.identity; ++xo) {
+    double on_self = 0;
+    for (int t = 0; t < p.taps; ++t) {
+      const double w = p.weight[xo * p.taps + t];
+      if (p.index[xo * p.taps + t] == xo) on_self += w;
+      else if (w != 0) p.identity = false;
+    }
+    if (p.outside[xo] || on_self != 1) p.identity = false;
+  }
+  return p;
+}
+
+template <typename T>
+double to_double(T v) {
+  if constexpr (std::is_same_v<T, Float16Bits>) return half_to_float(v);
+  else if constexpr (std::is_same_v<T, BFloat16Bits>) return bfloat16_to_float(v);
+  else return static_cast<double>(v);
+}
+
+// Integers round to nearest and saturate (interpolated values may fall between or outside them).
+template <typename T>
+T from_double(double v) {
+  if constexpr (std::is_same_v<T, Float16Bits>) return float_to_half(static_cast<float>(v));
+  else if constexpr (std::is_same_v<T, BFloat16Bits>) return float_to_bfloat16(static_cast<float>(v));
+  else if constexpr (std::is_same_v<T, bool>) return v != 0;
+  else if constexpr (std::is_floating_point_v<T>) return static_cast<T>(v);
+  else {
+    if (std::isnan(v)) return T(0);
+    v = std::round(v);
+    if (v <= static_cast<double>(std::numeric_limits<T>::lowest())) return std::numeric_limits<T>::lowest();
+    if (v >= static_cast<double>(std::numeric_limits<T>::max())) return std::numeric_limits<T>::max();
+    return static_cast<T>(v);
+  }
+}
+
+// One axis of the resize: src (shape `shape`) -> result with shape[axis] = p.out. V is the
+// element type for nearest (a pure gather, exact for every dtype) and double otherwise.
+template <typename V>
+Tensor resize_axis(const Tensor& src, const Shape& shape, int axis, const AxisPlan& p, V extrapolation) {
+  std::int64_t outer = 1, inner = 1;
+  for (int i = 0; i < axis; ++i) outer *= shape[i];
+  for (std::size_t i = axis + 1; i < shape.size(); ++i) inner *= shape[i];
+  Shape out_shape = shape;
+  out_shape[axis] = p.out;
+  Tensor dst = Tensor::zeros(dtype_of<V>(), out_shape);
+  const V* ps = src.data<V>();
+  V* pd = dst.data<V>();
+  for (std::int64_t o = 0; o < outer; ++o)
+    for (std::int64_t j = 0; j < p.out; ++j) {
+      V* row = pd + (o * p.out + j) * inner;
+      if (p.outside[j]) {
+        for (std::int64_t i = 0; i < inner; ++i) row[i] = extrapolation;
+        continue;
+      }
+      if constexpr (std::is_same_v<V, double>) {
+        for (int t = 0; t < p.taps; ++t) {
+          const double w = p.weight[j * p.taps + t];
+          const V* in = ps + (o * p.in + p.index[j * p.taps + t]) * inner;
+          for (std::int64_t i = 0; i < inner; ++i) row[i] += w * in[i];
+        }
+      } else {
+        const V* in = ps + (o * p.in + p.index[j]) * inner;
+        for (std::int64_t i = 0; i < inner; ++i) row[i] = in[i];
+      }
+    }
+  return dst;
+}
+
+template <typename T>
+void resize_typed(KernelContext& ctx, const Tensor& x, const std::vector<AxisPlan>& plans, const Shape& out_shape,
+                  const Options& o) {
+  const bool gather = o.mode == Mode::Nearest;
+  Shape shape = x.shape();
+  Tensor cur;
+  if (gather) {
+    cur = x;
+  } else {
+    cur = Tensor::zeros(DType::Float64, shape);
+    const T* px = x.data<T>();
+    double* pc = cur.data<double>();
+    for (std::int64_t i = 0; i < x.numel(); ++i) pc[i] = to_double(px[i]);
+  }
+  for (int axis = x.rank() - 1; axis >= 0; --axis) {
+    const AxisPlan& p = plans[axis];
+    if (p.identity) continue;
+    cur = gather ? resize_axis<T>(cur, shape, axis, p, from_double<T>(o.extrapolation))
+                 : resize_axis<double>(cur, shape, axis, p, o.extrapolation);
+    shape[axis] = p.out;
+  }
+  Tensor& y = ctx.allocate_output(0, x.dtype(), out_shape);
+  T* py = y.data<T>();
+  if (gather) {
+    const T* pc = cur.data<T>();
+    for (std::int64_t i = 0; i < y.numel(); ++i) py[i] = pc[i];
+  } else {
+    const double* pc = cur.data<double>();
+    for (std::int64_t i = 0; i < y.numel(); ++i) py[i] = from_double<T>(pc[i]);
+  }
+}
+
+std::vector<double> read_floats(const Tensor& t, const KernelContext& ctx, const char* what) {
+  std::vector<double> v(static_cast<std::size_t>(t.numel()));
+  if (t.dtype() == DType::Float32) {
+    for (std::int64_t i = 0; i < t.numel(); ++i) v[i] = t.data<float>()[i];
+  } else if (t.dtype() == DType::Float64) {
+    for (std::int64_t i = 0; i < t.numel(); ++i) v[i] = t.data<double>()[i];
+  } else if (t.dtype() == DType::Float16) {
+    for (std::int64_t i = 0; i < t.numel(); ++i) v[i] = half_to_float(t.data<Float16Bits>()[i]);
+  } else {
+    ctx.fail(ErrorCode::InvalidModel, std::string(what) + " must be a float tensor, got " + dtype_name(t.dtype()));
+  }
+  return v;
+}
+
+// Shared by Resize and Upsample once the scales or sizes are known (exactly one non-empty).
+void resize_common(KernelContext& ctx, const Options& o, const std::vector<double>& scales_in,
+                   const std::vector<std::int64_t>& sizes, const std::vector<double>& roi) {
+  const Tensor& x = ctx.input(0);
+  const int rank = x.rank();
+  const std::size_t r = static_cast<std::size_t>(rank);
+  if (!scales_in.empty() && scales_in.size() != r)
+    ctx.fail(ErrorCode::InvalidModel, "scales has " + std::to_string(scales_in.size()) +
+                                          " elements for an input of rank " + std::to_string(rank));
+  if (!sizes.empty() && sizes.size() != r)
+    ctx.fail(ErrorCode::InvalidModel,
+             "sizes has " + std::to_string(sizes.size()) + " elements for an input of rank " + std::to_string(rank));
+  const bool crop = o.coord == Coord::TfCropAndResize;
+  if (crop && !roi.empty() && roi.size() != 2 * r)
+    ctx.fail(ErrorCode::InvalidModel,
+             "roi has " + std::to_string(roi.size()) + " elements, expected " + std::to_string(2 * r));
+  Shape out_shape(r);
+  std::vector<AxisPlan> plans(r);
+  for (std::size_t d = 0; d < r; ++d) {
+    const std::int64_t in = x.shape()[d];
+    double scale;
+    std::int64_t out;
+    if (!sizes.empty()) {
+      out = sizes[d];
+      if (out < 0) ctx.fail(ErrorCode::InvalidArgument, "sizes has a negative entry " + std::to_string(out));
+      scale = in == 0 ? 1.0 : static_cast<double>(out) / static_cast<double>(in);
+    } else {
+      scale = scales_in[d];
+      if (!(scale > 0) || !std::isfinite(scale))
+        ctx.fail(ErrorCode::InvalidArgument, "scales must be positive and finite, got " + std::to_string(scale));
+      const double len = std::floor(scale * static_cast<double>(in));
+      if (len > static_cast<double>(std::int64_t(1) << 48))
+        ctx.fail(ErrorCode::InvalidArgument, "scale " + std::to_string(scale) + " makes the output too large");
+      out = static_cast<std::int64_t>(len);
+    }
+    if (in == 0 && out != 0)
+      ctx.fail(ErrorCode::InvalidArgument, "cannot resize an empty axis " + std::to_string(d) + " to a non-empty one");
+    out_shape[d] = out;
+    const double roi_start = crop && !roi.empty() ? roi[d] : 0.0;
+    const double roi_end = crop && !roi.empty() ? roi[d + r] : 1.0;
+    plans[d] = plan_axis(in, out, scale, roi_start, roi_end, o);
+  }
+  shape_numel(out_shape);  // fails cleanly on an overflowing output shape
+  dispatch_any(x.dtype(), ctx, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    resize_typed<T>(ctx, x, plans, out_shape, o);
+  });
+}
+
+void resize(KernelContext& ctx) {
+  const bool legacy = ctx.opset() < 11;
+  const Options o = parse_options(ctx, legacy);
+  std::vector<double> scales, roi;
+  std::vector<std::int64_t> sizes;
+  if (legacy) {
+    scales = read_floats(ctx.input(1), ctx, "scales");
+  } else {
+    // roi matters only to tf_crop_and_resize; other modes ignore whatever the model put there.
+    if (o.coord == Coord::TfCropAndResize && ctx.has_input(1) && ctx.input(1).numel() > 0)
+      roi = read_floats(ctx.input(1), ctx, "roi");
+    if (ctx.has_input(2) && ctx.input(2).numel() > 0) scales = read_floats(ctx.input(2), ctx, "scales");
+    if (ctx.has_input(3) && ctx.input(3).numel() > 0) sizes = read_int_list(ctx.input(3), ctx);
+  }
+  if (scales.empty() == sizes.empty())
+    ctx.fail(ErrorCode::InvalidModel, "exactly one of 'scales' and 'sizes' must be given");
+  resize_common(ctx, o, scales, sizes, roi);
+}
+
+void upsample(KernelContext& ctx) {
+  const Options o = parse_options(ctx, true);
+  std::vector<double> scales;
+  if (ctx.has_input(1)) {
+    scales = read_floats(ctx.input(1), ctx, "scales");
+  } else {
+    for (float s : ctx.node().attr_floats("scales")) scales.push_back(s);
+  }
+  if (scales.empty()) ctx.fail(ErrorCode::InvalidModel, "scales are missing");
+  resize_common(ctx, o, scales, {}, {});
+}
+
+}  // namespace
+
+void register_resize(OpTable& t) {
+  t.add("Resize", {resize, 1, 4, 10});
+  t.add("Upsample", {upsample, 1, 2, 7});
+}
+
+}  // namespace wpk::reference

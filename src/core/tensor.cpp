@@ -1,0 +1,107 @@
+#include "wpk/tensor.hpp"
+
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+
+namespace wpk {
+
+std::int64_t shape_numel(const Shape& shape) {
+  std::int64_t n = 1;
+  for (auto d : shape) {
+    if (d < 0) throw Error(ErrorCode::InvalidArgument, "negative dimension in shape " + shape_to_string(shape));
+    if (d != 0 && n > std::numeric_limits<std::int64_t>::max() / d)
+      throw Error(ErrorCode::InvalidArgument, "shape " + shape_to_string(shape) + " has too many elements");
+    n *= d;
+  }
+  return n;
+}
+
+std::string shape_to_string(const Shape& shape) {
+  std::string s = "[";
+  for (std::size_t i = 0; i < shape.size(); ++i) {
+    if (i) s += ", ";
+    s += std::to_string(shape[i]);
+  }
+  return s + "]";
+}
+
+namespace {
+// One allocation cap so a hostile shape cannot ask for terabytes: 64 GiB per tensor.
+constexpr std::size_t kMaxTensorBytes = std::size_t(64) << 30;
+}  // namespace
+
+Tensor Tensor::zeros(DType dtype, Shape shape) {
+  if (!dtype_is_storable(dtype))
+    throw Error(ErrorCode::Unsupported, std::string("tensors of dtype ") + dtype_name(dtype) + " are not supported");
+  Tensor t;
+  t.numel_ = shape_numel(shape);
+  t.dtype_ = dtype;
+  t.shape_ = std::move(shape);
+  const std::size_t elem = dtype_size(dtype);
+  if (static_cast<std::uint64_t>(t.numel_) > kMaxTensorBytes / elem)
+    throw Error(ErrorCode::InvalidArgument, "tensor of shape " + shape_to_string(t.shape_) + " and dtype " +
+                                                dtype_name(dtype) + " exceeds the 64 GiB limit");
+  // 64-byte alignment suits every SIMD width wpk uses; at least one byte so data() is non-null.
+  std::size_t bytes = (t.nbytes() + 63) / 64 * 64;
+  if (bytes == 0) bytes = 64;
+  void* p = std::aligned_alloc(64, bytes);
+  if (!p) throw Error(ErrorCode::InvalidArgument, "out of memory allocating " + std::to_string(bytes) + " bytes");
+  std::memset(p, 0, bytes);
+  t.storage_ = std::shared_ptr<void>(p, [](void* q) { std::free(q); });
+  t.data_ = p;
+  return t;
+}
+
+Tensor Tensor::borrow(void* data, DType dtype, Shape shape) {
+  if (!dtype_is_storable(dtype))
+    throw Error(ErrorCode::Unsupported, std::string("tensors of dtype ") + dtype_name(dtype) + " are not supported");
+  Tensor t;
+  t.numel_ = shape_numel(shape);
+  if (data == nullptr && t.numel_ != 0)
+    throw Error(ErrorCode::InvalidArgument, "Tensor::borrow given a null pointer for shape " + shape_to_string(shape));
+  t.dtype_ = dtype;
+  t.shape_ = std::move(shape);
+  t.data_ = data;
+  return t;
+}
+
+std::int64_t Tensor::dim(int axis) const {
+  const int r = rank();
+  if (axis < -r || axis >= r)
+    throw Error(ErrorCode::InvalidArgument, "axis " + std::to_string(axis) + " out of range for shape " + shape_to_string(shape_));
+  return shape_[axis < 0 ? axis + r : axis];
+}
+
+Tensor Tensor::clone() const {
+  if (empty()) return Tensor();
+  Tensor t = zeros(dtype_, shape_);
+  copy_bytes(t.data_, data_, nbytes());
+  return t;
+}
+
+Tensor Tensor::reshaped(Shape shape) const {
+  if (shape_numel(shape) != numel_)
+    throw Error(ErrorCode::InvalidArgument, "cannot reshape " + shape_to_string(shape_) + " to " + shape_to_string(shape));
+  Tensor t = *this;
+  t.shape_ = std::move(shape);
+  return t;
+}
+
+void Tensor::check_type(DType want) const {
+  if (want != dtype_)
+    throw Error(ErrorCode::InvalidArgument,
+                std::string("tensor holds ") + dtype_name(dtype_) + ", accessed as " + dtype_name(want));
+}
+
+void Tensor::check_count(std::size_t n) const {
+  if (static_cast<std::int64_t>(n) != numel_)
+    throw Error(ErrorCode::InvalidArgument, "shape " + shape_to_string(shape_) + " needs " + std::to_string(numel_) +
+                                                " values, got " + std::to_string(n));
+}
+
+void Tensor::copy_bytes(void* dst, const void* src, std::size_t n) {
+  if (n) std::memcpy(dst, src, n);
+}
+
+}  // namespace wpk

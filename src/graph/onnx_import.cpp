@@ -1,0 +1,196 @@
+// ONNX ModelProto -> wpk::Graph.
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
+
+#include <climits>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "graph/onnx_tensor.hpp"
+#include "wpk/wpk.hpp"
+
+namespace wpk {
+namespace {
+
+constexpr std::int64_t kMinOpset = 7;
+constexpr std::int64_t kMaxOpset = 17;
+
+std::string read_file(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) throw Error(ErrorCode::NotFound, "file '" + path + "' not found");
+  if (std::filesystem::is_directory(path, ec)) throw Error(ErrorCode::InvalidArgument, "'" + path + "' is a directory, not a file");
+  const auto size = std::filesystem::file_size(path, ec);
+  // A protobuf message cannot exceed 2 GiB; larger models keep their weights in external files.
+  if (ec || size > static_cast<std::uintmax_t>(INT_MAX))
+    throw Error(ErrorCode::InvalidModel, "'" + path + "' is larger than 2 GiB; store weights as ONNX external data");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(ErrorCode::Io, "cannot open '" + path + "'");
+  std::string bytes(size, '\0');
+  if (!in.read(bytes.data(), static_cast<std::streamsize>(size))) throw Error(ErrorCode::Io, "reading '" + path + "' failed");
+  return bytes;
+}
+
+template <typename Message>
+void parse_message(const std::string& bytes, Message& msg, const std::string& what) {
+  google::protobuf::io::ArrayInputStream raw(bytes.data(), static_cast<int>(bytes.size()));
+  google::protobuf::io::CodedInputStream coded(&raw);
+  coded.SetTotalBytesLimit(INT_MAX);
+  if (!msg.ParseFromCodedStream(&coded) || !coded.ConsumedEntireMessage())
+    throw Error(ErrorCode::InvalidModel, what + " is not a valid ONNX protobuf (truncated or not ONNX)");
+}
+
+DType value_dtype(const onnx::ValueInfoProto& v) {
+  if (!v.type().has_tensor_type()) return DType::Undefined;
+  return static_cast<DType>(v.type().tensor_type().elem_type());
+}
+
+std::optional<DimList> value_dims(const onnx::ValueInfoProto& v) {
+  if (!v.type().has_tensor_type() || !v.type().tensor_type().has_shape()) return std::nullopt;
+  DimList dims;
+  for (const auto& d : v.type().tensor_type().shape().dim()) {
+    if (d.has_dim_value()) dims.emplace_back(static_cast<std::int64_t>(d.dim_value()));
+    else if (d.has_dim_param()) dims.emplace_back(d.dim_param());
+    else dims.emplace_back(std::int64_t{-1});
+  }
+  return dims;
+}
+
+Attribute convert_attribute(const onnx::AttributeProto& a, const std::string& where, const std::string& base_dir) {
+  using A = onnx::AttributeProto;
+  switch (a.type()) {
+    case A::INT: return Attribute(static_cast<std::int64_t>(a.i()));
+    case A::FLOAT: return Attribute(a.f());
+    case A::STRING: return Attribute(a.s());
+    case A::TENSOR: return Attribute(onnx_import::tensor_from_proto(a.t(), base_dir, where + " attribute '" + a.name() + "'"));
+    case A::INTS: return Attribute(std::vector<std::int64_t>(a.ints().begin(), a.ints().end()));
+    case A::FLOATS: return Attribute(std::vector<float>(a.floats().begin(), a.floats().end()));
+    case A::STRINGS: return Attribute(std::vector<std::string>(a.strings().begin(), a.strings().end()));
+    default:
+      throw Error(ErrorCode::Unsupported, where + ": attribute '" + a.name() + "' has a kind wpk does not support (type " +
+                                              std::to_string(a.type()) + ")");
+  }
+}
+
+void import_nodes(const onnx::GraphProto& gp, Graph& g, const std::string& base_dir) {
+  for (int i = 0; i < gp.node_size(); ++i) {
+    const auto& np = gp.node(i);
+    const std::string name = np.name().empty() ? np.op_type() + "_" + std::to_string(i) : np.name();
+    const std::string where = "node '" + name + "' (" + np.op_type() + ")";
+    std::map<std::string, Attribute> attrs;
+    bool has_subgraph = false;
+    for (const auto& a : np.attribute()) {
+      if (a.type() == onnx::AttributeProto::GRAPH || a.type() == onnx::AttributeProto::GRAPHS) {
+        has_subgraph = true;  // control flow: recorded as unsupported by the backends
+        continue;
+      }
+      // Attributes that refer to a parent function's attribute only occur inside functions.
+      if (!a.ref_attr_name().empty())
+        throw Error(ErrorCode::Unsupported, where + ": attribute references are not supported");
+      attrs.emplace(a.name(), convert_attribute(a, where, base_dir));
+    }
+    std::vector<std::string> ins(np.input().begin(), np.input().end());
+    std::vector<std::string> outs(np.output().begin(), np.output().end());
+    if (has_subgraph) {
+      // The body may read outer values by name; keep the node with inputs that exist so the
+      // graph stays well formed, and let the dispatcher report the op as unsupported.
+      attrs.emplace("__has_subgraph", Attribute(std::int64_t{1}));
+    }
+    for (const auto& o : outs)
+      if (!o.empty() && g.find_value(o) != kNoValue)
+        throw Error(ErrorCode::InvalidModel, where + ": output '" + o + "' is already defined");
+    Node& n = g.add_node(np.op_type(), ins, outs, std::move(attrs), name);
+    n.domain = np.domain() == "ai.onnx" ? "" : np.domain();
+  }
+}
+
+Graph import_model(const onnx::ModelProto& model, const std::string& base_dir) {
+  if (!model.has_graph()) throw Error(ErrorCode::InvalidModel, "the file has no graph: not an ONNX model");
+  std::int64_t opset = -1;
+  for (const auto& op : model.opset_import())
+    if (op.domain().empty() || op.domain() == "ai.onnx") opset = op.version();
+  if (opset < 0) {
+    if (model.opset_import_size() == 0) opset = 1;  // IR < 3 models had no opset_import: opset 1
+    else opset = kMaxOpset;  // only other domains are imported; their nodes are checked per op
+  }
+  if (opset < kMinOpset || opset > kMaxOpset)
+    throw Error(ErrorCode::Unsupported, "the model uses ONNX opset " + std::to_string(opset) + "; wpk supports opsets " +
+                                            std::to_string(kMinOpset) + " to " + std::to_string(kMaxOpset));
+  const onnx::GraphProto& gp = model.graph();
+  Graph g;
+  g.set_opset(opset);
+  g.set_name(gp.name());
+  for (const auto& init : gp.initializer()) {
+    if (init.name().empty()) throw Error(ErrorCode::InvalidModel, "an initializer has no name");
+    if (g.find_value(init.name()) != kNoValue)
+      throw Error(ErrorCode::InvalidModel, "initializer '" + init.name() + "' is defined twice");
+    g.add_initializer(init.name(), onnx_import::tensor_from_proto(init, base_dir, "initializer '" + init.name() + "'"));
+  }
+  if (gp.sparse_initializer_size() > 0) throw Error(ErrorCode::Unsupported, "sparse initializers are not supported");
+  for (const auto& in : gp.input()) {
+    if (g.find_value(in.name()) != kNoValue) continue;  // IR < 4 lists initializers as inputs too
+    if (!in.type().has_tensor_type())
+      throw Error(ErrorCode::Unsupported, "graph input '" + in.name() + "' is not a tensor (sequences, maps and optionals are not supported)");
+    const DType dt = value_dtype(in);
+    auto dims = value_dims(in);
+    g.add_input(in.name(), dt, dims ? *dims : DimList{});
+    if (!dims) g.mutable_value(g.inputs().back()).dims.reset();
+  }
+  import_nodes(gp, g, base_dir);
+  for (const auto& vi : gp.value_info()) {
+    ValueId id = g.find_value(vi.name());
+    if (id == kNoValue || g.is_initializer(id)) continue;
+    ValueInfo& v = g.mutable_value(id);
+    if (v.dtype == DType::Undefined) v.dtype = value_dtype(vi);
+    if (!v.dims) v.dims = value_dims(vi);
+  }
+  for (const auto& out : gp.output()) {
+    ValueId id = g.find_value(out.name());
+    if (id == kNoValue)
+      throw Error(ErrorCode::InvalidModel, "graph output '" + out.name() + "' is not produced by any node");
+    ValueInfo& v = g.mutable_value(id);
+    if (v.dtype == DType::Undefined) v.dtype = value_dtype(out);
+    if (!v.dims) v.dims = value_dims(out);
+    g.add_output(out.name());
+  }
+  if (g.outputs().empty()) throw Error(ErrorCode::InvalidModel, "the graph has no outputs");
+  return g;
+}
+
+}  // namespace
+
+Graph load_from_bytes(const std::string& bytes, const std::string& base_dir) {
+  onnx::ModelProto model;
+  parse_message(bytes, model, "the model");
+  return import_model(model, base_dir);
+}
+
+Graph load(const std::string& path) {
+  const std::string bytes = read_file(path);
+  const std::string dir = std::filesystem::path(path).parent_path().string();
+  try {
+    return load_from_bytes(bytes, dir.empty() ? "." : dir);
+  } catch (const Error& e) {
+    throw Error(e.code(), "'" + path + "': " + e.what());
+  }
+}
+
+Tensor load_tensor(const std::string& path) {
+  const std::string bytes = read_file(path);
+  onnx::TensorProto proto;
+  try {
+    parse_message(bytes, proto, "the tensor file");
+    return onnx_import::tensor_from_proto(proto, "", "tensor");
+  } catch (const Error& e) {
+    throw Error(e.code(), "'" + path + "': " + e.what());
+  }
+}
+
+void save_tensor(const Tensor& tensor, const std::string& path) {
+  onnx::TensorProto proto;
+  onnx_import::tensor_to_proto(tensor, proto);
+  std::ofstream out(path, std::ios::binary);
+  if (!out || !proto.SerializeToOstream(&out)) throw Error(ErrorCode::Io, "cannot write '" + path + "'");
+}
+
+}  // namespace wpk

@@ -1,0 +1,144 @@
+#include "graph/onnx_tensor.hpp"
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "wpk/wpk.hpp"
+
+namespace wpk::onnx_import {
+namespace {
+
+[[noreturn]] void bad(const std::string& what, const std::string& msg) {
+  throw Error(ErrorCode::InvalidModel, what + ": " + msg);
+}
+
+DType dtype_from_proto(int32_t t, const std::string& what) {
+  const DType d = static_cast<DType>(t);
+  if (t == onnx::TensorProto::STRING) throw Error(ErrorCode::Unsupported, what + ": string tensors are not supported");
+  if (t < 0 || t > 16 || !dtype_is_storable(d))
+    throw Error(ErrorCode::Unsupported, what + ": unsupported data type " + std::to_string(t));
+  return d;
+}
+
+// External data: the file must stay inside the model's folder (a hostile model must not read
+// /etc/passwd), and the requested range must lie inside the file.
+void read_external(const onnx::TensorProto& proto, const std::string& base_dir, const std::string& what, void* dst,
+                   std::size_t nbytes) {
+  std::string location;
+  std::uint64_t offset = 0;
+  std::int64_t length = -1;
+  for (const auto& kv : proto.external_data()) {
+    try {
+      if (kv.key() == "location") location = kv.value();
+      else if (kv.key() == "offset") offset = std::stoull(kv.value());
+      else if (kv.key() == "length") length = std::stoll(kv.value());
+    } catch (const std::exception&) {
+      bad(what, "external data field '" + kv.key() + "' is not a number");
+    }
+  }
+  if (location.empty()) bad(what, "external data has no location");
+  namespace fs = std::filesystem;
+  const fs::path rel(location);
+  if (base_dir.empty()) bad(what, "external data is not allowed here");
+  if (rel.is_absolute()) bad(what, "external data location '" + location + "' must be relative to the model");
+  for (const auto& part : rel)
+    if (part == "..") bad(what, "external data location '" + location + "' leaves the model's folder");
+  const fs::path file = fs::path(base_dir) / rel;
+  std::error_code ec;
+  const auto size = fs::file_size(file, ec);
+  if (ec) throw Error(ErrorCode::NotFound, what + ": external data file '" + file.string() + "' not found");
+  if (length >= 0 && static_cast<std::uint64_t>(length) != nbytes)
+    bad(what, "external data length " + std::to_string(length) + " does not match the " + std::to_string(nbytes) +
+                  " bytes its shape needs");
+  if (offset > size || size - offset < nbytes)
+    bad(what, "external data file '" + file.string() + "' is too short for offset " + std::to_string(offset) + " + " +
+                  std::to_string(nbytes) + " bytes");
+  std::ifstream in(file, std::ios::binary);
+  in.seekg(static_cast<std::streamoff>(offset));
+  if (!in.read(static_cast<char*>(dst), static_cast<std::streamsize>(nbytes)))
+    throw Error(ErrorCode::Io, what + ": reading external data file '" + file.string() + "' failed");
+}
+
+template <typename Dst, typename Field>
+void copy_field(const Field& field, Tensor& t, const std::string& what) {
+  if (field.size() != t.numel())
+    bad(what, "holds " + std::to_string(field.size()) + " values but its shape " + shape_to_string(t.shape()) +
+                  " needs " + std::to_string(t.numel()));
+  Dst* out = static_cast<Dst*>(t.raw());
+  for (int i = 0; i < field.size(); ++i) out[i] = static_cast<Dst>(field.Get(i));
+}
+
+// Typed fields: int32_data carries every type of 32 bits or fewer (fp16 as raw bits).
+void copy_typed(const onnx::TensorProto& p, Tensor& t, const std::string& what) {
+  switch (t.dtype()) {
+    case DType::Float32: return copy_field<float>(p.float_data(), t, what);
+    case DType::Float64: return copy_field<double>(p.double_data(), t, what);
+    case DType::Int64: return copy_field<std::int64_t>(p.int64_data(), t, what);
+    case DType::UInt64: return copy_field<std::uint64_t>(p.uint64_data(), t, what);
+    case DType::UInt32: return copy_field<std::uint32_t>(p.uint64_data(), t, what);
+    case DType::Int32: return copy_field<std::int32_t>(p.int32_data(), t, what);
+    case DType::Int16: return copy_field<std::int16_t>(p.int32_data(), t, what);
+    case DType::UInt16: case DType::Float16: case DType::BFloat16:
+      return copy_field<std::uint16_t>(p.int32_data(), t, what);
+    case DType::Int8: return copy_field<std::int8_t>(p.int32_data(), t, what);
+    case DType::UInt8: return copy_field<std::uint8_t>(p.int32_data(), t, what);
+    case DType::Bool: {
+      copy_field<std::uint8_t>(p.int32_data(), t, what);
+      auto* b = static_cast<std::uint8_t*>(t.raw());  // normalise to 0/1 so bool reads are defined
+      for (std::int64_t i = 0; i < t.numel(); ++i) b[i] = b[i] != 0;
+      return;
+    }
+    default: bad(what, std::string("unsupported dtype ") + dtype_name(t.dtype()));
+  }
+}
+
+}  // namespace
+
+Tensor tensor_from_proto(const onnx::TensorProto& p, const std::string& base_dir, const std::string& what) {
+  if (p.has_segment()) throw Error(ErrorCode::Unsupported, what + ": segmented tensors are not supported");
+  const DType dtype = dtype_from_proto(p.data_type(), what);
+  Shape shape(p.dims().begin(), p.dims().end());
+  for (auto d : shape)
+    if (d < 0) bad(what, "negative dimension in " + shape_to_string(shape));
+  // Check the declared size against the bytes actually present before allocating, so a hostile
+  // dims field cannot make wpk allocate memory the file does not back.
+  std::int64_t numel;
+  try {
+    numel = shape_numel(shape);
+  } catch (const Error& e) {
+    bad(what, e.what());
+  }
+  const std::uint64_t need = static_cast<std::uint64_t>(numel) * dtype_size(dtype);
+  const bool external = p.data_location() == onnx::TensorProto::EXTERNAL;
+  if (!external && p.has_raw_data() && p.raw_data().size() != need)
+    bad(what, "raw data has " + std::to_string(p.raw_data().size()) + " bytes but shape " + shape_to_string(shape) +
+                  " of " + dtype_name(dtype) + " needs " + std::to_string(need));
+  Tensor t;
+  try {
+    t = Tensor::zeros(dtype, shape);
+  } catch (const Error& e) {
+    bad(what, e.what());
+  }
+  if (external) {
+    read_external(p, base_dir, what, t.raw(), t.nbytes());
+  } else if (p.has_raw_data()) {
+    if (need) std::memcpy(t.raw(), p.raw_data().data(), need);
+    if (dtype == DType::Bool) {
+      auto* b = static_cast<std::uint8_t*>(t.raw());
+      for (std::int64_t i = 0; i < t.numel(); ++i) b[i] = b[i] != 0;
+    }
+  } else {
+    copy_typed(p, t, what);
+  }
+  return t;
+}
+
+void tensor_to_proto(const Tensor& t, onnx::TensorProto& p) {
+  p.set_data_type(static_cast<int32_t>(t.dtype()));
+  p.clear_dims();
+  for (auto d : t.shape()) p.add_dims(d);
+  p.set_raw_data(std::string(static_cast<const char*>(t.raw()), t.nbytes()));
+}
+
+}  // namespace wpk::onnx_import

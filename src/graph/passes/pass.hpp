@@ -1,0 +1,27 @@
+#pragma once
+// Optimizer passes: each rewrites a Graph into an equivalent one and says whether it changed
+// anything. Passes live one per file; the table in runtime/optimizer.cpp orders them.
+#include <functional>
+#include <vector>
+
+#include "wpk/graph.hpp"
+
+namespace wpk::passes {
+
+struct PassContext {
+  // Runs one node on constant inputs (the runtime supplies the reference backend); returns its
+  // outputs, or throws Error when the node cannot be evaluated.
+  std::function<std::vector<Tensor>(const Node&, const std::vector<const Tensor*>&, std::int64_t opset)> evaluate;
+};
+
+// Replaces every read of value `from` by `to` in nodes and graph outputs.
+void replace_uses(Graph& g, ValueId from, ValueId to);
+// How many nodes read each value, and whether it is a graph output.
+std::vector<int> count_uses(const Graph& g);
+bool is_graph_output(const Graph& g, ValueId v);
+
+bool remove_identity(Graph& g, const PassContext& ctx);   // remove_identity.cpp
+bool eliminate_dead_code(Graph& g, const PassContext& ctx);  // dead_code.cpp
+bool fold_constants(Graph& g, const PassContext& ctx);    // constant_folding.cpp
+
+}  // namespace wpk::passes

@@ -1,0 +1,83 @@
+#include "wpk/optimizer.hpp"
+
+#include <algorithm>
+
+#include "backends/reference/reference_backend.hpp"
+#include "graph/passes/pass.hpp"
+#include "runtime/logging.hpp"
+
+namespace wpk {
+namespace {
+
+struct PassEntry {
+  const char* name;
+  OptimizationLevel min_level;
+  bool (*run)(Graph&, const passes::PassContext&);
+};
+
+// The order passes run in. Cleanups first so folding sees through Identity chains.
+const std::vector<PassEntry>& pass_table() {
+  static const std::vector<PassEntry> table = {
+      {"remove_identity", OptimizationLevel::Basic, passes::remove_identity},
+      {"constant_folding", OptimizationLevel::Basic, passes::fold_constants},
+      {"dead_code", OptimizationLevel::Basic, passes::eliminate_dead_code},
+  };
+  return table;
+}
+
+std::vector<Tensor> evaluate_on_reference(const Node& node, const std::vector<const Tensor*>& inputs, std::int64_t opset) {
+  static const reference::ReferenceBackend backend;
+  Graph scratch;  // why_unsupported/prepare only read the opset from the graph
+  scratch.set_opset(opset);
+  if (!backend.why_unsupported(node, scratch).empty()) throw Error(ErrorCode::Unsupported, "cannot fold");
+  auto kernel = backend.prepare(node, scratch);
+  KernelContext ctx(node, inputs);
+  kernel->run(ctx);
+  return std::move(ctx.outputs());
+}
+
+}  // namespace
+
+Optimizer::Optimizer(OptimizerOptions options) : options_(std::move(options)) {
+  for (const auto& name : options_.disabled_passes) {
+    const auto& all = pass_table();
+    if (std::none_of(all.begin(), all.end(), [&](const PassEntry& p) { return name == p.name; }))
+      throw Error(ErrorCode::InvalidArgument, "unknown optimizer pass '" + name + "'");
+  }
+}
+
+std::vector<std::string> Optimizer::all_pass_names() {
+  std::vector<std::string> names;
+  for (const auto& p : pass_table()) names.push_back(p.name);
+  return names;
+}
+
+std::vector<std::string> Optimizer::pass_names() const {
+  std::vector<std::string> names;
+  for (const auto& p : pass_table()) {
+    const bool off = std::find(options_.disabled_passes.begin(), options_.disabled_passes.end(), p.name) !=
+                     options_.disabled_passes.end();
+    if (!off && static_cast<int>(options_.level) >= static_cast<int>(p.min_level)) names.push_back(p.name);
+  }
+  return names;
+}
+
+Graph Optimizer::optimize(Graph graph) const {
+  passes::PassContext ctx{evaluate_on_reference};
+  const auto names = pass_names();
+  // Passes enable each other (folding exposes dead code and new constants); repeat to a fixed
+  // point, bounded so a pair of passes that undo each other cannot loop forever.
+  for (int round = 0; round < 8; ++round) {
+    bool changed = false;
+    for (const auto& p : pass_table()) {
+      if (std::find(names.begin(), names.end(), p.name) == names.end()) continue;
+      const bool c = p.run(graph, ctx);
+      if (c) logger().debug("pass {} changed the graph ({} nodes)", p.name, graph.nodes().size());
+      changed |= c;
+    }
+    if (!changed) break;
+  }
+  return graph;
+}
+
+}  // namespace wpk

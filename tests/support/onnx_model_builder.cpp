@@ -1,0 +1,80 @@
+#include "onnx_model_builder.hpp"
+
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+
+#include <unistd.h>
+
+namespace wpk::testing {
+namespace {
+void set_type(onnx::ValueInfoProto* v, const std::vector<long>& dims, int elem_type) {
+  auto* tt = v->mutable_type()->mutable_tensor_type();
+  tt->set_elem_type(elem_type);
+  auto* shape = tt->mutable_shape();
+  for (long d : dims) {
+    auto* dim = shape->add_dim();
+    if (d < 0) dim->set_dim_param("N");
+    else dim->set_dim_value(d);
+  }
+}
+}  // namespace
+
+OnnxModelBuilder::OnnxModelBuilder(int opset) {
+  model.set_ir_version(8);
+  auto* op = model.add_opset_import();
+  op->set_domain("");
+  op->set_version(opset);
+  model.mutable_graph()->set_name("test");
+}
+
+OnnxModelBuilder& OnnxModelBuilder::input(const std::string& name, const std::vector<long>& dims, int elem_type) {
+  auto* v = model.mutable_graph()->add_input();
+  v->set_name(name);
+  set_type(v, dims, elem_type);
+  return *this;
+}
+
+OnnxModelBuilder& OnnxModelBuilder::output(const std::string& name, const std::vector<long>& dims, int elem_type) {
+  auto* v = model.mutable_graph()->add_output();
+  v->set_name(name);
+  set_type(v, dims, elem_type);
+  return *this;
+}
+
+OnnxModelBuilder& OnnxModelBuilder::node(const std::string& op, const std::vector<std::string>& ins,
+                                         const std::vector<std::string>& outs) {
+  auto* n = model.mutable_graph()->add_node();
+  n->set_op_type(op);
+  for (const auto& i : ins) n->add_input(i);
+  for (const auto& o : outs) n->add_output(o);
+  return *this;
+}
+
+OnnxModelBuilder& OnnxModelBuilder::float_initializer(const std::string& name, const std::vector<long>& dims,
+                                                      const std::vector<float>& values) {
+  auto* t = model.mutable_graph()->add_initializer();
+  t->set_name(name);
+  t->set_data_type(onnx::TensorProto::FLOAT);
+  for (long d : dims) t->add_dims(d);
+  for (float v : values) t->add_float_data(v);
+  return *this;
+}
+
+std::string OnnxModelBuilder::bytes() const { return model.SerializeAsString(); }
+
+std::string OnnxModelBuilder::save(const std::string& path) const {
+  std::ofstream(path, std::ios::binary) << bytes();
+  return path;
+}
+
+std::string temp_dir(const std::string& tag) {
+  static std::atomic<int> counter{0};
+  namespace fs = std::filesystem;
+  fs::path p = fs::temp_directory_path() / ("wpk_test_" + tag + "_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
+  fs::remove_all(p);
+  fs::create_directories(p);
+  return p.string();
+}
+
+}  // namespace wpk::testing

@@ -1,0 +1,69 @@
+#include "tensor_compare.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <sstream>
+
+#include "core/half.hpp"
+
+namespace wpk::testing {
+namespace {
+
+double element_as_double(const Tensor& t, std::int64_t i) {
+  switch (t.dtype()) {
+    case DType::Float32: return t.data<float>()[i];
+    case DType::Float64: return t.data<double>()[i];
+    case DType::Float16: return half_to_float(t.data<Float16Bits>()[i]);
+    case DType::BFloat16: return bfloat16_to_float(t.data<BFloat16Bits>()[i]);
+    default: return 0;
+  }
+}
+
+bool is_float(DType d) {
+  return d == DType::Float32 || d == DType::Float64 || d == DType::Float16 || d == DType::BFloat16;
+}
+
+}  // namespace
+
+std::string compare_allclose(const Tensor& a, const Tensor& b, double rtol, double atol) {
+  if (a.dtype() != b.dtype())
+    return std::string("dtype ") + dtype_name(a.dtype()) + ", expected " + dtype_name(b.dtype());
+  if (a.shape() != b.shape()) return "shape " + shape_to_string(a.shape()) + ", expected " + shape_to_string(b.shape());
+  if (!is_float(a.dtype())) {
+    if (a.nbytes() && std::memcmp(a.raw(), b.raw(), a.nbytes()) != 0) {
+      const std::size_t es = dtype_size(a.dtype());
+      for (std::int64_t i = 0; i < a.numel(); ++i)
+        if (std::memcmp(static_cast<const char*>(a.raw()) + i * es, static_cast<const char*>(b.raw()) + i * es, es) != 0)
+          return "element " + std::to_string(i) + " differs (exact comparison)";
+    }
+    return "";
+  }
+  for (std::int64_t i = 0; i < a.numel(); ++i) {
+    const double x = element_as_double(a, i), y = element_as_double(b, i);
+    if (std::isnan(x) && std::isnan(y)) continue;
+    if (std::isinf(x) || std::isinf(y)) {
+      if (x == y) continue;
+    } else if (std::fabs(x - y) <= atol + rtol * std::fabs(y)) {
+      continue;
+    }
+    std::ostringstream s;
+    s << "element " << i << ": " << x << ", expected " << y;
+    return s.str();
+  }
+  return "";
+}
+
+double relative_l2_error(const Tensor& a, const Tensor& b) {
+  double num = 0, den = 0;
+  const float* pa = a.data<float>();
+  const float* pb = b.data<float>();
+  for (std::int64_t i = 0; i < b.numel(); ++i) {
+    const double d = static_cast<double>(pa[i]) - pb[i];
+    num += d * d;
+    den += static_cast<double>(pb[i]) * pb[i];
+  }
+  return std::sqrt(num) / std::max(std::sqrt(den), 1e-30);
+}
+
+}  // namespace wpk::testing

@@ -1,0 +1,151 @@
+// Bad input gets a clear wpk::Error: never a crash, a hang or a silent wrong answer.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <fstream>
+
+#include "support/onnx_model_builder.hpp"
+#include "wpk/wpk.hpp"
+
+using namespace wpk;
+using wpk::testing::OnnxModelBuilder;
+
+namespace {
+
+// Runs f, expects a wpk::Error with `code` whose message contains every fragment.
+template <typename F>
+void expect_error(F&& f, ErrorCode code, std::vector<std::string> fragments) {
+  try {
+    f();
+    FAIL("no wpk::Error thrown");
+  } catch (const Error& e) {
+    INFO(e.what());
+    CHECK(e.code() == code);
+    for (const auto& frag : fragments) CHECK(std::string(e.what()).find(frag) != std::string::npos);
+  }
+}
+
+OnnxModelBuilder relu_model() {
+  OnnxModelBuilder b;
+  b.input("x", {-1, 4}).output("y", {-1, 4}).node("Relu", {"x"}, {"y"});
+  return b;
+}
+
+}  // namespace
+
+TEST_CASE("missing, empty, truncated and non-ONNX files", "[errors][import]") {
+  const std::string dir = wpk::testing::temp_dir("files");
+  expect_error([&] { load(dir + "/absent.onnx"); }, ErrorCode::NotFound, {"absent.onnx", "not found"});
+  expect_error([&] { load(dir); }, ErrorCode::InvalidArgument, {"directory"});
+
+  std::ofstream(dir + "/empty.onnx").close();
+  expect_error([&] { load(dir + "/empty.onnx"); }, ErrorCode::InvalidModel, {"empty.onnx"});
+
+  std::ofstream(dir + "/text.onnx") << "this is not a model, just some text\n";
+  expect_error([&] { load(dir + "/text.onnx"); }, ErrorCode::InvalidModel, {"text.onnx"});
+
+  const std::string full = relu_model().bytes();
+  std::ofstream(dir + "/cut.onnx", std::ios::binary) << full.substr(0, full.size() / 2);
+  expect_error([&] { load(dir + "/cut.onnx"); }, ErrorCode::InvalidModel, {"cut.onnx"});
+}
+
+TEST_CASE("unsupported ops, opsets and dtypes are named", "[errors][import]") {
+  OnnxModelBuilder b;
+  b.input("x", {2}).output("y", {2}).node("NoSuchOp", {"x"}, {"y"});
+  expect_error([&] { Session s(load_from_bytes(b.bytes())); }, ErrorCode::Unsupported, {"unsupported op NoSuchOp (opset 17)"});
+
+  OnnxModelBuilder old(3);
+  old.input("x", {2}).output("y", {2}).node("Relu", {"x"}, {"y"});
+  expect_error([&] { load_from_bytes(old.bytes()); }, ErrorCode::Unsupported, {"opset 3"});
+
+  OnnxModelBuilder strings;
+  strings.input("s", {2}, onnx::TensorProto::STRING).output("y", {2}, onnx::TensorProto::STRING).node("Identity", {"s"}, {"y"});
+  expect_error([&] { Session s(load_from_bytes(strings.bytes())); }, ErrorCode::Unsupported, {"'s'", "string"});
+}
+
+TEST_CASE("malformed graphs are rejected at load", "[errors][import]") {
+  OnnxModelBuilder dangling;
+  dangling.input("x", {2}).output("y", {2}).node("Relu", {"nowhere"}, {"y"});
+  expect_error([&] { load_from_bytes(dangling.bytes()); }, ErrorCode::InvalidModel, {"'nowhere'"});
+
+  OnnxModelBuilder no_producer;
+  no_producer.input("x", {2}).output("y", {2}).node("Relu", {"x"}, {"z"});
+  expect_error([&] { load_from_bytes(no_producer.bytes()); }, ErrorCode::InvalidModel, {"'y'"});
+}
+
+TEST_CASE("an initializer whose data does not match its shape", "[errors][import]") {
+  OnnxModelBuilder b;
+  b.input("x", {2}).output("y", {2}).node("Add", {"x", "w"}, {"y"}).float_initializer("w", {2}, {1, 2, 3});
+  expect_error([&] { load_from_bytes(b.bytes()); }, ErrorCode::InvalidModel, {"'w'", "3 values", "needs 2"});
+
+  OnnxModelBuilder raw;
+  raw.input("x", {2}).output("y", {2}).node("Add", {"x", "w"}, {"y"}).float_initializer("w", {1000000000, 1000}, {});
+  raw.model.mutable_graph()->mutable_initializer(0)->set_raw_data(std::string(8, '\0'));
+  expect_error([&] { load_from_bytes(raw.bytes()); }, ErrorCode::InvalidModel, {"'w'", "raw data has 8 bytes"});
+}
+
+TEST_CASE("external data must stay inside the model's folder and be long enough", "[errors][import]") {
+  const std::string dir = wpk::testing::temp_dir("external");
+  auto with_external = [&](const std::string& location, std::size_t file_bytes) {
+    OnnxModelBuilder b;
+    b.input("x", {2}).output("y", {2}).node("Add", {"x", "w"}, {"y"}).float_initializer("w", {2}, {});
+    auto* t = b.model.mutable_graph()->mutable_initializer(0);
+    t->set_data_location(onnx::TensorProto::EXTERNAL);
+    auto* kv = t->add_external_data();
+    kv->set_key("location");
+    kv->set_value(location);
+    std::ofstream(dir + "/weights.bin", std::ios::binary) << std::string(file_bytes, '\0');
+    return b.save(dir + "/model.onnx");
+  };
+  {
+    float two[2] = {1.5f, -2.0f};
+    const std::string path = with_external("weights.bin", 0);
+    std::ofstream(dir + "/weights.bin", std::ios::binary).write(reinterpret_cast<const char*>(two), sizeof two);
+    Session s(load(path));
+    float x[2] = {1, 1};
+    auto out = s.run({{"x", Tensor::borrow(x, {2})}});
+    CHECK(out.at("y").data<float>()[0] == 2.5f);
+    CHECK(out.at("y").data<float>()[1] == -1.0f);
+  }
+  expect_error([&] { load(with_external("weights.bin", 4)); }, ErrorCode::InvalidModel, {"too short"});
+  expect_error([&] { load(with_external("../weights.bin", 8)); }, ErrorCode::InvalidModel, {"leaves the model's folder"});
+  expect_error([&] { load(with_external("/etc/passwd", 8)); }, ErrorCode::InvalidModel, {"relative"});
+  expect_error([&] { load(with_external("absent.bin", 8)); }, ErrorCode::NotFound, {"absent.bin"});
+}
+
+TEST_CASE("run() checks input names, dtypes and shapes", "[errors][session]") {
+  Session s(load_from_bytes(relu_model().bytes()));
+  std::vector<float> x(8, 1.0f);
+  std::vector<double> xd(8, 1.0);
+  expect_error([&] { s.run({}); }, ErrorCode::InvalidArgument, {"'x'", "missing"});
+  expect_error([&] { s.run({{"x", Tensor::borrow(x.data(), {2, 4})}, {"extra", Tensor::borrow(x.data(), {8})}}); },
+               ErrorCode::InvalidArgument, {"unknown input 'extra'", "x"});
+  expect_error([&] { s.run({{"x", Tensor::borrow(xd.data(), {2, 4})}}); }, ErrorCode::InvalidArgument, {"float32", "float64"});
+  expect_error([&] { s.run({{"x", Tensor::borrow(x.data(), {4, 2})}}); }, ErrorCode::InvalidArgument, {"[N, 4]", "[4, 2]"});
+  expect_error([&] { s.run({{"x", Tensor::borrow(x.data(), {8})}}); }, ErrorCode::InvalidArgument, {"[N, 4]"});
+  expect_error([&] { s.run({{"x", Tensor()}}); }, ErrorCode::InvalidArgument, {"'x'"});
+  // The symbolic batch takes any size.
+  CHECK(s.run({{"x", Tensor::borrow(x.data(), {2, 4})}}).at("y").shape() == Shape{2, 4});
+  CHECK(s.run({{"x", Tensor::borrow(x.data(), {1, 4})}}).at("y").shape() == Shape{1, 4});
+}
+
+TEST_CASE("kernel-level shape errors name the node and op", "[errors][session]") {
+  OnnxModelBuilder b;
+  b.input("a", {2, 3}).input("b", {3, 3}).output("y", {-1, 3}).node("Add", {"a", "b"}, {"y"});
+  b.model.mutable_graph()->mutable_node(0)->set_name("the_add");
+  Session s(load_from_bytes(b.bytes()));
+  std::vector<float> a(6), c(9);
+  expect_error([&] { s.run({{"a", Tensor::borrow(a.data(), {2, 3})}, {"b", Tensor::borrow(c.data(), {3, 3})}}); },
+               ErrorCode::InvalidArgument, {"the_add", "Add", "broadcast"});
+}
+
+TEST_CASE("tensor files: corrupt and mismatched", "[errors][import]") {
+  const std::string dir = wpk::testing::temp_dir("tensors");
+  std::ofstream(dir + "/junk.pb") << "\xff\xff\xff\xff garbage";
+  expect_error([&] { load_tensor(dir + "/junk.pb"); }, ErrorCode::InvalidModel, {"junk.pb"});
+  Tensor t = Tensor::from_vector<float>({1, 2, 3}, {3});
+  save_tensor(t, dir + "/ok.pb");
+  Tensor back = load_tensor(dir + "/ok.pb");
+  REQUIRE(back.shape() == Shape{3});
+  CHECK(back.data<float>()[2] == 3.0f);
+}

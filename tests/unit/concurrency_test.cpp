@@ -1,0 +1,48 @@
+// Session::run from several threads at once gives the same results as from one.
+#include <catch2/catch.hpp>
+
+#include <random>
+#include <thread>
+
+#include "support/tensor_compare.hpp"
+#include "wpk/wpk.hpp"
+
+using namespace wpk;
+
+TEST_CASE("concurrent runs match sequential runs", "[session][threads]") {
+  Graph g;
+  g.add_input("x", DType::Float32, {Dim("N"), 16});
+  std::vector<float> w(16 * 16);
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> u(-1, 1);
+  for (float& v : w) v = u(rng);
+  g.add_initializer("w", Tensor::from_vector(w, {16, 16}));
+  g.add_node("MatMul", {"x", "w"}, {"h"});
+  g.add_node("Tanh", {"h"}, {"t"});
+  g.add_node("MatMul", {"t", "w"}, {"y"});
+  g.add_output("y");
+  const Session s(g);
+
+  constexpr int kThreads = 4;
+  std::vector<std::vector<float>> inputs(kThreads);
+  std::vector<Tensor> expected(kThreads);
+  for (int i = 0; i < kThreads; ++i) {
+    inputs[i].resize(static_cast<std::size_t>((i + 1) * 16));
+    for (float& v : inputs[i]) v = u(rng);
+    expected[i] = s.run({{"x", Tensor::borrow(inputs[i].data(), {i + 1, 16})}}).at("y");
+  }
+  std::vector<std::string> diffs(kThreads);
+  std::vector<std::thread> pool;
+  for (int i = 0; i < kThreads; ++i)
+    pool.emplace_back([&, i] {
+      for (int rep = 0; rep < 50 && diffs[i].empty(); ++rep) {
+        Tensor y = s.run({{"x", Tensor::borrow(inputs[i].data(), {i + 1, 16})}}).at("y");
+        diffs[i] = wpk::testing::compare_allclose(y, expected[i], 0, 0);
+      }
+    });
+  for (auto& t : pool) t.join();
+  for (int i = 0; i < kThreads; ++i) {
+    INFO("thread " << i);
+    CHECK(diffs[i] == "");
+  }
+}

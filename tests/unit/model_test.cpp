@@ -1,0 +1,68 @@
+// Whole models against PyTorch: scripts/export_models.py exports each with fixed seeds and
+// stores PyTorch's output for one input; wpk must match within 1e-4 relative L2 error.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+
+#include "support/tensor_compare.hpp"
+#include "wpk/wpk.hpp"
+
+using namespace wpk;
+namespace fs = std::filesystem;
+
+namespace {
+
+fs::path models_dir() { return fs::path(WPK_TEST_MODELS_DIR); }
+
+fs::path require_model(const std::string& name) {
+  const fs::path p = models_dir() / (name + ".onnx");
+  if (!fs::exists(p)) FAIL("missing fixture " << p << ": run scripts/export_models.py " << models_dir().string());
+  return p;
+}
+
+void check_against_pytorch(const std::string& name) {
+  Session s(load(require_model(name).string()));
+  const fs::path data = models_dir() / name / "test_data_set_0";
+  TensorMap inputs;
+  for (std::size_t i = 0; i < s.inputs().size(); ++i)
+    inputs[s.inputs()[i].name] = load_tensor((data / ("input_" + std::to_string(i) + ".pb")).string());
+  const Tensor expected = load_tensor((data / "output_0.pb").string());
+  const Tensor actual = s.run(inputs).at(s.outputs()[0].name);
+  REQUIRE(actual.shape() == expected.shape());
+  const double err = wpk::testing::relative_l2_error(actual, expected);
+  INFO(name << " relative L2 error " << err);
+  CHECK(err <= 1e-4);
+}
+
+}  // namespace
+
+TEST_CASE("ResNet-50 matches PyTorch", "[model]") { check_against_pytorch("resnet50"); }
+TEST_CASE("MobileNetV2 matches PyTorch", "[model]") { check_against_pytorch("mobilenet_v2"); }
+TEST_CASE("BERT-base-like encoder (seq 128) matches PyTorch", "[model]") { check_against_pytorch("bert_base"); }
+TEST_CASE("ResNet-18 matches PyTorch", "[model]") { check_against_pytorch("resnet18"); }
+
+TEST_CASE("a dynamic batch dimension runs at any batch size", "[model]") {
+  Session s(load(require_model("resnet18").string()));
+  const Tensor one = load_tensor((models_dir() / "resnet18" / "test_data_set_0" / "input_0.pb").string());
+  const Tensor ref = s.run({{s.inputs()[0].name, one}}).at(s.outputs()[0].name);
+  // Batch of 3: the image, its negation, the image again. Rows 0 and 2 must equal the batch-1 run.
+  Shape shape = one.shape();
+  shape[0] = 3;
+  Tensor three = Tensor::zeros(DType::Float32, shape);
+  const std::int64_t n = one.numel();
+  for (std::int64_t i = 0; i < n; ++i) {
+    const float v = one.data<float>()[i];
+    three.data<float>()[i] = v;
+    three.data<float>()[n + i] = -v;
+    three.data<float>()[2 * n + i] = v;
+  }
+  const Tensor out = s.run({{s.inputs()[0].name, three}}).at(s.outputs()[0].name);
+  REQUIRE(out.shape()[0] == 3);
+  const std::int64_t classes = ref.numel();
+  const Tensor row0 = Tensor::borrow(out.data<float>(), ref.shape());
+  const Tensor row1 = Tensor::borrow(out.data<float>() + classes, ref.shape());
+  const Tensor row2 = Tensor::borrow(out.data<float>() + 2 * classes, ref.shape());
+  CHECK(wpk::testing::relative_l2_error(row0, ref) <= 1e-5);
+  CHECK(wpk::testing::relative_l2_error(row2, ref) <= 1e-5);
+  CHECK(wpk::testing::relative_l2_error(row1, ref) > 1e-3);  // a different image gives different logits
+}

@@ -1,0 +1,16 @@
+# Build glue for the system packages wpk uses (all from Debian; see scripts/setup.sh).
+# Each becomes one wpk::<name> interface target so the rest of the build names what it needs.
+find_package(Threads REQUIRED)
+find_package(Protobuf REQUIRED)
+find_package(ONNX REQUIRED)
+find_package(Eigen3 3.3 REQUIRED NO_MODULE)
+find_package(spdlog REQUIRED)
+
+add_library(wpk::onnx INTERFACE IMPORTED)
+target_link_libraries(wpk::onnx INTERFACE onnx onnx_proto protobuf::libprotobuf)
+
+add_library(wpk::eigen INTERFACE IMPORTED)
+target_link_libraries(wpk::eigen INTERFACE Eigen3::Eigen)
+
+add_library(wpk::spdlog INTERFACE IMPORTED)
+target_link_libraries(wpk::spdlog INTERFACE spdlog::spdlog)
