@@ -14,3 +14,9 @@ target_link_libraries(wpk::eigen INTERFACE Eigen3::Eigen)
 
 add_library(wpk::spdlog INTERFACE IMPORTED)
 target_link_libraries(wpk::spdlog INTERFACE spdlog::spdlog)
+
+if(WPK_WITH_ONEDNN)
+  find_package(dnnl REQUIRED)
+  add_library(wpk::onednn INTERFACE IMPORTED)
+  target_link_libraries(wpk::onednn INTERFACE DNNL::dnnl)
+endif()

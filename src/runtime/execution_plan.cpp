@@ -2,15 +2,9 @@
 
 #include <set>
 
-#include "backends/reference/reference_backend.hpp"
 #include "wpk/session.hpp"
 
 namespace wpk {
-
-std::vector<const Backend*> registered_backends() {
-  static const reference::ReferenceBackend reference_backend;
-  return {&reference_backend};
-}
 
 std::string why_unsupported(const Node& node, const Graph& graph) {
   std::string why;

@@ -23,6 +23,7 @@ const OpTable& op_table() {
     register_shape_ops(t);
     register_index_ops(t);
     register_misc(t);
+    register_fused(t);
     return t;
   }();
   return table;
@@ -43,12 +44,20 @@ class FunctionKernel : public Kernel {
 };
 }  // namespace
 
+std::string table_key(const Node& node) {
+  if (node.domain.empty() || node.domain == "ai.onnx") return node.op_type;
+  return node.domain + ":" + node.op_type;
+}
+
 std::string ReferenceBackend::why_unsupported(const Node& node, const Graph& graph) const {
-  if (!node.domain.empty() && node.domain != "ai.onnx")
-    return "unsupported op " + node.domain + "." + node.op_type + " (domain " + node.domain + ")";
-  const OpEntry* e = op_table().find(node.op_type);
-  if (!e) return "unsupported op " + node.op_type + " (opset " + std::to_string(graph.opset()) + ")";
-  if (graph.opset() < e->since_opset)
+  const OpEntry* e = op_table().find(table_key(node));
+  if (!e) {
+    if (!node.domain.empty() && node.domain != "ai.onnx")
+      return "unsupported op " + node.domain + "." + node.op_type + " (domain " + node.domain + ")";
+    return "unsupported op " + node.op_type + " (opset " + std::to_string(graph.opset()) + ")";
+  }
+  const bool onnx_op = node.domain.empty() || node.domain == "ai.onnx";
+  if (onnx_op && graph.opset() < e->since_opset)
     return "unsupported op " + node.op_type + " (opset " + std::to_string(graph.opset()) + "; wpk implements it from opset " +
            std::to_string(e->since_opset) + ")";
   const int n_in = static_cast<int>(node.inputs.size());
@@ -62,7 +71,7 @@ std::string ReferenceBackend::why_unsupported(const Node& node, const Graph& gra
 std::unique_ptr<Kernel> ReferenceBackend::prepare(const Node& node, const Graph& graph) const {
   std::string why = why_unsupported(node, graph);
   if (!why.empty()) throw Error(ErrorCode::Unsupported, node_label(node) + why);
-  return std::make_unique<FunctionKernel>(op_table().find(node.op_type)->fn, graph.opset());
+  return std::make_unique<FunctionKernel>(op_table().find(table_key(node))->fn, graph.opset());
 }
 
 }  // namespace wpk::reference

@@ -19,6 +19,10 @@ struct OpEntry {
   int since_opset = 1;  // earliest opset whose semantics the kernel implements
 };
 
+// Keys: the ONNX op type ("Conv") for the default domain, "<domain>:<op>" otherwise
+// ("com.wpk:FusedConv", see graph/fused_ops.hpp).
+std::string table_key(const Node& node);
+
 class OpTable {
  public:
   void add(const std::string& op_type, OpEntry entry);
@@ -39,6 +43,7 @@ void register_reduce(OpTable& t);         // reduce.cpp, softmax.cpp: reductions
 void register_shape_ops(OpTable& t);      // shape_ops.cpp: Reshape, Transpose, Concat, Slice...
 void register_index_ops(OpTable& t);      // index_ops.cpp: Gather*, Scatter*, TopK, OneHot...
 void register_misc(OpTable& t);           // misc.cpp: Cast, Resize, Range, CumSum, Trilu...
+void register_fused(OpTable& t);          // fused.cpp: the com.wpk ops of graph/fused_ops.hpp
 
 const OpTable& op_table();
 

@@ -23,5 +23,13 @@ bool is_graph_output(const Graph& g, ValueId v);
 bool remove_identity(Graph& g, const PassContext& ctx);   // remove_identity.cpp
 bool eliminate_dead_code(Graph& g, const PassContext& ctx);  // dead_code.cpp
 bool fold_constants(Graph& g, const PassContext& ctx);    // constant_folding.cpp
+bool fold_shape_subgraphs(Graph& g, const PassContext& ctx);  // fold_shape_subgraphs.cpp
+bool cancel_transposes(Graph& g, const PassContext& ctx);     // cancel_transposes.cpp
+bool fold_batchnorm(Graph& g, const PassContext& ctx);        // fold_batchnorm.cpp
+bool fuse_layernorm(Graph& g, const PassContext& ctx);        // fuse_layernorm.cpp
+bool fuse_gelu(Graph& g, const PassContext& ctx);             // fuse_gelu.cpp
+bool fuse_attention(Graph& g, const PassContext& ctx);        // fuse_attention.cpp
+bool fuse_conv_epilogue(Graph& g, const PassContext& ctx);    // fuse_conv_epilogue.cpp
+bool fuse_matmul_epilogue(Graph& g, const PassContext& ctx);  // fuse_matmul_epilogue.cpp
 
 }  // namespace wpk::passes

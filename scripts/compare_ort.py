@@ -1,0 +1,165 @@
+#!/usr/bin/env python3
+"""Side-by-side speed comparison of wpk and ONNX Runtime, by the protocol of ../shared/BENCHMARKS.md.
+Run it through scripts/compare_ort.sh, which makes the venv and builds wpk first.
+
+Usage: compare_ort.py [--models LIST] [--iters K] [--rounds R] [--warmup W] [--threads N] [--quick]
+
+LIST is comma-separated: NAME (its default rows) or NAME:BATCH. The default rows are
+resnet50:1, mobilenet_v2:1, bert_base:1 (seq 128), resnet50:8; a NAME with no default row runs at
+batch 1. Models come from scripts/export_models.py (build/models), exported on first use.
+
+For each row it runs R rounds of `wpk bench` then scripts/bench_ort.py (A B A B ...), each a fresh
+process doing W warm-up runs and K timed runs, so drift hits both and peak RSS is per model. It
+then prints, on stdout, one JSON line per runtime in the format of BENCHMARKS.md, aggregated over
+the rounds (median_ms and p90_ms: median of the rounds' values; min_ms: the least; load_ms: median
+of the rounds' loads; peak_rss_mb: the largest), and one ratio line wpk / onnxruntime (below 1.0 =
+wpk faster). Progress and per-round figures go to stderr. Exit status 1 if any row failed.
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DEFAULT_ROWS = [("resnet50", 1), ("mobilenet_v2", 1), ("bert_base", 1), ("resnet50", 8)]
+EXPORTABLE = ["resnet18", "resnet50", "mobilenet_v2", "bert_base"]
+FIELDS = ["model", "runtime", "threads", "batch", "load_ms", "median_ms", "p90_ms", "min_ms", "peak_rss_mb"]
+
+
+def log(msg):
+    print("compare_ort: " + msg, file=sys.stderr, flush=True)
+
+
+def warn_if_busy(when):
+    """These machines are shared: a load above the core count makes every figure slower and noisier."""
+    try:
+        load, cores = os.getloadavg()[0], os.cpu_count() or 1
+    except OSError:
+        return
+    if load > cores:
+        log("warning: load average %.1f on %d cores %s; the figures are noisy (ratios hold up better than times)"
+            % (load, cores, when))
+
+
+def parse_rows(spec):
+    if not spec:
+        return list(DEFAULT_ROWS)
+    rows = []
+    for item in (s.strip() for s in spec.split(",")):
+        if not item:
+            continue
+        if ":" in item:
+            name, b = item.split(":", 1)
+            if not b.isdigit() or int(b) < 1:
+                sys.exit("compare_ort: bad batch in '%s' (NAME:BATCH, BATCH >= 1)" % item)
+            rows.append((name, int(b)))
+        else:
+            rows.extend([r for r in DEFAULT_ROWS if r[0] == item] or [(item, 1)])
+    return rows
+
+
+def run_json(cmd):
+    """Runs one measurement process; returns its JSON line as a dict, or None with the error logged."""
+    p = subprocess.run(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if p.returncode != 0:
+        log("failed (exit %d): %s\n%s" % (p.returncode, " ".join(cmd), p.stderr.strip()))
+        return None
+    lines = [l for l in p.stdout.splitlines() if l.startswith("{")]
+    try:
+        return json.loads(lines[-1])
+    except (IndexError, ValueError):
+        log("no JSON line from: %s\n%s" % (" ".join(cmd), p.stdout.strip()))
+        return None
+
+
+def aggregate(results, runtime, model, threads, batch):
+    return {
+        "model": model, "runtime": runtime, "threads": threads, "batch": batch,
+        "load_ms": round(statistics.median(r["load_ms"] for r in results), 3),
+        "median_ms": round(statistics.median(r["median_ms"] for r in results), 3),
+        "p90_ms": round(statistics.median(r["p90_ms"] for r in results), 3),
+        "min_ms": round(min(r["min_ms"] for r in results), 3),
+        "peak_rss_mb": round(max(r["peak_rss_mb"] for r in results), 1),
+    }
+
+
+def ratio(a, b):
+    return round(a / b, 3) if b > 0 else None
+
+
+def main():
+    p = argparse.ArgumentParser(description="wpk vs ONNX Runtime, side by side (see BENCHMARKS.md)")
+    p.add_argument("--models", default="", help="comma-separated NAME or NAME:BATCH (default: the four rows)")
+    p.add_argument("--iters", type=int, help="timed runs per process (default 20; --quick 3)")
+    p.add_argument("--rounds", type=int, help="A B rounds per row (default 3; --quick 2)")
+    p.add_argument("--warmup", type=int, help="warm-up runs per process (default 3; --quick 1)")
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--quick", action="store_true", help="a smoke test, not a measurement by the protocol")
+    p.add_argument("--wpk", default=os.path.join("build", "examples", "wpk"))
+    p.add_argument("--models-dir", default=os.path.join("build", "models"))
+    a = p.parse_args()
+    iters = a.iters if a.iters is not None else (3 if a.quick else 20)
+    rounds = a.rounds if a.rounds is not None else (2 if a.quick else 3)
+    warmup = a.warmup if a.warmup is not None else (1 if a.quick else 3)
+    if iters < 1 or rounds < 1 or warmup < 0 or a.threads < 1:
+        sys.exit("compare_ort: --iters, --rounds and --threads need integers >= 1, --warmup >= 0")
+    if warmup < 3 or iters * rounds < 20:
+        log("note: %d warm-up and %d timed runs per runtime: fewer than the protocol's 3 and 20, a smoke test only"
+            % (warmup, iters * rounds))
+    rows = parse_rows(a.models)
+    if not os.access(os.path.join(ROOT, a.wpk), os.X_OK):
+        sys.exit("compare_ort: %s not found; build it with scripts/setup.sh" % a.wpk)
+
+    names = sorted({m for m, _ in rows})
+    to_export = [m for m in names if m in EXPORTABLE]
+    if to_export:
+        subprocess.run(["/usr/bin/python3", "scripts/export_models.py", a.models_dir] + to_export, cwd=ROOT, check=True)
+    for m in names:
+        if not os.path.exists(os.path.join(ROOT, a.models_dir, m + ".onnx")):
+            sys.exit("compare_ort: no model %s.onnx in %s (exportable: %s)" % (m, a.models_dir, " ".join(EXPORTABLE)))
+
+    import onnxruntime  # only for the version; the measurements run in their own processes
+    log("onnxruntime %s, %d threads, %d rounds x (%d warm-up + %d timed runs) per runtime and row"
+        % (onnxruntime.__version__, a.threads, rounds, warmup, iters))
+
+    warn_if_busy("before the run")
+    failed = 0
+    for model, batch in rows:
+        path = os.path.join(a.models_dir, model + ".onnx")
+        common = ["--threads", str(a.threads), "--batch", str(batch), "--iters", str(iters), "--warmup", str(warmup), "--json"]
+        cmds = {"wpk": [a.wpk, "bench", path] + common,
+                "onnxruntime": [sys.executable, os.path.join("scripts", "bench_ort.py"), path] + common}
+        results = {"wpk": [], "onnxruntime": []}
+        ok = True
+        for r in range(rounds):
+            for runtime in ("wpk", "onnxruntime"):  # A B A B ...
+                res = run_json(cmds[runtime])
+                if res is None:
+                    ok = False
+                    break
+                results[runtime].append(res)
+                log("%s batch %d round %d/%d %-11s median %.3f ms  min %.3f ms  load %.1f ms  rss %.1f MB"
+                    % (model, batch, r + 1, rounds, runtime, res["median_ms"], res["min_ms"], res["load_ms"],
+                       res["peak_rss_mb"]))
+            if not ok:
+                break
+        if not ok:
+            failed += 1
+            log("%s batch %d: skipped" % (model, batch))
+            continue
+        w = aggregate(results["wpk"], "wpk", model, a.threads, batch)
+        o = aggregate(results["onnxruntime"], "onnxruntime", model, a.threads, batch)
+        print(json.dumps({k: w[k] for k in FIELDS}))
+        print(json.dumps({k: o[k] for k in FIELDS}))
+        print(json.dumps({"model": model, "batch": batch, "threads": a.threads,
+                          "ratio_median": ratio(w["median_ms"], o["median_ms"]),
+                          "ratio_rss": ratio(w["peak_rss_mb"], o["peak_rss_mb"]),
+                          "ratio_load": ratio(w["load_ms"], o["load_ms"])}), flush=True)
+    warn_if_busy("at the end")
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()

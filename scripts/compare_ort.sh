@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# wpk vs ONNX Runtime, side by side, by the protocol of ../shared/BENCHMARKS.md. One command:
+#   scripts/compare_ort.sh [--no-build] [--models LIST] [--iters K] [--rounds R] [--warmup W] [--threads N] [--quick]
+# Each step is skipped when already done:
+#   1. scripts/setup.sh builds wpk (incremental; --no-build uses build/examples/wpk as it is);
+#   2. a venv in .venv (ignored by git) with onnxruntime and numpy from PyPI;
+#   3. scripts/compare_ort.py exports the models it needs into build/models and measures.
+# Default rows: ResNet-50, MobileNetV2, BERT-base (seq 128) at batch 1, ResNet-50 at batch 8;
+# 2 threads, fp32; 3 rounds of wpk then ONNX Runtime, each 3 warm-up + 20 timed runs.
+# stdout: JSON lines (wpk, onnxruntime, ratio wpk/onnxruntime per row); progress on stderr.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+build=1
+args=()
+for a in "$@"; do
+  case "$a" in
+    --no-build) build=0 ;;
+    -h|--help) sed -n '2,/^[^#]/{/^#/s/^# \{0,1\}//p}' "$0"; exit 0 ;;
+    *) args+=("$a") ;;
+  esac
+done
+
+if [ "$build" = 1 ]; then
+  scripts/setup.sh >&2
+elif [ ! -x build/examples/wpk ]; then
+  echo "compare_ort: build/examples/wpk not found; run without --no-build" >&2
+  exit 1
+fi
+
+venv=.venv
+if ! "$venv/bin/python" -c "import onnxruntime, numpy" >/dev/null 2>&1; then
+  echo "compare_ort: setting up $venv with onnxruntime and numpy" >&2
+  [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
+  "$venv/bin/python" -m pip install -q onnxruntime numpy >&2
+fi
+
+exec "$venv/bin/python" scripts/compare_ort.py "${args[@]+"${args[@]}"}"

@@ -1,0 +1,172 @@
+// MatMul, Gemm and com.wpk FusedMatMul on oneDNN's matmul primitive.
+//   constant B (weights):  A [..., M, K] is flattened to [rows, K]; B packed once; bias,
+//                          residual add and activation fused as post-ops.
+//   variable B:            batched product over equal leading dims (attention's Q·Kᵀ, P·V).
+#include <unordered_map>
+
+#include "backends/onednn/onednn_kernels.hpp"
+
+namespace wpk::onednn {
+namespace {
+
+struct MatMulPlan {
+  dnnl::matmul primitive;
+  dnnl::memory::desc a, b, dst, bias;
+  dnnl::memory packed_b;  // constant B only
+  Shape y_shape;
+};
+
+std::int64_t rows_of(const Shape& a) {
+  std::int64_t rows = 1;
+  for (std::size_t i = 0; i + 1 < a.size(); ++i) rows *= a[i];
+  return rows;
+}
+
+class MatMulKernel : public Kernel {
+ public:
+  // `b` empty = variable B (input 1). `transposed_b`: B is stored [N, K] (Gemm transB=1).
+  MatMulKernel(const Node& node, Tensor b, bool transposed_b, Tensor bias)
+      : b_(std::move(b)), transposed_b_(transposed_b), bias_(std::move(bias)), act_(read_activation(node)),
+        has_residual_(node.op_type == "FusedMatMul" && node.inputs.size() > 3 && node.inputs[3] != kNoValue) {}
+
+  void run(KernelContext& ctx) const override {
+    guarded(ctx, [&] {
+      const Tensor& a = ctx.input(0);
+      const Tensor* b = b_.empty() ? &ctx.input(1) : nullptr;
+      auto plan = cache_.get(shape_key({&a.shape(), b ? &b->shape() : nullptr}),
+                             [&] { return b ? build_batched(ctx, a.shape(), b->shape()) : build_const(ctx, a.shape()); });
+      Tensor& y = ctx.allocate_output(0, DType::Float32, plan->y_shape);
+      std::unordered_map<int, dnnl::memory> args = {{DNNL_ARG_SRC, wrap(plan->a, a)},
+                                                    {DNNL_ARG_WEIGHTS, b ? wrap(plan->b, *b) : plan->packed_b},
+                                                    {DNNL_ARG_DST, wrap(plan->dst, y)}};
+      if (!bias_.empty()) args.emplace(DNNL_ARG_BIAS, wrap(plan->bias, bias_));
+      if (has_residual_) {
+        const Tensor& z = ctx.input(3);
+        if (z.shape() != plan->y_shape)
+          ctx.fail(ErrorCode::InvalidArgument, "residual input has shape " + shape_to_string(z.shape()) + ", expected " +
+                                                   shape_to_string(plan->y_shape));
+        args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1, wrap(plan->dst, z));
+      }
+      plan->primitive.execute(thread_stream(), args);
+      thread_stream().wait();
+    });
+  }
+
+  void warm_up(const Node& node, const Shape& a_shape) const {
+    KernelContext ctx(node, {});
+    cache_.get(shape_key({&a_shape, nullptr}), [&] { return build_const(ctx, a_shape); });
+  }
+
+ private:
+  dnnl::primitive_attr attributes(const dnnl::memory::desc& dst) const {
+    dnnl::post_ops ops;
+    if (has_residual_) ops.append_binary(dnnl::algorithm::binary_add, dst);
+    append_activation(ops, act_);
+    dnnl::primitive_attr attr;
+    attr.set_post_ops(ops);
+    return attr;
+  }
+
+  MatMulPlan build_const(const KernelContext& ctx, const Shape& a_shape) const {
+    const std::int64_t k = transposed_b_ ? b_.shape()[1] : b_.shape()[0];
+    const std::int64_t n = transposed_b_ ? b_.shape()[0] : b_.shape()[1];
+    if (a_shape.size() < 2 || a_shape.back() != k)
+      ctx.fail(ErrorCode::InvalidArgument, "input A " + shape_to_string(a_shape) + " does not match B " +
+                                               shape_to_string(b_.shape()) + (transposed_b_ ? " (transposed)" : ""));
+    const std::int64_t rows = rows_of(a_shape);
+    MatMulPlan plan;
+    plan.a = f32_desc({rows, k}, Tag::ab);
+    plan.dst = f32_desc({rows, n}, Tag::ab);
+    if (!bias_.empty()) plan.bias = f32_desc({1, n}, Tag::ab);
+    dnnl::matmul::desc desc(plan.a, f32_desc({k, n}, Tag::any), plan.bias, plan.dst);
+    dnnl::matmul::primitive_desc pd(desc, attributes(plan.dst), engine());
+    plan.primitive = dnnl::matmul(pd);
+    plan.packed_b = dnnl::memory(pd.weights_desc(), engine());
+    dnnl::memory user_b = wrap(f32_desc({k, n}, transposed_b_ ? Tag::ba : Tag::ab), b_);
+    dnnl::reorder(user_b, plan.packed_b).execute(thread_stream(), user_b, plan.packed_b);
+    thread_stream().wait();
+    plan.y_shape = a_shape;
+    plan.y_shape.back() = n;
+    return plan;
+  }
+
+  MatMulPlan build_batched(const KernelContext& ctx, const Shape& a_shape, const Shape& b_shape) const {
+    const std::size_t r = a_shape.size();
+    bool ok = r >= 2 && b_shape.size() == r && a_shape[r - 1] == b_shape[r - 2];
+    for (std::size_t i = 0; ok && i + 2 < r; ++i) ok = a_shape[i] == b_shape[i];
+    if (!ok)
+      ctx.fail(ErrorCode::InvalidArgument, "cannot multiply " + shape_to_string(a_shape) + " by " + shape_to_string(b_shape));
+    std::int64_t batch = 1;
+    for (std::size_t i = 0; i + 2 < r; ++i) batch *= a_shape[i];
+    const std::int64_t m = a_shape[r - 2], k = a_shape[r - 1], n = b_shape[r - 1];
+    MatMulPlan plan;
+    plan.a = f32_desc({batch, m, k}, Tag::abc);
+    plan.b = f32_desc({batch, k, n}, Tag::abc);
+    plan.dst = f32_desc({batch, m, n}, Tag::abc);
+    dnnl::matmul::desc desc(plan.a, plan.b, plan.dst);
+    dnnl::matmul::primitive_desc pd(desc, attributes(plan.dst), engine());
+    plan.primitive = dnnl::matmul(pd);
+    plan.y_shape = a_shape;
+    plan.y_shape.back() = n;
+    return plan;
+  }
+
+  Tensor b_;
+  bool transposed_b_;
+  Tensor bias_;
+  Activation act_;
+  bool has_residual_;
+  ShapeCache<MatMulPlan> cache_;
+};
+
+const Tensor* const_input(const Node& node, const Graph& graph, std::size_t i) {
+  return i < node.inputs.size() && node.inputs[i] != kNoValue ? graph.initializer(node.inputs[i]) : nullptr;
+}
+
+bool has_input(const Node& node, std::size_t i) { return i < node.inputs.size() && node.inputs[i] != kNoValue; }
+
+}  // namespace
+
+std::string matmul_unsupported(const Node& node, const Graph& graph) {
+  for (ValueId v : node.inputs)
+    if (v != kNoValue && graph.value(v).dtype != DType::Float32 && graph.value(v).dtype != DType::Undefined)
+      return "inputs are not float32";
+  const Tensor* b = const_input(node, graph, 1);
+  if (b && (b->dtype() != DType::Float32 || b->rank() != 2)) return "constant B is not a float32 matrix";
+  if (node.op_type == "Gemm") {
+    if (!b) return "Gemm needs a constant B";
+    if (node.attr_int("transA", 0) != 0 || node.attr_float("alpha", 1.f) != 1.f || node.attr_float("beta", 1.f) != 1.f)
+      return "Gemm with transA or alpha/beta other than 1";
+  }
+  const bool has_bias = node.op_type != "MatMul" && has_input(node, 2);
+  if (has_bias) {
+    const Tensor* bias = const_input(node, graph, 2);
+    const std::int64_t n = node.op_type == "Gemm" && node.attr_int("transB", 0) ? b->shape()[0] : (b ? b->shape()[1] : -1);
+    if (!b || !bias || bias->dtype() != DType::Float32 || bias->numel() != n || bias->shape().back() != n)
+      return "bias must be a constant float32 vector of the output width, with constant B";
+  }
+  if (node.op_type == "FusedMatMul") {
+    if (!b && has_input(node, 3)) return "residual add needs a constant B";
+    if (!activation_supported(read_activation(node))) return "activation has no oneDNN post-op";
+  }
+  return "";
+}
+
+std::unique_ptr<Kernel> make_matmul(const Node& node, const Graph& graph) {
+  const Tensor* b = const_input(node, graph, 1);
+  const Tensor* bias = node.op_type != "MatMul" ? const_input(node, graph, 2) : nullptr;
+  const bool transposed = node.op_type == "Gemm" && node.attr_int("transB", 0) == 1;
+  auto kernel = std::make_unique<MatMulKernel>(node, b ? *b : Tensor(), transposed, bias ? *bias : Tensor());
+  if (b) {
+    if (auto shape = static_shape(graph, node.inputs[0]); shape && shape->size() >= 2) {
+      try {
+        kernel->warm_up(node, *shape);
+      } catch (const Error&) {
+      } catch (const dnnl::error&) {
+      }
+    }
+  }
+  return kernel;
+}
+
+}  // namespace wpk::onednn

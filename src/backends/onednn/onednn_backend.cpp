@@ -1,0 +1,59 @@
+#include "backends/onednn/onednn_backend.hpp"
+
+#include "backends/onednn/onednn_kernels.hpp"
+#include "graph/fused_ops.hpp"
+
+namespace wpk::onednn {
+namespace {
+
+enum class Family { None, Conv, MatMul, Pool };
+
+Family family_of(const Node& node) {
+  const bool onnx = node.domain.empty() || node.domain == "ai.onnx";
+  const bool wpk_op = node.domain == kWpkDomain;
+  if ((onnx && node.op_type == "Conv") || (wpk_op && node.op_type == "FusedConv")) return Family::Conv;
+  if ((onnx && (node.op_type == "MatMul" || node.op_type == "Gemm")) || (wpk_op && node.op_type == "FusedMatMul"))
+    return Family::MatMul;
+  if (onnx && (node.op_type == "MaxPool" || node.op_type == "AveragePool" || node.op_type == "GlobalAveragePool"))
+    return Family::Pool;
+  return Family::None;
+}
+
+}  // namespace
+
+std::optional<Shape> static_shape(const Graph& graph, ValueId v) {
+  const ValueInfo& info = graph.value(v);
+  if (!info.dims) return std::nullopt;
+  Shape s;
+  for (const Dim& d : *info.dims) {
+    if (d.is_static()) s.push_back(d.value);
+    else if (!d.symbol.empty()) s.push_back(1);
+    else return std::nullopt;
+  }
+  return s;
+}
+
+std::string OneDnnBackend::why_unsupported(const Node& node, const Graph& graph) const {
+  if (node.inputs.empty() || node.inputs[0] == kNoValue) return "no input";
+  switch (family_of(node)) {
+    case Family::Conv: return conv_unsupported(node, graph);
+    case Family::MatMul: return matmul_unsupported(node, graph);
+    case Family::Pool: return pool_unsupported(node, graph);
+    case Family::None: break;
+  }
+  return "oneDNN backend does not run " + node.op_type;
+}
+
+std::unique_ptr<Kernel> OneDnnBackend::prepare(const Node& node, const Graph& graph) const {
+  const std::string why = why_unsupported(node, graph);
+  if (!why.empty()) throw Error(ErrorCode::Unsupported, node_label(node) + why);
+  switch (family_of(node)) {
+    case Family::Conv: return make_conv(node, graph);
+    case Family::MatMul: return make_matmul(node, graph);
+    case Family::Pool: return make_pool(node, graph);
+    case Family::None: break;
+  }
+  throw Error(ErrorCode::Internal, node_label(node) + "no oneDNN kernel");
+}
+
+}  // namespace wpk::onednn

@@ -1,0 +1,15 @@
+#pragma once
+// The oneDNN backend: convolutions, matrix products and pooling on Debian's oneDNN 2.6, with
+// weights packed at load and post-op fusion. Everything else falls through to the reference.
+#include "backends/kernel.hpp"
+
+namespace wpk::onednn {
+
+class OneDnnBackend : public Backend {
+ public:
+  std::string name() const override { return "onednn"; }
+  std::string why_unsupported(const Node& node, const Graph& graph) const override;
+  std::unique_ptr<Kernel> prepare(const Node& node, const Graph& graph) const override;
+};
+
+}  // namespace wpk::onednn

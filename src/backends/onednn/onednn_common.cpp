@@ -1,0 +1,60 @@
+#include "backends/onednn/onednn_common.hpp"
+
+namespace wpk::onednn {
+
+dnnl::engine& engine() {
+  static dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+  return eng;
+}
+
+dnnl::stream& thread_stream() {
+  thread_local dnnl::stream s(engine());
+  return s;
+}
+
+dnnl::memory::desc f32_desc(const Dims& dims, Tag tag) {
+  return dnnl::memory::desc(dims, dnnl::memory::data_type::f32, tag);
+}
+
+dnnl::memory wrap(const dnnl::memory::desc& desc, const Tensor& t) {
+  return dnnl::memory(desc, engine(), const_cast<void*>(t.raw()));
+}
+
+Activation read_activation(const Node& node) {
+  return {node.attr_string("activation", ""), node.attr_floats("activation_params", {})};
+}
+
+bool activation_supported(const Activation& a) {
+  static const char* kinds[] = {"", "Relu", "Clip", "LeakyRelu", "Sigmoid", "Tanh", "SiLU", "HardSwish", "Gelu"};
+  for (const char* k : kinds)
+    if (a.kind == k) {
+      if (a.kind == "Clip") return a.params.size() == 2;
+      if (a.kind == "LeakyRelu") return a.params.size() == 1;
+      return true;
+    }
+  return false;
+}
+
+void append_activation(dnnl::post_ops& ops, const Activation& a) {
+  using A = dnnl::algorithm;
+  if (a.kind.empty()) return;
+  if (a.kind == "Relu") ops.append_eltwise(1.f, A::eltwise_relu, 0.f, 0.f);
+  else if (a.kind == "LeakyRelu") ops.append_eltwise(1.f, A::eltwise_relu, a.params[0], 0.f);
+  else if (a.kind == "Clip") ops.append_eltwise(1.f, A::eltwise_clip, a.params[0], a.params[1]);
+  else if (a.kind == "Sigmoid") ops.append_eltwise(1.f, A::eltwise_logistic, 0.f, 0.f);
+  else if (a.kind == "Tanh") ops.append_eltwise(1.f, A::eltwise_tanh, 0.f, 0.f);
+  else if (a.kind == "SiLU") ops.append_eltwise(1.f, A::eltwise_swish, 1.f, 0.f);
+  else if (a.kind == "HardSwish") ops.append_eltwise(1.f, A::eltwise_hardswish, 0.f, 0.f);
+  else if (a.kind == "Gelu") ops.append_eltwise(1.f, A::eltwise_gelu_erf, 0.f, 0.f);
+}
+
+std::vector<std::int64_t> shape_key(std::initializer_list<const Shape*> shapes) {
+  std::vector<std::int64_t> key;
+  for (const Shape* s : shapes) {
+    if (s) key.insert(key.end(), s->begin(), s->end());
+    key.push_back(-1);
+  }
+  return key;
+}
+
+}  // namespace wpk::onednn

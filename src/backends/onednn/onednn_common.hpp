@@ -1,0 +1,75 @@
+#pragma once
+// Pieces every oneDNN kernel shares: the CPU engine, a stream per calling thread, wrapping wpk
+// tensors as dnnl::memory without copies, and mapping wpk activations to post-ops.
+#include <dnnl.hpp>
+
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "backends/kernel.hpp"
+
+namespace wpk::onednn {
+
+using Tag = dnnl::memory::format_tag;
+using Dims = dnnl::memory::dims;
+
+dnnl::engine& engine();
+// One stream per calling thread: dnnl streams must not be shared by concurrent executions.
+dnnl::stream& thread_stream();
+
+dnnl::memory::desc f32_desc(const Dims& dims, Tag tag);
+// A dnnl::memory over the tensor's bytes (no copy). The tensor must outlive the memory.
+dnnl::memory wrap(const dnnl::memory::desc& desc, const Tensor& t);
+
+// The fused activation of a com.wpk op (graph/fused_ops.hpp) as a oneDNN post-op.
+struct Activation {
+  std::string kind;  // "" = none
+  std::vector<float> params;
+};
+Activation read_activation(const Node& node);
+// False when oneDNN 2.6 has no matching eltwise algorithm (e.g. HardSigmoid).
+bool activation_supported(const Activation& a);
+void append_activation(dnnl::post_ops& ops, const Activation& a);
+
+// Kernels compile a primitive per input-shape signature (shapes are known only at run time
+// when the model has symbolic dims). Entries are immutable once built, so lookups hand out
+// shared pointers and executions never hold the lock.
+template <typename Entry>
+class ShapeCache {
+ public:
+  template <typename Build>
+  std::shared_ptr<const Entry> get(const std::vector<std::int64_t>& key, Build&& build) const {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      for (const auto& kv : entries_)
+        if (kv.first == key) return kv.second;
+    }
+    auto entry = std::make_shared<const Entry>(build());
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (const auto& kv : entries_)
+      if (kv.first == key) return kv.second;  // another thread built it first
+    entries_.emplace_back(key, entry);
+    return entry;
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  mutable std::vector<std::pair<std::vector<std::int64_t>, std::shared_ptr<const Entry>>> entries_;
+};
+
+// Concatenation of shapes, with separators, as a cache key.
+std::vector<std::int64_t> shape_key(std::initializer_list<const Shape*> shapes);
+
+// Runs `body` translating dnnl::error into wpk::Error naming the node.
+template <typename Body>
+void guarded(const KernelContext& ctx, Body&& body) {
+  try {
+    body();
+  } catch (const dnnl::error& e) {
+    ctx.fail(ErrorCode::Internal, std::string("oneDNN: ") + e.what());
+  }
+}
+
+}  // namespace wpk::onednn

@@ -1,0 +1,23 @@
+#pragma once
+// The oneDNN backend's kernels: each op family says why it cannot run a node ("" = it can)
+// and builds the kernel.
+#include <optional>
+
+#include "backends/onednn/onednn_common.hpp"
+
+namespace wpk::onednn {
+
+// The declared shape of a value with symbolic dims taken as 1 (the batch-1 case a session is
+// most often run at); nullopt when the rank or a dim is unknown.
+std::optional<Shape> static_shape(const Graph& graph, ValueId v);
+
+std::string conv_unsupported(const Node& node, const Graph& graph);  // conv.cpp
+std::unique_ptr<Kernel> make_conv(const Node& node, const Graph& graph);
+
+std::string matmul_unsupported(const Node& node, const Graph& graph);  // matmul.cpp
+std::unique_ptr<Kernel> make_matmul(const Node& node, const Graph& graph);
+
+std::string pool_unsupported(const Node& node, const Graph& graph);  // pool.cpp
+std::unique_ptr<Kernel> make_pool(const Node& node, const Graph& graph);
+
+}  // namespace wpk::onednn

@@ -1,0 +1,33 @@
+#pragma once
+// Ops wpk's optimizer creates (domain "com.wpk"). Every backend that runs one must match the
+// reference backend's implementation, which defines the semantics below.
+//
+// FusedConv(X, W, [B], [Z]) -> Y
+//   Y = act(conv(X, W) + B + Z). Attributes: every Conv attribute (auto_pad, dilations, group,
+//   kernel_shape, pads, strides), plus
+//     activation         string: "" (none) | "Relu" | "Clip" | "LeakyRelu" | "Sigmoid" | "Tanh" |
+//                        "SiLU" (x*sigmoid(x)) | "HardSigmoid" | "HardSwish" | "Gelu" (erf form)
+//     activation_params  floats: Clip [min, max]; LeakyRelu [alpha]; HardSigmoid [alpha, beta]
+//     channels_last      int 0|1: X, Z and Y are NCHW (0) or NHWC (1). W stays in ONNX's OIHW.
+//   Z (the residual) has Y's shape.
+//
+// FusedMatMul(A, B, [Bias], [Z]) -> Y
+//   Y = act(MatMul(A, B) + Bias + Z), MatMul with numpy batching; Bias broadcasts to Y
+//   (typically [N]); Z has Y's shape. activation / activation_params as above.
+//
+// Gelu(X) -> Y            Y = 0.5 * X * (1 + erf(X / sqrt(2)))
+//
+// Attention(Q, K, V, [Mask]) -> Y
+//   Y = softmax(Q @ K^T * scale + Mask, axis=-1) @ V over the last two dims; Q [..., S, D],
+//   K [..., T, D] (not transposed), V [..., T, Dv], Mask broadcastable to [..., S, T].
+//   Attribute: scale (float).
+//
+// The layout pass also sets channels_last = 1 on ONNX pooling ops it moves to NHWC
+// (MaxPool, AveragePool, GlobalAveragePool), with the same meaning as above.
+#include <string>
+
+namespace wpk {
+
+constexpr const char* kWpkDomain = "com.wpk";
+
+}  // namespace wpk

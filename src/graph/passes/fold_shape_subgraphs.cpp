@@ -1,0 +1,57 @@
+// Replaces shape computations whose result is fixed before run time by constants: Shape of a
+// value with static dims, and Gather/Concat/Unsqueeze/Slice/Cast of such shapes (BERT's
+// Shape(x)[2] / heads, for one). Dims come from a static propagation (static_shapes.hpp), so a
+// value with a symbolic batch still folds the dims that do not depend on it. Constant folding then
+// evaluates the arithmetic that follows (768 / 12 -> 64).
+#include "graph/passes/pass.hpp"
+#include "graph/passes/static_shapes.hpp"
+
+namespace wpk::passes {
+namespace {
+
+// The value as a constant tensor when its dims and every element are known.
+std::optional<Tensor> known_value(const StaticShapes& shapes, ValueId v) {
+  const DimList* dims = shapes.dims(v);
+  const IntData* data = shapes.data(v);
+  const DType dtype = shapes.data_dtype(v);
+  if (!dims || !data || !all_static(*dims) || dims->size() > 1) return std::nullopt;
+  if (dtype != DType::Int64 && dtype != DType::Int32) return std::nullopt;
+  Shape shape;
+  for (const Dim& d : *dims) shape.push_back(d.value);
+  if (shape_numel(shape) != static_cast<std::int64_t>(data->size())) return std::nullopt;
+  std::vector<std::int64_t> values;
+  for (const IntElem& e : *data) {
+    if (!e.value) return std::nullopt;
+    values.push_back(*e.value);
+  }
+  if (dtype == DType::Int64) return Tensor::from_vector(values, shape);
+  return Tensor::from_vector(std::vector<std::int32_t>(values.begin(), values.end()), shape);
+}
+
+}  // namespace
+
+bool fold_shape_subgraphs(Graph& g, const PassContext&) {
+  const StaticShapes shapes(g);
+  bool changed = false;
+  auto& nodes = g.mutable_nodes();
+  std::vector<Node> kept;
+  kept.reserve(nodes.size());
+  for (Node& n : nodes) {
+    // Nodes on constants alone are constant folding's; graph outputs stay computed by a node.
+    bool reads_runtime_value = false;
+    for (ValueId v : n.inputs) reads_runtime_value |= v != kNoValue && !g.is_initializer(v);
+    std::optional<Tensor> value;
+    if (reads_runtime_value && n.outputs.size() == 1 && !is_graph_output(g, n.outputs[0]))
+      value = known_value(shapes, n.outputs[0]);
+    if (!value) {
+      kept.push_back(std::move(n));
+      continue;
+    }
+    g.set_initializer(n.outputs[0], std::move(*value));
+    changed = true;
+  }
+  nodes = std::move(kept);
+  return changed;
+}
+
+}  // namespace wpk::passes

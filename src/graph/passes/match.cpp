@@ -1,0 +1,154 @@
+#include "graph/passes/match.hpp"
+
+#include <algorithm>
+#include <limits>
+
+#include "graph/fused_ops.hpp"
+
+namespace wpk::passes {
+
+GraphIndex::GraphIndex(const Graph& g)
+    : g_(g), producer_(g.values().size(), -1), readers_(g.values().size()), is_output_(g.values().size(), false) {
+  const auto& nodes = g.nodes();
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    for (ValueId v : nodes[i].inputs)
+      if (v != kNoValue) readers_[v].push_back(static_cast<int>(i));
+    for (ValueId v : nodes[i].outputs)
+      if (v != kNoValue) producer_[v] = static_cast<int>(i);
+  }
+  for (ValueId v : g.outputs()) is_output_[v] = true;
+}
+
+int GraphIndex::producer_index(ValueId v) const { return v == kNoValue ? -1 : producer_[v]; }
+
+const Node* GraphIndex::producer(ValueId v) const {
+  const int i = producer_index(v);
+  return i < 0 ? nullptr : &g_.nodes()[i];
+}
+
+int GraphIndex::sole_reader_index(ValueId v) const {
+  if (v == kNoValue || is_output_[v] || readers_[v].size() != 1) return -1;
+  return readers_[v][0];
+}
+
+const Node* GraphIndex::sole_reader(ValueId v) const {
+  const int i = sole_reader_index(v);
+  return i < 0 ? nullptr : &g_.nodes()[i];
+}
+
+const std::vector<int>& GraphIndex::readers(ValueId v) const { return readers_[v]; }
+
+bool is_onnx_op(const Node* n, const char* op_type) {
+  return n && (n->domain.empty() || n->domain == "ai.onnx") && n->op_type == op_type;
+}
+
+ValueId other_input(const Node& n, ValueId v) {
+  if (n.inputs.size() != 2) return kNoValue;
+  if (n.inputs[0] == v) return n.inputs[1];
+  if (n.inputs[1] == v) return n.inputs[0];
+  return kNoValue;
+}
+
+const Tensor* float_constant(const Graph& g, ValueId v) {
+  const Tensor* t = v == kNoValue ? nullptr : g.initializer(v);
+  return t && t->dtype() == DType::Float32 ? t : nullptr;
+}
+
+std::optional<float> scalar_constant(const Graph& g, ValueId v, int other_rank) {
+  const Tensor* t = float_constant(g, v);
+  if (!t || t->numel() != 1 || (t->rank() > 0 && t->rank() > other_rank)) return std::nullopt;
+  return t->data<float>()[0];
+}
+
+namespace {
+
+// Clip's bounds: attributes before opset 11, optional one-element constant inputs after.
+std::optional<std::vector<float>> clip_bounds(const Graph& g, const Node& clip) {
+  float lo = std::numeric_limits<float>::lowest(), hi = std::numeric_limits<float>::max();
+  if (g.opset() < 11) return std::vector<float>{clip.attr_float("min", lo), clip.attr_float("max", hi)};
+  for (std::size_t i = 1; i < clip.inputs.size() && i < 3; ++i) {
+    if (clip.inputs[i] == kNoValue) continue;
+    const Tensor* t = float_constant(g, clip.inputs[i]);
+    if (!t || t->numel() != 1) return std::nullopt;  // a bound computed at run time
+    (i == 1 ? lo : hi) = t->data<float>()[0];
+  }
+  return std::vector<float>{lo, hi};
+}
+
+}  // namespace
+
+std::optional<ActivationMatch> match_activation(const Graph& g, const GraphIndex& index, ValueId v) {
+  ActivationMatch m;
+  const int i = index.sole_reader_index(v);
+  if (i < 0) {
+    // SiLU reads v twice: Sigmoid(v) and Mul(v, sigmoid), and nothing else may read v.
+    const auto& readers = index.readers(v);
+    if (readers.size() != 2 || std::find(g.outputs().begin(), g.outputs().end(), v) != g.outputs().end())
+      return std::nullopt;
+    for (int s : readers) {
+      const Node& sig = g.nodes()[s];
+      if (!is_onnx_op(&sig, "Sigmoid")) continue;
+      const int mi = index.sole_reader_index(sig.outputs[0]);
+      const int other = readers[0] == s ? readers[1] : readers[0];
+      if (mi != other || !is_onnx_op(&g.nodes()[mi], "Mul") || other_input(g.nodes()[mi], v) != sig.outputs[0])
+        continue;
+      m.name = "SiLU";
+      m.nodes = {s, mi};
+      m.output = g.nodes()[mi].outputs[0];
+      return m;
+    }
+    return std::nullopt;
+  }
+  const Node& n = g.nodes()[i];
+  if (n.outputs.size() != 1 || n.inputs.empty() || n.inputs[0] != v) return std::nullopt;
+  m.nodes = {i};
+  m.output = n.outputs[0];
+  if (n.domain == kWpkDomain && n.op_type == "Gelu") {
+    m.name = "Gelu";
+    return m;
+  }
+  if (!n.domain.empty() && n.domain != "ai.onnx") return std::nullopt;
+  const std::string& op = n.op_type;
+  if (op == "Relu" || op == "Sigmoid" || op == "Tanh" || op == "HardSwish") {
+    m.name = op;
+  } else if (op == "LeakyRelu") {
+    m.name = op;
+    m.params = {n.attr_float("alpha", 0.01f)};
+  } else if (op == "HardSigmoid") {
+    m.name = op;
+    m.params = {n.attr_float("alpha", 0.2f), n.attr_float("beta", 0.5f)};
+  } else if (op == "Clip") {
+    auto bounds = clip_bounds(g, n);
+    if (!bounds) return std::nullopt;
+    m.name = op;
+    m.params = *bounds;
+  } else {
+    return std::nullopt;
+  }
+  return m;
+}
+
+std::string unique_name(const Graph& g, const std::string& base) {
+  std::string name = base;
+  for (int k = 1; g.find_value(name) != kNoValue; ++k) name = base + "_" + std::to_string(k);
+  return name;
+}
+
+ValueId add_constant(Graph& g, const std::string& base, Tensor t) {
+  return g.add_initializer(unique_name(g, base), std::move(t));
+}
+
+void replace_nodes(Graph& g, const std::vector<int>& matched, std::vector<Node> replacement) {
+  auto& nodes = g.mutable_nodes();
+  const int last = *std::max_element(matched.begin(), matched.end());
+  std::vector<Node> out;
+  out.reserve(nodes.size() + replacement.size());
+  for (int i = 0; i < static_cast<int>(nodes.size()); ++i) {
+    if (i == last)
+      for (Node& r : replacement) out.push_back(std::move(r));
+    if (std::find(matched.begin(), matched.end(), i) == matched.end()) out.push_back(std::move(nodes[i]));
+  }
+  nodes = std::move(out);
+}
+
+}  // namespace wpk::passes

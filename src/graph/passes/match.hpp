@@ -1,0 +1,67 @@
+#pragma once
+// Helpers the fusion passes share: who writes and who reads each value, small float constants,
+// the activations FusedConv/FusedMatMul absorb, and swapping a matched group of nodes for its
+// replacement.
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "graph/passes/pass.hpp"
+
+namespace wpk::passes {
+
+// Writer and readers of every value, to walk a pattern backwards and forwards. It describes the
+// graph as it was built: any edit of the node list makes it stale.
+class GraphIndex {
+ public:
+  explicit GraphIndex(const Graph& g);
+  // The node writing v and its index; nullptr / -1 for inputs, initializers and omitted values.
+  const Node* producer(ValueId v) const;
+  int producer_index(ValueId v) const;
+  // The only node reading v, when v is also not a graph output: only then may a fusion make v
+  // disappear. nullptr / -1 otherwise (a node reading v twice counts as two readers).
+  const Node* sole_reader(ValueId v) const;
+  int sole_reader_index(ValueId v) const;
+  const std::vector<int>& readers(ValueId v) const;
+
+ private:
+  const Graph& g_;
+  std::vector<int> producer_;
+  std::vector<std::vector<int>> readers_;
+  std::vector<bool> is_output_;
+};
+
+// True for a node of the default ONNX domain with this op type (a null node is no match).
+bool is_onnx_op(const Node* n, const char* op_type);
+// For a two-input node reading v: the other input; kNoValue when v is not one of them.
+ValueId other_input(const Node& n, ValueId v);
+
+// A float32 initializer, or nullptr.
+const Tensor* float_constant(const Graph& g, ValueId v);
+// The value of a one-element float32 initializer that broadcasts against an operand of rank
+// `other_rank` without changing its shape: rank 0 always, rank r > 0 only when r <= other_rank
+// (pass -1 when the operand's rank is unknown).
+std::optional<float> scalar_constant(const Graph& g, ValueId v, int other_rank = -1);
+
+// An activation that FusedConv/FusedMatMul can absorb (graph/fused_ops.hpp), applied to v by its
+// sole reader: Relu, Clip, LeakyRelu, Sigmoid, Tanh, HardSigmoid, HardSwish, com.wpk Gelu, and
+// SiLU written as Mul(v, Sigmoid(v)).
+struct ActivationMatch {
+  std::string name;           // the `activation` attribute
+  std::vector<float> params;  // the `activation_params` attribute
+  std::vector<int> nodes;     // indices of the matched nodes
+  ValueId output = kNoValue;
+};
+std::optional<ActivationMatch> match_activation(const Graph& g, const GraphIndex& index, ValueId v);
+
+// A value name not yet in the graph, made from `base`.
+std::string unique_name(const Graph& g, const std::string& base);
+// Adds `t` as an initializer under a fresh name made from `base`.
+ValueId add_constant(Graph& g, const std::string& base, Tensor t);
+
+// Replaces the nodes at `matched` (indices into g.nodes()) by `replacement`, put where the last
+// matched node was. Valid when the group's output is written by that last node: every input of
+// the group is computed before it, and every reader of the output comes after it.
+void replace_nodes(Graph& g, const std::vector<int>& matched, std::vector<Node> replacement);
+
+}  // namespace wpk::passes

@@ -1,0 +1,439 @@
+#include "graph/passes/static_shapes.hpp"
+
+#include <algorithm>
+#include <initializer_list>
+#include <set>
+#include <string>
+
+#include "graph/fused_ops.hpp"
+
+namespace wpk::passes {
+
+bool same_dim(const Dim& a, const Dim& b) {
+  if (a.is_static()) return b.is_static() && a.value == b.value;
+  return !a.symbol.empty() && a.symbol == b.symbol;
+}
+
+bool all_static(const DimList& d) {
+  return std::all_of(d.begin(), d.end(), [](const Dim& x) { return x.is_static(); });
+}
+
+namespace {
+
+Dim unknown_dim() { return Dim(std::int64_t{-1}); }
+
+bool known(const Dim& d) { return d.is_static() || !d.symbol.empty(); }
+
+IntElem to_elem(const Dim& d) {
+  if (d.is_static()) return {d.value, ""};
+  return {std::nullopt, d.symbol};
+}
+IntData to_data(const DimList& dims) {
+  IntData out;
+  for (const Dim& d : dims) out.push_back(to_elem(d));
+  return out;
+}
+// The elements as dims; negative numbers (not sizes) become unknown.
+DimList to_dims(const IntData& data) {
+  DimList out;
+  for (const IntElem& e : data) {
+    if (e.value) out.push_back(*e.value >= 0 ? Dim(*e.value) : unknown_dim());
+    else out.push_back(e.symbol.empty() ? unknown_dim() : Dim(e.symbol));
+  }
+  return out;
+}
+
+bool one_of(const std::string& op, std::initializer_list<const char*> ops) {
+  return std::any_of(ops.begin(), ops.end(), [&](const char* o) { return op == o; });
+}
+
+// Ops whose output 0 has the shape of input 0.
+bool keeps_shape(const Node& n) {
+  if (n.domain == kWpkDomain) return n.op_type == "Gelu" || n.op_type == "LayerNormalization";
+  return one_of(n.op_type, {"Relu", "Sigmoid", "Tanh", "Clip", "LeakyRelu", "HardSigmoid", "HardSwish", "Elu", "Selu",
+                            "Softplus", "Erf", "Sqrt", "Exp", "Log", "Neg", "Abs", "Sign", "Reciprocal", "Floor",
+                            "Ceil", "Round", "Sin", "Cos", "Not", "Identity", "Dropout", "Cast", "Softmax",
+                            "LogSoftmax", "LayerNormalization", "BatchNormalization", "InstanceNormalization", "LRN"});
+}
+
+// Ops whose output has the numpy broadcast shape of all inputs.
+bool broadcasts(const Node& n) {
+  return one_of(n.op_type, {"Add", "Sub", "Mul", "Div", "Pow", "Where", "Equal", "Less", "Greater", "LessOrEqual",
+                            "GreaterOrEqual", "And", "Or", "Xor", "PRelu", "Max", "Min", "Sum", "Mean"});
+}
+
+std::optional<DimList> broadcast(const std::vector<const DimList*>& ins) {
+  std::size_t rank = 0;
+  for (const DimList* d : ins) {
+    if (!d) return std::nullopt;
+    rank = std::max(rank, d->size());
+  }
+  DimList out(rank, Dim(1));
+  for (const DimList* d : ins)
+    for (std::size_t i = 0; i < d->size(); ++i) {
+      Dim& o = out[rank - d->size() + i];
+      const Dim& x = (*d)[i];
+      if ((x.is_static() && x.value == 1) || same_dim(o, x)) continue;
+      if (o.is_static() && o.value == 1) o = x;
+      else if (o.is_static()) continue;  // x is o or 1 at run time, so the result is o
+      else o = x.is_static() ? x : unknown_dim();
+    }
+  return out;
+}
+
+// Product of dims: static when all are, the dim itself when there is one, else unknown.
+Dim product(DimList::const_iterator begin, DimList::const_iterator end) {
+  if (end - begin == 1) return *begin;
+  std::int64_t p = 1;
+  for (auto it = begin; it != end; ++it) {
+    if (!it->is_static()) return unknown_dim();
+    p *= it->value;
+  }
+  return Dim(p);
+}
+
+std::optional<std::vector<std::int64_t>> constant_ints(const Graph& g, ValueId v) {
+  const Tensor* t = v == kNoValue ? nullptr : g.initializer(v);
+  if (!t || t->rank() > 1) return std::nullopt;
+  std::vector<std::int64_t> out;
+  for (std::int64_t i = 0; i < t->numel(); ++i) {
+    if (t->dtype() == DType::Int64) out.push_back(t->data<std::int64_t>()[i]);
+    else if (t->dtype() == DType::Int32) out.push_back(t->data<std::int32_t>()[i]);
+    else return std::nullopt;
+  }
+  return out;
+}
+
+// Unsqueeze/Squeeze/Reduce axes: an attribute before opset 13, an input from it.
+std::optional<std::vector<std::int64_t>> axes_of(const Graph& g, const Node& n) {
+  if (n.has_attr("axes")) return n.attr_ints("axes");
+  if (n.inputs.size() > 1 && n.inputs[1] != kNoValue) return constant_ints(g, n.inputs[1]);
+  return std::vector<std::int64_t>{};
+}
+
+// One spatial output size of Conv or pooling, computed the way the reference kernels do.
+Dim window_out(const Dim& in, std::int64_t k, std::int64_t stride, std::int64_t dilation, std::int64_t pad_begin,
+               std::int64_t pad_end, const std::string& auto_pad, bool ceil_mode) {
+  if (!in.is_static() || stride < 1 || k < 1) return unknown_dim();
+  if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") return Dim((in.value + stride - 1) / stride);
+  if (auto_pad == "VALID") pad_begin = pad_end = 0;
+  const std::int64_t span = in.value + pad_begin + pad_end - ((k - 1) * dilation + 1);
+  if (span < 0) return unknown_dim();
+  std::int64_t out = (ceil_mode ? (span + stride - 1) / stride : span / stride) + 1;
+  if (ceil_mode && (out - 1) * stride >= in.value + pad_begin) --out;
+  return Dim(out);
+}
+
+// [N, channels, spatial outputs...] of a Conv (kernel from the weights) or pooling op.
+std::optional<DimList> window_dims(const Node& n, const DimList* x, const DimList* w, const Dim& channels) {
+  if (!x || x->size() < 3 || x->size() > 5 || n.attr_int("channels_last", 0) != 0) return std::nullopt;
+  const std::size_t nd = x->size() - 2;
+  std::vector<std::int64_t> kernel = n.attr_ints("kernel_shape");
+  if (kernel.empty() && w && w->size() == x->size() && all_static(*w))
+    for (std::size_t i = 2; i < w->size(); ++i) kernel.push_back((*w)[i].value);
+  const auto strides = n.attr_ints("strides", std::vector<std::int64_t>(nd, 1));
+  const auto dilations = n.attr_ints("dilations", std::vector<std::int64_t>(nd, 1));
+  const auto pads = n.attr_ints("pads", std::vector<std::int64_t>(2 * nd, 0));
+  if (kernel.size() != nd || strides.size() != nd || dilations.size() != nd || pads.size() != 2 * nd)
+    return std::nullopt;
+  const std::string auto_pad = n.attr_string("auto_pad", "NOTSET");
+  const bool ceil_mode = n.attr_int("ceil_mode", 0) != 0;
+  DimList out = {(*x)[0], channels};
+  for (std::size_t i = 0; i < nd; ++i)
+    out.push_back(window_out((*x)[2 + i], kernel[i], strides[i], dilations[i], pads[i], pads[nd + i], auto_pad,
+                             ceil_mode));
+  return out;
+}
+
+std::optional<DimList> matmul_dims(const DimList* a, const DimList* b) {
+  if (!a || !b || a->empty() || b->empty()) return std::nullopt;
+  const bool a_vec = a->size() == 1, b_vec = b->size() == 1;
+  const DimList a_batch(a->begin(), a->end() - (a_vec ? 1 : 2)), b_batch(b->begin(), b->end() - (b_vec ? 1 : 2));
+  auto out = broadcast({&a_batch, &b_batch});
+  if (!a_vec) out->push_back((*a)[a->size() - 2]);
+  if (!b_vec) out->push_back(b->back());
+  return out;
+}
+
+// Reshape to `target` (entries may be symbolic): 0 copies the input dim (unless allowzero), and
+// -1 is inferred when the input and the other entries agree on every symbol.
+DimList reshape_dims(const DimList* in, const IntData& target, bool allowzero) {
+  DimList out;
+  int infer_at = -1;
+  for (std::size_t i = 0; i < target.size(); ++i) {
+    const IntElem& t = target[i];
+    if (t.value == 0 && !allowzero) {
+      out.push_back(in && i < in->size() ? (*in)[i] : unknown_dim());
+    } else if (t.value == -1) {
+      infer_at = static_cast<int>(i);
+      out.push_back(unknown_dim());
+    } else {
+      out.push_back(to_dims({t})[0]);
+    }
+  }
+  if (infer_at < 0 || !in) return out;
+  // Both sides as (static product, symbols); -1 is what is left of the input.
+  auto split = [](const DimList& d, int skip, std::int64_t& size, std::multiset<std::string>& syms) {
+    for (std::size_t i = 0; i < d.size(); ++i) {
+      if (static_cast<int>(i) == skip) continue;
+      if (!known(d[i])) return false;
+      if (d[i].is_static()) size *= d[i].value;
+      else syms.insert(d[i].symbol);
+    }
+    return true;
+  };
+  std::int64_t in_size = 1, out_size = 1;
+  std::multiset<std::string> in_syms, out_syms;
+  if (split(*in, -1, in_size, in_syms) && split(out, infer_at, out_size, out_syms) && in_syms == out_syms &&
+      out_size > 0 && in_size % out_size == 0)
+    out[infer_at] = Dim(in_size / out_size);
+  return out;
+}
+
+}  // namespace
+
+StaticShapes::StaticShapes(const Graph& g)
+    : dims_(g.values().size()), data_(g.values().size()), data_dtype_(g.values().size(), DType::Undefined) {
+  for (ValueId v : g.inputs()) set_dims(v, g.value(v).dims);
+  for (const auto& kv : g.initializers()) {
+    const Tensor& t = kv.second;
+    set_dims(kv.first, DimList(t.shape().begin(), t.shape().end()));
+    if (auto ints = constant_ints(g, kv.first); ints && ints->size() <= 64) {
+      IntData d;
+      for (std::int64_t i : *ints) d.push_back({i, ""});
+      set_data(kv.first, d, t.dtype());
+    }
+  }
+  for (const Node& n : g.nodes()) {
+    infer(g, n);
+    // A declared shape (value_info) fills in what no rule found.
+    for (ValueId v : n.outputs)
+      if (v != kNoValue && !dims_[v]) dims_[v] = g.value(v).dims;
+  }
+}
+
+const DimList* StaticShapes::dims(ValueId v) const {
+  return v >= 0 && v < static_cast<ValueId>(dims_.size()) && dims_[v] ? &*dims_[v] : nullptr;
+}
+
+int StaticShapes::rank(ValueId v) const {
+  const DimList* d = dims(v);
+  return d ? static_cast<int>(d->size()) : -1;
+}
+
+const IntData* StaticShapes::data(ValueId v) const {
+  return v >= 0 && v < static_cast<ValueId>(data_.size()) && data_[v] ? &*data_[v] : nullptr;
+}
+
+DType StaticShapes::data_dtype(ValueId v) const { return data(v) ? data_dtype_[v] : DType::Undefined; }
+
+bool StaticShapes::same_shape(ValueId a, ValueId b) const {
+  const DimList *da = dims(a), *db = dims(b);
+  if (!da || !db || da->size() != db->size()) return false;
+  for (std::size_t i = 0; i < da->size(); ++i)
+    if (!same_dim((*da)[i], (*db)[i])) return false;
+  return true;
+}
+
+void StaticShapes::set_dims(ValueId v, std::optional<DimList> d) {
+  if (v != kNoValue) dims_[v] = std::move(d);
+}
+
+void StaticShapes::set_data(ValueId v, IntData d, DType dtype) {
+  if (v == kNoValue) return;
+  data_[v] = std::move(d);
+  data_dtype_[v] = dtype;
+}
+
+void StaticShapes::infer(const Graph& g, const Node& n) {
+  if (n.outputs.empty() || n.outputs[0] == kNoValue) return;
+  auto in = [&](std::size_t i) { return i < n.inputs.size() ? dims(n.inputs[i]) : nullptr; };
+  auto in_data = [&](std::size_t i) { return i < n.inputs.size() ? data(n.inputs[i]) : nullptr; };
+  const ValueId out = n.outputs[0];
+  const std::string& op = n.op_type;
+  const int rank0 = rank(n.inputs.empty() ? kNoValue : n.inputs[0]);
+
+  if (n.domain == kWpkDomain) {
+    if (keeps_shape(n) && in(0)) set_dims(out, *in(0));
+    if (op == "FusedMatMul") set_dims(out, matmul_dims(in(0), in(1)));
+    if (op == "FusedConv" && in(1) && !in(1)->empty()) set_dims(out, window_dims(n, in(0), in(1), (*in(1))[0]));
+    if (op == "Attention" && in(0) && in(1) && in(2) && rank0 >= 2 && rank(n.inputs[1]) >= 2 &&
+        rank(n.inputs[2]) >= 2) {
+      const DimList q(in(0)->begin(), in(0)->end() - 2), k(in(1)->begin(), in(1)->end() - 2),
+          v(in(2)->begin(), in(2)->end() - 2);
+      auto d = broadcast({&q, &k, &v});
+      d->push_back((*in(0))[rank0 - 2]);
+      d->push_back(in(2)->back());
+      set_dims(out, d);
+    }
+    return;
+  }
+  if (!n.domain.empty() && n.domain != "ai.onnx") return;
+
+  if (keeps_shape(n) && in(0)) {
+    set_dims(out, *in(0));
+    const std::int64_t to = n.attr_int("to", 0);
+    if (op == "Cast" && in_data(0) && (to == 6 || to == 7)) set_data(out, *in_data(0), static_cast<DType>(to));
+  } else if (broadcasts(n)) {
+    std::vector<const DimList*> ins;
+    for (std::size_t i = 0; i < n.inputs.size(); ++i) ins.push_back(in(i));
+    set_dims(out, broadcast(ins));
+  } else if (op == "MatMul") {
+    set_dims(out, matmul_dims(in(0), in(1)));
+  } else if (op == "Gemm" && in(0) && in(1) && in(0)->size() == 2 && in(1)->size() == 2) {
+    set_dims(out, DimList{(*in(0))[n.attr_int("transA", 0) ? 1 : 0], (*in(1))[n.attr_int("transB", 0) ? 0 : 1]});
+  } else if (op == "Conv" && in(1) && !in(1)->empty()) {
+    set_dims(out, window_dims(n, in(0), in(1), (*in(1))[0]));
+  } else if ((op == "MaxPool" || op == "AveragePool") && in(0) && in(0)->size() >= 3) {
+    set_dims(out, window_dims(n, in(0), nullptr, (*in(0))[1]));
+  } else if ((op == "GlobalAveragePool" || op == "GlobalMaxPool") && in(0) && rank0 >= 3 &&
+             n.attr_int("channels_last", 0) == 0) {
+    DimList d(in(0)->begin(), in(0)->begin() + 2);
+    d.resize(in(0)->size(), Dim(1));
+    set_dims(out, d);
+  } else if (op == "Flatten" && in(0)) {
+    std::int64_t axis = n.attr_int("axis", 1);
+    if (axis < 0) axis += rank0;
+    if (axis >= 0 && axis <= rank0)
+      set_dims(out, DimList{axis == 0 ? Dim(1) : product(in(0)->begin(), in(0)->begin() + axis),
+                            axis == rank0 ? Dim(1) : product(in(0)->begin() + axis, in(0)->end())});
+  } else if (op == "Transpose" && in(0)) {
+    std::vector<std::int64_t> perm = n.attr_ints("perm");
+    if (perm.empty())
+      for (int i = rank0 - 1; i >= 0; --i) perm.push_back(i);
+    DimList d;
+    for (std::int64_t p : perm)
+      if (p >= 0 && p < rank0) d.push_back((*in(0))[p]);
+    if (static_cast<int>(d.size()) == rank0 && static_cast<int>(perm.size()) == rank0) set_dims(out, d);
+  } else if (op == "Reshape") {
+    if (in_data(1) && in(1) && in(1)->size() == 1)
+      set_dims(out, reshape_dims(in(0), *in_data(1), n.attr_int("allowzero", 0) != 0));
+    else if (in(1) && in(1)->size() == 1 && (*in(1))[0].is_static())
+      set_dims(out, DimList(static_cast<std::size_t>((*in(1))[0].value), unknown_dim()));
+  } else if (op == "ConstantOfShape" && in_data(0)) {
+    set_dims(out, to_dims(*in_data(0)));
+  } else if (op == "Expand" && in_data(1)) {
+    const DimList target = to_dims(*in_data(1));
+    set_dims(out, broadcast({in(0), &target}));
+  } else if (op == "Range") {
+    set_dims(out, DimList{unknown_dim()});
+  } else if (op == "Constant" && n.has_attr("value")) {
+    const Tensor& t = n.find_attr("value")->t();
+    set_dims(out, DimList(t.shape().begin(), t.shape().end()));
+  } else {
+    infer_shape_data(g, n);
+  }
+}
+
+// Ops that move dims around as data: Shape, and what exporters compute from it to build the
+// targets of Reshape and Expand.
+void StaticShapes::infer_shape_data(const Graph& g, const Node& n) {
+  auto in = [&](std::size_t i) { return i < n.inputs.size() ? dims(n.inputs[i]) : nullptr; };
+  auto in_data = [&](std::size_t i) { return i < n.inputs.size() ? data(n.inputs[i]) : nullptr; };
+  const ValueId out = n.outputs[0];
+  const std::string& op = n.op_type;
+  const DType dtype0 = n.inputs.empty() ? DType::Undefined : data_dtype(n.inputs[0]);
+  // An index or bound in [0, size], counted from the back when negative (Shape, Slice).
+  auto clamp_index = [](std::int64_t i, std::int64_t size) {
+    if (i < 0) i += size;
+    return std::clamp<std::int64_t>(i, 0, size);
+  };
+  if (op == "Shape" && in(0)) {
+    const auto r = static_cast<std::int64_t>(in(0)->size());
+    const std::int64_t start = clamp_index(n.attr_int("start", 0), r);
+    const std::int64_t end = std::max(start, clamp_index(n.attr_int("end", r), r));
+    set_dims(out, DimList{Dim(end - start)});
+    set_data(out, to_data(DimList(in(0)->begin() + start, in(0)->begin() + end)), DType::Int64);
+  } else if (op == "Gather" && in(0) && in(1) && !in(0)->empty()) {
+    const auto r = static_cast<std::int64_t>(in(0)->size());
+    std::int64_t axis = n.attr_int("axis", 0);
+    if (axis < 0) axis += r;
+    if (axis < 0 || axis >= r) return;
+    DimList d(in(0)->begin(), in(0)->begin() + axis);
+    d.insert(d.end(), in(1)->begin(), in(1)->end());
+    d.insert(d.end(), in(0)->begin() + axis + 1, in(0)->end());
+    set_dims(out, d);
+    if (!in_data(0) || !in_data(1) || r != 1) return;
+    IntData picked;
+    for (const IntElem& i : *in_data(1)) {
+      const auto size = static_cast<std::int64_t>(in_data(0)->size());
+      if (!i.value || *i.value < -size || *i.value >= size) return;
+      picked.push_back((*in_data(0))[*i.value < 0 ? *i.value + size : *i.value]);
+    }
+    set_data(out, picked, dtype0);
+  } else if (op == "Unsqueeze" && in(0)) {
+    const auto axes = axes_of(g, n);
+    if (!axes) return;
+    const auto r = static_cast<std::int64_t>(in(0)->size() + axes->size());
+    std::vector<bool> inserted(static_cast<std::size_t>(r), false);
+    for (std::int64_t a : *axes) {
+      if (a < 0) a += r;
+      if (a < 0 || a >= r || inserted[a]) return;
+      inserted[a] = true;
+    }
+    DimList d;
+    auto it = in(0)->begin();
+    for (std::int64_t i = 0; i < r; ++i) d.push_back(inserted[i] ? Dim(1) : *it++);
+    set_dims(out, d);
+    if (in_data(0)) set_data(out, *in_data(0), dtype0);
+  } else if (op == "Squeeze" && in(0)) {
+    const auto axes = axes_of(g, n);
+    if (!axes) return;
+    const auto r = static_cast<std::int64_t>(in(0)->size());
+    std::vector<bool> removed(static_cast<std::size_t>(r), false);
+    for (std::int64_t i = 0; i < r && axes->empty(); ++i) {
+      if (!(*in(0))[i].is_static()) return;  // might or might not be 1
+      removed[i] = (*in(0))[i].value == 1;
+    }
+    for (std::int64_t a : *axes) {
+      if (a < 0) a += r;
+      if (a < 0 || a >= r) return;
+      removed[a] = true;
+    }
+    DimList d;
+    for (std::int64_t i = 0; i < r; ++i)
+      if (!removed[i]) d.push_back((*in(0))[i]);
+    set_dims(out, d);
+    if (in_data(0)) set_data(out, *in_data(0), dtype0);
+  } else if (op == "Concat" && in(0) && !in(0)->empty()) {
+    const auto r = static_cast<std::int64_t>(in(0)->size());
+    std::int64_t axis = n.attr_int("axis", 0);
+    if (axis < 0) axis += r;
+    if (axis < 0 || axis >= r) return;
+    DimList d = *in(0);
+    std::int64_t total = 0;
+    bool total_known = true, data_known = r == 1;
+    IntData joined;
+    for (std::size_t i = 0; i < n.inputs.size(); ++i) {
+      if (!in(i) || static_cast<std::int64_t>(in(i)->size()) != r) return;
+      for (std::int64_t j = 0; j < r; ++j)
+        if (j != axis && !known(d[j])) d[j] = (*in(i))[j];  // inputs agree off the axis
+      const Dim& a = (*in(i))[axis];
+      total_known = total_known && a.is_static();
+      if (a.is_static()) total += a.value;
+      data_known = data_known && in_data(i);
+      if (data_known) joined.insert(joined.end(), in_data(i)->begin(), in_data(i)->end());
+    }
+    d[axis] = total_known ? Dim(total) : unknown_dim();
+    set_dims(out, d);
+    if (data_known) set_data(out, joined, dtype0);
+  } else if (op == "Slice" && in(0) && in(0)->size() == 1 && in_data(0)) {
+    // Only the 1-D, step-1 slices of shapes that exporters write (x.shape[1:3]).
+    const bool attrs = g.opset() < 10;
+    auto arg = [&](std::size_t i, const char* name) -> std::optional<std::vector<std::int64_t>> {
+      if (attrs) return n.has_attr(name) ? std::optional(n.attr_ints(name)) : std::nullopt;
+      if (i >= n.inputs.size() || n.inputs[i] == kNoValue) return std::nullopt;
+      return constant_ints(g, n.inputs[i]);
+    };
+    const auto starts = arg(1, "starts"), ends = arg(2, "ends"), axes = arg(3, "axes"), steps = arg(4, "steps");
+    if (!starts || !ends || starts->size() != 1 || ends->size() != 1) return;
+    if (axes && !(axes->size() == 1 && ((*axes)[0] == 0 || (*axes)[0] == -1))) return;
+    if (steps && !(steps->size() == 1 && (*steps)[0] == 1)) return;
+    const auto size = static_cast<std::int64_t>(in_data(0)->size());
+    const std::int64_t b = clamp_index((*starts)[0], size), e = std::max(b, clamp_index((*ends)[0], size));
+    set_dims(out, DimList{Dim(e - b)});
+    set_data(out, IntData(in_data(0)->begin() + b, in_data(0)->begin() + e), dtype0);
+  }
+}
+
+}  // namespace wpk::passes
