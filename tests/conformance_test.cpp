@@ -5,6 +5,7 @@
 //   wpk_conformance [--data DIR] [--filter SUBSTRING] [--min-pass N] [--verbose]
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <map>
@@ -118,6 +119,8 @@ std::string op_of_case(const fs::path& dir) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Arena poisoning on (unless the environment says otherwise): see the runtime's memory planner.
+  setenv("WPK_ARENA_POISON", "1", /*overwrite=*/0);
   std::string data = "/usr/share/libonnx-testdata/data/node";
   std::string filter;
   int min_pass = 0;

@@ -15,6 +15,11 @@ target_link_libraries(wpk::eigen INTERFACE Eigen3::Eigen)
 add_library(wpk::spdlog INTERFACE IMPORTED)
 target_link_libraries(wpk::spdlog INTERFACE spdlog::spdlog)
 
+# OpenMP (libgomp): wpk's own kernels (Eigen's products) and oneDNN share its thread pool.
+find_package(OpenMP REQUIRED)
+add_library(wpk::openmp INTERFACE IMPORTED)
+target_link_libraries(wpk::openmp INTERFACE OpenMP::OpenMP_CXX)
+
 if(WPK_WITH_ONEDNN)
   find_package(dnnl REQUIRED)
   add_library(wpk::onednn INTERFACE IMPORTED)

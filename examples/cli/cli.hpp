@@ -26,6 +26,12 @@ TensorMap make_random_inputs(const Session& session, std::int64_t batch, const s
 // Parses repeated "--dim name=value" settings.
 std::map<std::string, std::int64_t> parse_dims(const Args& args);
 
+// bench --profile / --trace (profile_report.cpp).
+void print_profile_table(const std::vector<RunProfile>& runs);
+void write_chrome_trace(const std::vector<RunProfile>& runs, const std::string& path);
+// bench --idle: CPU ms the other threads of this process use during `sleep_ms` (idle_check.cpp).
+double idle_cpu_ms(int sleep_ms);
+
 int cmd_run(const Args& args);
 int cmd_bench(const Args& args);
 int cmd_info(const Args& args);

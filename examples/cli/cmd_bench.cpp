@@ -1,5 +1,9 @@
 // wpk bench MODEL [--threads N] [--batch B] [--iters K] [--warmup W] [--json]
-// Load (file to first-run-ready session), warm-up runs, then K timed runs.
+//                 [--profile] [--trace FILE.json] [--tune] [--idle MS]
+// Load (file to first-run-ready session), warm-up runs, then K timed runs. --profile prints a
+// per-node table, --trace writes the timed runs as a Chrome trace; both time every step, which
+// the plain timings do not. --tune turns tuning on (SessionOptions::tuning). --idle sleeps MS
+// after the last run and reports the CPU time other threads (OpenMP workers) spent meanwhile.
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -37,9 +41,12 @@ int cmd_bench(const Args& args) {
   const std::string path = args.positional[0];
   SessionOptions options;
   options.threads = args.get_int("--threads", 0, 0);
+  options.tuning = args.has("--tune");
   const int batch = args.get_int("--batch", 1, 1);
   const int iters = args.get_int("--iters", 20, 1);
   const int warmup = args.get_int("--warmup", 3, 0);
+  const int idle_ms = args.get_int("--idle", 0, 0);
+  const bool profiling = args.has("--profile") || args.has("--trace");
 
   const auto t0 = std::chrono::steady_clock::now();
   Session session(load(path), options);
@@ -47,16 +54,18 @@ int cmd_bench(const Args& args) {
   const TensorMap inputs = make_random_inputs(session, batch, parse_dims(args));
   for (int i = 0; i < warmup; ++i) session.run(inputs);
   std::vector<double> times;
+  std::vector<RunProfile> profiles(profiling ? static_cast<std::size_t>(iters) : 0);
   for (int i = 0; i < iters; ++i) {
     const auto t = std::chrono::steady_clock::now();
-    session.run(inputs);
+    session.run(inputs, profiling ? &profiles[static_cast<std::size_t>(i)] : nullptr);
     times.push_back(ms_since(t));
   }
+  const double idle = idle_ms > 0 ? idle_cpu_ms(idle_ms) : 0;
   std::sort(times.begin(), times.end());
   const double median = times.size() % 2 ? times[times.size() / 2]
                                          : 0.5 * (times[times.size() / 2 - 1] + times[times.size() / 2]);
   const double p90 = times[std::min(times.size() - 1, static_cast<std::size_t>(0.9 * static_cast<double>(times.size())))];
-  const int threads = options.threads > 0 ? options.threads : 1;  // the reference backend runs on one thread
+  const int threads = session.threads();
   const std::string model = std::filesystem::path(path).stem().string();
   if (args.has("--json")) {
     std::printf(
@@ -67,7 +76,15 @@ int cmd_bench(const Args& args) {
     std::printf("model %s  batch %d  threads %d\n", model.c_str(), batch, threads);
     std::printf("load %.1f ms  median %.3f ms  p90 %.3f ms  min %.3f ms  (%d runs after %d warm-up)  peak RSS %.1f MB\n",
                 load_ms, median, p90, times.front(), iters, warmup, peak_rss_mb());
+    const PlanSummary plan = session.describe();
+    if (plan.memory_planned)
+      std::printf("arena %.2f MiB per run (one allocation per intermediate would take %.2f MiB)\n",
+                  static_cast<double>(plan.arena_bytes) / (1 << 20), static_cast<double>(plan.naive_bytes) / (1 << 20));
+    if (idle_ms > 0)
+      std::printf("idle: other threads used %.3f ms of CPU in the %d ms after the last run returned\n", idle, idle_ms);
+    if (args.has("--profile")) print_profile_table(profiles);
   }
+  if (args.has("--trace")) write_chrome_trace(profiles, args.get("--trace", ""));
   return 0;
 }
 

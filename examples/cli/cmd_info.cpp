@@ -1,4 +1,7 @@
-// wpk info MODEL: inputs and outputs with shapes and dtypes, op histogram, unsupported ops.
+// wpk info MODEL [--optimized [--batch B] [--dim NAME=SIZE]]: inputs and outputs with shapes and
+// dtypes, op histogram, unsupported ops. --optimized adds the graph the Session runs: every
+// node with its backend and layout (fused com.wpk ops marked), the Transpose/reorder count, and
+// the memory plan of one run with random inputs next to one allocation per intermediate.
 #include <cstdio>
 #include <map>
 
@@ -13,6 +16,37 @@ void print_values(const char* title, const Graph& g, const std::vector<ValueId>&
     std::printf("  %-24s %-8s %s\n", info.name.c_str(), dtype_name(info.dtype),
                 info.dims ? dims_to_string(*info.dims).c_str() : "(shape unknown)");
   }
+}
+
+// Nodes that only move data between layouts: what layout assignment tries to remove.
+bool is_reorder(const std::string& op) {
+  return op == "Transpose" || op.find("Reorder") != std::string::npos || op.find("reorder") != std::string::npos;
+}
+
+double mib(std::size_t bytes) { return static_cast<double>(bytes) / (1 << 20); }
+
+void print_optimized(const std::string& path, const Args& args) {
+  Session session(load(path));
+  const TensorMap inputs = make_random_inputs(session, args.get_int("--batch", 1, 1), parse_dims(args));
+  session.run(inputs);  // plans memory (and backends) for these shapes
+  const PlanSummary plan = session.describe();
+  int fused = 0, reorders = 0;
+  for (const StepSummary& s : plan.steps) {
+    fused += s.domain == "com.wpk";
+    reorders += is_reorder(s.op);
+  }
+  std::printf("optimized graph: %zu nodes, %d fused (com.wpk, marked *), %d Transpose/reorder nodes\n", plan.steps.size(),
+              fused, reorders);
+  std::printf("  %-4s %-36s %-26s %-10s %s\n", "#", "node", "op", "backend", "layout");
+  for (std::size_t i = 0; i < plan.steps.size(); ++i) {
+    const StepSummary& s = plan.steps[i];
+    std::printf("  %-4zu %-36s %-26s %-10s %s\n", i, s.node.c_str(), ((s.domain == "com.wpk" ? "*" : " ") + s.op).c_str(),
+                s.backend.c_str(), s.layout.c_str());
+  }
+  if (plan.memory_planned)
+    std::printf("memory: arena %.2f MiB planned, %.2f MiB as one allocation per intermediate (%.0f%%)\n",
+                mib(plan.arena_bytes), mib(plan.naive_bytes),
+                plan.naive_bytes ? 100.0 * static_cast<double>(plan.arena_bytes) / static_cast<double>(plan.naive_bytes) : 0.0);
 }
 }  // namespace
 
@@ -31,6 +65,7 @@ int cmd_info(const Args& args) {
   for (const auto& u : unsupported) by_op.emplace(u.op_type, u.reason);
   std::printf("unsupported ops: %s\n", by_op.empty() ? "none" : "");
   for (const auto& kv : by_op) std::printf("  %-24s %s\n", kv.first.c_str(), kv.second.c_str());
+  if (args.has("--optimized") && by_op.empty()) print_optimized(args.positional[0], args);
   return 0;
 }
 

@@ -1,7 +1,7 @@
 // wpk — run, benchmark and inspect ONNX models.
 //   wpk run MODEL [--inputs DIR] [--outputs DIR]
-//   wpk bench MODEL [--threads N] [--batch B] [--iters K] [--json]
-//   wpk info MODEL
+//   wpk bench MODEL [--threads N] [--batch B] [--iters K] [--json] [--profile] [--trace FILE] [--tune]
+//   wpk info MODEL [--optimized]
 // Errors: one line on stderr and exit code 2.
 #include <cstdio>
 #include <cstring>
@@ -13,7 +13,8 @@ const char* kUsage =
     "usage:\n"
     "  wpk run MODEL [--inputs DIR] [--outputs DIR] [--batch B] [--dim NAME=SIZE]\n"
     "  wpk bench MODEL [--threads N] [--batch B] [--iters K] [--warmup W] [--dim NAME=SIZE] [--json]\n"
-    "  wpk info MODEL\n";
+    "                  [--profile] [--trace FILE.json] [--tune] [--idle MS]\n"
+    "  wpk info MODEL [--optimized [--batch B] [--dim NAME=SIZE]]\n";
 }
 
 int main(int argc, char** argv) {
@@ -26,8 +27,9 @@ int main(int argc, char** argv) {
   try {
     if (cmd == "run") return cmd_run(parse_args(argc, argv, 2, {}, {"--inputs", "--outputs", "--batch", "--dim"}));
     if (cmd == "bench")
-      return cmd_bench(parse_args(argc, argv, 2, {"--json"}, {"--threads", "--batch", "--iters", "--warmup", "--dim"}));
-    if (cmd == "info") return cmd_info(parse_args(argc, argv, 2, {}, {}));
+      return cmd_bench(parse_args(argc, argv, 2, {"--json", "--profile", "--tune"},
+                                  {"--threads", "--batch", "--iters", "--warmup", "--dim", "--trace", "--idle"}));
+    if (cmd == "info") return cmd_info(parse_args(argc, argv, 2, {"--optimized"}, {"--batch", "--dim"}));
     std::fprintf(stderr, "wpk: unknown command '%s'\n%s", cmd.c_str(), kUsage);
     return 2;
   } catch (const wpk::Error& e) {

@@ -21,8 +21,21 @@ struct OptimizerOptions {
 
 struct SessionOptions {
   OptimizerOptions optimizer;
-  // Threads for kernels; 0 = the cores this process may use.
+  // OpenMP threads for kernels (wpk's and oneDNN's share one pool); 0 = the CPUs in this
+  // process's affinity mask. Negative is an error. Concurrent run() calls split the count.
   int threads = 0;
+  // Intermediates live in one arena per run, laid out by value lifetimes once per input-shape
+  // signature. Off: every intermediate is its own zero-filled allocation (for comparisons).
+  bool plan_memory = true;
+  // Every run() records per-step timings, read back with Session::last_profile().
+  bool profile = false;
+  // The first run per input-shape signature times every backend that runs a node and keeps the
+  // fastest whose result matches the reference backend; choices persist in the tuning database.
+  // Off: each node runs on the first backend (in registration order) that supports it.
+  bool tuning = false;
+  // Where the tuning database lives; empty: $WPK_CACHE_DIR, else $XDG_CACHE_HOME/wpk, else
+  // $HOME/.cache/wpk. An unusable folder only warns: tuning then lasts for the session.
+  std::string cache_dir;
   // Log level for this session; unset means: WPK_LOG_LEVEL from the environment, else Warn.
   bool log_level_set = false;
   LogLevel log_level = LogLevel::Warn;

@@ -8,7 +8,7 @@
 // Thread-safety: `run` may be called from many threads at once; each call has its own
 // intermediate memory and gives the same results as a call from one thread.
 // Ownership: a Session owns its graph and weights; input tensors are borrowed for the duration of
-// `run`; returned tensors own their memory.
+// `run`; returned tensors own their memory (never a view of the run's arena or of an input).
 #include <map>
 #include <memory>
 #include <string>
@@ -31,6 +31,39 @@ struct UnsupportedNode {
 // Every node of `graph` that a Session could not run (empty when the model is fully supported).
 std::vector<UnsupportedNode> find_unsupported(const Graph& graph);
 
+class Backend;  // internal (src/backends/kernel.hpp)
+
+// One executed step (a node, possibly a fused group) of one run.
+struct StepProfile {
+  std::string node;
+  std::string op;       // "Conv", or "com.wpk.FusedConv" outside the ONNX domain
+  std::string backend;  // which backend's kernel ran it
+  std::string layout;   // "NHWC" (attribute channels_last=1), "NCHW" (layout-sensitive op) or "-"
+  Shape output_shape;   // of output 0
+  double start_us = 0;  // from the start of run()
+  double duration_us = 0;
+};
+struct RunProfile {
+  std::vector<StepProfile> steps;  // in execution order
+  double total_us = 0;             // the whole run(), input checks and output copies included
+};
+
+// What a Session runs: per step the node and the backend chosen, plus the memory plan of the
+// most recent input-shape signature (zeros until a run has planned one).
+struct StepSummary {
+  std::string node;
+  std::string op;  // as in StepProfile
+  std::string domain;
+  std::string backend;
+  std::string layout;
+};
+struct PlanSummary {
+  std::vector<StepSummary> steps;
+  bool memory_planned = false;
+  std::size_t arena_bytes = 0;  // one arena holds every intermediate of a run
+  std::size_t naive_bytes = 0;  // what one allocation per intermediate would take
+};
+
 class Session {
  public:
   explicit Session(Graph graph, SessionOptions options = {});
@@ -41,12 +74,24 @@ class Session {
   // Runs the model. Every graph input must be given, with its declared dtype and a shape that
   // agrees with the declared one (symbolic dimensions take any size, consistently).
   TensorMap run(const TensorMap& inputs) const;
+  // The same, filling `profile` (when not null) with per-step timings of this call.
+  TensorMap run(const TensorMap& inputs, RunProfile* profile) const;
+  // With SessionOptions::profile: the profile of the most recent run() to finish.
+  RunProfile last_profile() const;
+  // Steps, backends and memory plan (see PlanSummary).
+  PlanSummary describe() const;
+  // OpenMP threads a run uses when it runs alone (SessionOptions::threads resolved).
+  int threads() const;
 
   const std::vector<ValueInfo>& inputs() const;
   const std::vector<ValueInfo>& outputs() const;  // in model order
   const Graph& graph() const;  // the optimized graph this session runs
 
  private:
+  // Over a chosen backend list instead of registered_backends() (tests of dispatch and tuning).
+  Session(Graph graph, SessionOptions options, const std::vector<const Backend*>& backends);
+  friend struct SessionFactory;  // src/runtime/session_factory.hpp
+
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

@@ -46,6 +46,10 @@ class Tensor {
   static Tensor borrow(T* data, Shape shape) {
     return borrow(static_cast<void*>(data), dtype_of<T>(), std::move(shape));
   }
+  // Shared memory kept alive by `owner` (e.g. a view into a larger block): copies of the Tensor
+  // hold `owner`, which is released with the last of them. `data` must hold shape_numel(shape)
+  // elements and lie inside what `owner` keeps alive. The bytes are not initialised.
+  static Tensor wrap(std::shared_ptr<void> owner, void* data, DType dtype, Shape shape);
   // A borrowed read-only input; wpk treats every borrowed tensor as read-only.
   template <typename T>
   static Tensor borrow(const T* data, Shape shape) {

@@ -15,7 +15,8 @@ const Tensor& KernelContext::input(std::size_t i) const {
 Tensor& KernelContext::allocate_output(std::size_t i, DType dtype, const Shape& shape) {
   if (i >= outputs_.size()) fail(ErrorCode::InvalidModel, "has no output " + std::to_string(i));
   try {
-    outputs_[i] = allocator_ ? allocator_(dtype, shape) : Tensor::zeros(dtype, shape);
+    outputs_[i] = output_allocator_ ? output_allocator_(i, dtype, shape)
+                 : allocator_ ? allocator_(dtype, shape) : Tensor::zeros(dtype, shape);
   } catch (const Error& e) {
     fail(e.code(), "output " + std::to_string(i) + ": " + e.what());
   }

@@ -22,6 +22,9 @@ class KernelContext {
  public:
   // Allocates output memory; the default makes owned, zero-filled tensors.
   using Allocator = std::function<Tensor(DType, const Shape&)>;
+  // Like Allocator, but told which output it allocates, so a memory plan can place each output
+  // at its own offset in the run's arena. Such memory is NOT zeroed: kernels write every byte.
+  using OutputAllocator = std::function<Tensor(std::size_t output, DType, const Shape&)>;
 
   KernelContext(const Node& node, std::vector<const Tensor*> inputs, Allocator allocator = {});
 
@@ -44,6 +47,8 @@ class KernelContext {
   bool wants_output(std::size_t i) const;
 
   std::vector<Tensor>& outputs() { return outputs_; }
+  // Takes precedence over the constructor's Allocator (the runtime sets it per step).
+  void set_output_allocator(OutputAllocator a) { output_allocator_ = std::move(a); }
 
   // Errors that name this node and op.
   [[noreturn]] void fail(ErrorCode code, const std::string& what) const;
@@ -53,6 +58,7 @@ class KernelContext {
   std::vector<const Tensor*> inputs_;
   std::vector<Tensor> outputs_;
   Allocator allocator_;
+  OutputAllocator output_allocator_;
   std::int64_t opset_ = 17;
 };
 
@@ -69,6 +75,13 @@ class Backend {
   // Empty string when supported; otherwise why not (shown by `wpk info`).
   virtual std::string why_unsupported(const Node& node, const Graph& graph) const = 0;
   virtual std::unique_ptr<Kernel> prepare(const Node& node, const Graph& graph) const = 0;
+  // Library/code version: part of every on-disk cache key (tuning records), so upgrading a
+  // backend invalidates what was measured with the old one.
+  virtual std::string version() const { return ""; }
+  // The memory planner may give an elementwise op (its list is in runtime/memory_recorder.cpp)
+  // an output that shares the bytes of a same-sized input nothing reads afterwards. A backend
+  // whose kernel for `node` cannot compute in place returns false.
+  virtual bool runs_in_place(const Node& /*node*/) const { return true; }
 };
 
 // "node 'conv1' (Conv): " — the prefix every node error starts with.

@@ -66,6 +66,13 @@ Tensor Tensor::borrow(void* data, DType dtype, Shape shape) {
   return t;
 }
 
+Tensor Tensor::wrap(std::shared_ptr<void> owner, void* data, DType dtype, Shape shape) {
+  Tensor t = borrow(data, dtype, std::move(shape));
+  if (!owner) throw Error(ErrorCode::InvalidArgument, "Tensor::wrap given no owner; use Tensor::borrow");
+  t.storage_ = std::move(owner);
+  return t;
+}
+
 std::int64_t Tensor::dim(int axis) const {
   const int r = rank();
   if (axis < -r || axis >= r)

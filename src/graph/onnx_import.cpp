@@ -1,11 +1,17 @@
 // ONNX ModelProto -> wpk::Graph.
 #include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl.h>
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
+
+#include <fcntl.h>
+#include <unistd.h>
 
 #include <climits>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+
+#include <onnx/shape_inference/implementation.h>
 
 #include "graph/onnx_tensor.hpp"
 #include "wpk/wpk.hpp"
@@ -16,7 +22,10 @@ namespace {
 constexpr std::int64_t kMinOpset = 7;
 constexpr std::int64_t kMaxOpset = 17;
 
-std::string read_file(const std::string& path) {
+// Checks the path, then parses the file straight from disk: no copy of the bytes is held next to
+// the parsed message, which keeps a large model's load peak near one copy of its weights.
+template <typename Message>
+void parse_file(const std::string& path, Message& msg, const std::string& what) {
   std::error_code ec;
   if (!std::filesystem::exists(path, ec)) throw Error(ErrorCode::NotFound, "file '" + path + "' not found");
   if (std::filesystem::is_directory(path, ec)) throw Error(ErrorCode::InvalidArgument, "'" + path + "' is a directory, not a file");
@@ -24,15 +33,19 @@ std::string read_file(const std::string& path) {
   // A protobuf message cannot exceed 2 GiB; larger models keep their weights in external files.
   if (ec || size > static_cast<std::uintmax_t>(INT_MAX))
     throw Error(ErrorCode::InvalidModel, "'" + path + "' is larger than 2 GiB; store weights as ONNX external data");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(ErrorCode::Io, "cannot open '" + path + "'");
-  std::string bytes(size, '\0');
-  if (!in.read(bytes.data(), static_cast<std::streamsize>(size))) throw Error(ErrorCode::Io, "reading '" + path + "' failed");
-  return bytes;
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw Error(ErrorCode::Io, "cannot open '" + path + "'");
+  google::protobuf::io::FileInputStream raw(fd);
+  raw.SetCloseOnDelete(true);
+  google::protobuf::io::CodedInputStream coded(&raw);
+  coded.SetTotalBytesLimit(INT_MAX);
+  if (!msg.ParseFromCodedStream(&coded) || !coded.ConsumedEntireMessage())
+    throw Error(ErrorCode::InvalidModel, what + " is not a valid ONNX protobuf (truncated or not ONNX)");
 }
 
 template <typename Message>
 void parse_message(const std::string& bytes, Message& msg, const std::string& what) {
+  if (bytes.size() > static_cast<std::size_t>(INT_MAX)) throw Error(ErrorCode::InvalidModel, what + " is larger than 2 GiB");
   google::protobuf::io::ArrayInputStream raw(bytes.data(), static_cast<int>(bytes.size()));
   google::protobuf::io::CodedInputStream coded(&raw);
   coded.SetTotalBytesLimit(INT_MAX);
@@ -104,7 +117,28 @@ void import_nodes(const onnx::GraphProto& gp, Graph& g, const std::string& base_
   }
 }
 
-Graph import_model(const onnx::ModelProto& model, const std::string& base_dir) {
+// Declared shapes of intermediate values let backends compile and pack weights at load. ONNX's
+// shape inference fills value_info; a model it cannot infer still loads (shapes are then found
+// at run time), since inference failures are often about ops wpk does not need shapes for.
+void infer_shapes(onnx::ModelProto& model) {
+  try {
+    onnx::shape_inference::InferShapes(model);
+  } catch (const std::exception&) {
+  }
+}
+
+// Frees a converted initializer's bytes at once, so the proto and the tensors never both hold
+// every weight.
+void release_data(onnx::TensorProto& t) {
+  std::string().swap(*t.mutable_raw_data());
+  t.clear_float_data();
+  t.clear_int32_data();
+  t.clear_int64_data();
+  t.clear_double_data();
+  t.clear_uint64_data();
+}
+
+Graph import_model(onnx::ModelProto& model, const std::string& base_dir) {
   if (!model.has_graph()) throw Error(ErrorCode::InvalidModel, "the file has no graph: not an ONNX model");
   std::int64_t opset = -1;
   for (const auto& op : model.opset_import())
@@ -116,15 +150,17 @@ Graph import_model(const onnx::ModelProto& model, const std::string& base_dir) {
   if (opset < kMinOpset || opset > kMaxOpset)
     throw Error(ErrorCode::Unsupported, "the model uses ONNX opset " + std::to_string(opset) + "; wpk supports opsets " +
                                             std::to_string(kMinOpset) + " to " + std::to_string(kMaxOpset));
+  infer_shapes(model);
   const onnx::GraphProto& gp = model.graph();
   Graph g;
   g.set_opset(opset);
   g.set_name(gp.name());
-  for (const auto& init : gp.initializer()) {
+  for (auto& init : *model.mutable_graph()->mutable_initializer()) {
     if (init.name().empty()) throw Error(ErrorCode::InvalidModel, "an initializer has no name");
     if (g.find_value(init.name()) != kNoValue)
       throw Error(ErrorCode::InvalidModel, "initializer '" + init.name() + "' is defined twice");
     g.add_initializer(init.name(), onnx_import::tensor_from_proto(init, base_dir, "initializer '" + init.name() + "'"));
+    release_data(init);
   }
   if (gp.sparse_initializer_size() > 0) throw Error(ErrorCode::Unsupported, "sparse initializers are not supported");
   for (const auto& in : gp.input()) {
@@ -166,20 +202,20 @@ Graph load_from_bytes(const std::string& bytes, const std::string& base_dir) {
 }
 
 Graph load(const std::string& path) {
-  const std::string bytes = read_file(path);
   const std::string dir = std::filesystem::path(path).parent_path().string();
   try {
-    return load_from_bytes(bytes, dir.empty() ? "." : dir);
+    onnx::ModelProto model;
+    parse_file(path, model, "the model");
+    return import_model(model, dir.empty() ? "." : dir);
   } catch (const Error& e) {
     throw Error(e.code(), "'" + path + "': " + e.what());
   }
 }
 
 Tensor load_tensor(const std::string& path) {
-  const std::string bytes = read_file(path);
   onnx::TensorProto proto;
   try {
-    parse_message(bytes, proto, "the tensor file");
+    parse_file(path, proto, "the tensor file");
     return onnx_import::tensor_from_proto(proto, "", "tensor");
   } catch (const Error& e) {
     throw Error(e.code(), "'" + path + "': " + e.what());

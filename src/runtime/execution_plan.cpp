@@ -2,6 +2,7 @@
 
 #include <set>
 
+#include "runtime/logging.hpp"
 #include "wpk/session.hpp"
 
 namespace wpk {
@@ -24,50 +25,89 @@ std::vector<UnsupportedNode> find_unsupported(const Graph& graph) {
   return out;
 }
 
+std::string node_layout(const Node& node) {
+  if (node.attr_int("channels_last", 0) == 1) return "NHWC";
+  static const std::set<std::string> sensitive = {
+      "Conv", "ConvTranspose", "ConvInteger", "QLinearConv", "FusedConv", "MaxPool", "AveragePool", "LpPool",
+      "GlobalAveragePool", "GlobalMaxPool", "GlobalLpPool", "BatchNormalization", "InstanceNormalization", "LRN",
+      "DepthToSpace", "SpaceToDepth", "MaxRoiPool", "RoiAlign", "MaxUnpool"};
+  return sensitive.count(node.op_type) ? "NCHW" : "-";
+}
+
+bool op_needs_zeroed_outputs(const Node& node) {
+  const bool onnx = node.domain.empty() || node.domain == "ai.onnx";
+  return onnx && (node.op_type == "Trilu" || node.op_type == "EyeLike" || node.op_type == "ConstantOfShape");
+}
+
+std::string qualified_op(const Node& node) {
+  if (node.domain.empty() || node.domain == "ai.onnx") return node.op_type;
+  return node.domain + "." + node.op_type;
+}
+
 ExecutionPlan::ExecutionPlan(const Graph& graph, const std::vector<const Backend*>& backends) {
   std::vector<std::string> problems;
   std::set<std::string> seen_ops;
   const auto& nodes = graph.nodes();
   for (std::size_t i = 0; i < nodes.size(); ++i) {
     const Node& n = nodes[i];
-    const Backend* chosen = nullptr;
+    PlanStep step{i, {}, {}, node_layout(n), op_needs_zeroed_outputs(n)};
     std::string why;
     for (const Backend* b : backends) {
-      why = b->why_unsupported(n, graph);
-      if (why.empty()) {
-        chosen = b;
-        break;
+      const std::string reason = b->why_unsupported(n, graph);
+      if (!reason.empty()) {
+        why = reason;  // the last backend's reason: the reference backend names op and opset
+        continue;
+      }
+      try {
+        step.candidates.push_back({b, b->prepare(n, graph)});
+      } catch (const Error& e) {
+        // A backend that accepted the node but cannot prepare it is skipped, not fatal, when
+        // another backend can run the node.
+        logger().debug("{}backend {} failed to prepare: {}", node_label(n), b->name(), e.what());
+        const std::string msg = e.what(), label = node_label(n);
+        why = msg.rfind(label, 0) == 0 ? msg.substr(label.size()) : msg;
       }
     }
-    if (!chosen) {
+    if (step.candidates.empty()) {
       if (seen_ops.insert(n.op_type).second) problems.push_back(node_label(n) + why);
       continue;
     }
-    steps_.push_back({i, chosen, chosen->prepare(n, graph), {}});
+    steps_.push_back(std::move(step));
   }
   if (!problems.empty()) {
     std::string msg = problems.front();
     if (problems.size() > 1) msg += " (and " + std::to_string(problems.size() - 1) + " more unsupported op types)";
     throw Error(ErrorCode::Unsupported, msg);
   }
-  // Lifetimes: a value is released after the last step that reads it, unless it is a graph
-  // output or an initializer (owned by the graph).
-  std::vector<int> last_use(graph.values().size(), -1);
-  for (std::size_t s = 0; s < steps_.size(); ++s)
-    for (ValueId v : nodes[steps_[s].node_index].inputs)
-      if (v != kNoValue) last_use[v] = static_cast<int>(s);
-  for (ValueId v : graph.outputs()) last_use[v] = -1;
-  // Outputs nobody reads die at once.
-  for (std::size_t s = 0; s < steps_.size(); ++s)
-    for (ValueId v : nodes[steps_[s].node_index].outputs)
-      if (v != kNoValue && last_use[v] < 0) {
-        bool is_output = false;
-        for (ValueId o : graph.outputs()) is_output |= (o == v);
-        if (!is_output) last_use[v] = static_cast<int>(s);
-      }
-  for (std::size_t v = 0; v < last_use.size(); ++v)
-    if (last_use[v] >= 0 && !graph.is_initializer(static_cast<ValueId>(v)))
-      steps_[last_use[v]].release_after.push_back(static_cast<ValueId>(v));
+  compute_lifetimes(graph);
+}
+
+void ExecutionPlan::compute_lifetimes(const Graph& graph) {
+  const std::size_t n_values = graph.values().size();
+  const int end = static_cast<int>(steps_.size());
+  producer_.assign(n_values, -1);
+  last_reader_.assign(n_values, -1);
+  is_output_.assign(n_values, false);
+  for (ValueId v : graph.outputs()) is_output_[static_cast<std::size_t>(v)] = true;
+  const auto& nodes = graph.nodes();
+  for (std::size_t s = 0; s < steps_.size(); ++s) {
+    const Node& n = nodes[steps_[s].node_index];
+    for (ValueId v : n.inputs)
+      if (v != kNoValue) last_reader_[static_cast<std::size_t>(v)] = static_cast<int>(s);
+    for (ValueId v : n.outputs)
+      if (v != kNoValue) producer_[static_cast<std::size_t>(v)] = static_cast<int>(s);
+  }
+  for (std::size_t v = 0; v < n_values; ++v) {
+    if (is_output_[v]) last_reader_[v] = end;
+    else if (last_reader_[v] < 0) last_reader_[v] = producer_[v];  // nobody reads it: dies at birth
+  }
+  // A value is released after its last reader, unless the caller reads it (graph output) or the
+  // graph owns it (initializer).
+  for (std::size_t v = 0; v < n_values; ++v) {
+    const int last = last_reader_[v];
+    if (last >= 0 && last < end && !graph.is_initializer(static_cast<ValueId>(v)))
+      steps_[static_cast<std::size_t>(last)].release_after.push_back(static_cast<ValueId>(v));
+  }
 }
 
 }  // namespace wpk

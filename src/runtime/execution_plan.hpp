@@ -1,29 +1,49 @@
 #pragma once
-// ExecutionPlan: the graph compiled into ordered steps, each with the kernel its backend
-// prepared, plus value lifetimes so intermediates are released as soon as nothing reads them.
+// ExecutionPlan: the graph compiled into ordered steps. Each step keeps a prepared kernel from
+// every backend that supports its node (the candidates: the first, in registration order, is
+// the default; tuning may pick another per input-shape signature), plus value lifetimes so
+// intermediates are released, or their arena bytes reused, as soon as nothing reads them.
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "backends/kernel.hpp"
 
 namespace wpk {
 
-struct PlanStep {
-  std::size_t node_index;
+struct Candidate {
   const Backend* backend;
   std::unique_ptr<Kernel> kernel;
+};
+
+struct PlanStep {
+  std::size_t node_index;
+  std::vector<Candidate> candidates;   // never empty; [0] is the default choice
   std::vector<ValueId> release_after;  // values whose last reader is this step
+  std::string layout;                  // "NHWC", "NCHW" or "-" (see node_layout)
+  bool zero_outputs = false;           // see op_needs_zeroed_outputs
 };
 
 class ExecutionPlan {
  public:
-  // Asks the backends, in order of preference, for each node; throws Unsupported listing every
-  // op no backend runs.
+  // Asks every backend for each node; throws Unsupported listing every op no backend runs.
   ExecutionPlan(const Graph& graph, const std::vector<const Backend*>& backends);
   const std::vector<PlanStep>& steps() const { return steps_; }
 
+  // The step that writes v, or -1 for graph inputs and initializers.
+  int producer(ValueId v) const { return producer_[static_cast<std::size_t>(v)]; }
+  // The last step that reads v: steps().size() for graph outputs (the caller reads them after
+  // the last step), the producing step itself for values nothing reads.
+  int last_reader(ValueId v) const { return last_reader_[static_cast<std::size_t>(v)]; }
+  bool is_graph_output(ValueId v) const { return is_output_[static_cast<std::size_t>(v)]; }
+
  private:
+  void compute_lifetimes(const Graph& graph);
+
   std::vector<PlanStep> steps_;
+  std::vector<int> producer_;
+  std::vector<int> last_reader_;
+  std::vector<bool> is_output_;
 };
 
 // The backends this build registers, in order of preference (explicit, no static registration).
@@ -31,5 +51,17 @@ std::vector<const Backend*> registered_backends();
 
 // Why no backend runs `node`, or "" when one does.
 std::string why_unsupported(const Node& node, const Graph& graph);
+
+// "NHWC" when the node has channels_last=1, "NCHW" for the other layout-sensitive ops
+// (convolution, pooling, normalization over channels), "-" for the rest.
+std::string node_layout(const Node& node);
+
+// Ops whose reference kernels write only part of their output and rely on the rest being zero
+// (found with WPK_ARENA_POISON=outputs): Trilu, EyeLike, ConstantOfShape with value 0. The
+// runtime zero-fills their outputs, arena or heap, until the kernels write every element.
+bool op_needs_zeroed_outputs(const Node& node);
+
+// "Conv", or "com.wpk.FusedConv" for ops outside the ONNX domain.
+std::string qualified_op(const Node& node);
 
 }  // namespace wpk

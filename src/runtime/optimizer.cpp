@@ -15,11 +15,23 @@ struct PassEntry {
   bool (*run)(Graph&, const passes::PassContext&);
 };
 
-// The order passes run in. Cleanups first so folding sees through Identity chains.
+// The order passes run in. Cleanups first so folding sees through Identity chains; shapes fold
+// before constants so the arithmetic on them folds in the same round. BatchNorm folds into its
+// Conv before the Conv's epilogue is fused. Gelu and attention are recognised before the MatMul
+// epilogue fusion, which then absorbs the Gelu and must not take the attention MatMuls apart.
 const std::vector<PassEntry>& pass_table() {
   static const std::vector<PassEntry> table = {
       {"remove_identity", OptimizationLevel::Basic, passes::remove_identity},
+      {"fold_shape_subgraphs", OptimizationLevel::Basic, passes::fold_shape_subgraphs},
       {"constant_folding", OptimizationLevel::Basic, passes::fold_constants},
+      {"cancel_transposes", OptimizationLevel::Basic, passes::cancel_transposes},
+      {"fold_batchnorm", OptimizationLevel::Basic, passes::fold_batchnorm},
+      {"fuse_layernorm", OptimizationLevel::All, passes::fuse_layernorm},
+      {"fuse_gelu", OptimizationLevel::All, passes::fuse_gelu},
+      {"fuse_attention", OptimizationLevel::All, passes::fuse_attention},
+      {"fuse_conv_epilogue", OptimizationLevel::All, passes::fuse_conv_epilogue},
+      {"fuse_matmul_epilogue", OptimizationLevel::All, passes::fuse_matmul_epilogue},
+      {"layout_nhwc", OptimizationLevel::All, passes::assign_nhwc_layout},
       {"dead_code", OptimizationLevel::Basic, passes::eliminate_dead_code},
   };
   return table;

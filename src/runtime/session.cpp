@@ -1,20 +1,35 @@
 #include "wpk/session.hpp"
 
 #include <chrono>
-#include <unordered_map>
+#include <mutex>
 
+#include "runtime/arena_pool.hpp"
+#include "runtime/executor.hpp"
 #include "runtime/execution_plan.hpp"
 #include "runtime/input_check.hpp"
 #include "runtime/logging.hpp"
+#include "runtime/plan_cache.hpp"
+#include "runtime/threads.hpp"
+#include "runtime/tuner.hpp"
+#include "runtime/tuning_db.hpp"
 #include "wpk/optimizer.hpp"
 
 namespace wpk {
 
 struct Session::Impl {
   Graph graph;
+  SessionOptions options;
+  int threads = 1;
   std::vector<ValueInfo> inputs;
   std::vector<ValueInfo> outputs;
   std::unique_ptr<ExecutionPlan> plan;
+  mutable PlanCache plans;  // filled by run(), which is const: internally synchronised
+  std::shared_ptr<ArenaPool> arenas;
+  bool poison_outputs = false;
+  std::unique_ptr<TuningDb> tuning_db;
+  std::unique_ptr<Tuner> tuner;
+  mutable std::mutex profile_mutex;
+  RunProfile last_profile;
 };
 
 namespace {
@@ -26,53 +41,36 @@ bool shares_bytes(const Tensor& a, const Tensor& b) {
   return pa < pb + b.nbytes() && pb < pa + a.nbytes();
 }
 
-void run_step(const Graph& g, const PlanStep& step, std::vector<Tensor>& slots) {
-  const Node& node = g.nodes()[step.node_index];
-  std::vector<const Tensor*> ins;
-  ins.reserve(node.inputs.size());
-  for (ValueId v : node.inputs) {
-    if (v == kNoValue) {
-      ins.push_back(nullptr);
-      continue;
-    }
-    const Tensor* init = g.initializer(v);
-    ins.push_back(init ? init : &slots[v]);
-    if (!init && slots[v].empty())
-      throw Error(ErrorCode::Internal, node_label(node) + "input '" + g.value(v).name + "' was never computed");
-  }
-  KernelContext ctx(node, std::move(ins));
-  try {
-    step.kernel->run(ctx);
-  } catch (const Error&) {
-    throw;
-  } catch (const std::bad_alloc&) {
-    throw Error(ErrorCode::InvalidArgument, node_label(node) + "out of memory");
-  } catch (const std::exception& e) {
-    throw Error(ErrorCode::Internal, node_label(node) + e.what());
-  }
-  for (std::size_t o = 0; o < node.outputs.size(); ++o) {
-    const ValueId v = node.outputs[o];
-    if (v == kNoValue) continue;
-    if (ctx.outputs()[o].empty())
-      throw Error(ErrorCode::Internal, node_label(node) + "kernel produced no output " + std::to_string(o));
-    slots[v] = std::move(ctx.outputs()[o]);
-  }
-  for (ValueId v : step.release_after) slots[v] = Tensor();
+double us_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
 }
 
 }  // namespace
 
-Session::Session(Graph graph, SessionOptions options) : impl_(std::make_unique<Impl>()) {
+Session::Session(Graph graph, SessionOptions options) : Session(std::move(graph), std::move(options), registered_backends()) {}
+
+Session::Session(Graph graph, SessionOptions options, const std::vector<const Backend*>& backends)
+    : impl_(std::make_unique<Impl>()) {
   apply_log_level(options);
   const auto t0 = std::chrono::steady_clock::now();
+  impl_->threads = resolve_threads(options.threads);
+  log_openmp_wait_policy();
   check_graph_interface(graph);
   impl_->graph = Optimizer(options.optimizer).optimize(std::move(graph));
   const Graph& g = impl_->graph;
   for (ValueId v : g.inputs()) impl_->inputs.push_back(g.value(v));
   for (ValueId v : g.outputs()) impl_->outputs.push_back(g.value(v));
-  impl_->plan = std::make_unique<ExecutionPlan>(g, registered_backends());
-  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  logger().debug("session ready: {} nodes, {} steps, {:.1f} ms", g.nodes().size(), impl_->plan->steps().size(), ms);
+  {
+    OmpThreadScope scope(impl_->threads);  // backends may size their kernels to the thread count
+    impl_->plan = std::make_unique<ExecutionPlan>(g, backends);
+  }
+  impl_->arenas = ArenaPool::create(arena_poison_from_env());
+  impl_->poison_outputs = poison_outputs_from_env();
+  if (options.tuning) impl_->tuning_db = std::make_unique<TuningDb>(resolve_cache_dir(options.cache_dir));
+  impl_->tuner = std::make_unique<Tuner>(g, *impl_->plan, impl_->tuning_db.get(), impl_->threads);
+  impl_->options = std::move(options);
+  logger().debug("session ready: {} nodes, {} steps, {} threads, {:.1f} ms", g.nodes().size(), impl_->plan->steps().size(),
+                 impl_->threads, us_since(t0) / 1000);
 }
 
 Session::~Session() = default;
@@ -82,26 +80,87 @@ Session& Session::operator=(Session&&) noexcept = default;
 const std::vector<ValueInfo>& Session::inputs() const { return impl_->inputs; }
 const std::vector<ValueInfo>& Session::outputs() const { return impl_->outputs; }
 const Graph& Session::graph() const { return impl_->graph; }
+int Session::threads() const { return impl_->threads; }
 
-TensorMap Session::run(const TensorMap& inputs) const {
-  const Graph& g = impl_->graph;
+TensorMap Session::run(const TensorMap& inputs) const { return run(inputs, nullptr); }
+
+TensorMap Session::run(const TensorMap& inputs, RunProfile* profile) const {
+  const auto t0 = std::chrono::steady_clock::now();
+  const Impl& im = *impl_;
+  const Graph& g = im.graph;
   check_run_inputs(g, inputs);
-  std::vector<Tensor> slots(g.values().size());
-  for (ValueId v : g.inputs()) slots[v] = inputs.at(g.value(v).name);
-  for (const PlanStep& step : impl_->plan->steps()) run_step(g, step, slots);
+  OmpThreadScope threads(im.threads);
+  RunProfile local;
+  RunProfile* prof = profile ? profile : (im.options.profile ? &local : nullptr);
+  if (prof) *prof = RunProfile{};
+
+  const ShapeSignature signature = shape_signature(g, inputs);
+  const std::shared_ptr<const SignaturePlan> known = im.plans.find(signature);
+  RunMemory memory;
+  memory.poison = im.arenas->poison();
+  memory.poison_outputs = im.poison_outputs;
+  std::unique_ptr<MemoryRecorder> recorder;
+  if (known) {
+    memory.plan = known.get();
+    if (known->memory_planned) memory.arena = im.arenas->acquire(known->arena_bytes);
+  } else if (im.options.plan_memory) {
+    recorder = std::make_unique<MemoryRecorder>(g, *im.plan);
+    memory.recorder = recorder.get();
+  }
+  Executor exec(g, *im.plan, std::move(memory));
+  exec.set_profile(prof, t0);
+  if (!known) exec.set_chooser([&im](std::size_t s, const std::vector<const Tensor*>& ins) { return im.tuner->choose(s, ins); });
+  exec.run(inputs);
+
+  if (!known) {
+    auto plan = std::make_shared<SignaturePlan>();
+    plan->choice = exec.choices();
+    if (recorder) recorder->finish(*plan);
+    im.plans.insert(signature, std::move(plan));
+  }
 
   TensorMap out;
   for (ValueId v : g.outputs()) {
     const Tensor* init = g.initializer(v);
-    Tensor t = init ? *init : slots[v];
-    // Returned tensors own their memory: never hand out the caller's input bytes or the
-    // session's weights, which a caller could then overwrite.
-    bool aliased = init != nullptr || t.is_borrowed();
+    Tensor t = init ? *init : exec.value(v);
+    // Returned tensors own their memory: never hand out the caller's input bytes, the session's
+    // weights, or the run's arena, which the next run reuses.
+    bool aliased = init != nullptr || t.is_borrowed() || exec.in_arena(t);
     for (const auto& kv : inputs) aliased = aliased || shares_bytes(t, kv.second);
     for (const auto& kv : g.initializers()) aliased = aliased || shares_bytes(t, kv.second);
     out[g.value(v).name] = aliased ? t.clone() : std::move(t);
   }
+  if (prof) {
+    prof->total_us = us_since(t0);
+    if (im.options.profile) {
+      std::lock_guard<std::mutex> lock(im.profile_mutex);
+      impl_->last_profile = *prof;
+    }
+  }
   return out;
+}
+
+RunProfile Session::last_profile() const {
+  std::lock_guard<std::mutex> lock(impl_->profile_mutex);
+  return impl_->last_profile;
+}
+
+PlanSummary Session::describe() const {
+  const Impl& im = *impl_;
+  const auto latest = im.plans.latest();
+  PlanSummary summary;
+  const auto& steps = im.plan->steps();
+  for (std::size_t s = 0; s < steps.size(); ++s) {
+    const Node& n = im.graph.nodes()[steps[s].node_index];
+    const std::size_t c = latest ? static_cast<std::size_t>(latest->choice[s]) : 0;
+    summary.steps.push_back({n.name, qualified_op(n), n.domain, steps[s].candidates[c].backend->name(), steps[s].layout});
+  }
+  if (latest && latest->memory_planned) {
+    summary.memory_planned = true;
+    summary.arena_bytes = latest->arena_bytes;
+    summary.naive_bytes = latest->naive_bytes;
+  }
+  return summary;
 }
 
 }  // namespace wpk

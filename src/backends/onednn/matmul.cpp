@@ -125,6 +125,21 @@ const Tensor* const_input(const Node& node, const Graph& graph, std::size_t i) {
 
 bool has_input(const Node& node, std::size_t i) { return i < node.inputs.size() && node.inputs[i] != kNoValue; }
 
+bool same_dim(const Dim& a, const Dim& b) {
+  return a.is_static() ? b.is_static() && a.value == b.value : !a.symbol.empty() && a.symbol == b.symbol;
+}
+
+// A variable B is multiplied batch by batch without broadcasting: both ranks must be known,
+// equal, and the leading dims provably the same.
+bool batches_match(const Graph& graph, ValueId a, ValueId b) {
+  const auto& da = graph.value(a).dims;
+  const auto& db = graph.value(b).dims;
+  if (!da || !db || da->size() != db->size() || da->size() < 2) return false;
+  for (std::size_t i = 0; i + 2 < da->size(); ++i)
+    if (!same_dim((*da)[i], (*db)[i])) return false;
+  return true;
+}
+
 }  // namespace
 
 std::string matmul_unsupported(const Node& node, const Graph& graph) {
@@ -133,6 +148,8 @@ std::string matmul_unsupported(const Node& node, const Graph& graph) {
       return "inputs are not float32";
   const Tensor* b = const_input(node, graph, 1);
   if (b && (b->dtype() != DType::Float32 || b->rank() != 2)) return "constant B is not a float32 matrix";
+  if (!b && node.op_type != "Gemm" && !batches_match(graph, node.inputs[0], node.inputs[1]))
+    return "variable B whose batch dims are not known to equal A's";
   if (node.op_type == "Gemm") {
     if (!b) return "Gemm needs a constant B";
     if (node.attr_int("transA", 0) != 0 || node.attr_float("alpha", 1.f) != 1.f || node.attr_float("beta", 1.f) != 1.f)

@@ -6,7 +6,7 @@
 namespace wpk::onednn {
 namespace {
 
-enum class Family { None, Conv, MatMul, Pool };
+enum class Family { None, Conv, MatMul, Pool, Transpose, Attention, LayerNorm };
 
 Family family_of(const Node& node) {
   const bool onnx = node.domain.empty() || node.domain == "ai.onnx";
@@ -16,6 +16,9 @@ Family family_of(const Node& node) {
     return Family::MatMul;
   if (onnx && (node.op_type == "MaxPool" || node.op_type == "AveragePool" || node.op_type == "GlobalAveragePool"))
     return Family::Pool;
+  if (onnx && node.op_type == "Transpose") return Family::Transpose;
+  if (wpk_op && node.op_type == "Attention") return Family::Attention;
+  if ((onnx || wpk_op) && node.op_type == "LayerNormalization") return Family::LayerNorm;
   return Family::None;
 }
 
@@ -39,6 +42,9 @@ std::string OneDnnBackend::why_unsupported(const Node& node, const Graph& graph)
     case Family::Conv: return conv_unsupported(node, graph);
     case Family::MatMul: return matmul_unsupported(node, graph);
     case Family::Pool: return pool_unsupported(node, graph);
+    case Family::Transpose: return transpose_unsupported(node, graph);
+    case Family::Attention: return attention_unsupported(node, graph);
+    case Family::LayerNorm: return layernorm_unsupported(node, graph);
     case Family::None: break;
   }
   return "oneDNN backend does not run " + node.op_type;
@@ -51,6 +57,9 @@ std::unique_ptr<Kernel> OneDnnBackend::prepare(const Node& node, const Graph& gr
     case Family::Conv: return make_conv(node, graph);
     case Family::MatMul: return make_matmul(node, graph);
     case Family::Pool: return make_pool(node, graph);
+    case Family::Transpose: return make_transpose(node, graph);
+    case Family::Attention: return make_attention(node, graph);
+    case Family::LayerNorm: return make_layernorm(node, graph);
     case Family::None: break;
   }
   throw Error(ErrorCode::Internal, node_label(node) + "no oneDNN kernel");

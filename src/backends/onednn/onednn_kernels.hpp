@@ -17,6 +17,15 @@ std::unique_ptr<Kernel> make_conv(const Node& node, const Graph& graph);
 std::string matmul_unsupported(const Node& node, const Graph& graph);  // matmul.cpp
 std::unique_ptr<Kernel> make_matmul(const Node& node, const Graph& graph);
 
+std::string transpose_unsupported(const Node& node, const Graph& graph);  // transpose.cpp
+std::unique_ptr<Kernel> make_transpose(const Node& node, const Graph& graph);
+
+std::string attention_unsupported(const Node& node, const Graph& graph);  // attention.cpp
+std::unique_ptr<Kernel> make_attention(const Node& node, const Graph& graph);
+
+std::string layernorm_unsupported(const Node& node, const Graph& graph);  // layernorm.cpp
+std::unique_ptr<Kernel> make_layernorm(const Node& node, const Graph& graph);
+
 std::string pool_unsupported(const Node& node, const Graph& graph);  // pool.cpp
 std::unique_ptr<Kernel> make_pool(const Node& node, const Graph& graph);
 

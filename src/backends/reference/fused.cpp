@@ -1,9 +1,275 @@
-// Reference kernels for the com.wpk ops the optimizer creates (graph/fused_ops.hpp).
+// Reference kernels for the com.wpk ops the optimizer creates (graph/fused_ops.hpp). Each is
+// defined by the plain ops it replaces: FusedConv, FusedMatMul and Attention run the reference
+// Conv, MatMul and Softmax kernels and apply the rest after, in the order the unfused graph
+// does, so fused and unfused graphs agree to rounding.
+//
+// channels_last = 1 (NHWC) is handled by transposing around the NCHW kernels, for FusedConv and
+// for the pooling ops (MaxPool, AveragePool, GlobalAveragePool) that the layout pass moves to
+// NHWC: their table entries are wrapped here.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+#include <string>
+
 #include "backends/reference/common.hpp"
 #include "backends/reference/registry.hpp"
 
 namespace wpk::reference {
+namespace {
 
-void register_fused(OpTable&) {}
+// The plain kernels the fused ones are defined by, taken from the table before register_fused
+// replaces any entry. Written once, while the table is built.
+struct PlainKernels {
+  KernelFn conv = nullptr, matmul = nullptr, softmax = nullptr;
+  KernelFn max_pool = nullptr, average_pool = nullptr, global_average_pool = nullptr;
+};
+PlainKernels plain;
+
+// Runs a plain kernel for `node` (the fused node itself, or one made up) and returns output 0.
+Tensor run_plain(KernelFn fn, const Node& node, std::vector<const Tensor*> inputs, std::int64_t opset) {
+  KernelContext inner(node, std::move(inputs));
+  inner.set_opset(opset);
+  fn(inner);
+  return std::move(inner.outputs()[0]);
+}
+
+// A copy of t with its axes reordered: axis i of the result is axis perm[i] of t.
+Tensor permuted(const Tensor& t, const std::vector<int>& perm) {
+  const std::vector<std::int64_t> in_strides = contiguous_strides(t.shape());
+  Shape shape;
+  std::vector<std::int64_t> strides;
+  for (int p : perm) {
+    shape.push_back(t.shape()[p]);
+    strides.push_back(in_strides[p]);
+  }
+  Tensor out = Tensor::zeros(t.dtype(), shape);
+  const std::size_t size = dtype_size(t.dtype());
+  const char* src = static_cast<const char*>(t.raw());
+  char* dst = static_cast<char*>(out.raw());
+  for_each_index(shape, {strides}, [&](const std::int64_t* off) {
+    std::memcpy(dst, src + off[0] * static_cast<std::int64_t>(size), size);
+    dst += size;
+  });
+  return out;
+}
+
+bool channels_last(const KernelContext& ctx) {
+  const std::int64_t v = ctx.node().attr_int("channels_last", 0);
+  if (v != 0 && v != 1) ctx.fail(ErrorCode::InvalidModel, "channels_last must be 0 or 1, got " + std::to_string(v));
+  return v == 1;
+}
+
+// (N, spatial..., C) <-> (N, C, spatial...).
+Tensor to_channels_first(const Tensor& t, const KernelContext& ctx) {
+  const int r = t.rank();
+  if (r < 3)
+    ctx.fail(ErrorCode::InvalidArgument,
+             "a channels_last tensor needs rank 3 or more, got " + shape_to_string(t.shape()));
+  std::vector<int> perm = {0, r - 1};
+  for (int i = 1; i < r - 1; ++i) perm.push_back(i);
+  return permuted(t, perm);
+}
+
+Tensor to_channels_last(const Tensor& t) {
+  std::vector<int> perm = {0};
+  for (int i = 2; i < t.rank(); ++i) perm.push_back(i);
+  perm.push_back(1);
+  return permuted(t, perm);
+}
+
+// ---- epilogue ---------------------------------------------------------------------------------
+
+// The same two-branch form as the Sigmoid kernel, so fused and unfused results agree.
+template <typename T>
+T sigmoid(T v) {
+  if (v >= T(0)) return T(1) / (T(1) + std::exp(-v));
+  const T e = std::exp(v);
+  return e / (T(1) + e);
+}
+
+// The order of operations of the exported x * (1 + erf(x / sqrt(2))) * 0.5.
+template <typename T>
+T gelu(T v) {
+  return v * (T(1) + std::erf(v / T(std::sqrt(2.0)))) * T(0.5);
+}
+
+template <typename T>
+T clamp(T v, T lo, T hi) {
+  return std::min(std::max(v, lo), hi);
+}  // keeps NaN, like Clip
+
+// Applies the `activation` attribute to y in place.
+template <typename T>
+void apply_activation(const KernelContext& ctx, T* y, std::int64_t n) {
+  const std::string act = ctx.node().attr_string("activation", "");
+  const std::vector<float> p = ctx.node().attr_floats("activation_params");
+  auto params = [&](std::size_t count) {
+    if (p.size() != count)
+      ctx.fail(ErrorCode::InvalidModel, "activation " + act + " takes " + std::to_string(count) +
+                                            " activation_params, got " + std::to_string(p.size()));
+  };
+  auto each = [&](auto f) {
+    for (std::int64_t i = 0; i < n; ++i) y[i] = f(y[i]);
+  };
+  if (act.empty()) return;
+  if (act == "Relu") return each([](T v) { return v < T(0) ? T(0) : v; });
+  if (act == "Sigmoid") return each([](T v) { return sigmoid(v); });
+  if (act == "Tanh") return each([](T v) { return std::tanh(v); });
+  if (act == "SiLU") return each([](T v) { return v * sigmoid(v); });
+  if (act == "Gelu") return each([](T v) { return gelu(v); });
+  if (act == "HardSwish") return each([](T v) { return v * clamp(v / T(6) + T(0.5), T(0), T(1)); });
+  if (act == "Clip") {
+    params(2);
+    return each([lo = T(p[0]), hi = T(p[1])](T v) { return clamp(v, lo, hi); });
+  }
+  if (act == "LeakyRelu") {
+    params(1);
+    return each([alpha = T(p[0])](T v) { return v < T(0) ? alpha * v : v; });
+  }
+  if (act == "HardSigmoid") {
+    params(2);
+    return each([alpha = T(p[0]), beta = T(p[1])](T v) { return clamp(alpha * v + beta, T(0), T(1)); });
+  }
+  ctx.fail(ErrorCode::Unsupported, "unknown activation '" + act + "'");
+}
+
+// y += b, where b broadcasts to y's shape without growing it. y is a kernel's fresh output.
+void add_in_place(const KernelContext& ctx, Tensor& y, const Tensor& b, const char* what) {
+  if (b.dtype() != y.dtype() || broadcast_shapes({y.shape(), b.shape()}, ctx) != y.shape())
+    ctx.fail(ErrorCode::InvalidArgument, std::string(what) + " " + dtype_name(b.dtype()) + shape_to_string(b.shape()) +
+                                             " does not broadcast to the result " + dtype_name(y.dtype()) +
+                                             shape_to_string(y.shape()));
+  dispatch_float(y.dtype(), ctx, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    T* py = y.data<T>();
+    const T* pb = b.data<T>();
+    if (b.shape() == y.shape()) {
+      for (std::int64_t i = 0; i < y.numel(); ++i) py[i] += pb[i];
+      return;
+    }
+    std::int64_t i = 0;
+    for_each_index(y.shape(), {broadcast_strides(b.shape(), y.shape())},
+                   [&](const std::int64_t* off) { py[i++] += pb[off[0]]; });
+  });
+}
+
+// Y = act(y + Z) with Z, of Y's shape, at input `z_at`.
+void apply_epilogue(const KernelContext& ctx, Tensor& y, std::size_t z_at) {
+  if (ctx.has_input(z_at)) {
+    const Tensor& z = ctx.input(z_at);
+    if (z.shape() != y.shape())
+      ctx.fail(ErrorCode::InvalidArgument, "residual Z " + shape_to_string(z.shape()) +
+                                               " must have the output's shape " + shape_to_string(y.shape()));
+    add_in_place(ctx, y, z, "residual Z");
+  }
+  if (ctx.node().attr_string("activation", "").empty()) return;
+  dispatch_float(y.dtype(), ctx, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    apply_activation<T>(ctx, y.data<T>(), y.numel());
+  });
+}
+
+// ---- kernels ----------------------------------------------------------------------------------
+
+void fused_conv(KernelContext& ctx) {
+  const bool nhwc = channels_last(ctx);
+  Tensor x_first;
+  if (nhwc) x_first = to_channels_first(ctx.input(0), ctx);
+  std::vector<const Tensor*> inputs = {nhwc ? &x_first : &ctx.input(0), &ctx.input(1)};
+  if (ctx.has_input(2)) inputs.push_back(&ctx.input(2));
+  Tensor y = run_plain(plain.conv, ctx.node(), inputs, ctx.opset());
+  if (nhwc) y = to_channels_last(y);
+  apply_epilogue(ctx, y, 3);
+  ctx.set_output(0, std::move(y));
+}
+
+void fused_matmul(KernelContext& ctx) {
+  Tensor y = run_plain(plain.matmul, ctx.node(), {&ctx.input(0), &ctx.input(1)}, ctx.opset());
+  if (ctx.has_input(2)) add_in_place(ctx, y, ctx.input(2), "Bias");
+  apply_epilogue(ctx, y, 3);
+  ctx.set_output(0, std::move(y));
+}
+
+void gelu_kernel(KernelContext& ctx) {
+  const Tensor& x = ctx.input(0);
+  dispatch_float(x.dtype(), ctx, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    Tensor& y = ctx.allocate_output(0, x.dtype(), x.shape());
+    const T* px = x.data<T>();
+    T* py = y.data<T>();
+    for (std::int64_t i = 0; i < x.numel(); ++i) py[i] = gelu(px[i]);
+  });
+}
+
+// softmax(Q @ K^T * scale + Mask) @ V, composed of the reference MatMul and Softmax.
+void attention(KernelContext& ctx) {
+  const Tensor& k = ctx.input(1);
+  if (k.rank() < 2)
+    ctx.fail(ErrorCode::InvalidArgument, "K must have rank 2 or more, got " + shape_to_string(k.shape()));
+  const Attribute* scale = ctx.node().find_attr("scale");
+  if (!scale) ctx.fail(ErrorCode::InvalidModel, "attribute 'scale' is required");
+  std::vector<int> perm(static_cast<std::size_t>(k.rank()));
+  std::iota(perm.begin(), perm.end(), 0);
+  std::swap(perm[perm.size() - 1], perm[perm.size() - 2]);
+  const Tensor k_t = permuted(k, perm);
+  Tensor scores = run_plain(plain.matmul, ctx.node(), {&ctx.input(0), &k_t}, ctx.opset());
+  dispatch_float(scores.dtype(), ctx, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T s = static_cast<T>(scale->f());
+    T* p = scores.data<T>();
+    for (std::int64_t i = 0; i < scores.numel(); ++i) p[i] *= s;
+  });
+  if (ctx.has_input(3)) add_in_place(ctx, scores, ctx.input(3), "Mask");
+  Node softmax;
+  softmax.name = ctx.node().name;
+  softmax.op_type = "Softmax";
+  softmax.outputs = ctx.node().outputs;
+  softmax.attributes.emplace("axis", Attribute(std::int64_t{-1}));
+  const Tensor probs = run_plain(plain.softmax, softmax, {&scores}, 13);  // opset 13: along one axis
+  ctx.set_output(0, run_plain(plain.matmul, ctx.node(), {&probs, &ctx.input(2)}, ctx.opset()));
+}
+
+// Pooling in either layout: channels_last = 1 transposes around the NCHW kernel.
+void pool_any_layout(KernelContext& ctx, KernelFn nchw_kernel) {
+  if (!channels_last(ctx)) return nchw_kernel(ctx);
+  if (ctx.wants_output(1)) ctx.fail(ErrorCode::Unsupported, "Indices output with channels_last = 1 is not supported");
+  const Tensor x = to_channels_first(ctx.input(0), ctx);
+  ctx.set_output(0, to_channels_last(run_plain(nchw_kernel, ctx.node(), {&x}, ctx.opset())));
+}
+void max_pool(KernelContext& ctx) { pool_any_layout(ctx, plain.max_pool); }
+void average_pool(KernelContext& ctx) { pool_any_layout(ctx, plain.average_pool); }
+void global_average_pool(KernelContext& ctx) { pool_any_layout(ctx, plain.global_average_pool); }
+
+}  // namespace
+
+void register_fused(OpTable& t) {
+  auto entry = [&](const char* op) {
+    const OpEntry* e = t.find(op);
+    if (!e) throw Error(ErrorCode::Internal, std::string("register_fused needs ") + op + " registered first");
+    return *e;
+  };
+  plain.conv = entry("Conv").fn;
+  plain.matmul = entry("MatMul").fn;
+  plain.softmax = entry("Softmax").fn;
+  t.add("com.wpk:FusedConv", {fused_conv, 2, 4, 1});
+  t.add("com.wpk:FusedMatMul", {fused_matmul, 2, 4, 1});
+  t.add("com.wpk:Gelu", {gelu_kernel, 1, 1, 1});
+  t.add("com.wpk:Attention", {attention, 3, 4, 1});
+  // fuse_layernorm's op for models older than opset 17: the same kernel.
+  t.add("com.wpk:LayerNormalization", {entry("LayerNormalization").fn, 2, 3, 1});
+
+  // The pooling ops take channels_last too: their entries are wrapped.
+  auto wrap_pool = [&](const char* op, KernelFn wrapper, KernelFn& nchw_kernel) {
+    OpEntry e = entry(op);
+    if (e.fn == wrapper) return;  // wrapped already
+    nchw_kernel = e.fn;
+    e.fn = wrapper;
+    t.add(op, e);
+  };
+  wrap_pool("MaxPool", max_pool, plain.max_pool);
+  wrap_pool("AveragePool", average_pool, plain.average_pool);
+  wrap_pool("GlobalAveragePool", global_average_pool, plain.global_average_pool);
+}
 
 }  // namespace wpk::reference

@@ -69,7 +69,8 @@ std::optional<Node> fold_into_conv(Graph& g, const GraphIndex& index, const Node
   const auto a = inference_affine(g, index, bn, channels);
   if (!a) return std::nullopt;
   Node folded = conv;
-  folded.inputs = {conv.inputs[0], add_constant(g, g.value(conv.inputs[1]).name + "_bnfold", scaled(*w, a->s, w->numel() / channels)),
+  folded.inputs = {conv.inputs[0],
+                   add_constant(g, g.value(conv.inputs[1]).name + "_bnfold", scaled(*w, a->s, w->numel() / channels)),
                    add_constant(g, conv.name + "_bnfold_bias", folded_bias(b, *a, 1.0))};
   folded.outputs = {bn.outputs[0]};
   return folded;
@@ -95,7 +96,8 @@ std::optional<Node> fold_into_gemm(Graph& g, const GraphIndex& index, const Stat
   folded.op_type = "Gemm";
   folded.attributes.insert_or_assign("beta", Attribute(1.0f));
   const double beta = gemm ? mm.attr_float("beta", 1.0f) : 1.0;
-  folded.inputs = {mm.inputs[0], add_constant(g, g.value(mm.inputs[1]).name + "_bnfold", scaled(*w, a->s, trans_b ? w->dim(1) : 1)),
+  folded.inputs = {mm.inputs[0],
+                   add_constant(g, g.value(mm.inputs[1]).name + "_bnfold", scaled(*w, a->s, trans_b ? w->dim(1) : 1)),
                    add_constant(g, mm.name + "_bnfold_bias", folded_bias(c, *a, beta))};
   folded.outputs = {bn.outputs[0]};
   return folded;
@@ -116,8 +118,10 @@ bool fold_batchnorm(Graph& g, const PassContext&) {
       if (p < 0 || index.sole_reader_index(bn.inputs[0]) != static_cast<int>(i)) continue;
       const Node& layer = g.nodes()[p];
       std::optional<Node> folded;
-      if (is_onnx_op(&layer, "Conv")) folded = fold_into_conv(g, index, layer, bn);
-      else if (is_onnx_op(&layer, "Gemm") || is_onnx_op(&layer, "MatMul")) folded = fold_into_gemm(g, index, shapes, layer, bn);
+      if (is_onnx_op(&layer, "Conv"))
+        folded = fold_into_conv(g, index, layer, bn);
+      else if (is_onnx_op(&layer, "Gemm") || is_onnx_op(&layer, "MatMul"))
+        folded = fold_into_gemm(g, index, shapes, layer, bn);
       if (!folded) continue;
       replace_nodes(g, {p, static_cast<int>(i)}, {std::move(*folded)});
       changed = again = true;

@@ -13,8 +13,8 @@ namespace wpk::passes {
 namespace {
 
 struct ConvEpilogue {
-  std::vector<int> nodes;               // absorbed nodes, the Conv not included
-  const Tensor* extra_bias = nullptr;   // per-channel constant added after the Conv
+  std::vector<int> nodes;              // absorbed nodes, the Conv not included
+  const Tensor* extra_bias = nullptr;  // per-channel constant added after the Conv
   ValueId residual = kNoValue;
   ActivationMatch activation;
   ValueId output = kNoValue;
@@ -89,8 +89,10 @@ bool fuse_conv_epilogue(Graph& g, const PassContext&) {
       fused.domain = kWpkDomain;
       fused.inputs.resize(3, kNoValue);
       if (e->extra_bias) fused.inputs[2] = merged_bias(g, conv, b, *e->extra_bias);
-      if (e->residual != kNoValue) fused.inputs.push_back(e->residual);
-      else if (fused.inputs[2] == kNoValue) fused.inputs.pop_back();
+      if (e->residual != kNoValue)
+        fused.inputs.push_back(e->residual);
+      else if (fused.inputs[2] == kNoValue)
+        fused.inputs.pop_back();
       fused.outputs = {e->output};
       fused.attributes.insert_or_assign("activation", Attribute(e->activation.name));
       fused.attributes.insert_or_assign("activation_params", Attribute(e->activation.params));

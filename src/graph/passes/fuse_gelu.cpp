@@ -43,7 +43,8 @@ std::optional<GeluMatch> match_gelu(const Graph& g, const GraphIndex& index, con
   const bool swapped = is_onnx_op(&d, "Mul") && g.is_initializer(d.inputs[0]);
   m.x = d.inputs[swapped ? 1 : 0];
   const auto c = scalar_constant(g, d.inputs[swapped ? 0 : 1], shapes.rank(m.x));
-  if (!c || !((is_onnx_op(&d, "Div") && near(*c, std::sqrt(2.0))) || (is_onnx_op(&d, "Mul") && near(*c, std::sqrt(0.5)))))
+  if (!c ||
+      !((is_onnx_op(&d, "Div") && near(*c, std::sqrt(2.0))) || (is_onnx_op(&d, "Mul") && near(*c, std::sqrt(0.5)))))
     return std::nullopt;
   // 1 + erf(...)
   const int ai = index.sole_reader_index(erf.outputs[0]);

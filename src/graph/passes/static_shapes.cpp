@@ -37,8 +37,10 @@ IntData to_data(const DimList& dims) {
 DimList to_dims(const IntData& data) {
   DimList out;
   for (const IntElem& e : data) {
-    if (e.value) out.push_back(*e.value >= 0 ? Dim(*e.value) : unknown_dim());
-    else out.push_back(e.symbol.empty() ? unknown_dim() : Dim(e.symbol));
+    if (e.value)
+      out.push_back(*e.value >= 0 ? Dim(*e.value) : unknown_dim());
+    else
+      out.push_back(e.symbol.empty() ? unknown_dim() : Dim(e.symbol));
   }
   return out;
 }
@@ -50,10 +52,39 @@ bool one_of(const std::string& op, std::initializer_list<const char*> ops) {
 // Ops whose output 0 has the shape of input 0.
 bool keeps_shape(const Node& n) {
   if (n.domain == kWpkDomain) return n.op_type == "Gelu" || n.op_type == "LayerNormalization";
-  return one_of(n.op_type, {"Relu", "Sigmoid", "Tanh", "Clip", "LeakyRelu", "HardSigmoid", "HardSwish", "Elu", "Selu",
-                            "Softplus", "Erf", "Sqrt", "Exp", "Log", "Neg", "Abs", "Sign", "Reciprocal", "Floor",
-                            "Ceil", "Round", "Sin", "Cos", "Not", "Identity", "Dropout", "Cast", "Softmax",
-                            "LogSoftmax", "LayerNormalization", "BatchNormalization", "InstanceNormalization", "LRN"});
+  return one_of(n.op_type, {"Relu",
+                            "Sigmoid",
+                            "Tanh",
+                            "Clip",
+                            "LeakyRelu",
+                            "HardSigmoid",
+                            "HardSwish",
+                            "Elu",
+                            "Selu",
+                            "Softplus",
+                            "Erf",
+                            "Sqrt",
+                            "Exp",
+                            "Log",
+                            "Neg",
+                            "Abs",
+                            "Sign",
+                            "Reciprocal",
+                            "Floor",
+                            "Ceil",
+                            "Round",
+                            "Sin",
+                            "Cos",
+                            "Not",
+                            "Identity",
+                            "Dropout",
+                            "Cast",
+                            "Softmax",
+                            "LogSoftmax",
+                            "LayerNormalization",
+                            "BatchNormalization",
+                            "InstanceNormalization",
+                            "LRN"});
 }
 
 // Ops whose output has the numpy broadcast shape of all inputs.
@@ -74,9 +105,12 @@ std::optional<DimList> broadcast(const std::vector<const DimList*>& ins) {
       Dim& o = out[rank - d->size() + i];
       const Dim& x = (*d)[i];
       if ((x.is_static() && x.value == 1) || same_dim(o, x)) continue;
-      if (o.is_static() && o.value == 1) o = x;
-      else if (o.is_static()) continue;  // x is o or 1 at run time, so the result is o
-      else o = x.is_static() ? x : unknown_dim();
+      if (o.is_static() && o.value == 1)
+        o = x;
+      else if (o.is_static())
+        continue;  // x is o or 1 at run time, so the result is o
+      else
+        o = x.is_static() ? x : unknown_dim();
     }
   return out;
 }
@@ -92,16 +126,27 @@ Dim product(DimList::const_iterator begin, DimList::const_iterator end) {
   return Dim(p);
 }
 
+// The elements of an int32/int64 tensor of rank 0 or 1.
+std::optional<std::vector<std::int64_t>> int_values(const Tensor& t) {
+  if (t.rank() > 1 || (t.dtype() != DType::Int64 && t.dtype() != DType::Int32)) return std::nullopt;
+  std::vector<std::int64_t> out;
+  for (std::int64_t i = 0; i < t.numel(); ++i)
+    out.push_back(t.dtype() == DType::Int64 ? t.data<std::int64_t>()[i] : t.data<std::int32_t>()[i]);
+  return out;
+}
+
 std::optional<std::vector<std::int64_t>> constant_ints(const Graph& g, ValueId v) {
   const Tensor* t = v == kNoValue ? nullptr : g.initializer(v);
-  if (!t || t->rank() > 1) return std::nullopt;
-  std::vector<std::int64_t> out;
-  for (std::int64_t i = 0; i < t->numel(); ++i) {
-    if (t->dtype() == DType::Int64) out.push_back(t->data<std::int64_t>()[i]);
-    else if (t->dtype() == DType::Int32) out.push_back(t->data<std::int32_t>()[i]);
-    else return std::nullopt;
-  }
-  return out;
+  return t ? int_values(*t) : std::nullopt;
+}
+
+// Small integer constants are followed as data: they may be shapes, axes or indices.
+std::optional<IntData> small_int_data(const Tensor& t) {
+  const auto values = t.numel() <= 64 ? int_values(t) : std::nullopt;
+  if (!values) return std::nullopt;
+  IntData d;
+  for (std::int64_t v : *values) d.push_back({v, ""});
+  return d;
 }
 
 // Unsqueeze/Squeeze/Reduce axes: an attribute before opset 13, an input from it.
@@ -140,8 +185,8 @@ std::optional<DimList> window_dims(const Node& n, const DimList* x, const DimLis
   const bool ceil_mode = n.attr_int("ceil_mode", 0) != 0;
   DimList out = {(*x)[0], channels};
   for (std::size_t i = 0; i < nd; ++i)
-    out.push_back(window_out((*x)[2 + i], kernel[i], strides[i], dilations[i], pads[i], pads[nd + i], auto_pad,
-                             ceil_mode));
+    out.push_back(
+        window_out((*x)[2 + i], kernel[i], strides[i], dilations[i], pads[i], pads[nd + i], auto_pad, ceil_mode));
   return out;
 }
 
@@ -177,8 +222,10 @@ DimList reshape_dims(const DimList* in, const IntData& target, bool allowzero) {
     for (std::size_t i = 0; i < d.size(); ++i) {
       if (static_cast<int>(i) == skip) continue;
       if (!known(d[i])) return false;
-      if (d[i].is_static()) size *= d[i].value;
-      else syms.insert(d[i].symbol);
+      if (d[i].is_static())
+        size *= d[i].value;
+      else
+        syms.insert(d[i].symbol);
     }
     return true;
   };
@@ -198,11 +245,7 @@ StaticShapes::StaticShapes(const Graph& g)
   for (const auto& kv : g.initializers()) {
     const Tensor& t = kv.second;
     set_dims(kv.first, DimList(t.shape().begin(), t.shape().end()));
-    if (auto ints = constant_ints(g, kv.first); ints && ints->size() <= 64) {
-      IntData d;
-      for (std::int64_t i : *ints) d.push_back({i, ""});
-      set_data(kv.first, d, t.dtype());
-    }
+    if (auto d = small_int_data(t)) set_data(kv.first, *d, t.dtype());
   }
   for (const Node& n : g.nodes()) {
     infer(g, n);
@@ -278,6 +321,7 @@ void StaticShapes::infer(const Graph& g, const Node& n) {
     std::vector<const DimList*> ins;
     for (std::size_t i = 0; i < n.inputs.size(); ++i) ins.push_back(in(i));
     set_dims(out, broadcast(ins));
+    if (in_data(0) && in_data(1)) infer_arithmetic(n, *in_data(0), *in_data(1));
   } else if (op == "MatMul") {
     set_dims(out, matmul_dims(in(0), in(1)));
   } else if (op == "Gemm" && in(0) && in(1) && in(0)->size() == 2 && in(1)->size() == 2) {
@@ -320,9 +364,28 @@ void StaticShapes::infer(const Graph& g, const Node& n) {
   } else if (op == "Constant" && n.has_attr("value")) {
     const Tensor& t = n.find_attr("value")->t();
     set_dims(out, DimList(t.shape().begin(), t.shape().end()));
+    if (auto d = small_int_data(t)) set_data(out, *d, t.dtype());
   } else {
     infer_shape_data(g, n);
   }
+}
+
+// Integer arithmetic on dims (head size = hidden / heads): elementwise, or against one value.
+void StaticShapes::infer_arithmetic(const Node& n, const IntData& a, const IntData& b) {
+  const std::string& op = n.op_type;
+  if ((op != "Add" && op != "Sub" && op != "Mul" && op != "Div") || n.inputs.size() != 2) return;
+  if (a.size() != b.size() && a.size() != 1 && b.size() != 1) return;
+  IntData out;
+  for (std::size_t i = 0; i < std::max(a.size(), b.size()); ++i) {
+    const IntElem& x = a[a.size() == 1 ? 0 : i];
+    const IntElem& y = b[b.size() == 1 ? 0 : i];
+    if (!x.value || !y.value || (op == "Div" && *y.value == 0)) return;
+    const std::int64_t u = *x.value, v = *y.value, limit = std::int64_t(1) << 31;
+    if (u > limit || u < -limit || v > limit || v < -limit) return;  // dims, not sentinels: no overflow
+    // Div truncates, as the reference kernel's integer division does.
+    out.push_back({op == "Add" ? u + v : op == "Sub" ? u - v : op == "Mul" ? u * v : u / v, ""});
+  }
+  set_data(n.outputs[0], out, data_dtype(n.inputs[0]));
 }
 
 // Ops that move dims around as data: Shape, and what exporters compute from it to build the

@@ -40,6 +40,7 @@ class StaticShapes {
  private:
   void infer(const Graph& g, const Node& n);
   void infer_shape_data(const Graph& g, const Node& n);
+  void infer_arithmetic(const Node& n, const IntData& a, const IntData& b);
   void set_dims(ValueId v, std::optional<DimList> d);
   void set_data(ValueId v, IntData d, DType dtype);
   std::vector<std::optional<DimList>> dims_;

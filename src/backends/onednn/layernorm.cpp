@@ -1,0 +1,82 @@
+// LayerNormalization over the last axis on oneDNN, with constant scale and bias.
+#include <unordered_map>
+
+#include "backends/onednn/onednn_kernels.hpp"
+
+namespace wpk::onednn {
+namespace {
+
+struct LayerNormPlan {
+  dnnl::layer_normalization_forward primitive;
+  dnnl::memory::desc x, param;
+};
+
+class LayerNormKernel : public Kernel {
+ public:
+  LayerNormKernel(Tensor scale, Tensor bias, float epsilon)
+      : scale_(std::move(scale)), bias_(std::move(bias)), epsilon_(epsilon) {}
+
+  void run(KernelContext& ctx) const override {
+    guarded(ctx, [&] {
+      const Tensor& x = ctx.input(0);
+      if (x.rank() < 1 || x.shape().back() != scale_.numel())
+        ctx.fail(ErrorCode::InvalidArgument, "input " + shape_to_string(x.shape()) + " does not end in the scale's size " +
+                                                 std::to_string(scale_.numel()));
+      auto plan = cache_.get(shape_key({&x.shape()}), [&] { return build(x.shape()); });
+      Tensor& y = ctx.allocate_output(0, DType::Float32, x.shape());
+      std::unordered_map<int, dnnl::memory> args = {{DNNL_ARG_SRC, wrap(plan->x, x)},
+                                                    {DNNL_ARG_DST, wrap(plan->x, y)},
+                                                    {DNNL_ARG_SCALE, wrap(plan->param, scale_)}};
+      if (!bias_.empty()) args.emplace(DNNL_ARG_SHIFT, wrap(plan->param, bias_));
+      plan->primitive.execute(thread_stream(), args);
+      thread_stream().wait();
+    });
+  }
+
+ private:
+  LayerNormPlan build(const Shape& shape) const {
+    std::int64_t rows = 1;
+    for (std::size_t i = 0; i + 1 < shape.size(); ++i) rows *= shape[i];
+    LayerNormPlan plan;
+    plan.x = f32_desc({rows, shape.back()}, Tag::ab);
+    plan.param = f32_desc({shape.back()}, Tag::a);
+    auto flags = dnnl::normalization_flags::use_scale;
+    if (!bias_.empty()) flags = flags | dnnl::normalization_flags::use_shift;
+    dnnl::layer_normalization_forward::desc desc(dnnl::prop_kind::forward_inference, plan.x, epsilon_, flags);
+    plan.primitive = dnnl::layer_normalization_forward(dnnl::layer_normalization_forward::primitive_desc(desc, engine()));
+    return plan;
+  }
+
+  Tensor scale_, bias_;
+  float epsilon_;
+  ShapeCache<LayerNormPlan> cache_;
+};
+
+}  // namespace
+
+std::string layernorm_unsupported(const Node& node, const Graph& graph) {
+  const ValueInfo& x = graph.value(node.inputs[0]);
+  if (x.dtype != DType::Float32) return "input is not float32";
+  if (node.domain.empty() && graph.opset() < 17) return "LayerNormalization is an opset-17 op";
+  if (!x.dims) return "rank unknown";
+  const std::int64_t rank = static_cast<std::int64_t>(x.dims->size());
+  const std::int64_t axis = node.attr_int("axis", -1);
+  if (axis != -1 && axis != rank - 1) return "only the last axis";
+  for (std::size_t o = 1; o < node.outputs.size(); ++o)
+    if (node.outputs[o] != kNoValue) return "Mean/InvStdDev outputs";
+  if (node.inputs.size() < 2) return "needs a scale";
+  for (std::size_t i = 1; i < node.inputs.size() && i < 3; ++i) {
+    if (node.inputs[i] == kNoValue) continue;
+    const Tensor* t = graph.initializer(node.inputs[i]);
+    if (!t || t->dtype() != DType::Float32 || t->rank() != 1) return "scale and bias must be constant float32 vectors";
+  }
+  return "";
+}
+
+std::unique_ptr<Kernel> make_layernorm(const Node& node, const Graph& graph) {
+  const Tensor* bias = node.inputs.size() > 2 && node.inputs[2] != kNoValue ? graph.initializer(node.inputs[2]) : nullptr;
+  return std::make_unique<LayerNormKernel>(*graph.initializer(node.inputs[1]), bias ? *bias : Tensor(),
+                                           node.attr_float("epsilon", 1e-5f));
+}
+
+}  // namespace wpk::onednn

@@ -1,0 +1,145 @@
+#include "runtime/cache_key.hpp"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "runtime/execution_plan.hpp"
+
+namespace wpk {
+namespace {
+
+// ISA features that change which kernels a backend picks (oneDNN dispatches on them).
+const std::set<std::string>& relevant_flags() {
+  static const std::set<std::string> flags = {
+      "sse4_2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512cd",
+      "avx512_vnni", "avx512_bf16", "avx512_fp16", "avx_vnni", "amx_tile", "amx_int8", "amx_bf16", "amx_fp16"};
+  return flags;
+}
+
+std::string read_device_fingerprint() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line, model = "unknown", flags;
+  while (std::getline(in, line)) {
+    const auto colon = line.find(':');
+    if (colon == std::string::npos) continue;
+    std::string key = line.substr(0, colon);
+    key.erase(key.find_last_not_of(" \t") + 1);
+    const std::string value = colon + 2 <= line.size() ? line.substr(colon + 2) : "";
+    if (key == "model name" && model == "unknown") model = value;
+    if (key == "flags" && flags.empty()) {
+      std::istringstream words(value);
+      std::set<std::string> present;
+      for (std::string w; words >> w;)
+        if (relevant_flags().count(w)) present.insert(w);
+      for (const auto& f : present) flags += (flags.empty() ? "" : ",") + f;
+    }
+  }
+  const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  return "model=" + model + ";flags=" + flags + ";cpus=" + std::to_string(cpus);
+}
+
+void append_attribute(std::string& out, const Attribute& a) {
+  using K = Attribute::Kind;
+  switch (a.kind()) {
+    case K::Int: out += "i:" + std::to_string(a.i()); break;
+    case K::Float: {
+      std::uint32_t bits;  // exact: bit pattern, not a rounded decimal
+      const float f = a.f();
+      std::memcpy(&bits, &f, sizeof bits);
+      out += "f:" + std::to_string(bits);
+      break;
+    }
+    case K::String: out += "s:" + std::to_string(a.s().size()) + ":" + a.s(); break;
+    case K::Tensor: {
+      const Tensor& t = a.t();
+      const std::string bytes(static_cast<const char*>(t.raw()), t.nbytes());
+      out += std::string("t:") + dtype_name(t.dtype()) + shape_to_string(t.shape()) + "#" + hex64(fnv1a64(bytes));
+      break;
+    }
+    case K::Graph: out += "g"; break;  // subgraph ops are not tuned: a marker is enough
+    case K::Ints:
+      out += "I:";
+      for (auto v : a.ints()) out += std::to_string(v) + ",";
+      break;
+    case K::Floats:
+      out += "F:";
+      for (float f : a.floats()) {
+        std::uint32_t bits;
+        std::memcpy(&bits, &f, sizeof bits);
+        out += std::to_string(bits) + ",";
+      }
+      break;
+    case K::Strings:
+      out += "S:";
+      for (const auto& s : a.strings()) out += std::to_string(s.size()) + ":" + s + ",";
+      break;
+  }
+}
+
+}  // namespace
+
+std::uint64_t fnv1a64(const std::string& bytes) {
+  std::uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : bytes) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+std::string hex64(std::uint64_t v) {
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+const std::string& device_fingerprint() {
+  static const std::string fp = read_device_fingerprint();
+  return fp;
+}
+
+const std::string& environment_key() {
+  static const std::string key = device_fingerprint() + ";compiler=" + __VERSION__ +
+                                 ";format=" + std::to_string(kCacheFormatVersion);
+  return key;
+}
+
+std::string op_signature(const Node& node, const Graph& graph, const std::vector<const Tensor*>& inputs) {
+  std::string sig = qualified_op(node) + ";opset=" + std::to_string(graph.opset()) + ";in=";
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    if (!inputs[i]) {
+      sig += "none|";
+      continue;
+    }
+    // Whether an input is a constant matters: backends pack constant weights at load.
+    const bool constant = i < node.inputs.size() && graph.is_initializer(node.inputs[i]);
+    sig += std::string(dtype_name(inputs[i]->dtype())) + shape_to_string(inputs[i]->shape()) + (constant ? "c" : "") + "|";
+  }
+  sig += ";attr=";
+  for (const auto& kv : node.attributes) {  // std::map: sorted by name, so the order is stable
+    sig += kv.first + "=";
+    append_attribute(sig, kv.second);
+    sig += ";";
+  }
+  return sig;
+}
+
+std::string op_summary(const Node& node, const std::vector<const Tensor*>& inputs) {
+  std::string s = qualified_op(node);
+  for (const Tensor* t : inputs)
+    if (t) {
+      s += " ";
+      s += dtype_name(t->dtype());
+      s += shape_to_string(t->shape());
+    }
+  for (char& c : s)
+    if (c == '\t' || c == '\n' || c == '\r') c = ' ';
+  return s;
+}
+
+}  // namespace wpk

@@ -1,0 +1,139 @@
+#include "runtime/executor.hpp"
+
+#include <cstring>
+
+#include "runtime/arena_pool.hpp"
+#include "runtime/logging.hpp"
+
+namespace wpk {
+namespace {
+
+double us_between(std::chrono::steady_clock::time_point a, std::chrono::steady_clock::time_point b) {
+  return std::chrono::duration<double, std::micro>(b - a).count();
+}
+
+}  // namespace
+
+Executor::Executor(const Graph& graph, const ExecutionPlan& plan, RunMemory memory)
+    : graph_(graph), plan_(plan), memory_(std::move(memory)), slots_(graph.values().size()),
+      choices_(plan.steps().size(), 0) {
+  if (memory_.plan && memory_.plan->memory_planned && memory_.arena) {
+    arena_base_ = static_cast<char*>(memory_.arena.get());
+    arena_bytes_ = memory_.plan->arena_bytes;
+  }
+  if (memory_.plan) choices_ = memory_.plan->choice;
+}
+
+void Executor::set_profile(RunProfile* profile, std::chrono::steady_clock::time_point run_start) {
+  profile_ = profile;
+  run_start_ = run_start;
+  if (profile_) profile_->steps.reserve(plan_.steps().size());
+}
+
+bool Executor::in_arena(const Tensor& t) const {
+  if (!arena_base_ || t.empty() || t.nbytes() == 0) return false;
+  const char* p = static_cast<const char*>(t.raw());
+  return p < arena_base_ + arena_bytes_ && arena_base_ < p + t.nbytes();
+}
+
+void Executor::run(const TensorMap& inputs) {
+  for (ValueId v : graph_.inputs()) slots_[static_cast<std::size_t>(v)] = inputs.at(graph_.value(v).name);
+  for (std::size_t s = 0; s < plan_.steps().size(); ++s) run_step(s);
+}
+
+int Executor::choose(std::size_t s, const std::vector<const Tensor*>& inputs) {
+  if (!memory_.plan && chooser_) choices_[s] = chooser_(s, inputs);
+  return choices_[s];
+}
+
+KernelContext::OutputAllocator Executor::allocator_for(const PlanStep& step, const Node& node) {
+  const bool planned = arena_base_ != nullptr;
+  // The diagnostic mode leaves even these unzeroed, so it keeps reporting the kernels.
+  const bool zero = step.zero_outputs && !memory_.poison_outputs;
+  return [this, &node, planned, zero](std::size_t i, DType dtype, const Shape& shape) -> Tensor {
+    const ValueId v = i < node.outputs.size() ? node.outputs[i] : kNoValue;
+    const bool intermediate = v != kNoValue && !plan_.is_graph_output(v);
+    if (planned && intermediate) {
+      const ValueSlot& slot = memory_.plan->values[static_cast<std::size_t>(v)];
+      const std::size_t bytes = static_cast<std::size_t>(shape_numel(shape)) * dtype_size(dtype);
+      // A data-dependent shape (NonZero, ...) may need more than the first run did: heap then.
+      if (slot.in_arena && bytes <= slot.bytes) {
+        char* p = arena_base_ + slot.offset;
+        if (zero) std::memset(p, 0, bytes);
+        return Tensor::wrap(memory_.arena, p, dtype, shape);
+      }
+    }
+    const bool poison = (intermediate ? memory_.poison : memory_.poison_outputs) && !zero;
+    Tensor t = allocate_tensor(dtype, shape, poison);
+    if (memory_.recorder && intermediate) memory_.recorder->on_allocate(v, t);
+    return t;
+  };
+}
+
+void Executor::keep_output(const Node& node, std::size_t i, Tensor t) {
+  const ValueId v = node.outputs[i];
+  if (in_arena(t)) {
+    // The plan assumed what the first run did: this output at its own offset, or a view of the
+    // value it viewed then. Anything else (a kernel that takes another path for other data)
+    // could be overwritten while still read, so it gets its own copy.
+    const ValueSlot& slot = memory_.plan->values[static_cast<std::size_t>(v)];
+    bool expected = slot.in_arena && t.raw() == arena_base_ + slot.offset;
+    if (!expected && slot.alias_root != kNoValue) {
+      const ValueSlot& root = memory_.plan->values[static_cast<std::size_t>(slot.alias_root)];
+      const char* p = static_cast<const char*>(t.raw());
+      expected = root.in_arena && p >= arena_base_ + root.offset && p + t.nbytes() <= arena_base_ + root.offset + root.bytes;
+    }
+    if (!expected) {
+      logger().debug("{}output {} left its planned arena place; copied", node_label(node), i);
+      t = t.clone();
+    }
+  }
+  slots_[static_cast<std::size_t>(v)] = std::move(t);
+}
+
+void Executor::run_step(std::size_t s) {
+  const PlanStep& step = plan_.steps()[s];
+  const Node& node = graph_.nodes()[step.node_index];
+  std::vector<const Tensor*> ins;
+  ins.reserve(node.inputs.size());
+  for (ValueId v : node.inputs) {
+    if (v == kNoValue) {
+      ins.push_back(nullptr);
+      continue;
+    }
+    const Tensor* init = graph_.initializer(v);
+    ins.push_back(init ? init : &slots_[static_cast<std::size_t>(v)]);
+    if (!init && slots_[static_cast<std::size_t>(v)].empty())
+      throw Error(ErrorCode::Internal, node_label(node) + "input '" + graph_.value(v).name + "' was never computed");
+  }
+  const Candidate& cand = step.candidates[static_cast<std::size_t>(choose(s, ins))];
+  KernelContext ctx(node, ins);
+  if (arena_base_ || memory_.recorder || memory_.poison_outputs) ctx.set_output_allocator(allocator_for(step, node));
+
+  const auto t0 = profile_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
+  try {
+    cand.kernel->run(ctx);
+  } catch (const Error&) {
+    throw;
+  } catch (const std::bad_alloc&) {
+    throw Error(ErrorCode::InvalidArgument, node_label(node) + "out of memory");
+  } catch (const std::exception& e) {
+    throw Error(ErrorCode::Internal, node_label(node) + e.what());
+  }
+  if (profile_) {
+    const auto t1 = std::chrono::steady_clock::now();
+    Shape shape = ctx.outputs().empty() ? Shape() : ctx.outputs()[0].shape();
+    profile_->steps.push_back({node.name, qualified_op(node), cand.backend->name(), step.layout, std::move(shape),
+                               us_between(run_start_, t0), us_between(t0, t1)});
+  }
+  if (memory_.recorder) memory_.recorder->on_step(s, *cand.backend, ins, ctx.outputs());
+  for (std::size_t o = 0; o < node.outputs.size(); ++o) {
+    if (node.outputs[o] == kNoValue) continue;
+    if (ctx.outputs()[o].empty())
+      throw Error(ErrorCode::Internal, node_label(node) + "kernel produced no output " + std::to_string(o));
+    keep_output(node, o, std::move(ctx.outputs()[o]));
+  }
+  for (ValueId v : step.release_after) slots_[static_cast<std::size_t>(v)] = Tensor();
+}
+
+}  // namespace wpk

@@ -1,0 +1,61 @@
+#pragma once
+// Executor: one run of an ExecutionPlan. It owns the run's value tensors and decides where each
+// output's memory comes from:
+//   - unplanned (SessionOptions::plan_memory off): every output is its own zero-filled tensor;
+//   - recording (first run of a signature): heap tensors, reported to a MemoryRecorder;
+//   - planned: views into one arena block at the offsets of the signature's plan.
+// Kernels see no difference: they allocate through KernelContext as always.
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "runtime/execution_plan.hpp"
+#include "runtime/memory_recorder.hpp"
+#include "runtime/plan_cache.hpp"
+
+namespace wpk {
+
+struct RunMemory {
+  const SignaturePlan* plan = nullptr;  // planned mode when it is set and memory_planned
+  std::shared_ptr<void> arena;          // the block the plan's offsets point into
+  MemoryRecorder* recorder = nullptr;   // recording mode
+  bool poison = false;                  // 0xFF-fill intermediates the heap provides
+  bool poison_outputs = false;          // the same for graph outputs (diagnostic)
+};
+
+class Executor {
+ public:
+  // Picks the candidate for a step in a run without a plan (the default, or tuning).
+  using Chooser = std::function<int(std::size_t step, const std::vector<const Tensor*>& inputs)>;
+
+  Executor(const Graph& graph, const ExecutionPlan& plan, RunMemory memory);
+  void set_chooser(Chooser chooser) { chooser_ = std::move(chooser); }
+  void set_profile(RunProfile* profile, std::chrono::steady_clock::time_point run_start);
+
+  // Runs every step on the given graph inputs (already checked).
+  void run(const TensorMap& inputs);
+  const Tensor& value(ValueId v) const { return slots_[static_cast<std::size_t>(v)]; }
+  // True when `t` shares bytes with this run's arena (it must be copied before it is returned).
+  bool in_arena(const Tensor& t) const;
+  const std::vector<int>& choices() const { return choices_; }
+
+ private:
+  void run_step(std::size_t s);
+  int choose(std::size_t s, const std::vector<const Tensor*>& inputs);
+  KernelContext::OutputAllocator allocator_for(const PlanStep& step, const Node& node);
+  void keep_output(const Node& node, std::size_t i, Tensor t);
+
+  const Graph& graph_;
+  const ExecutionPlan& plan_;
+  RunMemory memory_;
+  char* arena_base_ = nullptr;
+  std::size_t arena_bytes_ = 0;
+  std::vector<Tensor> slots_;
+  std::vector<int> choices_;
+  Chooser chooser_;
+  RunProfile* profile_ = nullptr;
+  std::chrono::steady_clock::time_point run_start_;
+};
+
+}  // namespace wpk

@@ -1,0 +1,40 @@
+#include "runtime/plan_cache.hpp"
+
+namespace wpk {
+
+ShapeSignature shape_signature(const Graph& graph, const TensorMap& inputs) {
+  ShapeSignature sig;
+  for (ValueId v : graph.inputs()) {
+    const Shape& s = inputs.at(graph.value(v).name).shape();
+    sig.push_back(static_cast<std::int64_t>(s.size()));
+    sig.insert(sig.end(), s.begin(), s.end());
+  }
+  return sig;
+}
+
+std::shared_ptr<const SignaturePlan> PlanCache::find(const ShapeSignature& sig) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = plans_.find(sig);
+  if (it == plans_.end()) return nullptr;
+  latest_ = it->second;  // describe() shows the plan of the signature run most recently
+  return it->second;
+}
+
+std::shared_ptr<const SignaturePlan> PlanCache::insert(const ShapeSignature& sig, std::shared_ptr<const SignaturePlan> plan) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const auto [it, inserted] = plans_.emplace(sig, std::move(plan));
+  latest_ = it->second;
+  if (inserted) order_.push_back(sig);
+  while (plans_.size() > kMaxSignatures && !order_.empty()) {
+    plans_.erase(order_.front());
+    order_.pop_front();
+  }
+  return latest_;
+}
+
+std::shared_ptr<const SignaturePlan> PlanCache::latest() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return latest_;
+}
+
+}  // namespace wpk

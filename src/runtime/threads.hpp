@@ -1,0 +1,33 @@
+#pragma once
+// Threads. wpk's kernels (Eigen built with OpenMP) and oneDNN (Debian's build is OpenMP-
+// threaded) share the calling thread's libgomp pool, so a Session creates no threads of its own
+// and two Sessions used from one thread share one pool. The thread count is an OpenMP setting
+// of the calling thread, set for the duration of each run() and restored afterwards.
+namespace wpk {
+
+// CPUs in this process's affinity mask (sched_getaffinity): what `taskset`/cgroups allow.
+int affinity_cpu_count();
+// SessionOptions::threads resolved: 0 = affinity_cpu_count(); negative throws InvalidArgument.
+int resolve_threads(int requested);
+
+// For one run() (or a Session's set-up): sets the calling thread's OpenMP thread count and
+// restores the previous one on exit. Runs in flight at the same time split the count, so N
+// concurrent run() calls on a T-thread session use about T threads in all, not N * T.
+class OmpThreadScope {
+ public:
+  explicit OmpThreadScope(int session_threads);
+  ~OmpThreadScope();
+  OmpThreadScope(const OmpThreadScope&) = delete;
+  OmpThreadScope& operator=(const OmpThreadScope&) = delete;
+  int threads() const { return threads_; }
+
+ private:
+  int threads_ = 1;
+  int previous_ = 0;
+};
+
+// Once per process, at debug level: whether libgomp's idle workers spin after a run (its default,
+// about 3 ms) or sleep at once (OMP_WAIT_POLICY=passive); see the README, "Threads".
+void log_openmp_wait_policy();
+
+}  // namespace wpk

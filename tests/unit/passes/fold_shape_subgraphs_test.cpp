@@ -1,0 +1,98 @@
+// fold_shape_subgraphs: shape computations fixed before run time become constants; and the static
+// shape propagation (static_shapes.hpp) that it and the fusions rely on.
+#include "graph/passes/static_shapes.hpp"
+#include "pass_test_util.hpp"
+
+using namespace wpk;
+using namespace wpk::testing;
+
+namespace {
+
+// The BERT export's head split: x [N, 6, 8] -> Reshape(x, Concat(Shape(x)[0], Shape(x)[1], 2,
+// Shape(x)[2] / 2)) -> [N, 6, 2, 4], plus a scale Shape(x)[2] ** 0.5 cast to float.
+Graph head_split_graph() {
+  Graph g;
+  g.add_input("x", DType::Float32, {Dim("N"), 6, 8});
+  for (std::int64_t i = 0; i < 3; ++i) {
+    const std::string s = std::to_string(i);
+    g.add_initializer("i" + s, Tensor::scalar<std::int64_t>(i));
+    g.add_node("Shape", {"x"}, {"shape" + s});
+    g.add_node("Gather", {"shape" + s, "i" + s}, {"dim" + s}, {{"axis", Attribute(0)}});
+  }
+  g.add_initializer("axis0", Tensor::from_vector<std::int64_t>({0}, {1}));
+  g.add_initializer("heads", Tensor::from_vector<std::int64_t>({2}, {1}));
+  g.add_initializer("two", Tensor::scalar<std::int64_t>(2));
+  g.add_node("Div", {"dim2", "two"}, {"head_size"});
+  g.add_node("Unsqueeze", {"dim0", "axis0"}, {"u0"});
+  g.add_node("Unsqueeze", {"dim1", "axis0"}, {"u1"});
+  g.add_node("Unsqueeze", {"head_size", "axis0"}, {"u3"});
+  g.add_node("Concat", {"u0", "u1", "heads", "u3"}, {"target"}, {{"axis", Attribute(0)}});
+  g.add_node("Reshape", {"x", "target"}, {"split"});
+  g.add_node("Cast", {"dim2"}, {"dim2f"}, {{"to", Attribute(1)}});
+  g.add_initializer("half", Tensor::scalar(0.5f));
+  g.add_node("Pow", {"dim2f", "half"}, {"norm"});
+  g.add_node("Div", {"split", "norm"}, {"y"});
+  g.add_output("y");
+  return g;
+}
+
+}  // namespace
+
+TEST_CASE("fold_shape_subgraphs folds the static dims of a symbolic shape", "[optimizer][passes]") {
+  const Graph g = head_split_graph();
+  const Graph opt = optimized(g);
+  // Shape(x)[1], Shape(x)[2] and what follows from them are constants; the batch is not.
+  CHECK(count_op(opt, "Shape") == 1);
+  CHECK(count_op(opt, "Gather") == 1);
+  CHECK(count_op(opt, "Pow") == 0);
+  CHECK(count_op(opt, "Cast") == 0);
+  const Node* div = find_op(opt, "Div");
+  REQUIRE(div != nullptr);
+  REQUIRE(opt.initializer(div->inputs[1]) != nullptr);
+  CHECK(opt.initializer(div->inputs[1])->data<float>()[0] == Approx(std::sqrt(8.0f)));
+  // Without the pass, constant folding alone cannot fold any of it.
+  CHECK(count_op(optimized(g, {"fold_shape_subgraphs"}), "Shape") == 3);
+  check_unchanged(g, {{"x", random_tensor({3, 6, 8}, 1)}}, "fold_shape_subgraphs");
+}
+
+TEST_CASE("fold_shape_subgraphs turns the Shape of a static value into a constant", "[optimizer][passes]") {
+  Graph g;
+  g.add_input("x", DType::Float32, {2, 3});
+  g.add_node("Relu", {"x"}, {"r"});
+  g.add_node("Shape", {"r"}, {"s"}, {{"start", Attribute(1)}});
+  g.add_node("Expand", {"x", "s"}, {"y"});
+  g.add_output("y");
+  const Graph opt = optimized(g);
+  CHECK(count_op(opt, "Shape") == 0);
+  const Node* expand = find_op(opt, "Expand");
+  REQUIRE(expand != nullptr);
+  const Tensor* shape = opt.initializer(expand->inputs[1]);
+  REQUIRE(shape != nullptr);
+  CHECK(shape->numel() == 1);
+  CHECK(shape->data<std::int64_t>()[0] == 3);
+  check_unchanged(g, {{"x", random_tensor({2, 3}, 2)}}, "fold_shape_subgraphs");
+}
+
+TEST_CASE("static shapes follow dims through Reshape targets built from Shape", "[optimizer][passes]") {
+  const Graph g = head_split_graph();
+  const passes::StaticShapes shapes(g);
+  const DimList* split = shapes.dims(g.value_id("split"));
+  REQUIRE(split != nullptr);
+  CHECK(dims_to_string(*split) == "[N, 6, 2, 4]");
+  CHECK(shapes.same_shape(g.value_id("split"), g.value_id("y")));
+  CHECK_FALSE(shapes.same_shape(g.value_id("x"), g.value_id("split")));
+}
+
+TEST_CASE("static shapes broadcast symbolic dims soundly", "[optimizer][passes]") {
+  Graph g;
+  g.add_input("a", DType::Float32, {Dim("N"), 1, 4});
+  g.add_input("b", DType::Float32, {Dim("M"), 3, 4});
+  g.add_input("c", DType::Float32, {Dim("N"), 3, Dim("K")});
+  g.add_node("Add", {"a", "b"}, {"ab"});  // N vs M: unknown
+  g.add_node("Add", {"a", "c"}, {"ac"});  // K is 1 or 4 at run time: 4
+  g.add_output("ab");
+  g.add_output("ac");
+  const passes::StaticShapes shapes(g);
+  CHECK(dims_to_string(*shapes.dims(g.value_id("ab"))) == "[?, 3, 4]");
+  CHECK(dims_to_string(*shapes.dims(g.value_id("ac"))) == "[N, 3, 4]");
+}

@@ -1,0 +1,90 @@
+#pragma once
+// Shared by the optimizer pass tests: counting ops in a rewritten graph, seeded random inputs,
+// and running a graph with and without a pass to check it computes the same outputs.
+#include <catch2/catch.hpp>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backends/reference/reference_backend.hpp"
+#include "graph/fused_ops.hpp"
+#include "support/tensor_compare.hpp"
+#include "wpk/wpk.hpp"
+
+namespace wpk::testing {
+
+inline int count_op(const Graph& g, const std::string& op, const std::string& domain = "") {
+  int n = 0;
+  for (const Node& node : g.nodes()) n += node.op_type == op && node.domain == domain;
+  return n;
+}
+
+inline const Node* find_op(const Graph& g, const std::string& op, const std::string& domain = "") {
+  for (const Node& node : g.nodes())
+    if (node.op_type == op && node.domain == domain) return &node;
+  return nullptr;
+}
+
+// Floats uniform in [lo, hi), the same for the same seed on every run.
+inline Tensor random_tensor(const Shape& shape, unsigned seed, float lo = -1.0f, float hi = 1.0f) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<float> dist(lo, hi);
+  std::vector<float> v(static_cast<std::size_t>(shape_numel(shape)));
+  for (float& x : v) x = dist(gen);
+  return Tensor::from_vector(v, shape);
+}
+
+// The graph after every pass but `disabled`. The layout pass, when wpk has one, is also left out:
+// these tests look at the ops the fusions make, not at where layout conversions go.
+inline Graph optimized(const Graph& g, std::vector<std::string> disabled = {}) {
+  for (const std::string& name : Optimizer::all_pass_names())
+    if (name.rfind("layout", 0) == 0) disabled.push_back(name);
+  OptimizerOptions o;
+  o.disabled_passes = std::move(disabled);
+  return Optimizer(o).optimize(g);
+}
+
+inline TensorMap run_graph(const Graph& g, OptimizationLevel level, const TensorMap& inputs,
+                           std::vector<std::string> disabled = {}) {
+  SessionOptions o;
+  o.optimizer.level = level;
+  o.optimizer.disabled_passes = std::move(disabled);
+  return Session(g, o).run(inputs);
+}
+
+// The graph's outputs with every node run on the reference backend, in order: the kernels that
+// define the semantics, whatever backend a Session would pick.
+inline TensorMap run_on_reference(const Graph& g, const TensorMap& inputs) {
+  static const reference::ReferenceBackend backend;
+  std::map<ValueId, Tensor> values;
+  for (const auto& kv : g.initializers()) values[kv.first] = kv.second;
+  for (const auto& kv : inputs) values[g.value_id(kv.first)] = kv.second;
+  for (const Node& n : g.nodes()) {
+    std::vector<const Tensor*> in;
+    for (ValueId v : n.inputs) in.push_back(v == kNoValue ? nullptr : &values.at(v));
+    KernelContext ctx(n, in);
+    backend.prepare(n, g)->run(ctx);
+    for (std::size_t i = 0; i < n.outputs.size(); ++i)
+      if (n.outputs[i] != kNoValue) values[n.outputs[i]] = ctx.outputs()[i];
+  }
+  TensorMap out;
+  for (ValueId v : g.outputs()) out[g.value(v).name] = values.at(v);
+  return out;
+}
+
+// Every output of the fully optimized graph matches the unoptimized one, and the one optimized
+// with `pass` switched off.
+inline void check_unchanged(const Graph& g, const TensorMap& inputs, const std::string& pass, double rtol = 1e-5,
+                            double atol = 1e-6) {
+  const TensorMap plain = run_graph(g, OptimizationLevel::None, inputs);
+  const TensorMap without = run_graph(g, OptimizationLevel::All, inputs, {pass});
+  const TensorMap fast = run_graph(g, OptimizationLevel::All, inputs);
+  for (const auto& kv : plain) {
+    INFO("output " << kv.first);
+    CHECK(compare_allclose(fast.at(kv.first), kv.second, rtol, atol) == "");
+    CHECK(compare_allclose(fast.at(kv.first), without.at(kv.first), rtol, atol) == "");
+  }
+}
+
+}  // namespace wpk::testing

@@ -1,0 +1,106 @@
+// Profiling: per-step records from Session::run, the `wpk bench --profile` table, the
+// `--trace` Chrome trace, and `wpk info --optimized`.
+#include <catch2/catch.hpp>
+
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include "support/onnx_model_builder.hpp"
+#include "test_util.hpp"
+#include "wpk/wpk.hpp"
+
+using namespace wpk;
+
+namespace {
+
+Graph conv_graph() {
+  Graph g;
+  g.add_input("x", DType::Float32, {Dim("N"), 2, 6, 6});
+  g.add_initializer("w", Tensor::from_vector<float>(std::vector<float>(3 * 2 * 3 * 3, 0.5f), {3, 2, 3, 3}));
+  g.add_node("Conv", {"x", "w"}, {"c"}, {}, "conv");
+  g.add_node("Relu", {"c"}, {"y"}, {}, "relu");
+  g.add_output("y");
+  return g;
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// Runs the wpk tool; returns its exit code, stdout in `out`.
+int wpk_cli(const std::string& args, std::string& out) {
+  const std::string dir = wpk::testing::temp_dir("profile_cli");
+  const int status = std::system((std::string(WPK_CLI_PATH) + " " + args + " >" + dir + "/out 2>" + dir + "/err").c_str());
+  out = slurp(dir + "/out") + slurp(dir + "/err");
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+}  // namespace
+
+TEST_CASE("a profile has one record per step with op, backend, layout and shape", "[profile]") {
+  SessionOptions o;
+  o.optimizer.level = OptimizationLevel::None;
+  o.profile = true;
+  const Session s(conv_graph(), o);
+  const TensorMap in = {{"x", Tensor::zeros(DType::Float32, {2, 2, 6, 6})}};
+  s.run(in);
+  const RunProfile p = s.last_profile();
+  REQUIRE(p.steps.size() == 2);
+  CHECK(p.steps[0].node == "conv");
+  CHECK(p.steps[0].op == "Conv");
+  CHECK(p.steps[0].layout == "NCHW");
+  CHECK(p.steps[0].output_shape == Shape{2, 3, 4, 4});
+  CHECK(!p.steps[0].backend.empty());
+  CHECK(p.steps[1].op == "Relu");
+  CHECK(p.steps[1].layout == "-");
+  CHECK(p.steps[1].backend == "reference");
+  double sum = 0;
+  for (const auto& st : p.steps) {
+    CHECK(st.duration_us >= 0);
+    CHECK(st.start_us >= 0);
+    sum += st.duration_us;
+  }
+  CHECK(p.total_us >= sum);
+  CHECK(p.steps[1].start_us >= p.steps[0].start_us + p.steps[0].duration_us);
+
+  // Per call, without the option: the session keeps nothing.
+  SessionOptions quiet;
+  quiet.optimizer.level = OptimizationLevel::None;
+  const Session q(conv_graph(), quiet);
+  RunProfile mine;
+  q.run(in, &mine);
+  CHECK(mine.steps.size() == 2);
+  CHECK(q.last_profile().steps.empty());
+}
+
+TEST_CASE("wpk bench --profile prints a per-node table; --trace writes a Chrome trace", "[profile][cli]") {
+  const std::string model = runtime_test::model_path("mobilenet_v2").string();
+  const std::string trace = wpk::testing::temp_dir("trace") + "/t.json";
+  std::string out;
+  REQUIRE(wpk_cli("bench " + model + " --iters 3 --warmup 1 --profile --trace " + trace, out) == 0);
+  CHECK(out.find("per-node profile") != std::string::npos);
+  CHECK(out.find("share") != std::string::npos);
+  CHECK(out.find("NHWC") != std::string::npos);  // the layout pass moves its convolutions to NHWC
+  const std::string json = slurp(trace);
+  CHECK(json.rfind("{\"displayTimeUnit\": \"ms\", \"traceEvents\": [", 0) == 0);
+  CHECK(json.find("\"ph\": \"X\"") != std::string::npos);
+  CHECK(json.find("\"backend\": \"onednn\"") != std::string::npos);
+  CHECK(std::count(json.begin(), json.end(), '{') == std::count(json.begin(), json.end(), '}'));
+  CHECK(std::count(json.begin(), json.end(), '[') == std::count(json.begin(), json.end(), ']'));
+}
+
+TEST_CASE("wpk info --optimized lists nodes, backends, reorders and the memory plan", "[profile][cli]") {
+  std::string out;
+  REQUIRE(wpk_cli("info " + runtime_test::model_path("resnet18").string() + " --optimized", out) == 0);
+  CHECK(out.find("optimized graph:") != std::string::npos);
+  CHECK(out.find("Transpose/reorder nodes") != std::string::npos);
+  CHECK(out.find("*com.wpk.FusedConv") != std::string::npos);
+  CHECK(out.find("memory: arena") != std::string::npos);
+}

@@ -1,0 +1,88 @@
+// SessionOptions::threads: validation, the affinity default, the OpenMP setting a run uses, the
+// caller's setting restored, and concurrent runs splitting the count instead of multiplying it.
+#include <catch2/catch.hpp>
+
+#include <omp.h>
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+#include "probe_backend.hpp"
+#include "runtime/session_factory.hpp"
+#include "runtime/threads.hpp"
+#include "wpk/wpk.hpp"
+
+using namespace wpk;
+
+namespace {
+
+Graph relu_graph() {
+  Graph g;
+  g.add_input("x", DType::Float32, {Dim("N"), 4});
+  g.add_node("Relu", {"x"}, {"y"});
+  g.add_output("y");
+  return g;
+}
+
+TensorMap ones(std::int64_t n) {
+  return {{"x", Tensor::from_vector<float>(std::vector<float>(static_cast<std::size_t>(n * 4), 1.0f), {n, 4})}};
+}
+
+}  // namespace
+
+TEST_CASE("threads: negative is an error, 0 is the affinity mask's CPU count", "[threads]") {
+  SessionOptions o;
+  o.threads = -1;
+  try {
+    Session s(relu_graph(), o);
+    FAIL("no error");
+  } catch (const Error& e) {
+    CHECK(e.code() == ErrorCode::InvalidArgument);
+    CHECK(std::string(e.what()).find("threads") != std::string::npos);
+  }
+  o.threads = 0;
+  CHECK(Session(relu_graph(), o).threads() == affinity_cpu_count());
+  o.threads = 3;
+  CHECK(Session(relu_graph(), o).threads() == 3);
+  CHECK(affinity_cpu_count() >= 1);
+}
+
+TEST_CASE("a run uses the session's OpenMP threads and restores the caller's", "[threads]") {
+  std::atomic<int> seen{0};
+  const runtime_test::WrappingBackend probe("probe", [&](KernelContext&) { seen = omp_get_max_threads(); });
+  SessionOptions o;
+  o.threads = 3;
+  const Session s = SessionFactory::create(relu_graph(), o, {&probe});
+  omp_set_num_threads(5);
+  s.run(ones(1));
+  CHECK(seen == 3);
+  CHECK(omp_get_max_threads() == 5);
+}
+
+TEST_CASE("concurrent runs split the thread count", "[threads]") {
+  // Run A holds its kernel until run B, started meanwhile, has looked at its thread count.
+  std::atomic<int> a_threads{0}, b_threads{0};
+  std::atomic<bool> a_inside{false}, b_done{false};
+  const runtime_test::WrappingBackend probe("probe", [&](KernelContext& ctx) {
+    if (ctx.input(0).dim(0) == 1) {
+      a_threads = omp_get_max_threads();
+      a_inside = true;
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+      while (!b_done && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
+    } else {
+      b_threads = omp_get_max_threads();
+      b_done = true;
+    }
+  });
+  SessionOptions o;
+  o.threads = 4;
+  const Session s = SessionFactory::create(relu_graph(), o, {&probe});
+  std::thread a([&] { s.run(ones(1)); });
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!a_inside && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
+  s.run(ones(2));
+  a.join();
+  CHECK(a_threads == 4);
+  CHECK(b_threads == 2);
+}
