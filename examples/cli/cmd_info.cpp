@@ -2,6 +2,7 @@
 // dtypes, op histogram, unsupported ops. --optimized adds the graph the Session runs: every
 // node with its backend and layout (fused com.wpk ops marked), the Transpose/reorder count, and
 // the memory plan of one run with random inputs next to one allocation per intermediate.
+#include <algorithm>
 #include <cstdio>
 #include <map>
 
@@ -37,11 +38,13 @@ void print_optimized(const std::string& path, const Args& args) {
   }
   std::printf("optimized graph: %zu nodes, %d fused (com.wpk, marked *), %d Transpose/reorder nodes\n", plan.steps.size(),
               fused, reorders);
-  std::printf("  %-4s %-36s %-26s %-10s %s\n", "#", "node", "op", "backend", "layout");
+  int width = 4;  // the node column fits the longest name
+  for (const StepSummary& s : plan.steps) width = std::max(width, static_cast<int>(s.node.size()));
+  std::printf("  %-4s %-*s %-26s %-10s %s\n", "#", width, "node", " op", "backend", "layout");
   for (std::size_t i = 0; i < plan.steps.size(); ++i) {
     const StepSummary& s = plan.steps[i];
-    std::printf("  %-4zu %-36s %-26s %-10s %s\n", i, s.node.c_str(), ((s.domain == "com.wpk" ? "*" : " ") + s.op).c_str(),
-                s.backend.c_str(), s.layout.c_str());
+    std::printf("  %-4zu %-*s %-26s %-10s %s\n", i, width, s.node.c_str(),
+                ((s.domain == "com.wpk" ? "*" : " ") + s.op).c_str(), s.backend.c_str(), s.layout.c_str());
   }
   if (plan.memory_planned)
     std::printf("memory: arena %.2f MiB planned, %.2f MiB as one allocation per intermediate (%.0f%%)\n",

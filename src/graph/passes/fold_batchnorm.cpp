@@ -107,15 +107,16 @@ std::optional<Node> fold_into_gemm(Graph& g, const GraphIndex& index, const Stat
 
 bool fold_batchnorm(Graph& g, const PassContext&) {
   bool changed = false;
-  for (bool again = true; again;) {
-    again = false;
+  while (true) {
     const GraphIndex index(g);
     const StaticShapes shapes(g);
-    for (std::size_t i = 0; i < g.nodes().size() && !again; ++i) {
+    Rewriter rewriter;
+    for (std::size_t i = 0; i < g.nodes().size(); ++i) {
       const Node& bn = g.nodes()[i];
       if (!is_onnx_op(&bn, "BatchNormalization") || bn.inputs.empty()) continue;
       const int p = index.producer_index(bn.inputs[0]);
       if (p < 0 || index.sole_reader_index(bn.inputs[0]) != static_cast<int>(i)) continue;
+      if (!rewriter.available({p, static_cast<int>(i)})) continue;
       const Node& layer = g.nodes()[p];
       std::optional<Node> folded;
       if (is_onnx_op(&layer, "Conv"))
@@ -123,11 +124,11 @@ bool fold_batchnorm(Graph& g, const PassContext&) {
       else if (is_onnx_op(&layer, "Gemm") || is_onnx_op(&layer, "MatMul"))
         folded = fold_into_gemm(g, index, shapes, layer, bn);
       if (!folded) continue;
-      replace_nodes(g, {p, static_cast<int>(i)}, {std::move(*folded)});
-      changed = again = true;
+      rewriter.replace({p, static_cast<int>(i)}, {std::move(*folded)});
     }
+    if (!rewriter.apply(g)) return changed;
+    changed = true;
   }
-  return changed;
 }
 
 }  // namespace wpk::passes

@@ -120,14 +120,14 @@ std::optional<AttentionMatch> match_attention(const Graph& g, const GraphIndex& 
 
 bool fuse_attention(Graph& g, const PassContext&) {
   bool changed = false;
-  for (bool again = true; again;) {
-    again = false;
+  while (true) {
     const GraphIndex index(g);
     const StaticShapes shapes(g);
-    for (std::size_t i = 0; i < g.nodes().size() && !again; ++i) {
+    Rewriter rewriter;
+    for (std::size_t i = 0; i < g.nodes().size(); ++i) {
       if (!is_onnx_op(&g.nodes()[i], "Softmax")) continue;
       const auto m = match_attention(g, index, shapes, static_cast<int>(i));
-      if (!m) continue;
+      if (!m || !rewriter.available(m->nodes)) continue;
       const std::string name = g.nodes()[i].name + "_attention";
       std::vector<Node> replacement;
       ValueId k = m->k0;
@@ -150,11 +150,11 @@ bool fuse_attention(Graph& g, const PassContext&) {
       att.outputs = {m->output};
       att.attributes.emplace("scale", Attribute(m->scale));
       replacement.push_back(std::move(att));
-      replace_nodes(g, m->nodes, std::move(replacement));
-      changed = again = true;
+      rewriter.replace(m->nodes, std::move(replacement));
     }
+    if (!rewriter.apply(g)) return changed;
+    changed = true;
   }
-  return changed;
 }
 
 }  // namespace wpk::passes

@@ -70,11 +70,11 @@ ValueId merged_bias(Graph& g, const Node& conv, const Tensor* bias, const Tensor
 
 bool fuse_conv_epilogue(Graph& g, const PassContext&) {
   bool changed = false;
-  for (bool again = true; again;) {
-    again = false;
+  while (true) {
     const GraphIndex index(g);
     const StaticShapes shapes(g);
-    for (std::size_t i = 0; i < g.nodes().size() && !again; ++i) {
+    Rewriter rewriter;
+    for (std::size_t i = 0; i < g.nodes().size(); ++i) {
       const Node& conv = g.nodes()[i];
       if (!is_onnx_op(&conv, "Conv") || conv.inputs.size() < 2) continue;
       // Constant float32 weights (OIHW) pin the dtype the fused kernel computes in.
@@ -84,6 +84,8 @@ bool fuse_conv_epilogue(Graph& g, const PassContext&) {
       if (!w || w->rank() < 3 || (b_id != kNoValue && (!b || b->numel() != w->dim(0)))) continue;
       auto e = match_epilogue(g, index, shapes, conv, w->dim(0), w->rank());
       if (!e) continue;
+      e->nodes.push_back(static_cast<int>(i));
+      if (!rewriter.available(e->nodes)) continue;
       Node fused = conv;
       fused.op_type = "FusedConv";
       fused.domain = kWpkDomain;
@@ -97,12 +99,11 @@ bool fuse_conv_epilogue(Graph& g, const PassContext&) {
       fused.attributes.insert_or_assign("activation", Attribute(e->activation.name));
       fused.attributes.insert_or_assign("activation_params", Attribute(e->activation.params));
       fused.attributes.insert_or_assign("channels_last", Attribute(std::int64_t{0}));
-      e->nodes.push_back(static_cast<int>(i));
-      replace_nodes(g, e->nodes, {std::move(fused)});
-      changed = again = true;
+      rewriter.replace(e->nodes, {std::move(fused)});
     }
+    if (!rewriter.apply(g)) return changed;
+    changed = true;
   }
-  return changed;
 }
 
 }  // namespace wpk::passes

@@ -90,25 +90,25 @@ std::optional<GeluMatch> match_gelu(const Graph& g, const GraphIndex& index, con
 
 bool fuse_gelu(Graph& g, const PassContext&) {
   bool changed = false;
-  for (bool again = true; again;) {
-    again = false;
+  while (true) {
     const GraphIndex index(g);
     const StaticShapes shapes(g);
-    for (std::size_t i = 0; i < g.nodes().size() && !again; ++i) {
+    Rewriter rewriter;
+    for (std::size_t i = 0; i < g.nodes().size(); ++i) {
       if (!is_onnx_op(&g.nodes()[i], "Erf")) continue;
       const auto m = match_gelu(g, index, shapes, static_cast<int>(i));
-      if (!m) continue;
+      if (!m || !rewriter.available(m->nodes)) continue;
       Node gelu;
       gelu.name = g.nodes()[i].name + "_gelu";
       gelu.op_type = "Gelu";
       gelu.domain = kWpkDomain;
       gelu.inputs = {m->x};
       gelu.outputs = {m->output};
-      replace_nodes(g, m->nodes, {std::move(gelu)});
-      changed = again = true;
+      rewriter.replace(m->nodes, {std::move(gelu)});
     }
+    if (!rewriter.apply(g)) return changed;
+    changed = true;
   }
-  return changed;
 }
 
 }  // namespace wpk::passes

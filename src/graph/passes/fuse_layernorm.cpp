@@ -96,14 +96,14 @@ std::optional<LayerNormMatch> match_layernorm(const Graph& g, const GraphIndex& 
 
 bool fuse_layernorm(Graph& g, const PassContext&) {
   bool changed = false;
-  for (bool again = true; again;) {
-    again = false;
+  while (true) {
     const GraphIndex index(g);
     const StaticShapes shapes(g);
-    for (std::size_t i = 0; i < g.nodes().size() && !again; ++i) {
+    Rewriter rewriter;
+    for (std::size_t i = 0; i < g.nodes().size(); ++i) {
       if (!is_onnx_op(&g.nodes()[i], "ReduceMean")) continue;
       const auto m = match_layernorm(g, index, shapes, static_cast<int>(i));
-      if (!m) continue;
+      if (!m || !rewriter.available(m->nodes)) continue;
       const ValueId x = g.nodes()[i].inputs[0];
       Node ln;
       ln.name = g.nodes()[i].name + "_layernorm";
@@ -118,11 +118,11 @@ bool fuse_layernorm(Graph& g, const PassContext&) {
       if (m->bias != kNoValue) ln.inputs.push_back(m->bias);
       ln.outputs = {m->output};
       ln.attributes = {{"axis", Attribute(std::int64_t{-1})}, {"epsilon", Attribute(m->epsilon)}};
-      replace_nodes(g, m->nodes, {std::move(ln)});
-      changed = again = true;
+      rewriter.replace(m->nodes, {std::move(ln)});
     }
+    if (!rewriter.apply(g)) return changed;
+    changed = true;
   }
-  return changed;
 }
 
 }  // namespace wpk::passes

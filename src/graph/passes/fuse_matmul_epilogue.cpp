@@ -111,13 +111,13 @@ Tensor transposed(const Tensor& t) {
 
 bool fuse_matmul_epilogue(Graph& g, const PassContext&) {
   bool changed = false;
-  for (bool again = true; again;) {
-    again = false;
+  while (true) {
     const GraphIndex index(g);
     const StaticShapes shapes(g);
-    for (std::size_t i = 0; i < g.nodes().size() && !again; ++i) {
+    Rewriter rewriter;
+    for (std::size_t i = 0; i < g.nodes().size(); ++i) {
       auto f = match_fusion(g, index, shapes, static_cast<int>(i));
-      if (!f) continue;
+      if (!f || !rewriter.available(f->nodes)) continue;
       const std::string name = g.nodes()[i].name;
       if (f->b_to_transpose) f->b = add_constant(g, g.value(f->b).name + "_t", transposed(*f->b_to_transpose));
       if (const Tensor* c = f->bias_to_reshape)
@@ -134,11 +134,11 @@ bool fuse_matmul_epilogue(Graph& g, const PassContext&) {
       fused.outputs = {f->output};
       fused.attributes.emplace("activation", Attribute(f->activation.name));
       fused.attributes.emplace("activation_params", Attribute(f->activation.params));
-      replace_nodes(g, f->nodes, {std::move(fused)});
-      changed = again = true;
+      rewriter.replace(f->nodes, {std::move(fused)});
     }
+    if (!rewriter.apply(g)) return changed;
+    changed = true;
   }
-  return changed;
 }
 
 }  // namespace wpk::passes

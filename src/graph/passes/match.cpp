@@ -138,17 +138,38 @@ ValueId add_constant(Graph& g, const std::string& base, Tensor t) {
   return g.add_initializer(unique_name(g, base), std::move(t));
 }
 
-void replace_nodes(Graph& g, const std::vector<int>& matched, std::vector<Node> replacement) {
+bool Rewriter::available(const std::vector<int>& nodes) const {
+  for (int i : nodes)
+    if (std::binary_search(claimed_.begin(), claimed_.end(), i)) return false;
+  return true;
+}
+
+void Rewriter::replace(std::vector<int> matched, std::vector<Node> replacement) {
+  for (int i : matched) claimed_.insert(std::upper_bound(claimed_.begin(), claimed_.end(), i), i);
+  rewrites_.push_back({std::move(matched), std::move(replacement)});
+}
+
+bool Rewriter::apply(Graph& g) {
+  if (rewrites_.empty()) return false;
   auto& nodes = g.mutable_nodes();
-  const int last = *std::max_element(matched.begin(), matched.end());
+  std::vector<int> owner(nodes.size(), -1), last(rewrites_.size(), -1);
+  for (std::size_t r = 0; r < rewrites_.size(); ++r)
+    for (int i : rewrites_[r].matched) {
+      owner[i] = static_cast<int>(r);
+      last[r] = std::max(last[r], i);
+    }
   std::vector<Node> out;
-  out.reserve(nodes.size() + replacement.size());
+  out.reserve(nodes.size());
   for (int i = 0; i < static_cast<int>(nodes.size()); ++i) {
-    if (i == last)
-      for (Node& r : replacement) out.push_back(std::move(r));
-    if (std::find(matched.begin(), matched.end(), i) == matched.end()) out.push_back(std::move(nodes[i]));
+    if (owner[i] < 0)
+      out.push_back(std::move(nodes[i]));
+    else if (last[owner[i]] == i)
+      for (Node& n : rewrites_[owner[i]].replacement) out.push_back(std::move(n));
   }
   nodes = std::move(out);
+  rewrites_.clear();
+  claimed_.clear();
+  return true;
 }
 
 }  // namespace wpk::passes

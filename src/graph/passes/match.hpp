@@ -59,9 +59,26 @@ std::string unique_name(const Graph& g, const std::string& base);
 // Adds `t` as an initializer under a fresh name made from `base`.
 ValueId add_constant(Graph& g, const std::string& base, Tensor t);
 
-// Replaces the nodes at `matched` (indices into g.nodes()) by `replacement`, put where the last
-// matched node was. Valid when the group's output is written by that last node: every input of
-// the group is computed before it, and every reader of the output comes after it.
-void replace_nodes(Graph& g, const std::vector<int>& matched, std::vector<Node> replacement);
+// Collects the rewrites a pass finds in one scan of the graph and applies them together, so the
+// GraphIndex they were matched on stays valid during the scan. Each rewrite replaces its matched
+// nodes by its replacement, put where the last matched node was: right when the group's output
+// is written by that node, as every input of the group is computed before it and every reader
+// of the output comes after it. Rewrites may not share nodes.
+class Rewriter {
+ public:
+  // False when one of `nodes` belongs to a rewrite already taken in this scan.
+  bool available(const std::vector<int>& nodes) const;
+  void replace(std::vector<int> matched, std::vector<Node> replacement);
+  // Applies and forgets the rewrites; true when there was one.
+  bool apply(Graph& g);
+
+ private:
+  struct Rewrite {
+    std::vector<int> matched;
+    std::vector<Node> replacement;
+  };
+  std::vector<Rewrite> rewrites_;
+  std::vector<int> claimed_;  // sorted indices of matched nodes
+};
 
 }  // namespace wpk::passes

@@ -1,0 +1,40 @@
+#pragma once
+// A fluent tester for one op on one backend against the reference backend:
+//
+//   OpCase("FusedConv", "com.wpk").input("X", {1, 16, 7, 7}).constant("W", {8, 16, 3, 3})
+//       .attr("pads", {1, 1, 1, 1}).check(backend);
+//
+// Inputs and constants get uniform random values from a fixed seed; outputs are written into
+// buffers with guard bytes on both sides, so an out-of-bounds write fails the case.
+#include <map>
+#include <string>
+#include <vector>
+
+#include "backends/kernel.hpp"
+
+namespace wpk::testing {
+
+class OpCase {
+ public:
+  OpCase(std::string op, std::string domain = "");
+  OpCase& input(const std::string& name, Shape shape);
+  OpCase& constant(const std::string& name, Shape shape);
+  OpCase& constant(const std::string& name, Tensor value);
+  OpCase& omitted();  // an omitted optional input
+  OpCase& attr(const std::string& key, Attribute value);
+  OpCase& seed(unsigned s);
+  // Runs on `backend` and on the reference; "" when outputs match within rtol/atol, else why.
+  // The case must be supported by `backend` (a case it declines is reported as a failure).
+  std::string check(const Backend& backend, double rtol = 1e-4, double atol = 1e-5) const;
+  std::string describe() const;
+
+ private:
+  std::string op_, domain_;
+  std::vector<std::string> order_;  // input names in order; "" for omitted
+  std::map<std::string, Shape> runtime_inputs_;
+  std::map<std::string, Tensor> constants_;
+  std::map<std::string, Attribute> attrs_;
+  unsigned seed_ = 1;
+};
+
+}  // namespace wpk::testing

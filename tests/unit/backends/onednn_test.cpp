@@ -1,0 +1,142 @@
+// Every oneDNN kernel against the reference backend: sizes below, at and above oneDNN's
+// 16-lane blocks, both layouts, every fused activation, fixed seeds, guard bytes around outputs.
+#include <catch2/catch.hpp>
+
+#ifdef WPK_WITH_ONEDNN
+#include "backends/onednn/onednn_backend.hpp"
+#include "support/backend_tester.hpp"
+
+using wpk::Attribute;
+using wpk::Shape;
+using wpk::testing::OpCase;
+
+namespace {
+
+const wpk::onednn::OneDnnBackend& onednn() {
+  static const wpk::onednn::OneDnnBackend backend;
+  return backend;
+}
+
+void expect_ok(const OpCase& c) {
+  const std::string why = c.check(onednn());
+  INFO(c.describe());
+  CHECK(why == "");
+}
+
+OpCase activation(OpCase c, const std::string& kind) {
+  c.attr("activation", kind);
+  if (kind == "Clip") c.attr("activation_params", std::vector<float>{-0.3f, 0.4f});
+  if (kind == "LeakyRelu") c.attr("activation_params", std::vector<float>{0.1f});
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("oneDNN conv matches the reference at block edges, both layouts", "[onednn][conv]") {
+  unsigned seed = 1;
+  for (std::int64_t channels : {1, 3, 15, 16, 17, 32})
+    for (std::int64_t out_channels : {1, 8, 16, 17})
+      for (std::int64_t size : {1, 7, 8})
+        for (int channels_last : {0, 1}) {
+          const std::int64_t k = size >= 3 ? 3 : 1;
+          const Shape x = channels_last ? Shape{2, size, size, channels} : Shape{2, channels, size, size};
+          expect_ok(OpCase("FusedConv", "com.wpk")
+                        .input("X", x)
+                        .constant("W", {out_channels, channels, k, k})
+                        .constant("B", {out_channels})
+                        .attr("pads", std::vector<std::int64_t>(4, k / 2))
+                        .attr("channels_last", std::int64_t{channels_last})
+                        .seed(seed++));
+        }
+}
+
+TEST_CASE("oneDNN conv: strides, dilations, asymmetric pads, auto_pad, groups", "[onednn][conv]") {
+  for (int channels_last : {0, 1}) {
+    const auto x = [&](std::int64_t c, std::int64_t h, std::int64_t w) {
+      return channels_last ? Shape{1, h, w, c} : Shape{1, c, h, w};
+    };
+    auto base = [&](Shape in, Shape w) {
+      OpCase c("FusedConv", "com.wpk");
+      c.input("X", in).constant("W", w).attr("channels_last", std::int64_t{channels_last});
+      return c;
+    };
+    expect_ok(base(x(16, 13, 11), {24, 16, 3, 3}).attr("strides", {2, 2}).attr("pads", {1, 0, 2, 1}));
+    expect_ok(base(x(8, 12, 12), {8, 8, 3, 3}).attr("dilations", {2, 2}).attr("pads", {2, 2, 2, 2}));
+    expect_ok(base(x(8, 10, 9), {16, 8, 5, 5}).attr("auto_pad", "SAME_UPPER").attr("strides", {2, 2}));
+    expect_ok(base(x(8, 10, 9), {16, 8, 4, 4}).attr("auto_pad", "SAME_LOWER"));
+    expect_ok(base(x(8, 10, 9), {16, 8, 3, 2}).attr("auto_pad", "VALID"));
+    expect_ok(base(x(32, 9, 9), {32, 1, 3, 3}).attr("group", std::int64_t{32}).attr("pads", {1, 1, 1, 1}));  // depthwise
+    expect_ok(base(x(17, 9, 9), {17, 1, 3, 3}).attr("group", std::int64_t{17}).attr("strides", {2, 2}));
+    expect_ok(base(x(12, 6, 6), {18, 4, 3, 3}).attr("group", std::int64_t{3}).attr("pads", {1, 1, 1, 1}));
+  }
+}
+
+TEST_CASE("oneDNN conv fuses every activation and the residual add", "[onednn][conv]") {
+  for (const std::string kind : {"", "Relu", "Clip", "LeakyRelu", "Sigmoid", "Tanh", "SiLU", "HardSwish", "Gelu"})
+    for (int channels_last : {0, 1})
+      for (bool residual : {false, true}) {
+        OpCase c("FusedConv", "com.wpk");
+        c.input("X", channels_last ? Shape{1, 6, 6, 16} : Shape{1, 16, 6, 6})
+            .constant("W", {17, 16, 3, 3})
+            .constant("B", {17})
+            .attr("pads", {1, 1, 1, 1})
+            .attr("channels_last", std::int64_t{channels_last});
+        if (residual) c.input("Z", channels_last ? Shape{1, 6, 6, 17} : Shape{1, 17, 6, 6});
+        expect_ok(activation(c, kind));
+      }
+  // A plain ONNX Conv (NCHW, no fusion) goes through the same kernel.
+  expect_ok(OpCase("Conv").input("X", {1, 5, 9, 9}).constant("W", {7, 5, 3, 3}).attr("strides", {2, 2}));
+}
+
+TEST_CASE("oneDNN MatMul/Gemm/FusedMatMul with packed constant B", "[onednn][matmul]") {
+  for (std::int64_t m : {1, 15, 16, 17, 33})
+    for (std::int64_t k : {1, 16, 17, 64})
+      for (std::int64_t n : {1, 16, 17, 48}) {
+        expect_ok(OpCase("MatMul").input("A", {m, k}).constant("B", {k, n}));
+        expect_ok(OpCase("MatMul").input("A", {2, m, k}).constant("B", {k, n}));
+        expect_ok(OpCase("Gemm").input("A", {m, k}).constant("B", {n, k}).constant("C", {n}).attr("transB", std::int64_t{1}));
+      }
+  for (const std::string kind : {"", "Relu", "Gelu", "Tanh", "Clip"})
+    for (bool residual : {false, true}) {
+      OpCase c("FusedMatMul", "com.wpk");
+      c.input("A", {2, 17, 40}).constant("B", {40, 33}).constant("Bias", {33});
+      if (residual) c.input("Z", {2, 17, 33});
+      expect_ok(activation(c, kind));
+    }
+}
+
+TEST_CASE("oneDNN batched MatMul with a variable B", "[onednn][matmul]") {
+  expect_ok(OpCase("MatMul").input("A", {2, 3, 17, 8}).input("B", {2, 3, 8, 19}));
+  expect_ok(OpCase("MatMul").input("A", {5, 16}).input("B", {16, 7}));
+  // Broadcast batches are left to the reference backend.
+  CHECK(OpCase("MatMul").input("A", {2, 3, 4, 5}).input("B", {1, 3, 5, 6}).check(onednn()) != "");
+}
+
+TEST_CASE("oneDNN pooling, NCHW and NHWC", "[onednn][pool]") {
+  for (int channels_last : {0, 1}) {
+    const Shape x = channels_last ? Shape{2, 11, 9, 17} : Shape{2, 17, 11, 9};
+    const auto cl = Attribute(std::int64_t{channels_last});
+    expect_ok(OpCase("MaxPool").input("X", x).attr("kernel_shape", {3, 3}).attr("strides", {2, 2}).attr("pads", {1, 1, 1, 1}).attr("channels_last", cl));
+    expect_ok(OpCase("AveragePool").input("X", x).attr("kernel_shape", {3, 2}).attr("pads", {1, 0, 1, 1}).attr("channels_last", cl));
+    expect_ok(OpCase("AveragePool").input("X", x).attr("kernel_shape", {3, 3}).attr("pads", {1, 1, 1, 1})
+                  .attr("count_include_pad", std::int64_t{1}).attr("channels_last", cl));
+    expect_ok(OpCase("GlobalAveragePool").input("X", x).attr("channels_last", cl));
+  }
+}
+
+TEST_CASE("oneDNN transpose, layer norm and attention", "[onednn]") {
+  expect_ok(OpCase("Transpose").input("X", {2, 3, 5, 7}).attr("perm", {0, 2, 3, 1}));
+  expect_ok(OpCase("Transpose").input("X", {2, 5, 7, 3}).attr("perm", {0, 3, 1, 2}));
+  expect_ok(OpCase("Transpose").input("X", {2, 4, 3, 5}).attr("perm", {0, 2, 1, 3}));
+  expect_ok(OpCase("Transpose").input("X", {6, 17}));
+  for (std::int64_t c : {1, 16, 17, 768})
+    expect_ok(OpCase("LayerNormalization").input("X", {3, 5, c}).constant("S", {c}).constant("B", {c}).attr("epsilon", 1e-5f));
+  for (std::int64_t s : {1, 16, 17}) {
+    expect_ok(OpCase("Attention", "com.wpk").input("Q", {2, 3, s, 8}).input("K", {2, 3, 19, 8}).input("V", {2, 3, 19, 5})
+                  .attr("scale", 0.35f));
+    expect_ok(OpCase("Attention", "com.wpk").input("Q", {2, 3, s, 8}).input("K", {2, 3, 19, 8}).input("V", {2, 3, 19, 5})
+                  .input("M", {2, 1, 1, 19}).attr("scale", 0.35f));
+  }
+}
+
+#endif  // WPK_WITH_ONEDNN
