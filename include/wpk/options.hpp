@@ -21,8 +21,9 @@ struct OptimizerOptions {
 
 struct SessionOptions {
   OptimizerOptions optimizer;
-  // OpenMP threads for kernels (wpk's and oneDNN's share one pool); 0 = the CPUs in this
-  // process's affinity mask. Negative is an error. Concurrent run() calls split the count.
+  // OpenMP threads per run() (wpk's kernels and oneDNN share the calling thread's pool); 0 = the
+  // CPUs in this process's affinity mask. Negative is an error. Overlapping runs each use this
+  // many, so a caller running N at once should give each about cores / N.
   int threads = 0;
   // Intermediates live in one arena per run, laid out by value lifetimes once per input-shape
   // signature. Off: every intermediate is its own zero-filled allocation (for comparisons).

@@ -80,7 +80,7 @@ class Session {
   RunProfile last_profile() const;
   // Steps, backends and memory plan (see PlanSummary).
   PlanSummary describe() const;
-  // OpenMP threads a run uses when it runs alone (SessionOptions::threads resolved).
+  // OpenMP threads each run uses (SessionOptions::threads resolved).
   int threads() const;
 
   const std::vector<ValueInfo>& inputs() const;

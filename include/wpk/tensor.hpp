@@ -33,7 +33,8 @@ class Tensor {
   static Tensor from_vector(const std::vector<T>& values, Shape shape) {
     Tensor t = zeros(dtype_of<T>(), std::move(shape));
     t.check_count(values.size());
-    copy_bytes(t.raw(), values.data(), t.nbytes());
+    T* out = t.data<T>();  // element by element: std::vector<bool> has no data()
+    for (std::size_t i = 0; i < values.size(); ++i) out[i] = values[i];
     return t;
   }
   // Owned 0-d tensor.

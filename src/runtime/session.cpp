@@ -41,6 +41,21 @@ bool shares_bytes(const Tensor& a, const Tensor& b) {
   return pa < pb + b.nbytes() && pb < pa + a.nbytes();
 }
 
+// Returned tensors own their memory: never the caller's input bytes, the session's weights, or
+// the run's arena, which the next run reuses.
+TensorMap collect_outputs(const Graph& g, const TensorMap& inputs, const Executor& exec) {
+  TensorMap out;
+  for (ValueId v : g.outputs()) {
+    const Tensor* init = g.initializer(v);
+    Tensor t = init ? *init : exec.value(v);
+    bool aliased = init != nullptr || t.is_borrowed() || exec.in_arena(t);
+    for (const auto& kv : inputs) aliased = aliased || shares_bytes(t, kv.second);
+    for (const auto& kv : g.initializers()) aliased = aliased || shares_bytes(t, kv.second);
+    out[g.value(v).name] = aliased ? t.clone() : std::move(t);
+  }
+  return out;
+}
+
 double us_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
 }
@@ -102,7 +117,7 @@ TensorMap Session::run(const TensorMap& inputs, RunProfile* profile) const {
   std::unique_ptr<MemoryRecorder> recorder;
   if (known) {
     memory.plan = known.get();
-    if (known->memory_planned) memory.arena = im.arenas->acquire(known->arena_bytes);
+    if (known->memory_planned && known->arena_bytes > 0) memory.arena = im.arenas->acquire(known->arena_bytes);
   } else if (im.options.plan_memory) {
     recorder = std::make_unique<MemoryRecorder>(g, *im.plan);
     memory.recorder = recorder.get();
@@ -119,17 +134,7 @@ TensorMap Session::run(const TensorMap& inputs, RunProfile* profile) const {
     im.plans.insert(signature, std::move(plan));
   }
 
-  TensorMap out;
-  for (ValueId v : g.outputs()) {
-    const Tensor* init = g.initializer(v);
-    Tensor t = init ? *init : exec.value(v);
-    // Returned tensors own their memory: never hand out the caller's input bytes, the session's
-    // weights, or the run's arena, which the next run reuses.
-    bool aliased = init != nullptr || t.is_borrowed() || exec.in_arena(t);
-    for (const auto& kv : inputs) aliased = aliased || shares_bytes(t, kv.second);
-    for (const auto& kv : g.initializers()) aliased = aliased || shares_bytes(t, kv.second);
-    out[g.value(v).name] = aliased ? t.clone() : std::move(t);
-  }
+  TensorMap out = collect_outputs(g, inputs, exec);
   if (prof) {
     prof->total_us = us_since(t0);
     if (im.options.profile) {

@@ -4,7 +4,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cerrno>
 #include <cstdlib>
 #include <mutex>
@@ -17,9 +16,6 @@
 #endif
 
 namespace wpk {
-namespace {
-std::atomic<int> g_runs_in_flight{0};
-}  // namespace
 
 int affinity_cpu_count() {
   // Grow the set until the kernel accepts its size (machines with more than 1024 CPUs).
@@ -45,9 +41,7 @@ int resolve_threads(int requested) {
   return requested == 0 ? affinity_cpu_count() : requested;
 }
 
-OmpThreadScope::OmpThreadScope(int session_threads) {
-  const int running = g_runs_in_flight.fetch_add(1) + 1;
-  threads_ = std::max(1, session_threads / running);
+OmpThreadScope::OmpThreadScope(int threads) : threads_(std::max(1, threads)) {
 #ifdef _OPENMP
   previous_ = omp_get_max_threads();
   if (previous_ != threads_) omp_set_num_threads(threads_);
@@ -55,7 +49,6 @@ OmpThreadScope::OmpThreadScope(int session_threads) {
 }
 
 OmpThreadScope::~OmpThreadScope() {
-  g_runs_in_flight.fetch_sub(1);
 #ifdef _OPENMP
   if (previous_ != threads_) omp_set_num_threads(previous_);
 #endif

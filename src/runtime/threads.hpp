@@ -11,15 +11,16 @@ int affinity_cpu_count();
 int resolve_threads(int requested);
 
 // For one run() (or a Session's set-up): sets the calling thread's OpenMP thread count and
-// restores the previous one on exit. Runs in flight at the same time split the count, so N
-// concurrent run() calls on a T-thread session use about T threads in all, not N * T.
+// restores the previous one on exit. Every run of a session uses the same count, even when runs
+// overlap: oneDNN fixes a primitive's thread count when it creates it (at a shape's first run),
+// so a count that varied with the load would stick to the primitives created under it. Callers
+// that run N requests at once give each session about cores / N threads.
 class OmpThreadScope {
  public:
-  explicit OmpThreadScope(int session_threads);
+  explicit OmpThreadScope(int threads);
   ~OmpThreadScope();
   OmpThreadScope(const OmpThreadScope&) = delete;
   OmpThreadScope& operator=(const OmpThreadScope&) = delete;
-  int threads() const { return threads_; }
 
  private:
   int threads_ = 1;

@@ -27,6 +27,9 @@ class AttentionKernel : public Kernel {
       const Tensor& q = ctx.input(0);
       const Tensor& k = ctx.input(1);
       const Tensor& v = ctx.input(2);
+      require_f32(ctx, q, "Q");
+      require_f32(ctx, k, "K");
+      require_f32(ctx, v, "V");
       auto plan = cache_.get(shape_key({&q.shape(), &k.shape(), &v.shape()}),
                              [&] { return build(ctx, q.shape(), k.shape(), v.shape()); });
       const std::int64_t n_scores = plan->batch * plan->rows * plan->cols;
@@ -46,7 +49,7 @@ class AttentionKernel : public Kernel {
  private:
   // scores[b, i, j] += mask broadcast to [lead..., rows, cols].
   void add_mask(const KernelContext& ctx, const Tensor& mask, const AttentionPlan& plan, float* scores) const {
-    if (mask.dtype() != DType::Float32) ctx.fail(ErrorCode::InvalidArgument, "mask must be float32");
+    require_f32(ctx, mask, "mask");
     Shape full = plan.y_shape;
     full.back() = plan.cols;
     if (mask.rank() > static_cast<int>(full.size()))

@@ -1,8 +1,6 @@
 // Conv and com.wpk FusedConv on oneDNN: 2-D, float32, constant weights packed once into the
 // layout the chosen implementation wants; bias, residual add and activation fused as post-ops;
 // activations NCHW or NHWC (channels_last) as the graph says, so no reorders of activations.
-#include <unordered_map>
-
 #include "backends/onednn/onednn_kernels.hpp"
 #include "backends/reference/conv_pool.hpp"
 
@@ -31,18 +29,11 @@ class ConvKernel : public Kernel {
         ctx.fail(ErrorCode::InvalidArgument, "expects a 4-D float32 input, got " + shape_to_string(x.shape()));
       auto plan = cache_.get(shape_key({&x.shape()}), [&] { return build(ctx, x.shape()); });
       Tensor& y = ctx.allocate_output(0, DType::Float32, plan->y_shape);
-      std::unordered_map<int, dnnl::memory> args = {
+      Args args = {
           {DNNL_ARG_SRC, wrap(plan->src, x)}, {DNNL_ARG_WEIGHTS, plan->weights}, {DNNL_ARG_DST, wrap(plan->dst, y)}};
       if (!b_.empty()) args.emplace(DNNL_ARG_BIAS, wrap(f32_desc({w_.shape()[0]}, Tag::x), b_));
-      if (has_residual_) {
-        const Tensor& z = ctx.input(3);
-        if (z.shape() != plan->y_shape)
-          ctx.fail(ErrorCode::InvalidArgument, "residual input has shape " + shape_to_string(z.shape()) + ", expected " +
-                                                   shape_to_string(plan->y_shape));
-        args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1, wrap(plan->dst, z));
-      }
-      plan->primitive.execute(thread_stream(), args);
-      thread_stream().wait();
+      if (has_residual_) bind_residual(ctx, 3, plan->y_shape, plan->dst, args);
+      execute(plan->primitive, args);
     });
   }
 
@@ -84,10 +75,7 @@ class ConvKernel : public Kernel {
         {win.pad_end[1], win.pad_end[2]});
     dnnl::convolution_forward::primitive_desc pd(desc, attr, engine());
     plan.primitive = dnnl::convolution_forward(pd);
-    plan.weights = dnnl::memory(pd.weights_desc(), engine());
-    dnnl::memory user_w = wrap(f32_desc(w_dims, w_tag), w_);
-    dnnl::reorder(user_w, plan.weights).execute(thread_stream(), user_w, plan.weights);
-    thread_stream().wait();
+    plan.weights = pack(pd.weights_desc(), f32_desc(w_dims, w_tag), w_);
     plan.y_shape = channels_last_ ? Shape{dst_dims[0], dst_dims[2], dst_dims[3], dst_dims[1]} : Shape(dst_dims);
     return plan;
   }

@@ -1,6 +1,4 @@
 // LayerNormalization over the last axis on oneDNN, with constant scale and bias.
-#include <unordered_map>
-
 #include "backends/onednn/onednn_kernels.hpp"
 
 namespace wpk::onednn {
@@ -19,17 +17,17 @@ class LayerNormKernel : public Kernel {
   void run(KernelContext& ctx) const override {
     guarded(ctx, [&] {
       const Tensor& x = ctx.input(0);
+      require_f32(ctx, x, "input");
       if (x.rank() < 1 || x.shape().back() != scale_.numel())
         ctx.fail(ErrorCode::InvalidArgument, "input " + shape_to_string(x.shape()) + " does not end in the scale's size " +
                                                  std::to_string(scale_.numel()));
       auto plan = cache_.get(shape_key({&x.shape()}), [&] { return build(x.shape()); });
       Tensor& y = ctx.allocate_output(0, DType::Float32, x.shape());
-      std::unordered_map<int, dnnl::memory> args = {{DNNL_ARG_SRC, wrap(plan->x, x)},
+      Args args = {{DNNL_ARG_SRC, wrap(plan->x, x)},
                                                     {DNNL_ARG_DST, wrap(plan->x, y)},
                                                     {DNNL_ARG_SCALE, wrap(plan->param, scale_)}};
       if (!bias_.empty()) args.emplace(DNNL_ARG_SHIFT, wrap(plan->param, bias_));
-      plan->primitive.execute(thread_stream(), args);
-      thread_stream().wait();
+      execute(plan->primitive, args);
     });
   }
 
@@ -58,10 +56,8 @@ std::string layernorm_unsupported(const Node& node, const Graph& graph) {
   const ValueInfo& x = graph.value(node.inputs[0]);
   if (x.dtype != DType::Float32) return "input is not float32";
   if (node.domain.empty() && graph.opset() < 17) return "LayerNormalization is an opset-17 op";
-  if (!x.dims) return "rank unknown";
-  const std::int64_t rank = static_cast<std::int64_t>(x.dims->size());
   const std::int64_t axis = node.attr_int("axis", -1);
-  if (axis != -1 && axis != rank - 1) return "only the last axis";
+  if (axis != -1 && (!x.dims || axis != static_cast<std::int64_t>(x.dims->size()) - 1)) return "only the last axis";
   for (std::size_t o = 1; o < node.outputs.size(); ++o)
     if (node.outputs[o] != kNoValue) return "Mean/InvStdDev outputs";
   if (node.inputs.size() < 2) return "needs a scale";

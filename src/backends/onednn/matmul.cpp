@@ -2,8 +2,6 @@
 //   constant B (weights):  A [..., M, K] is flattened to [rows, K]; B packed once; bias,
 //                          residual add and activation fused as post-ops.
 //   variable B:            batched product over equal leading dims (attention's Q·Kᵀ, P·V).
-#include <unordered_map>
-
 #include "backends/onednn/onednn_kernels.hpp"
 
 namespace wpk::onednn {
@@ -33,22 +31,17 @@ class MatMulKernel : public Kernel {
     guarded(ctx, [&] {
       const Tensor& a = ctx.input(0);
       const Tensor* b = b_.empty() ? &ctx.input(1) : nullptr;
+      require_f32(ctx, a, "A");
+      if (b) require_f32(ctx, *b, "B");
       auto plan = cache_.get(shape_key({&a.shape(), b ? &b->shape() : nullptr}),
                              [&] { return b ? build_batched(ctx, a.shape(), b->shape()) : build_const(ctx, a.shape()); });
       Tensor& y = ctx.allocate_output(0, DType::Float32, plan->y_shape);
-      std::unordered_map<int, dnnl::memory> args = {{DNNL_ARG_SRC, wrap(plan->a, a)},
+      Args args = {{DNNL_ARG_SRC, wrap(plan->a, a)},
                                                     {DNNL_ARG_WEIGHTS, b ? wrap(plan->b, *b) : plan->packed_b},
                                                     {DNNL_ARG_DST, wrap(plan->dst, y)}};
       if (!bias_.empty()) args.emplace(DNNL_ARG_BIAS, wrap(plan->bias, bias_));
-      if (has_residual_) {
-        const Tensor& z = ctx.input(3);
-        if (z.shape() != plan->y_shape)
-          ctx.fail(ErrorCode::InvalidArgument, "residual input has shape " + shape_to_string(z.shape()) + ", expected " +
-                                                   shape_to_string(plan->y_shape));
-        args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1, wrap(plan->dst, z));
-      }
-      plan->primitive.execute(thread_stream(), args);
-      thread_stream().wait();
+      if (has_residual_) bind_residual(ctx, 3, plan->y_shape, plan->dst, args);
+      execute(plan->primitive, args);
     });
   }
 
@@ -81,10 +74,7 @@ class MatMulKernel : public Kernel {
     dnnl::matmul::desc desc(plan.a, f32_desc({k, n}, Tag::any), plan.bias, plan.dst);
     dnnl::matmul::primitive_desc pd(desc, attributes(plan.dst), engine());
     plan.primitive = dnnl::matmul(pd);
-    plan.packed_b = dnnl::memory(pd.weights_desc(), engine());
-    dnnl::memory user_b = wrap(f32_desc({k, n}, transposed_b_ ? Tag::ba : Tag::ab), b_);
-    dnnl::reorder(user_b, plan.packed_b).execute(thread_stream(), user_b, plan.packed_b);
-    thread_stream().wait();
+    plan.packed_b = pack(pd.weights_desc(), f32_desc({k, n}, transposed_b_ ? Tag::ba : Tag::ab), b_);
     plan.y_shape = a_shape;
     plan.y_shape.back() = n;
     return plan;

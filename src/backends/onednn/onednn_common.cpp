@@ -20,6 +20,34 @@ dnnl::memory wrap(const dnnl::memory::desc& desc, const Tensor& t) {
   return dnnl::memory(desc, engine(), const_cast<void*>(t.raw()));
 }
 
+void require_f32(const KernelContext& ctx, const Tensor& t, const char* what) {
+  if (t.dtype() != DType::Float32)
+    ctx.fail(ErrorCode::InvalidArgument, std::string(what) + " must be float32, got " + dtype_name(t.dtype()));
+}
+
+dnnl::memory pack(const dnnl::memory::desc& packed, const dnnl::memory::desc& user, const Tensor& weights) {
+  dnnl::memory out(packed, engine());
+  dnnl::memory in = wrap(user, weights);
+  dnnl::reorder(in, out).execute(thread_stream(), in, out);
+  thread_stream().wait();
+  return out;
+}
+
+void bind_residual(const KernelContext& ctx, std::size_t index, const Shape& y_shape, const dnnl::memory::desc& dst,
+                   Args& args) {
+  const Tensor& z = ctx.input(index);
+  require_f32(ctx, z, "residual input");
+  if (z.shape() != y_shape)
+    ctx.fail(ErrorCode::InvalidArgument, "residual input has shape " + shape_to_string(z.shape()) + ", expected " +
+                                             shape_to_string(y_shape));
+  args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1, wrap(dst, z));
+}
+
+void execute(const dnnl::primitive& p, const Args& args) {
+  p.execute(thread_stream(), args);
+  thread_stream().wait();
+}
+
 Activation read_activation(const Node& node) {
   return {node.attr_string("activation", ""), node.attr_floats("activation_params", {})};
 }

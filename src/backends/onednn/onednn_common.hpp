@@ -6,6 +6,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "backends/kernel.hpp"
@@ -22,6 +23,23 @@ dnnl::stream& thread_stream();
 dnnl::memory::desc f32_desc(const Dims& dims, Tag tag);
 // A dnnl::memory over the tensor's bytes (no copy). The tensor must outlive the memory.
 dnnl::memory wrap(const dnnl::memory::desc& desc, const Tensor& t);
+
+// Fails naming the node when a run-time tensor is not float32 (the model declared it so, or
+// did not declare it at all).
+void require_f32(const KernelContext& ctx, const Tensor& t, const char* what);
+
+using Args = std::unordered_map<int, dnnl::memory>;
+
+// Constant weights copied once into the layout a primitive chose (`packed`), from `user`.
+dnnl::memory pack(const dnnl::memory::desc& packed, const dnnl::memory::desc& user, const Tensor& weights);
+
+// Binds input `index` as the residual operand of binary post-op 0, after checking it has the
+// output's shape (it is read with the output's memory layout).
+void bind_residual(const KernelContext& ctx, std::size_t index, const Shape& y_shape, const dnnl::memory::desc& dst,
+                   Args& args);
+
+// Executes on this thread's stream and waits: wpk steps run one after another.
+void execute(const dnnl::primitive& p, const Args& args);
 
 // The fused activation of a com.wpk op (graph/fused_ops.hpp) as a oneDNN post-op.
 struct Activation {

@@ -1,7 +1,5 @@
 // MaxPool, AveragePool and GlobalAveragePool on oneDNN: 2-D, float32, NCHW or NHWC
 // (channels_last, set by the layout pass).
-#include <unordered_map>
-
 #include "backends/onednn/onednn_kernels.hpp"
 #include "backends/reference/conv_pool.hpp"
 
@@ -27,8 +25,7 @@ class PoolKernel : public Kernel {
         ctx.fail(ErrorCode::InvalidArgument, "expects a 4-D float32 input, got " + shape_to_string(x.shape()));
       auto plan = cache_.get(shape_key({&x.shape()}), [&] { return build(ctx, x.shape()); });
       Tensor& y = ctx.allocate_output(0, DType::Float32, plan->y_shape);
-      plan->primitive.execute(thread_stream(), {{DNNL_ARG_SRC, wrap(plan->src, x)}, {DNNL_ARG_DST, wrap(plan->dst, y)}});
-      thread_stream().wait();
+      execute(plan->primitive, {{DNNL_ARG_SRC, wrap(plan->src, x)}, {DNNL_ARG_DST, wrap(plan->dst, y)}});
     });
   }
 

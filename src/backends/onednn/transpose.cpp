@@ -19,12 +19,11 @@ class TransposeKernel : public Kernel {
   void run(KernelContext& ctx) const override {
     guarded(ctx, [&] {
       const Tensor& x = ctx.input(0);
+      require_f32(ctx, x, "input");
       auto plan = cache_.get(shape_key({&x.shape()}), [&] { return build(ctx, x.shape()); });
       Tensor& y = ctx.allocate_output(0, DType::Float32, plan->y_shape);
       if (y.numel() == 0) return;
-      dnnl::memory src = wrap(plan->src, x), dst = wrap(plan->dst, y);
-      plan->primitive.execute(thread_stream(), src, dst);
-      thread_stream().wait();
+      execute(plan->primitive, {{DNNL_ARG_FROM, wrap(plan->src, x)}, {DNNL_ARG_TO, wrap(plan->dst, y)}});
     });
   }
 
@@ -67,7 +66,10 @@ class TransposeKernel : public Kernel {
 std::string transpose_unsupported(const Node& node, const Graph& graph) {
   const ValueInfo& x = graph.value(node.inputs[0]);
   if (x.dtype != DType::Float32) return "input is not float32";
-  if (!x.dims || x.dims->size() < 2 || x.dims->size() > 6) return "rank must be known and 2..6";
+  // The rank comes from perm, or from the declared shape when perm is absent (reverse order).
+  const auto perm = node.attr_ints("perm", {});
+  const std::size_t rank = !perm.empty() ? perm.size() : (x.dims ? x.dims->size() : 0);
+  if (rank < 2 || rank > 6) return "rank must be known and 2..6";
   return "";
 }
 

@@ -75,7 +75,7 @@ void squeeze(KernelContext& ctx) {
   bool given = false;
   const auto axes_list = ints_from_input_or_attr(ctx, 1, "axes", 13, &given);
   std::vector<bool> drop(static_cast<std::size_t>(x.rank()), false);
-  if (!given) {
+  if (!given || axes_list.empty()) {  // an empty axes tensor also means "every size-1 axis"
     for (int a = 0; a < x.rank(); ++a) drop[a] = x.shape()[a] == 1;
   } else {
     for (int a : normalize_axes(axes_list, x.rank(), ctx)) {
@@ -115,9 +115,14 @@ void transpose(KernelContext& ctx) {
   perm_attr = ctx.node().attr_ints("perm", perm_attr);
   if (static_cast<int>(perm_attr.size()) != r)
     ctx.fail(ErrorCode::InvalidModel, "perm " + shape_to_string(perm_attr) + " does not match rank " + std::to_string(r));
-  for (auto p : perm_attr)
-    if (p < 0 || p >= r) ctx.fail(ErrorCode::InvalidModel, "perm " + shape_to_string(perm_attr) + " is not a permutation");
-  const std::vector<int> perm = normalize_axes(perm_attr, r, ctx);  // rejects repeats
+  std::vector<bool> seen(static_cast<std::size_t>(r), false);
+  std::vector<int> perm;
+  for (auto p : perm_attr) {
+    if (p < 0 || p >= r || seen[p])
+      ctx.fail(ErrorCode::InvalidModel, "perm " + shape_to_string(perm_attr) + " is not a permutation of 0.." + std::to_string(r - 1));
+    seen[p] = true;
+    perm.push_back(static_cast<int>(p));
+  }
   Shape out(static_cast<std::size_t>(r));
   bool identity = true;
   for (int a = 0; a < r; ++a) {
@@ -176,7 +181,7 @@ void split(KernelContext& ctx) {
   if (n_out == 0) ctx.fail(ErrorCode::InvalidModel, "has no outputs");
   bool given = false;
   std::vector<std::int64_t> sizes = ints_from_input_or_attr(ctx, 1, "split", 13, &given);
-  if (given) {
+  if (given && !sizes.empty()) {  // exporters write an empty split tensor for "equal parts"
     if (sizes.size() != n_out)
       ctx.fail(ErrorCode::InvalidModel, "split " + shape_to_string(sizes) + " has " + std::to_string(sizes.size()) +
                                             " entries for " + std::to_string(n_out) + " outputs");

@@ -3,7 +3,12 @@
 // Shape(x)[2] / heads, for one). Dims come from a static propagation (static_shapes.hpp), so a
 // value with a symbolic batch still folds the dims that do not depend on it. Constant folding then
 // evaluates the arithmetic that follows (768 / 12 -> 64).
-#include "graph/passes/pass.hpp"
+//
+// A Reshape target that still holds the symbolic batch becomes a constant too where the batch
+// sits at the same position in the input: Reshape's 0 copies that input dim. BERT's head split
+// target Concat(Shape(x)[0], 128, 12, 64) turns into [0, 128, 12, 64], and the Shape, Gather,
+// Unsqueeze and Concat nodes computing it die.
+#include "graph/passes/match.hpp"
 #include "graph/passes/static_shapes.hpp"
 
 namespace wpk::passes {
@@ -28,6 +33,27 @@ std::optional<Tensor> known_value(const StaticShapes& shapes, ValueId v) {
   return Tensor::from_vector(std::vector<std::int32_t>(values.begin(), values.end()), shape);
 }
 
+// The constant equivalent of a Reshape's computed target, or nothing.
+std::optional<Tensor> constant_target(const Graph& g, const StaticShapes& shapes, const Node& n) {
+  if (n.op_type != "Reshape" || !n.domain.empty() || n.inputs.size() != 2 || g.is_initializer(n.inputs[1]) ||
+      n.attr_int("allowzero", 0) != 0)
+    return std::nullopt;
+  const IntData* target = shapes.data(n.inputs[1]);
+  const DimList* in = shapes.dims(n.inputs[0]);
+  if (!target || shapes.rank(n.inputs[1]) != 1) return std::nullopt;
+  std::vector<std::int64_t> values;
+  for (std::size_t i = 0; i < target->size(); ++i) {
+    const IntElem& e = (*target)[i];
+    if (e.value)
+      values.push_back(*e.value);
+    else if (!e.symbol.empty() && in && i < in->size() && same_dim((*in)[i], Dim(e.symbol)))
+      values.push_back(0);
+    else
+      return std::nullopt;
+  }
+  return Tensor::from_vector(values, {static_cast<std::int64_t>(values.size())});
+}
+
 }  // namespace
 
 bool fold_shape_subgraphs(Graph& g, const PassContext&) {
@@ -44,6 +70,10 @@ bool fold_shape_subgraphs(Graph& g, const PassContext&) {
     if (reads_runtime_value && n.outputs.size() == 1 && !is_graph_output(g, n.outputs[0]))
       value = known_value(shapes, n.outputs[0]);
     if (!value) {
+      if (auto target = constant_target(g, shapes, n)) {
+        n.inputs[1] = g.add_initializer(unique_name(g, n.name + "_target"), std::move(*target));
+        changed = true;
+      }
       kept.push_back(std::move(n));
       continue;
     }
