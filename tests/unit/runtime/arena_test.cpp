@@ -58,7 +58,7 @@ Graph mlp() {
 }  // namespace
 
 TEST_CASE("planned runs are bit-identical to unplanned runs on whole models", "[arena][model]") {
-  for (const std::string name : {"resnet18", "mobilenet_v2", "bert_base"}) {
+  for (const std::string name : {"resnet18", "resnet50", "mobilenet_v2", "bert_base"}) {
     INFO(name);
     if (!std::filesystem::exists(runtime_test::model_path(name))) FAIL("missing fixture " << runtime_test::model_path(name));
     const Graph g = load(runtime_test::model_path(name).string());

@@ -6,11 +6,14 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
+#include <fstream>
 #include <thread>
 
 #include "probe_backend.hpp"
 #include "runtime/session_factory.hpp"
 #include "runtime/threads.hpp"
+#include "support/onnx_model_builder.hpp"
 #include "wpk/wpk.hpp"
 
 using namespace wpk;
@@ -86,4 +89,20 @@ TEST_CASE("overlapping runs each use the session's thread count", "[threads]") {
   a.join();
   CHECK(a_threads == 4);
   CHECK(b_threads == 4);
+}
+
+TEST_CASE("wpk bench --idle: with OMP_WAIT_POLICY=passive no worker spins after run()", "[threads][cli]") {
+  const std::string out = wpk::testing::temp_dir("idle") + "/out";
+  const std::string model = std::string(WPK_TEST_MODELS_DIR) + "/resnet18.onnx";
+  const std::string cmd = "OMP_WAIT_POLICY=passive " + std::string(WPK_CLI_PATH) + " bench " + model +
+                          " --threads 2 --iters 2 --warmup 1 --idle 200 >" + out + " 2>&1";
+  REQUIRE(std::system(cmd.c_str()) == 0);
+  std::ifstream in(out);
+  std::string line, idle;
+  while (std::getline(in, line))
+    if (line.rfind("idle:", 0) == 0) idle = line;
+  REQUIRE(!idle.empty());
+  // "idle: other threads used X ms of CPU in the 200 ms after the last run returned"
+  const double used = std::stod(idle.substr(idle.find("used ") + 5));
+  CHECK(used < 2.0);
 }
