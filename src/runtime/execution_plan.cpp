@@ -34,11 +34,6 @@ std::string node_layout(const Node& node) {
   return sensitive.count(node.op_type) ? "NCHW" : "-";
 }
 
-bool op_needs_zeroed_outputs(const Node& node) {
-  const bool onnx = node.domain.empty() || node.domain == "ai.onnx";
-  return onnx && (node.op_type == "Trilu" || node.op_type == "EyeLike" || node.op_type == "ConstantOfShape");
-}
-
 std::string qualified_op(const Node& node) {
   if (node.domain.empty() || node.domain == "ai.onnx") return node.op_type;
   return node.domain + "." + node.op_type;
@@ -50,7 +45,7 @@ ExecutionPlan::ExecutionPlan(const Graph& graph, const std::vector<const Backend
   const auto& nodes = graph.nodes();
   for (std::size_t i = 0; i < nodes.size(); ++i) {
     const Node& n = nodes[i];
-    PlanStep step{i, {}, {}, node_layout(n), op_needs_zeroed_outputs(n)};
+    PlanStep step{i, {}, {}, node_layout(n)};
     std::string why;
     for (const Backend* b : backends) {
       const std::string reason = b->why_unsupported(n, graph);

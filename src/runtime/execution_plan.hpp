@@ -21,7 +21,6 @@ struct PlanStep {
   std::vector<Candidate> candidates;   // never empty; [0] is the default choice
   std::vector<ValueId> release_after;  // values whose last reader is this step
   std::string layout;                  // "NHWC", "NCHW" or "-" (see node_layout)
-  bool zero_outputs = false;           // see op_needs_zeroed_outputs
 };
 
 class ExecutionPlan {
@@ -55,11 +54,6 @@ std::string why_unsupported(const Node& node, const Graph& graph);
 // "NHWC" when the node has channels_last=1, "NCHW" for the other layout-sensitive ops
 // (convolution, pooling, normalization over channels), "-" for the rest.
 std::string node_layout(const Node& node);
-
-// Ops whose reference kernels write only part of their output and rely on the rest being zero
-// (found with WPK_ARENA_POISON=outputs): Trilu, EyeLike, ConstantOfShape with value 0. The
-// runtime zero-fills their outputs, arena or heap, until the kernels write every element.
-bool op_needs_zeroed_outputs(const Node& node);
 
 // "Conv", or "com.wpk.FusedConv" for ops outside the ONNX domain.
 std::string qualified_op(const Node& node);

@@ -46,11 +46,9 @@ int Executor::choose(std::size_t s, const std::vector<const Tensor*>& inputs) {
   return choices_[s];
 }
 
-KernelContext::OutputAllocator Executor::allocator_for(const PlanStep& step, const Node& node) {
+KernelContext::OutputAllocator Executor::allocator_for(const Node& node) {
   const bool planned = arena_base_ != nullptr;
-  // The diagnostic mode leaves even these unzeroed, so it keeps reporting the kernels.
-  const bool zero = step.zero_outputs && !memory_.poison_outputs;
-  return [this, &node, planned, zero](std::size_t i, DType dtype, const Shape& shape) -> Tensor {
+  return [this, &node, planned](std::size_t i, DType dtype, const Shape& shape) -> Tensor {
     const ValueId v = i < node.outputs.size() ? node.outputs[i] : kNoValue;
     const bool intermediate = v != kNoValue && !plan_.is_graph_output(v);
     if (planned && intermediate) {
@@ -59,11 +57,10 @@ KernelContext::OutputAllocator Executor::allocator_for(const PlanStep& step, con
       // A data-dependent shape (NonZero, ...) may need more than the first run did: heap then.
       if (slot.in_arena && bytes <= slot.bytes) {
         char* p = arena_base_ + slot.offset;
-        if (zero) std::memset(p, 0, bytes);
         return Tensor::wrap(memory_.arena, p, dtype, shape);
       }
     }
-    const bool poison = (intermediate ? memory_.poison : memory_.poison_outputs) && !zero;
+    const bool poison = intermediate ? memory_.poison : memory_.poison_outputs;
     Tensor t = allocate_tensor(dtype, shape, poison);
     if (memory_.recorder && intermediate) memory_.recorder->on_allocate(v, t);
     return t;
@@ -108,7 +105,7 @@ void Executor::run_step(std::size_t s) {
   }
   const Candidate& cand = step.candidates[static_cast<std::size_t>(choose(s, ins))];
   KernelContext ctx(node, ins);
-  if (arena_base_ || memory_.recorder || memory_.poison_outputs) ctx.set_output_allocator(allocator_for(step, node));
+  if (arena_base_ || memory_.recorder || memory_.poison_outputs) ctx.set_output_allocator(allocator_for(node));
 
   const auto t0 = profile_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
   try {

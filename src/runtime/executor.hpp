@@ -43,7 +43,7 @@ class Executor {
  private:
   void run_step(std::size_t s);
   int choose(std::size_t s, const std::vector<const Tensor*>& inputs);
-  KernelContext::OutputAllocator allocator_for(const PlanStep& step, const Node& node);
+  KernelContext::OutputAllocator allocator_for(const Node& node);
   void keep_output(const Node& node, std::size_t i, Tensor t);
 
   const Graph& graph_;

@@ -3,6 +3,7 @@
 #include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 
 #include <unistd.h>
 
@@ -68,12 +69,31 @@ std::string OnnxModelBuilder::save(const std::string& path) const {
   return path;
 }
 
+namespace {
+// Every folder temp_dir made, removed when the test process exits so runs leave nothing behind.
+struct TempDirs {
+  std::mutex mutex;
+  std::vector<std::filesystem::path> made;
+  ~TempDirs() {
+    std::error_code ec;
+    for (const auto& p : made) std::filesystem::remove_all(p, ec);
+  }
+};
+TempDirs& temp_dirs() {
+  static TempDirs dirs;
+  return dirs;
+}
+}  // namespace
+
 std::string temp_dir(const std::string& tag) {
   static std::atomic<int> counter{0};
   namespace fs = std::filesystem;
   fs::path p = fs::temp_directory_path() / ("wpk_test_" + tag + "_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
   fs::remove_all(p);
   fs::create_directories(p);
+  TempDirs& dirs = temp_dirs();
+  std::lock_guard<std::mutex> lock(dirs.mutex);
+  dirs.made.push_back(p);
   return p.string();
 }
 

@@ -22,7 +22,7 @@ struct OnnxModelBuilder {
   std::string save(const std::string& path) const;
 };
 
-// A fresh empty folder under the system temp dir, unique per call.
+// A fresh empty folder under the system temp dir, unique per call; removed when the process exits.
 std::string temp_dir(const std::string& tag);
 
 }  // namespace wpk::testing

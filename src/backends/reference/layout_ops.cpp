@@ -1,6 +1,7 @@
 // Reference kernels that build or rearrange tensors: Pad, DepthToSpace, SpaceToDepth, Trilu,
 // ReverseSequence, EyeLike, Constant, ConstantOfShape. Registered from register_shape_ops.
 #include <algorithm>
+#include <cstring>
 
 #include "backends/reference/common.hpp"
 #include "backends/reference/data_movement.hpp"
@@ -11,7 +12,6 @@ namespace {
 
 // Fills every element of `t` with the element `value`.
 void fill_with(Tensor& t, const Bytes& value, const KernelContext& ctx) {
-  if (std::all_of(value.begin(), value.end(), [](unsigned char b) { return b == 0; })) return;  // already zero
   dispatch_width(t.dtype(), ctx, [&](auto w) {
     constexpr std::size_t W = decltype(w)::value;
     unsigned char* p = bytes_of(t);
@@ -153,7 +153,8 @@ void trilu(KernelContext& ctx) {
   const bool upper = ctx.node().attr_int("upper", 1) != 0;
   const std::int64_t rows = x.dim(-2), cols = x.dim(-1);
   k = std::clamp<std::int64_t>(k, -rows - 1, cols + 1);  // beyond this every k gives the same result
-  Tensor& y = ctx.allocate_output(0, x.dtype(), x.shape());  // zero-filled: only kept runs are copied
+  Tensor& y = ctx.allocate_output(0, x.dtype(), x.shape());
+  std::memset(y.raw(), 0, y.nbytes());  // output memory may hold anything; only kept runs are copied
   const std::size_t elem = dtype_size(x.dtype());
   const std::int64_t mats = rows * cols == 0 ? 0 : x.numel() / (rows * cols);
   for (std::int64_t m = 0; m < mats; ++m) {
@@ -201,6 +202,7 @@ void eye_like(KernelContext& ctx) {
   const DType dtype = ctx.node().has_attr("dtype") ? dtype_from_attr(ctx.node().attr_int("dtype", 0), ctx) : x.dtype();
   const std::int64_t k = ctx.node().attr_int("k", 0);
   Tensor& y = ctx.allocate_output(0, dtype, x.shape());
+  std::memset(y.raw(), 0, y.nbytes());  // output memory may hold anything; the diagonal is set below
   const Bytes one = scalar_bytes(dtype, 1.0, ctx);
   const std::int64_t rows = x.shape()[0], cols = x.shape()[1];
   // Rows whose diagonal entry i + k falls inside [0, cols).
