@@ -66,6 +66,10 @@ class Kernel {
  public:
   virtual ~Kernel() = default;
   virtual void run(KernelContext& ctx) const = 0;
+  // True when the kernel keeps its own copy of constant input i (weights packed into its
+  // backend's layout) and never reads it from the context: the session may then free the
+  // graph's copy, and runs pass no tensor for it.
+  virtual bool owns_input(std::size_t /*i*/) const { return false; }
 };
 
 class Backend {

@@ -40,6 +40,20 @@ std::string qualified_op(const Node& node) {
 }
 
 ExecutionPlan::ExecutionPlan(const Graph& graph, const std::vector<const Backend*>& backends) {
+  prepare_steps(graph, backends, nullptr);
+}
+
+ExecutionPlan::ExecutionPlan(Graph& graph, const std::vector<const Backend*>& backends, bool release_owned_constants) {
+  prepare_steps(graph, backends, release_owned_constants ? &graph : nullptr);
+}
+
+void ExecutionPlan::prepare_steps(const Graph& graph, const std::vector<const Backend*>& backends, Graph* release_from) {
+  // Readers of each constant not yet known to own it; 0 means it can go.
+  std::vector<int> unowned_readers(graph.values().size(), 0);
+  released_.assign(graph.values().size(), false);
+  for (const Node& n : graph.nodes())
+    for (ValueId v : n.inputs)
+      if (v != kNoValue && graph.is_initializer(v)) ++unowned_readers[static_cast<std::size_t>(v)];
   std::vector<std::string> problems;
   std::set<std::string> seen_ops;
   const auto& nodes = graph.nodes();
@@ -68,6 +82,7 @@ ExecutionPlan::ExecutionPlan(const Graph& graph, const std::vector<const Backend
       continue;
     }
     steps_.push_back(std::move(step));
+    if (release_from) release_if_owned(*release_from, steps_.size() - 1, unowned_readers);
   }
   if (!problems.empty()) {
     std::string msg = problems.front();
@@ -75,6 +90,30 @@ ExecutionPlan::ExecutionPlan(const Graph& graph, const std::vector<const Backend
     throw Error(ErrorCode::Unsupported, msg);
   }
   compute_lifetimes(graph);
+}
+
+void ExecutionPlan::release_if_owned(Graph& graph, std::size_t s, std::vector<int>& unowned_readers) {
+  const auto& nodes = graph.nodes();
+  const Node& n = nodes[steps_[s].node_index];
+  for (std::size_t i = 0; i < n.inputs.size(); ++i) {
+    const ValueId v = n.inputs[i];
+    if (v == kNoValue || !graph.is_initializer(v)) continue;
+    int& left = unowned_readers[static_cast<std::size_t>(v)];
+    if (!steps_[s].candidates.front().kernel->owns_input(i)) {
+      left = -1;  // a reader needs the loaded tensor: keep it for good
+      continue;
+    }
+    if (left <= 0 || --left > 0) continue;
+    bool is_output = false;
+    for (ValueId o : graph.outputs()) is_output |= o == v;
+    if (is_output) continue;
+    released_bytes_ += graph.initializer(v)->nbytes();
+    graph.erase_initializer(v);
+    released_[static_cast<std::size_t>(v)] = true;
+    for (PlanStep& step : steps_)
+      for (ValueId in : nodes[step.node_index].inputs)
+        if (in == v) step.candidates.resize(1);
+  }
 }
 
 void ExecutionPlan::compute_lifetimes(const Graph& graph) {

@@ -27,6 +27,12 @@ class ExecutionPlan {
  public:
   // Asks every backend for each node; throws Unsupported listing every op no backend runs.
   ExecutionPlan(const Graph& graph, const std::vector<const Backend*>& backends);
+  // The same, and frees from `graph` each constant as soon as every step reading it has a
+  // default kernel that owns a packed copy of it (see Kernel::owns_input), dropping the other
+  // candidates of those steps (they would need the constant). Freeing while preparing, not
+  // after, keeps a model's weights from being resident twice (as loaded and as packed) even at
+  // the load peak.
+  ExecutionPlan(Graph& graph, const std::vector<const Backend*>& backends, bool release_owned_constants);
   const std::vector<PlanStep>& steps() const { return steps_; }
 
   // The step that writes v, or -1 for graph inputs and initializers.
@@ -35,14 +41,21 @@ class ExecutionPlan {
   // the last step), the producing step itself for values nothing reads.
   int last_reader(ValueId v) const { return last_reader_[static_cast<std::size_t>(v)]; }
   bool is_graph_output(ValueId v) const { return is_output_[static_cast<std::size_t>(v)]; }
+  // A constant the graph no longer holds (its kernels own packed copies); runs pass nullptr.
+  bool is_released(ValueId v) const { return !released_.empty() && released_[static_cast<std::size_t>(v)]; }
+  std::size_t released_bytes() const { return released_bytes_; }
 
  private:
+  void prepare_steps(const Graph& graph, const std::vector<const Backend*>& backends, Graph* release_from);
+  void release_if_owned(Graph& graph, std::size_t step, std::vector<int>& unowned_readers);
   void compute_lifetimes(const Graph& graph);
 
   std::vector<PlanStep> steps_;
   std::vector<int> producer_;
   std::vector<int> last_reader_;
   std::vector<bool> is_output_;
+  std::vector<bool> released_;
+  std::size_t released_bytes_ = 0;
 };
 
 // The backends this build registers, in order of preference (explicit, no static registration).

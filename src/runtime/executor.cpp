@@ -98,6 +98,10 @@ void Executor::run_step(std::size_t s) {
       ins.push_back(nullptr);
       continue;
     }
+    if (plan_.is_released(v)) {  // its kernel owns a packed copy
+      ins.push_back(nullptr);
+      continue;
+    }
     const Tensor* init = graph_.initializer(v);
     ins.push_back(init ? init : &slots_[static_cast<std::size_t>(v)]);
     if (!init && slots_[static_cast<std::size_t>(v)].empty())

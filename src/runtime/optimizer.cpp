@@ -4,6 +4,7 @@
 
 #include "backends/reference/reference_backend.hpp"
 #include "graph/passes/pass.hpp"
+#include "graph/passes/static_shapes.hpp"
 #include "runtime/logging.hpp"
 
 namespace wpk {
@@ -89,6 +90,7 @@ Graph Optimizer::optimize(Graph graph) const {
     }
     if (!changed) break;
   }
+  passes::annotate_static_shapes(graph);
   return graph;
 }
 

@@ -77,8 +77,11 @@ Session::Session(Graph graph, SessionOptions options, const std::vector<const Ba
   for (ValueId v : g.outputs()) impl_->outputs.push_back(g.value(v));
   {
     OmpThreadScope scope(impl_->threads);  // backends may size their kernels to the thread count
-    impl_->plan = std::make_unique<ExecutionPlan>(g, backends);
+    // Tuning compares candidates against the reference, which needs the weights as loaded.
+    impl_->plan = std::make_unique<ExecutionPlan>(impl_->graph, backends, !options.tuning);
   }
+  logger().debug("freed {:.1f} MiB of weights that kernels keep packed",
+                 static_cast<double>(impl_->plan->released_bytes()) / (1 << 20));
   impl_->arenas = ArenaPool::create(arena_poison_from_env());
   impl_->poison_outputs = poison_outputs_from_env();
   if (options.tuning) impl_->tuning_db = std::make_unique<TuningDb>(resolve_cache_dir(options.cache_dir));

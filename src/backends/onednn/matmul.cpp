@@ -20,11 +20,16 @@ std::int64_t rows_of(const Shape& a) {
   return rows;
 }
 
+// B as loaded: [K, N], or [N, K] read transposed (Gemm transB=1).
+dnnl::memory::desc loaded_b_desc(const Shape& b, bool transposed) {
+  return transposed ? f32_desc({b[1], b[0]}, Tag::ba) : f32_desc({b[0], b[1]}, Tag::ab);
+}
+
 class MatMulKernel : public Kernel {
  public:
   // `b` empty = variable B (input 1). `transposed_b`: B is stored [N, K] (Gemm transB=1).
-  MatMulKernel(const Node& node, Tensor b, bool transposed_b, Tensor bias)
-      : b_(std::move(b)), transposed_b_(transposed_b), bias_(std::move(bias)), act_(read_activation(node)),
+  MatMulKernel(const Node& node, const Tensor& b, bool transposed_b, Tensor bias)
+      : b_(b.empty() ? PackedWeights() : PackedWeights(b, loaded_b_desc(b.shape(), transposed_b))), transposed_b_(transposed_b), bias_(std::move(bias)), act_(read_activation(node)),
         has_residual_(node.op_type == "FusedMatMul" && node.inputs.size() > 3 && node.inputs[3] != kNoValue) {}
 
   void run(KernelContext& ctx) const override {
@@ -45,10 +50,13 @@ class MatMulKernel : public Kernel {
     });
   }
 
-  void warm_up(const Node& node, const Shape& a_shape) const {
+  void warm_up(const Node& node, const Shape& a_shape) {
     KernelContext ctx(node, {});
-    cache_.get(shape_key({&a_shape, nullptr}), [&] { return build_const(ctx, a_shape); });
+    auto plan = cache_.get(shape_key({&a_shape, nullptr}), [&] { return build_const(ctx, a_shape); });
+    b_.keep_only(plan->packed_b);
   }
+
+  bool owns_input(std::size_t i) const override { return i == 1 && b_.owns_copy(); }
 
  private:
   dnnl::primitive_attr attributes(const dnnl::memory::desc& dst) const {
@@ -61,8 +69,8 @@ class MatMulKernel : public Kernel {
   }
 
   MatMulPlan build_const(const KernelContext& ctx, const Shape& a_shape) const {
-    const std::int64_t k = transposed_b_ ? b_.shape()[1] : b_.shape()[0];
-    const std::int64_t n = transposed_b_ ? b_.shape()[0] : b_.shape()[1];
+    const dnnl::memory::dims kn = loaded_b_desc(b_.shape(), transposed_b_).dims();
+    const std::int64_t k = kn[0], n = kn[1];
     if (a_shape.size() < 2 || a_shape.back() != k)
       ctx.fail(ErrorCode::InvalidArgument, "input A " + shape_to_string(a_shape) + " does not match B " +
                                                shape_to_string(b_.shape()) + (transposed_b_ ? " (transposed)" : ""));
@@ -74,7 +82,7 @@ class MatMulKernel : public Kernel {
     dnnl::matmul::desc desc(plan.a, f32_desc({k, n}, Tag::any), plan.bias, plan.dst);
     dnnl::matmul::primitive_desc pd(desc, attributes(plan.dst), engine());
     plan.primitive = dnnl::matmul(pd);
-    plan.packed_b = pack(pd.weights_desc(), f32_desc({k, n}, transposed_b_ ? Tag::ba : Tag::ab), b_);
+    plan.packed_b = b_.pack_for(pd.weights_desc());
     plan.y_shape = a_shape;
     plan.y_shape.back() = n;
     return plan;
@@ -101,7 +109,7 @@ class MatMulKernel : public Kernel {
     return plan;
   }
 
-  Tensor b_;
+  PackedWeights b_;
   bool transposed_b_;
   Tensor bias_;
   Activation act_;

@@ -25,12 +25,21 @@ void require_f32(const KernelContext& ctx, const Tensor& t, const char* what) {
     ctx.fail(ErrorCode::InvalidArgument, std::string(what) + " must be float32, got " + dtype_name(t.dtype()));
 }
 
-dnnl::memory pack(const dnnl::memory::desc& packed, const dnnl::memory::desc& user, const Tensor& weights) {
-  dnnl::memory out(packed, engine());
-  dnnl::memory in = wrap(user, weights);
+PackedWeights::PackedWeights(Tensor loaded, dnnl::memory::desc loaded_desc)
+    : loaded_(std::move(loaded)), loaded_desc_(std::move(loaded_desc)), shape_(loaded_.shape()) {}
+
+dnnl::memory PackedWeights::pack_for(const dnnl::memory::desc& wanted) const {
+  if (packed_ && packed_.get_desc() == wanted) return packed_;
+  dnnl::memory in = packed_ ? packed_ : wrap(loaded_desc_, loaded_);
+  dnnl::memory out(wanted, engine());
   dnnl::reorder(in, out).execute(thread_stream(), in, out);
   thread_stream().wait();
   return out;
+}
+
+void PackedWeights::keep_only(dnnl::memory packed) {
+  packed_ = std::move(packed);
+  loaded_ = Tensor();
 }
 
 void bind_residual(const KernelContext& ctx, std::size_t index, const Shape& y_shape, const dnnl::memory::desc& dst,

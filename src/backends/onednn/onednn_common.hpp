@@ -30,8 +30,29 @@ void require_f32(const KernelContext& ctx, const Tensor& t, const char* what);
 
 using Args = std::unordered_map<int, dnnl::memory>;
 
-// Constant weights copied once into the layout a primitive chose (`packed`), from `user`.
-dnnl::memory pack(const dnnl::memory::desc& packed, const dnnl::memory::desc& user, const Tensor& weights);
+// Constant weights of a kernel, packed into the layout each compiled primitive chose. It starts
+// from the loaded tensor; once packed for the shapes the model declares, it keeps only that
+// packed copy (so the session can free the loaded one) and packs other layouts from it.
+class PackedWeights {
+ public:
+  PackedWeights() = default;
+  PackedWeights(Tensor loaded, dnnl::memory::desc loaded_desc);
+  bool empty() const { return shape_.empty(); }
+  const Shape& shape() const { return shape_; }
+  // The weights in layout `wanted`: the kept packed copy itself when it already is, else a
+  // reorder. Safe to call from several threads.
+  dnnl::memory pack_for(const dnnl::memory::desc& wanted) const;
+  // Drops the loaded tensor; `packed` (from pack_for) becomes the only copy. Not thread-safe:
+  // call while preparing the kernel.
+  void keep_only(dnnl::memory packed);
+  bool owns_copy() const { return loaded_.empty() && !empty(); }
+
+ private:
+  Tensor loaded_;
+  dnnl::memory::desc loaded_desc_;
+  dnnl::memory packed_;
+  Shape shape_;
+};
 
 // Binds input `index` as the residual operand of binary post-op 0, after checking it has the
 // output's shape (it is read with the output's memory layout).

@@ -499,4 +499,16 @@ void StaticShapes::infer_shape_data(const Graph& g, const Node& n) {
   }
 }
 
+void annotate_static_shapes(Graph& g) {
+  const StaticShapes shapes(g);
+  for (std::size_t v = 0; v < g.values().size(); ++v) {
+    ValueInfo& info = g.mutable_value(static_cast<ValueId>(v));
+    const DimList* found = shapes.dims(static_cast<ValueId>(v));
+    if (!found) continue;
+    const bool declared_complete =
+        info.dims && std::all_of(info.dims->begin(), info.dims->end(), [](const Dim& d) { return d.is_static() || !d.symbol.empty(); });
+    if (!declared_complete) info.dims = *found;
+  }
+}
+
 }  // namespace wpk::passes

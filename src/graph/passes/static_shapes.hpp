@@ -48,6 +48,11 @@ class StaticShapes {
   std::vector<DType> data_dtype_;
 };
 
+// Writes what StaticShapes found into the graph's ValueInfo where the model declared nothing
+// (exporters rarely declare intermediates): backends then compile and pack weights at load for
+// the shapes a run will have. Changes no node.
+void annotate_static_shapes(Graph& g);
+
 // Dims known equal at every run: the same number, or the same symbol.
 bool same_dim(const Dim& a, const Dim& b);
 bool all_static(const DimList& d);
