@@ -1,5 +1,7 @@
 #include "backends/onednn/onednn_common.hpp"
 
+#include <omp.h>
+
 namespace wpk::onednn {
 
 dnnl::engine& engine() {
@@ -86,7 +88,9 @@ void append_activation(dnnl::post_ops& ops, const Activation& a) {
 }
 
 std::vector<std::int64_t> shape_key(std::initializer_list<const Shape*> shapes) {
-  std::vector<std::int64_t> key;
+  // oneDNN fixes a primitive's thread count when it creates it: a run with another count
+  // (another Session's threads option, or the caller's OpenMP setting) needs its own primitive.
+  std::vector<std::int64_t> key{omp_get_max_threads()};
   for (const Shape* s : shapes) {
     if (s) key.insert(key.end(), s->begin(), s->end());
     key.push_back(-1);

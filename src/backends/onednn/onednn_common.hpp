@@ -98,7 +98,7 @@ class ShapeCache {
   mutable std::vector<std::pair<std::vector<std::int64_t>, std::shared_ptr<const Entry>>> entries_;
 };
 
-// Concatenation of shapes, with separators, as a cache key.
+// Cache key: the OpenMP thread count, then the shapes with separators.
 std::vector<std::int64_t> shape_key(std::initializer_list<const Shape*> shapes);
 
 // Runs `body` translating dnnl::error into wpk::Error naming the node.
