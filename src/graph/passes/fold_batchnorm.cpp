@@ -106,29 +106,22 @@ std::optional<Node> fold_into_gemm(Graph& g, const GraphIndex& index, const Stat
 }  // namespace
 
 bool fold_batchnorm(Graph& g, const PassContext&) {
-  bool changed = false;
-  while (true) {
-    const GraphIndex index(g);
-    const StaticShapes shapes(g);
-    Rewriter rewriter;
-    for (std::size_t i = 0; i < g.nodes().size(); ++i) {
-      const Node& bn = g.nodes()[i];
-      if (!is_onnx_op(&bn, "BatchNormalization") || bn.inputs.empty()) continue;
-      const int p = index.producer_index(bn.inputs[0]);
-      if (p < 0 || index.sole_reader_index(bn.inputs[0]) != static_cast<int>(i)) continue;
-      if (!rewriter.available({p, static_cast<int>(i)})) continue;
-      const Node& layer = g.nodes()[p];
-      std::optional<Node> folded;
-      if (is_onnx_op(&layer, "Conv"))
-        folded = fold_into_conv(g, index, layer, bn);
-      else if (is_onnx_op(&layer, "Gemm") || is_onnx_op(&layer, "MatMul"))
-        folded = fold_into_gemm(g, index, shapes, layer, bn);
-      if (!folded) continue;
-      rewriter.replace({p, static_cast<int>(i)}, {std::move(*folded)});
-    }
-    if (!rewriter.apply(g)) return changed;
-    changed = true;
-  }
+  return rewrite_to_fixed_point(g, [&](std::size_t i, const GraphIndex& index, const StaticShapes& shapes,
+                                       Rewriter& rewriter) {
+    const Node& bn = g.nodes()[i];
+    if (!is_onnx_op(&bn, "BatchNormalization") || bn.inputs.empty()) return;
+    const int p = index.producer_index(bn.inputs[0]);
+    if (p < 0 || index.sole_reader_index(bn.inputs[0]) != static_cast<int>(i)) return;
+    if (!rewriter.available({p, static_cast<int>(i)})) return;
+    const Node& layer = g.nodes()[p];
+    std::optional<Node> folded;
+    if (is_onnx_op(&layer, "Conv"))
+      folded = fold_into_conv(g, index, layer, bn);
+    else if (is_onnx_op(&layer, "Gemm") || is_onnx_op(&layer, "MatMul"))
+      folded = fold_into_gemm(g, index, shapes, layer, bn);
+    if (!folded) return;
+    rewriter.replace({p, static_cast<int>(i)}, {std::move(*folded)});
+  });
 }
 
 }  // namespace wpk::passes

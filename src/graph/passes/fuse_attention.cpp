@@ -119,42 +119,35 @@ std::optional<AttentionMatch> match_attention(const Graph& g, const GraphIndex& 
 }  // namespace
 
 bool fuse_attention(Graph& g, const PassContext&) {
-  bool changed = false;
-  while (true) {
-    const GraphIndex index(g);
-    const StaticShapes shapes(g);
-    Rewriter rewriter;
-    for (std::size_t i = 0; i < g.nodes().size(); ++i) {
-      if (!is_onnx_op(&g.nodes()[i], "Softmax")) continue;
-      const auto m = match_attention(g, index, shapes, static_cast<int>(i));
-      if (!m || !rewriter.available(m->nodes)) continue;
-      const std::string name = g.nodes()[i].name + "_attention";
-      std::vector<Node> replacement;
-      ValueId k = m->k0;
-      if (!m->k_perm.empty()) {
-        Node t;
-        t.name = name + "_k";
-        t.op_type = "Transpose";
-        t.inputs = {m->k0};
-        k = g.add_value({unique_name(g, name + "_k"), DType::Undefined, std::nullopt});
-        t.outputs = {k};
-        t.attributes.emplace("perm", Attribute(m->k_perm));
-        replacement.push_back(std::move(t));
-      }
-      Node att;
-      att.name = name;
-      att.op_type = "Attention";
-      att.domain = kWpkDomain;
-      att.inputs = {m->q, k, m->v};
-      if (m->mask != kNoValue) att.inputs.push_back(m->mask);
-      att.outputs = {m->output};
-      att.attributes.emplace("scale", Attribute(m->scale));
-      replacement.push_back(std::move(att));
-      rewriter.replace(m->nodes, std::move(replacement));
+  return rewrite_to_fixed_point(g, [&](std::size_t i, const GraphIndex& index, const StaticShapes& shapes,
+                                       Rewriter& rewriter) {
+    if (!is_onnx_op(&g.nodes()[i], "Softmax")) return;
+    const auto m = match_attention(g, index, shapes, static_cast<int>(i));
+    if (!m || !rewriter.available(m->nodes)) return;
+    const std::string name = g.nodes()[i].name + "_attention";
+    std::vector<Node> replacement;
+    ValueId k = m->k0;
+    if (!m->k_perm.empty()) {
+      Node t;
+      t.name = name + "_k";
+      t.op_type = "Transpose";
+      t.inputs = {m->k0};
+      k = g.add_value({unique_name(g, name + "_k"), DType::Undefined, std::nullopt});
+      t.outputs = {k};
+      t.attributes.emplace("perm", Attribute(m->k_perm));
+      replacement.push_back(std::move(t));
     }
-    if (!rewriter.apply(g)) return changed;
-    changed = true;
-  }
+    Node att;
+    att.name = name;
+    att.op_type = "Attention";
+    att.domain = kWpkDomain;
+    att.inputs = {m->q, k, m->v};
+    if (m->mask != kNoValue) att.inputs.push_back(m->mask);
+    att.outputs = {m->output};
+    att.attributes.emplace("scale", Attribute(m->scale));
+    replacement.push_back(std::move(att));
+    rewriter.replace(m->nodes, std::move(replacement));
+  });
 }
 
 }  // namespace wpk::passes

@@ -69,41 +69,34 @@ ValueId merged_bias(Graph& g, const Node& conv, const Tensor* bias, const Tensor
 }  // namespace
 
 bool fuse_conv_epilogue(Graph& g, const PassContext&) {
-  bool changed = false;
-  while (true) {
-    const GraphIndex index(g);
-    const StaticShapes shapes(g);
-    Rewriter rewriter;
-    for (std::size_t i = 0; i < g.nodes().size(); ++i) {
-      const Node& conv = g.nodes()[i];
-      if (!is_onnx_op(&conv, "Conv") || conv.inputs.size() < 2) continue;
-      // Constant float32 weights (OIHW) pin the dtype the fused kernel computes in.
-      const Tensor* w = float_constant(g, conv.inputs[1]);
-      const ValueId b_id = conv.inputs.size() > 2 ? conv.inputs[2] : kNoValue;
-      const Tensor* b = float_constant(g, b_id);
-      if (!w || w->rank() < 3 || (b_id != kNoValue && (!b || b->numel() != w->dim(0)))) continue;
-      auto e = match_epilogue(g, index, shapes, conv, w->dim(0), w->rank());
-      if (!e) continue;
-      e->nodes.push_back(static_cast<int>(i));
-      if (!rewriter.available(e->nodes)) continue;
-      Node fused = conv;
-      fused.op_type = "FusedConv";
-      fused.domain = kWpkDomain;
-      fused.inputs.resize(3, kNoValue);
-      if (e->extra_bias) fused.inputs[2] = merged_bias(g, conv, b, *e->extra_bias);
-      if (e->residual != kNoValue)
-        fused.inputs.push_back(e->residual);
-      else if (fused.inputs[2] == kNoValue)
-        fused.inputs.pop_back();
-      fused.outputs = {e->output};
-      fused.attributes.insert_or_assign("activation", Attribute(e->activation.name));
-      fused.attributes.insert_or_assign("activation_params", Attribute(e->activation.params));
-      fused.attributes.insert_or_assign("channels_last", Attribute(std::int64_t{0}));
-      rewriter.replace(e->nodes, {std::move(fused)});
-    }
-    if (!rewriter.apply(g)) return changed;
-    changed = true;
-  }
+  return rewrite_to_fixed_point(g, [&](std::size_t i, const GraphIndex& index, const StaticShapes& shapes,
+                                       Rewriter& rewriter) {
+    const Node& conv = g.nodes()[i];
+    if (!is_onnx_op(&conv, "Conv") || conv.inputs.size() < 2) return;
+    // Constant float32 weights (OIHW) pin the dtype the fused kernel computes in.
+    const Tensor* w = float_constant(g, conv.inputs[1]);
+    const ValueId b_id = conv.inputs.size() > 2 ? conv.inputs[2] : kNoValue;
+    const Tensor* b = float_constant(g, b_id);
+    if (!w || w->rank() < 3 || (b_id != kNoValue && (!b || b->numel() != w->dim(0)))) return;
+    auto e = match_epilogue(g, index, shapes, conv, w->dim(0), w->rank());
+    if (!e) return;
+    e->nodes.push_back(static_cast<int>(i));
+    if (!rewriter.available(e->nodes)) return;
+    Node fused = conv;
+    fused.op_type = "FusedConv";
+    fused.domain = kWpkDomain;
+    fused.inputs.resize(3, kNoValue);
+    if (e->extra_bias) fused.inputs[2] = merged_bias(g, conv, b, *e->extra_bias);
+    if (e->residual != kNoValue)
+      fused.inputs.push_back(e->residual);
+    else if (fused.inputs[2] == kNoValue)
+      fused.inputs.pop_back();
+    fused.outputs = {e->output};
+    fused.attributes.insert_or_assign("activation", Attribute(e->activation.name));
+    fused.attributes.insert_or_assign("activation_params", Attribute(e->activation.params));
+    fused.attributes.insert_or_assign("channels_last", Attribute(std::int64_t{0}));
+    rewriter.replace(e->nodes, {std::move(fused)});
+  });
 }
 
 }  // namespace wpk::passes

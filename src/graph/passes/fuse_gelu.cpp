@@ -89,26 +89,19 @@ std::optional<GeluMatch> match_gelu(const Graph& g, const GraphIndex& index, con
 }  // namespace
 
 bool fuse_gelu(Graph& g, const PassContext&) {
-  bool changed = false;
-  while (true) {
-    const GraphIndex index(g);
-    const StaticShapes shapes(g);
-    Rewriter rewriter;
-    for (std::size_t i = 0; i < g.nodes().size(); ++i) {
-      if (!is_onnx_op(&g.nodes()[i], "Erf")) continue;
-      const auto m = match_gelu(g, index, shapes, static_cast<int>(i));
-      if (!m || !rewriter.available(m->nodes)) continue;
-      Node gelu;
-      gelu.name = g.nodes()[i].name + "_gelu";
-      gelu.op_type = "Gelu";
-      gelu.domain = kWpkDomain;
-      gelu.inputs = {m->x};
-      gelu.outputs = {m->output};
-      rewriter.replace(m->nodes, {std::move(gelu)});
-    }
-    if (!rewriter.apply(g)) return changed;
-    changed = true;
-  }
+  return rewrite_to_fixed_point(g, [&](std::size_t i, const GraphIndex& index, const StaticShapes& shapes,
+                                       Rewriter& rewriter) {
+    if (!is_onnx_op(&g.nodes()[i], "Erf")) return;
+    const auto m = match_gelu(g, index, shapes, static_cast<int>(i));
+    if (!m || !rewriter.available(m->nodes)) return;
+    Node gelu;
+    gelu.name = g.nodes()[i].name + "_gelu";
+    gelu.op_type = "Gelu";
+    gelu.domain = kWpkDomain;
+    gelu.inputs = {m->x};
+    gelu.outputs = {m->output};
+    rewriter.replace(m->nodes, {std::move(gelu)});
+  });
 }
 
 }  // namespace wpk::passes

@@ -95,34 +95,27 @@ std::optional<LayerNormMatch> match_layernorm(const Graph& g, const GraphIndex& 
 }  // namespace
 
 bool fuse_layernorm(Graph& g, const PassContext&) {
-  bool changed = false;
-  while (true) {
-    const GraphIndex index(g);
-    const StaticShapes shapes(g);
-    Rewriter rewriter;
-    for (std::size_t i = 0; i < g.nodes().size(); ++i) {
-      if (!is_onnx_op(&g.nodes()[i], "ReduceMean")) continue;
-      const auto m = match_layernorm(g, index, shapes, static_cast<int>(i));
-      if (!m || !rewriter.available(m->nodes)) continue;
-      const ValueId x = g.nodes()[i].inputs[0];
-      Node ln;
-      ln.name = g.nodes()[i].name + "_layernorm";
-      ln.op_type = "LayerNormalization";
-      ln.domain = g.opset() >= 17 ? "" : kWpkDomain;
-      ValueId scale = m->scale;
-      if (scale == kNoValue) {
-        const std::int64_t d = shapes.dims(x)->back().value;
-        scale = add_constant(g, ln.name + "_scale", Tensor::from_vector(std::vector<float>(d, 1.0f), {d}));
-      }
-      ln.inputs = {x, scale};
-      if (m->bias != kNoValue) ln.inputs.push_back(m->bias);
-      ln.outputs = {m->output};
-      ln.attributes = {{"axis", Attribute(std::int64_t{-1})}, {"epsilon", Attribute(m->epsilon)}};
-      rewriter.replace(m->nodes, {std::move(ln)});
+  return rewrite_to_fixed_point(g, [&](std::size_t i, const GraphIndex& index, const StaticShapes& shapes,
+                                       Rewriter& rewriter) {
+    if (!is_onnx_op(&g.nodes()[i], "ReduceMean")) return;
+    const auto m = match_layernorm(g, index, shapes, static_cast<int>(i));
+    if (!m || !rewriter.available(m->nodes)) return;
+    const ValueId x = g.nodes()[i].inputs[0];
+    Node ln;
+    ln.name = g.nodes()[i].name + "_layernorm";
+    ln.op_type = "LayerNormalization";
+    ln.domain = g.opset() >= 17 ? "" : kWpkDomain;
+    ValueId scale = m->scale;
+    if (scale == kNoValue) {
+      const std::int64_t d = shapes.dims(x)->back().value;
+      scale = add_constant(g, ln.name + "_scale", Tensor::from_vector(std::vector<float>(d, 1.0f), {d}));
     }
-    if (!rewriter.apply(g)) return changed;
-    changed = true;
-  }
+    ln.inputs = {x, scale};
+    if (m->bias != kNoValue) ln.inputs.push_back(m->bias);
+    ln.outputs = {m->output};
+    ln.attributes = {{"axis", Attribute(std::int64_t{-1})}, {"epsilon", Attribute(m->epsilon)}};
+    rewriter.replace(m->nodes, {std::move(ln)});
+  });
 }
 
 }  // namespace wpk::passes

@@ -110,35 +110,28 @@ Tensor transposed(const Tensor& t) {
 }  // namespace
 
 bool fuse_matmul_epilogue(Graph& g, const PassContext&) {
-  bool changed = false;
-  while (true) {
-    const GraphIndex index(g);
-    const StaticShapes shapes(g);
-    Rewriter rewriter;
-    for (std::size_t i = 0; i < g.nodes().size(); ++i) {
-      auto f = match_fusion(g, index, shapes, static_cast<int>(i));
-      if (!f || !rewriter.available(f->nodes)) continue;
-      const std::string name = g.nodes()[i].name;
-      if (f->b_to_transpose) f->b = add_constant(g, g.value(f->b).name + "_t", transposed(*f->b_to_transpose));
-      if (const Tensor* c = f->bias_to_reshape)
-        f->bias = add_constant(g, g.value(f->bias).name + "_row", c->clone().reshaped({c->numel()}));
-      Node fused;
-      fused.name = name;
-      fused.op_type = "FusedMatMul";
-      fused.domain = kWpkDomain;
-      fused.inputs = {f->a, f->b, f->bias};
-      if (f->residual != kNoValue)
-        fused.inputs.push_back(f->residual);
-      else if (f->bias == kNoValue)
-        fused.inputs.pop_back();
-      fused.outputs = {f->output};
-      fused.attributes.emplace("activation", Attribute(f->activation.name));
-      fused.attributes.emplace("activation_params", Attribute(f->activation.params));
-      rewriter.replace(f->nodes, {std::move(fused)});
-    }
-    if (!rewriter.apply(g)) return changed;
-    changed = true;
-  }
+  return rewrite_to_fixed_point(g, [&](std::size_t i, const GraphIndex& index, const StaticShapes& shapes,
+                                       Rewriter& rewriter) {
+    auto f = match_fusion(g, index, shapes, static_cast<int>(i));
+    if (!f || !rewriter.available(f->nodes)) return;
+    const std::string name = g.nodes()[i].name;
+    if (f->b_to_transpose) f->b = add_constant(g, g.value(f->b).name + "_t", transposed(*f->b_to_transpose));
+    if (const Tensor* c = f->bias_to_reshape)
+      f->bias = add_constant(g, g.value(f->bias).name + "_row", c->clone().reshaped({c->numel()}));
+    Node fused;
+    fused.name = name;
+    fused.op_type = "FusedMatMul";
+    fused.domain = kWpkDomain;
+    fused.inputs = {f->a, f->b, f->bias};
+    if (f->residual != kNoValue)
+      fused.inputs.push_back(f->residual);
+    else if (f->bias == kNoValue)
+      fused.inputs.pop_back();
+    fused.outputs = {f->output};
+    fused.attributes.emplace("activation", Attribute(f->activation.name));
+    fused.attributes.emplace("activation_params", Attribute(f->activation.params));
+    rewriter.replace(f->nodes, {std::move(fused)});
+  });
 }
 
 }  // namespace wpk::passes

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "graph/passes/pass.hpp"
+#include "graph/passes/static_shapes.hpp"
 
 namespace wpk::passes {
 
@@ -80,5 +81,21 @@ class Rewriter {
   std::vector<Rewrite> rewrites_;
   std::vector<int> claimed_;  // sorted indices of matched nodes
 };
+
+// The loop every fusion pass runs: scan(i, index, shapes, rewriter) is called for each node with
+// indexes of the current graph and proposes rewrites; they are applied together, and the scan
+// repeats on the rewritten graph until it proposes nothing. True when anything changed.
+template <typename Scan>
+bool rewrite_to_fixed_point(Graph& g, Scan&& scan) {
+  bool changed = false;
+  while (true) {
+    const GraphIndex index(g);
+    const StaticShapes shapes(g);
+    Rewriter rewriter;
+    for (std::size_t i = 0; i < g.nodes().size(); ++i) scan(i, index, shapes, rewriter);
+    if (!rewriter.apply(g)) return changed;
+    changed = true;
+  }
+}
 
 }  // namespace wpk::passes
