@@ -29,9 +29,7 @@ class ConvKernel : public Kernel {
 
   void run(KernelContext& ctx) const override {
     guarded(ctx, [&] {
-      const Tensor& x = ctx.input(0);
-      if (x.rank() != 4 || x.dtype() != DType::Float32)
-        ctx.fail(ErrorCode::InvalidArgument, "expects a 4-D float32 input, got " + shape_to_string(x.shape()));
+      const Tensor& x = image_input(ctx);
       auto plan = cache_.get(shape_key({&x.shape()}), [&] { return build(ctx, x.shape()); });
       Tensor& y = ctx.allocate_output(0, DType::Float32, plan->y_shape);
       Args args = {
@@ -117,14 +115,8 @@ std::string conv_unsupported(const Node& node, const Graph& graph) {
 std::unique_ptr<Kernel> make_conv(const Node& node, const Graph& graph) {
   const Tensor* b = node.inputs.size() > 2 && node.inputs[2] != kNoValue ? graph.initializer(node.inputs[2]) : nullptr;
   auto kernel = std::make_unique<ConvKernel>(node, *graph.initializer(node.inputs[1]), b ? *b : Tensor());
-  if (auto shape = static_shape(graph, node.inputs[0]); shape && shape->size() == 4) {
-    try {
-      kernel->warm_up(node, *shape);
-    } catch (const Error&) {
-      // The declared shape may be wrong; the first run compiles for the real one.
-    } catch (const dnnl::error&) {
-    }
-  }
+  if (auto shape = static_shape(graph, node.inputs[0]); shape && shape->size() == 4)
+    try_warm_up([&] { kernel->warm_up(node, *shape); });
   return kernel;
 }
 

@@ -172,15 +172,8 @@ std::unique_ptr<Kernel> make_matmul(const Node& node, const Graph& graph) {
   const Tensor* bias = node.op_type != "MatMul" ? const_input(node, graph, 2) : nullptr;
   const bool transposed = node.op_type == "Gemm" && node.attr_int("transB", 0) == 1;
   auto kernel = std::make_unique<MatMulKernel>(node, b ? *b : Tensor(), transposed, bias ? *bias : Tensor());
-  if (b) {
-    if (auto shape = static_shape(graph, node.inputs[0]); shape && shape->size() >= 2) {
-      try {
-        kernel->warm_up(node, *shape);
-      } catch (const Error&) {
-      } catch (const dnnl::error&) {
-      }
-    }
-  }
+  if (auto shape = static_shape(graph, node.inputs[0]); b && shape && shape->size() >= 2)
+    try_warm_up([&] { kernel->warm_up(node, *shape); });
   return kernel;
 }
 

@@ -36,6 +36,14 @@ std::optional<Shape> static_shape(const Graph& graph, ValueId v) {
   return s;
 }
 
+const Tensor& image_input(const KernelContext& ctx) {
+  const Tensor& x = ctx.input(0);
+  if (x.rank() != 4 || x.dtype() != DType::Float32)
+    ctx.fail(ErrorCode::InvalidArgument, std::string("expects a 4-D float32 input, got ") + dtype_name(x.dtype()) + " " +
+                                             shape_to_string(x.shape()));
+  return x;
+}
+
 std::string OneDnnBackend::why_unsupported(const Node& node, const Graph& graph) const {
   if (node.inputs.empty() || node.inputs[0] == kNoValue) return "no input";
   switch (family_of(node)) {

@@ -11,6 +11,20 @@ namespace wpk::onednn {
 // most often run at); nullopt when the rank or a dim is unknown.
 std::optional<Shape> static_shape(const Graph& graph, ValueId v);
 
+// Compiles a kernel for its declared shapes at load. A failure is not an error: the declared
+// shape may be wrong, and the first run compiles for the real one.
+template <typename WarmUp>
+void try_warm_up(WarmUp&& warm_up) {
+  try {
+    warm_up();
+  } catch (const Error&) {
+  } catch (const dnnl::error&) {
+  }
+}
+
+// The float32 4-D input of a conv or pooling kernel; fails naming the node otherwise.
+const Tensor& image_input(const KernelContext& ctx);
+
 std::string conv_unsupported(const Node& node, const Graph& graph);  // conv.cpp
 std::unique_ptr<Kernel> make_conv(const Node& node, const Graph& graph);
 

@@ -20,9 +20,7 @@ class PoolKernel : public Kernel {
 
   void run(KernelContext& ctx) const override {
     guarded(ctx, [&] {
-      const Tensor& x = ctx.input(0);
-      if (x.rank() != 4 || x.dtype() != DType::Float32)
-        ctx.fail(ErrorCode::InvalidArgument, "expects a 4-D float32 input, got " + shape_to_string(x.shape()));
+      const Tensor& x = image_input(ctx);
       auto plan = cache_.get(shape_key({&x.shape()}), [&] { return build(ctx, x.shape()); });
       Tensor& y = ctx.allocate_output(0, DType::Float32, plan->y_shape);
       execute(plan->primitive, {{DNNL_ARG_SRC, wrap(plan->src, x)}, {DNNL_ARG_DST, wrap(plan->dst, y)}});
