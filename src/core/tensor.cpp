@@ -1,5 +1,8 @@
 #include "wpk/tensor.hpp"
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
@@ -27,8 +30,18 @@ std::string shape_to_string(const Shape& shape) {
 }
 
 namespace {
-// One allocation cap so a hostile shape cannot ask for terabytes: 64 GiB per tensor.
-constexpr std::size_t kMaxTensorBytes = std::size_t(64) << 30;
+// One allocation cap so a hostile shape cannot ask for terabytes or for more than the machine
+// has (which the kernel's OOM killer would answer by ending the process): the smaller of
+// 64 GiB and physical memory, per tensor.
+std::size_t max_tensor_bytes() {
+  static const std::size_t cap = [] {
+    const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
+    const std::size_t limit = std::size_t(64) << 30;
+    if (pages <= 0 || page <= 0) return limit;
+    return std::min(limit, static_cast<std::size_t>(pages) * static_cast<std::size_t>(page));
+  }();
+  return cap;
+}
 }  // namespace
 
 Tensor Tensor::zeros(DType dtype, Shape shape) {
@@ -39,9 +52,10 @@ Tensor Tensor::zeros(DType dtype, Shape shape) {
   t.dtype_ = dtype;
   t.shape_ = std::move(shape);
   const std::size_t elem = dtype_size(dtype);
-  if (static_cast<std::uint64_t>(t.numel_) > kMaxTensorBytes / elem)
+  if (static_cast<std::uint64_t>(t.numel_) > max_tensor_bytes() / elem)
     throw Error(ErrorCode::InvalidArgument, "tensor of shape " + shape_to_string(t.shape_) + " and dtype " +
-                                                dtype_name(dtype) + " exceeds the 64 GiB limit");
+                                                dtype_name(dtype) + " exceeds the per-tensor limit of " +
+                                                std::to_string(max_tensor_bytes() >> 20) + " MiB (physical memory, at most 64 GiB)");
   // 64-byte alignment suits every SIMD width wpk uses; at least one byte so data() is non-null.
   std::size_t bytes = (t.nbytes() + 63) / 64 * 64;
   if (bytes == 0) bytes = 64;

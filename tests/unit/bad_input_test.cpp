@@ -149,3 +149,16 @@ TEST_CASE("tensor files: corrupt and mismatched", "[errors][import]") {
   REQUIRE(back.shape() == Shape{3});
   CHECK(back.data<float>()[2] == 3.0f);
 }
+
+TEST_CASE("a model asking for an absurd tensor fails cleanly instead of exhausting memory", "[errors][session]") {
+  Graph g;
+  g.add_input("x", DType::Float32, {2});
+  g.add_initializer("shape", Tensor::from_vector<std::int64_t>({1 << 20, 1 << 20, 64}, {3}));
+  g.add_node("ConstantOfShape", {"shape"}, {"huge"});
+  g.add_node("Shape", {"huge"}, {"y"});
+  g.add_output("y");
+  Session s(g);  // folding the constant fails quietly; the run reports it
+  std::vector<float> x(2);
+  expect_error([&] { s.run({{"x", Tensor::borrow(x.data(), {2})}}); }, ErrorCode::InvalidArgument,
+               {"ConstantOfShape", "limit"});
+}
