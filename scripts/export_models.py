@@ -6,7 +6,9 @@ PyTorch reference input/output pair per model in the ONNX test-data layout:
     OUT/<name>.onnx
     OUT/<name>/test_data_set_0/input_0.pb, output_0.pb
 
-Usage: export_models.py OUT_DIR [name ...]     (names: resnet18 resnet50 mobilenet_v2 bert_base)
+Usage: export_models.py OUT_DIR [name ...]
+  names: resnet18 resnet50 mobilenet_v2 bert_base densenet121 squeezenet1_1 inception_v3
+         efficientnet_b0 vit_small gpt2_small (default: all)
 A model already exported is left alone, so this is cheap to call again.
 """
 import os
@@ -61,6 +63,73 @@ class BertEncoder(torch.nn.Module):
         return x
 
 
+class GPT2Block(torch.nn.Module):
+    """One pre-norm GPT-2 decoder block: causal self-attention and a tanh-GELU MLP."""
+
+    def __init__(self, hidden, heads):
+        super().__init__()
+        self.heads = heads
+        self.ln1 = torch.nn.LayerNorm(hidden)
+        self.qkv = torch.nn.Linear(hidden, 3 * hidden)  # GPT-2's c_attn
+        self.proj = torch.nn.Linear(hidden, hidden)
+        self.ln2 = torch.nn.LayerNorm(hidden)
+        self.fc = torch.nn.Linear(hidden, 4 * hidden)
+        self.fc_proj = torch.nn.Linear(4 * hidden, hidden)
+
+    def forward(self, x):
+        n, s, h = x.shape
+        d = h // self.heads
+        q, k, v = (t.view(n, s, self.heads, d).transpose(1, 2) for t in self.qkv(self.ln1(x)).split(h, dim=2))
+        scores = torch.matmul(q, k.transpose(-1, -2)) / (d ** 0.5)
+        causal = torch.tril(torch.ones(s, s, dtype=torch.bool, device=x.device))
+        scores = scores.masked_fill(~causal, float("-inf"))
+        ctx = torch.matmul(torch.softmax(scores, dim=-1), v).transpose(1, 2).reshape(n, s, h)
+        x = x + self.proj(ctx)
+        return x + self.fc_proj(torch.nn.functional.gelu(self.fc(self.ln2(x)), approximate="tanh"))
+
+
+class GPT2Decoder(torch.nn.Module):
+    """A small GPT-2-style causal decoder: vocab 1000, 2 layers, hidden 128, 4 heads, seq 32,
+    final LayerNorm and an LM head tied to the token embedding."""
+
+    def __init__(self, vocab=1000, hidden=128, heads=4, layers=2, seq=32):
+        super().__init__()
+        self.wte = torch.nn.Embedding(vocab, hidden)
+        self.wpe = torch.nn.Embedding(seq, hidden)
+        self.blocks = torch.nn.ModuleList([GPT2Block(hidden, heads) for _ in range(layers)])
+        self.ln_f = torch.nn.LayerNorm(hidden)
+        # Embeddings N(0, 0.02) as GPT-2 inits them; linear weights N(0, 0.1), not 0.02, so the
+        # GELU's tanh form matters (exact GELU in its place moves the logits by 2e-4 relative L2,
+        # 5e-5 at 0.02); small random biases so every bias path counts.
+        with torch.no_grad():
+            for m in self.modules():
+                if isinstance(m, torch.nn.Embedding):
+                    m.weight.normal_(0.0, 0.02)
+                if isinstance(m, torch.nn.Linear):
+                    m.weight.normal_(0.0, 0.1)
+                    m.bias.uniform_(-0.02, 0.02)
+
+    def forward(self, input_ids):
+        positions = torch.arange(input_ids.shape[1], device=input_ids.device).unsqueeze(0)
+        x = self.wte(input_ids) + self.wpe(positions)
+        for block in self.blocks:
+            x = block(x)
+        return torch.nn.functional.linear(self.ln_f(x), self.wte.weight)  # tied LM head
+
+
+def randomise_norms(model):
+    """Default inits leave BatchNorm and LayerNorm at identity; randomise their statistics and
+    affine parameters so folding and fusing them is really tested."""
+    with torch.no_grad():
+        for m in model.modules():
+            if isinstance(m, torch.nn.BatchNorm2d):
+                m.running_mean.uniform_(-0.1, 0.1)
+                m.running_var.uniform_(0.5, 1.5)
+            if isinstance(m, (torch.nn.BatchNorm2d, torch.nn.LayerNorm)):
+                m.weight.uniform_(0.5, 1.5)
+                m.bias.uniform_(-0.1, 0.1)
+
+
 def build(name):
     torch.manual_seed(0)
     if name == "bert_base":
@@ -70,18 +139,36 @@ def build(name):
         mask = torch.ones(1, 128, dtype=torch.int64)
         mask[:, 100:] = 0  # padded tail, so the mask path matters
         return model, (ids, mask), ["input_ids", "attention_mask"], {"input_ids": {0: "N"}, "attention_mask": {0: "N"}}
-    model = getattr(torchvision.models, name)(weights=None)
-    # torchvision's default init leaves BatchNorm at identity; randomise its statistics so
-    # folding BatchNorm is really tested.
-    with torch.no_grad():
+    if name == "gpt2_small":
+        model = GPT2Decoder()
+        randomise_norms(model)
+        ids = torch.randint(0, 1000, (1, 32), generator=torch.Generator().manual_seed(1))
+        return model, (ids,), ["input_ids"], {"input_ids": {0: "N"}}
+    size = 224
+    if name == "vit_small":
+        model = torchvision.models.vision_transformer.VisionTransformer(
+            image_size=224, patch_size=16, num_layers=2, num_heads=3, hidden_dim=192, mlp_dim=768, num_classes=1000)
+        with torch.no_grad():  # torchvision zero-initialises the head and the class token
+            model.heads.head.reset_parameters()
+            model.class_token.normal_(0.0, 0.02)
+    elif name == "inception_v3":
+        model = torchvision.models.inception_v3(weights=None, aux_logits=False, init_weights=True)
+        size = 299
+        # Its init (convolutions N(0, 0.1)) grows activations ~1e13-fold by the logits, which would
+        # drown every bias; He init keeps them in range (logits' std ~60).
         for m in model.modules():
-            if isinstance(m, torch.nn.BatchNorm2d):
-                m.running_mean.uniform_(-0.1, 0.1)
-                m.running_var.uniform_(0.5, 1.5)
-                m.weight.uniform_(0.5, 1.5)
-                m.bias.uniform_(-0.1, 0.1)
-    image = torch.randn(1, 3, 224, 224, generator=torch.Generator().manual_seed(1))
+            if isinstance(m, torch.nn.Conv2d):
+                torch.nn.init.kaiming_normal_(m.weight, mode="fan_in", nonlinearity="relu")
+    else:
+        model = getattr(torchvision.models, name)(weights=None)
+    randomise_norms(model)
+    image = torch.randn(1, 3, size, size, generator=torch.Generator().manual_seed(1))
     return model, (image,), ["input"], {"input": {0: "N"}}
+
+
+# Every model is exported by default (scripts/test.sh, CI): about 25 s and 860 MB in all.
+MODELS = ["resnet18", "resnet50", "mobilenet_v2", "bert_base", "densenet121", "squeezenet1_1", "inception_v3",
+          "efficientnet_b0", "vit_small", "gpt2_small"]
 
 
 def export(name, out_dir):
@@ -111,7 +198,10 @@ def main():
     if len(sys.argv) < 2:
         sys.exit(__doc__)
     out_dir = sys.argv[1]
-    names = sys.argv[2:] or ["resnet18", "resnet50", "mobilenet_v2", "bert_base"]
+    names = sys.argv[2:] or MODELS
+    unknown = [n for n in names if n not in MODELS]
+    if unknown:
+        sys.exit("unknown model(s): %s (known: %s)" % (" ".join(unknown), " ".join(MODELS)))
     os.makedirs(out_dir, exist_ok=True)
     torch.set_num_threads(2)
     for name in names:

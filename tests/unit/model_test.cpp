@@ -40,6 +40,14 @@ TEST_CASE("ResNet-50 matches PyTorch", "[model]") { check_against_pytorch("resne
 TEST_CASE("MobileNetV2 matches PyTorch", "[model]") { check_against_pytorch("mobilenet_v2"); }
 TEST_CASE("BERT-base-like encoder (seq 128) matches PyTorch", "[model]") { check_against_pytorch("bert_base"); }
 TEST_CASE("ResNet-18 matches PyTorch", "[model]") { check_against_pytorch("resnet18"); }
+TEST_CASE("DenseNet-121 matches PyTorch", "[model]") { check_against_pytorch("densenet121"); }
+TEST_CASE("SqueezeNet 1.1 matches PyTorch", "[model]") { check_against_pytorch("squeezenet1_1"); }
+TEST_CASE("Inception v3 (299x299) matches PyTorch", "[model]") { check_against_pytorch("inception_v3"); }
+TEST_CASE("EfficientNet-B0 matches PyTorch", "[model]") { check_against_pytorch("efficientnet_b0"); }
+TEST_CASE("small ViT (2 layers, hidden 192) matches PyTorch", "[model]") { check_against_pytorch("vit_small"); }
+TEST_CASE("small GPT-2-style causal decoder (seq 32) matches PyTorch", "[model]") {
+  check_against_pytorch("gpt2_small");
+}
 
 TEST_CASE("a dynamic batch dimension runs at any batch size", "[model]") {
   Session s(load(require_model("resnet18").string()));
