@@ -6,7 +6,7 @@
 namespace wpk::onednn {
 namespace {
 
-enum class Family { None, Conv, MatMul, Pool, Transpose, Attention, LayerNorm };
+enum class Family { None, Conv, MatMul, Pool, Transpose, Attention, LayerNorm, Binary };
 
 Family family_of(const Node& node) {
   const bool onnx = node.domain.empty() || node.domain == "ai.onnx";
@@ -19,6 +19,9 @@ Family family_of(const Node& node) {
   if (onnx && node.op_type == "Transpose") return Family::Transpose;
   if (wpk_op && node.op_type == "Attention") return Family::Attention;
   if ((onnx || wpk_op) && node.op_type == "LayerNormalization") return Family::LayerNorm;
+  // Max and Min stay on the reference: its NaN propagation is numpy's, oneDNN's is the CPU's.
+  for (const char* op : {"Add", "Sub", "Mul", "Div"})
+    if (onnx && node.op_type == op) return Family::Binary;
   return Family::None;
 }
 
@@ -53,9 +56,21 @@ std::string OneDnnBackend::why_unsupported(const Node& node, const Graph& graph)
     case Family::Transpose: return transpose_unsupported(node, graph);
     case Family::Attention: return attention_unsupported(node, graph);
     case Family::LayerNorm: return layernorm_unsupported(node, graph);
+    case Family::Binary: return binary_unsupported(node, graph);
     case Family::None: break;
   }
   return "oneDNN backend does not run " + node.op_type;
+}
+
+bool OneDnnBackend::runs_in_place(const Node& node) const {
+  // oneDNN computes in place only over its first source; a planner alias of the second
+  // (broadcast) operand, or of a swapped pair, would be read after it is overwritten.
+  return family_of(node) != Family::Binary;
+}
+
+std::string OneDnnBackend::version() const {
+  const dnnl_version_t* v = dnnl_version();
+  return std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch) + "+" + v->hash;
 }
 
 std::unique_ptr<Kernel> OneDnnBackend::prepare(const Node& node, const Graph& graph) const {
@@ -68,6 +83,7 @@ std::unique_ptr<Kernel> OneDnnBackend::prepare(const Node& node, const Graph& gr
     case Family::Transpose: return make_transpose(node, graph);
     case Family::Attention: return make_attention(node, graph);
     case Family::LayerNorm: return make_layernorm(node, graph);
+    case Family::Binary: return make_binary(node, graph);
     case Family::None: break;
   }
   throw Error(ErrorCode::Internal, node_label(node) + "no oneDNN kernel");

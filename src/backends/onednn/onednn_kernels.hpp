@@ -40,6 +40,11 @@ std::unique_ptr<Kernel> make_attention(const Node& node, const Graph& graph);
 std::string layernorm_unsupported(const Node& node, const Graph& graph);  // layernorm.cpp
 std::unique_ptr<Kernel> make_layernorm(const Node& node, const Graph& graph);
 
+std::string binary_unsupported(const Node& node, const Graph& graph);  // binary.cpp
+std::unique_ptr<Kernel> make_binary(const Node& node, const Graph& graph);
+// The dense row-major format tag of a rank (a, ab, abc, ...).
+Tag plain_tag(std::size_t rank);
+
 std::string pool_unsupported(const Node& node, const Graph& graph);  // pool.cpp
 std::unique_ptr<Kernel> make_pool(const Node& node, const Graph& graph);
 

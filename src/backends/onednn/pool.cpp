@@ -1,5 +1,7 @@
 // MaxPool, AveragePool and GlobalAveragePool on oneDNN: 2-D, float32, NCHW or NHWC
 // (channels_last, set by the layout pass).
+#include <algorithm>
+
 #include "backends/onednn/onednn_kernels.hpp"
 #include "backends/reference/conv_pool.hpp"
 
@@ -16,7 +18,8 @@ class PoolKernel : public Kernel {
  public:
   explicit PoolKernel(const Node& node)
       : global_(node.op_type == "GlobalAveragePool"), max_(node.op_type == "MaxPool"),
-        include_pad_(node.attr_int("count_include_pad", 0) == 1), channels_last_(node.attr_int("channels_last", 0) == 1) {}
+        include_pad_(node.attr_int("count_include_pad", 0) == 1), channels_last_(node.attr_int("channels_last", 0) == 1),
+        ceil_mode_(node.attr_int("ceil_mode", 0) == 1) {}
 
   void run(KernelContext& ctx) const override {
     guarded(ctx, [&] {
@@ -32,13 +35,16 @@ class PoolKernel : public Kernel {
     const Shape nchw = channels_last_ ? Shape{x_shape[0], x_shape[3], x_shape[1], x_shape[2]} : x_shape;
     Dims strides{1, 1}, kernel{nchw[2], nchw[3]}, pad_l{0, 0}, pad_r{0, 0}, out{1, 1};
     if (!global_) {
-      const reference::Window w = reference::conv_window(ctx, nchw, {}, false);
+      const reference::Window w = reference::conv_window(ctx, nchw, {}, ceil_mode_);
       for (int i = 0; i < 2; ++i) {
         strides[i] = w.stride[1 + i];
         kernel[i] = w.kernel[1 + i];
         pad_l[i] = w.pad_begin[1 + i];
-        pad_r[i] = w.pad_end[1 + i];
         out[i] = w.out[1 + i];
+        // Ceil mode adds output positions whose window runs past the end padding: extend the
+        // end padding to cover them (padding never wins a max, and is not counted in an
+        // exclude-padding average).
+        pad_r[i] = std::max(w.pad_end[1 + i], (out[i] - 1) * strides[i] + kernel[i] - w.in[1 + i] - pad_l[i]);
       }
     }
     const Tag tag = channels_last_ ? Tag::nhwc : Tag::nchw;
@@ -55,7 +61,7 @@ class PoolKernel : public Kernel {
     return plan;
   }
 
-  bool global_, max_, include_pad_, channels_last_;
+  bool global_, max_, include_pad_, channels_last_, ceil_mode_;
   ShapeCache<PoolPlan> cache_;
 };
 
@@ -66,7 +72,9 @@ std::string pool_unsupported(const Node& node, const Graph& graph) {
   if (x.dtype != DType::Float32 && x.dtype != DType::Undefined) return "input is not float32";
   if (x.dims && x.dims->size() != 4) return "only 2-D pooling";
   if (node.op_type == "GlobalAveragePool") return "";
-  if (node.attr_int("ceil_mode", 0) != 0) return "ceil_mode";
+  // With ceil mode an including average would count the extra end padding ONNX does not.
+  if (node.attr_int("ceil_mode", 0) != 0 && node.op_type == "AveragePool" && node.attr_int("count_include_pad", 0) != 0)
+    return "ceil_mode with count_include_pad";
   for (auto d : node.attr_ints("dilations", {}))
     if (d != 1) return "dilated pooling";
   if (node.attr_ints("kernel_shape", {}).size() != 2) return "only 2-D pooling";

@@ -121,6 +121,23 @@ TEST_CASE("oneDNN pooling, NCHW and NHWC", "[onednn][pool]") {
     expect_ok(OpCase("AveragePool").input("X", x).attr("kernel_shape", {3, 3}).attr("pads", {1, 1, 1, 1})
                   .attr("count_include_pad", std::int64_t{1}).attr("channels_last", cl));
     expect_ok(OpCase("GlobalAveragePool").input("X", x).attr("channels_last", cl));
+    // Ceil mode: SqueezeNet's 3x3/2 max pool, and windows that only start inside the padding.
+    for (std::int64_t size : {13, 14, 55})
+      expect_ok(OpCase("MaxPool").input("X", channels_last ? Shape{1, size, size, 16} : Shape{1, 16, size, size})
+                    .attr("kernel_shape", {3, 3}).attr("strides", {2, 2}).attr("ceil_mode", std::int64_t{1}).attr("channels_last", cl));
+    expect_ok(OpCase("AveragePool").input("X", x).attr("kernel_shape", {2, 2}).attr("strides", {2, 2}).attr("pads", {1, 1, 0, 0})
+                  .attr("ceil_mode", std::int64_t{1}).attr("channels_last", cl));
+  }
+}
+
+TEST_CASE("oneDNN binary ops with broadcasting, and their reference fallback", "[onednn][binary]") {
+  for (const std::string op : {"Add", "Sub", "Mul", "Div"}) {
+    expect_ok(OpCase(op).input("A", {2, 17, 5, 3}).input("B", {2, 17, 5, 3}));
+    expect_ok(OpCase(op).input("A", {2, 17, 5, 3}).input("B", {2, 17, 1, 1}));  // squeeze-excite scale
+    expect_ok(OpCase(op).input("A", {2, 5, 3, 17}).constant("B", {17}));          // per-channel, NHWC
+    expect_ok(OpCase(op).input("A", {2, 5, 3, 17}).constant("B", Shape{}));      // scalar
+    expect_ok(OpCase(op).input("A", {1, 17, 1, 1}).input("B", {2, 17, 5, 3}));  // broadcast first operand
+    expect_ok(OpCase(op).input("A", {4, 1}).input("B", {1, 6}));                // both broadcast
   }
 }
 
