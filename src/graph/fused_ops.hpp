@@ -22,8 +22,8 @@
 //   K [..., T, D] (not transposed), V [..., T, Dv], Mask broadcastable to [..., S, T].
 //   Attribute: scale (float).
 //
-// The layout pass also sets channels_last = 1 on ONNX pooling ops it moves to NHWC
-// (MaxPool, AveragePool, GlobalAveragePool), with the same meaning as above.
+// The layout pass also sets channels_last = 1 on ONNX ops it moves to NHWC (MaxPool,
+// AveragePool, GlobalAveragePool, inference BatchNormalization), with the same meaning as above.
 #include <string>
 
 namespace wpk {

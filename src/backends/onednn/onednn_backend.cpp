@@ -6,7 +6,7 @@
 namespace wpk::onednn {
 namespace {
 
-enum class Family { None, Conv, MatMul, Pool, Transpose, Attention, LayerNorm, Binary };
+enum class Family { None, Conv, MatMul, Pool, Transpose, Attention, LayerNorm, Binary, BatchNorm, Eltwise };
 
 Family family_of(const Node& node) {
   const bool onnx = node.domain.empty() || node.domain == "ai.onnx";
@@ -22,6 +22,8 @@ Family family_of(const Node& node) {
   // Max and Min stay on the reference: its NaN propagation is numpy's, oneDNN's is the CPU's.
   for (const char* op : {"Add", "Sub", "Mul", "Div"})
     if (onnx && node.op_type == op) return Family::Binary;
+  if (onnx && node.op_type == "BatchNormalization") return Family::BatchNorm;
+  if (is_eltwise(node)) return Family::Eltwise;
   return Family::None;
 }
 
@@ -57,6 +59,8 @@ std::string OneDnnBackend::why_unsupported(const Node& node, const Graph& graph)
     case Family::Attention: return attention_unsupported(node, graph);
     case Family::LayerNorm: return layernorm_unsupported(node, graph);
     case Family::Binary: return binary_unsupported(node, graph);
+    case Family::BatchNorm: return batchnorm_unsupported(node, graph);
+    case Family::Eltwise: return eltwise_unsupported(node, graph);
     case Family::None: break;
   }
   return "oneDNN backend does not run " + node.op_type;
@@ -84,6 +88,8 @@ std::unique_ptr<Kernel> OneDnnBackend::prepare(const Node& node, const Graph& gr
     case Family::Attention: return make_attention(node, graph);
     case Family::LayerNorm: return make_layernorm(node, graph);
     case Family::Binary: return make_binary(node, graph);
+    case Family::BatchNorm: return make_batchnorm(node, graph);
+    case Family::Eltwise: return make_eltwise(node, graph);
     case Family::None: break;
   }
   throw Error(ErrorCode::Internal, node_label(node) + "no oneDNN kernel");

@@ -45,6 +45,13 @@ std::unique_ptr<Kernel> make_binary(const Node& node, const Graph& graph);
 // The dense row-major format tag of a rank (a, ab, abc, ...).
 Tag plain_tag(std::size_t rank);
 
+std::string batchnorm_unsupported(const Node& node, const Graph& graph);  // batchnorm.cpp
+std::unique_ptr<Kernel> make_batchnorm(const Node& node, const Graph& graph);
+
+bool is_eltwise(const Node& node);  // eltwise.cpp
+std::string eltwise_unsupported(const Node& node, const Graph& graph);
+std::unique_ptr<Kernel> make_eltwise(const Node& node, const Graph& graph);
+
 std::string pool_unsupported(const Node& node, const Graph& graph);  // pool.cpp
 std::unique_ptr<Kernel> make_pool(const Node& node, const Graph& graph);
 

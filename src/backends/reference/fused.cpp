@@ -22,7 +22,7 @@ namespace {
 // replaces any entry. Written once, while the table is built.
 struct PlainKernels {
   KernelFn conv = nullptr, matmul = nullptr, softmax = nullptr;
-  KernelFn max_pool = nullptr, average_pool = nullptr, global_average_pool = nullptr;
+  KernelFn max_pool = nullptr, average_pool = nullptr, global_average_pool = nullptr, batch_norm = nullptr;
 };
 PlainKernels plain;
 
@@ -237,6 +237,15 @@ void pool_any_layout(KernelContext& ctx, KernelFn nchw_kernel) {
   const Tensor x = to_channels_first(ctx.input(0), ctx);
   ctx.set_output(0, to_channels_last(run_plain(nchw_kernel, ctx.node(), {&x}, ctx.opset())));
 }
+// BatchNormalization in either layout: the parameters are per channel whatever the layout.
+void batch_norm(KernelContext& ctx) {
+  if (!channels_last(ctx)) return plain.batch_norm(ctx);
+  if (ctx.wants_output(1) || ctx.wants_output(2)) ctx.fail(ErrorCode::Unsupported, "statistics outputs with channels_last = 1");
+  const Tensor x = to_channels_first(ctx.input(0), ctx);
+  std::vector<const Tensor*> ins{&x};
+  for (std::size_t i = 1; i < ctx.num_inputs(); ++i) ins.push_back(&ctx.input(i));
+  ctx.set_output(0, to_channels_last(run_plain(plain.batch_norm, ctx.node(), ins, ctx.opset())));
+}
 void max_pool(KernelContext& ctx) { pool_any_layout(ctx, plain.max_pool); }
 void average_pool(KernelContext& ctx) { pool_any_layout(ctx, plain.average_pool); }
 void global_average_pool(KernelContext& ctx) { pool_any_layout(ctx, plain.global_average_pool); }
@@ -270,6 +279,7 @@ void register_fused(OpTable& t) {
   wrap_pool("MaxPool", max_pool, plain.max_pool);
   wrap_pool("AveragePool", average_pool, plain.average_pool);
   wrap_pool("GlobalAveragePool", global_average_pool, plain.global_average_pool);
+  wrap_pool("BatchNormalization", batch_norm, plain.batch_norm);
 }
 
 }  // namespace wpk::reference

@@ -1,7 +1,7 @@
 // Moves the convolutional part of a graph to NHWC ("channels last"): the layout in which
 // oneDNN's fastest fp32 convolutions read and write activations, so no reorder runs between
-// convolutions. Convolutions become com.wpk FusedConv with channels_last = 1; pooling ops get the
-// same attribute; layout-agnostic elementwise ops and channel Concats whose inputs are all NHWC
+// convolutions. Convolutions become com.wpk FusedConv with channels_last = 1; pooling ops and
+// inference BatchNormalization get the same attribute; layout-agnostic elementwise ops and channel Concats whose inputs are all NHWC
 // join the region. Transposes convert at the region's edges only (one per value), and dead-code
 // elimination drops the ones nobody reads.
 #include <map>
@@ -22,6 +22,36 @@ bool is_conv(const Node& n, const Graph& g) {
   if (!conv || n.inputs.size() < 2) return false;
   const Tensor* w = g.initializer(n.inputs[1]);
   return w && w->rank() == 4;
+}
+
+// Inference BatchNormalization with constant parameters (the BN that could not fold into a conv).
+bool is_batchnorm(const Node& n, const Graph& g) {
+  if (!is_onnx(n) || n.op_type != "BatchNormalization" || n.inputs.size() != 5 || n.attr_int("training_mode", 0) != 0 ||
+      n.attr_int("spatial", 1) != 1)
+    return false;
+  for (std::size_t o = 1; o < n.outputs.size(); ++o)
+    if (n.outputs[o] != kNoValue) return false;
+  for (std::size_t i = 1; i < 5; ++i)
+    if (!g.is_initializer(n.inputs[i])) return false;
+  return true;
+}
+
+// Pad of a 4-D tensor whose pads are constant (attribute before opset 11, input after): its
+// pads are permuted with the layout (DenseNet's transitions pad before average pooling).
+const std::vector<std::int64_t>* constant_pads(const Node& n, const Graph& g) {
+  if (!is_onnx(n) || n.op_type != "Pad") return nullptr;
+  if (const Attribute* a = n.find_attr("pads"))
+    return a->kind() == Attribute::Kind::Ints && a->ints().size() == 8 ? &a->ints() : nullptr;
+  if (n.inputs.size() < 2 || n.inputs[1] == kNoValue) return nullptr;
+  const Tensor* t = g.initializer(n.inputs[1]);
+  if (!t || t->dtype() != DType::Int64 || t->numel() != 8) return nullptr;
+  static thread_local std::vector<std::int64_t> pads;
+  pads.assign(t->data<std::int64_t>(), t->data<std::int64_t>() + 8);
+  return &pads;
+}
+
+std::vector<std::int64_t> nhwc_pads(const std::vector<std::int64_t>& p) {
+  return {p[0], p[2], p[3], p[1], p[4], p[6], p[7], p[5]};
 }
 
 bool is_pool(const Node& n) {
@@ -47,7 +77,9 @@ bool is_elementwise(const Node& n) {
 // Inputs that carry activations (and so follow the layout); the rest are parameters.
 std::vector<std::size_t> activation_inputs(const Node& n) {
   if (n.op_type == "FusedConv") return n.inputs.size() > 3 ? std::vector<std::size_t>{0, 3} : std::vector<std::size_t>{0};
-  if (n.op_type == "Conv" || is_pool(n) || n.op_type == "Clip" || n.op_type == "LeakyRelu") return {0};
+  if (n.op_type == "Conv" || is_pool(n) || n.op_type == "Clip" || n.op_type == "LeakyRelu" ||
+      n.op_type == "BatchNormalization" || n.op_type == "Pad")
+    return {0};
   std::vector<std::size_t> all;
   for (std::size_t i = 0; i < n.inputs.size(); ++i) all.push_back(i);
   return all;
@@ -87,7 +119,7 @@ class LayoutRewriter {
  private:
   bool joins_region(const Node& n) const {
     if (is_conv(n, g_)) return true;
-    const bool pool = is_pool(n);
+    const bool pool = is_pool(n) || is_batchnorm(n, g_) || constant_pads(n, g_);
     const bool concat = is_onnx(n) && n.op_type == "Concat" &&
                         (n.attr_int("axis", 0) == 1 || n.attr_int("axis", 0) == -3);
     if (!pool && !concat && !is_elementwise(n)) return false;
@@ -118,8 +150,18 @@ class LayoutRewriter {
     }
     for (std::size_t i : activation_inputs(n))
       if (n.inputs[i] != kNoValue && !is_scalar_constant(g_, n.inputs[i])) n.inputs[i] = nhwc_input(n.inputs[i]);
-    if (n.op_type == "FusedConv" || is_pool(n)) n.attributes.insert_or_assign("channels_last", Attribute(std::int64_t{1}));
+    if (n.op_type == "FusedConv" || is_pool(n) || n.op_type == "BatchNormalization")
+      n.attributes.insert_or_assign("channels_last", Attribute(std::int64_t{1}));
     if (n.op_type == "Concat") n.attributes.insert_or_assign("axis", Attribute(std::int64_t{3}));
+    if (n.op_type == "Pad") {
+      const std::vector<std::int64_t> pads = nhwc_pads(*constant_pads(n, g_));
+      if (n.has_attr("pads")) {
+        n.attributes.insert_or_assign("pads", Attribute(pads));
+      } else {
+        const std::string name = unique_name(g_.value(n.inputs[1]).name + "__nhwc");
+        n.inputs[1] = g_.add_initializer(name, Tensor::from_vector(pads, {8}));
+      }
+    }
     std::vector<std::pair<ValueId, ValueId>> outs;
     for (ValueId& o : n.outputs) {
       if (o == kNoValue) continue;

@@ -141,6 +141,21 @@ TEST_CASE("oneDNN binary ops with broadcasting, and their reference fallback", "
   }
 }
 
+TEST_CASE("oneDNN BatchNormalization and unary eltwise ops", "[onednn]") {
+  for (int channels_last : {0, 1})
+    for (std::int64_t c : {1, 16, 17})
+      expect_ok(OpCase("BatchNormalization")
+                    .input("X", channels_last ? Shape{2, 5, 3, c} : Shape{2, c, 5, 3})
+                    .constant("scale", {c}).constant("B", {c}).constant("mean", {c})
+                    .constant("var", wpk::Tensor::from_vector(std::vector<float>(static_cast<std::size_t>(c), 0.7f), {c}))
+                    .attr("epsilon", 1e-3f).attr("channels_last", std::int64_t{channels_last}));
+  for (const std::string op : {"Relu", "Sigmoid", "Tanh", "Elu", "HardSwish", "Exp", "Abs"})
+    for (std::int64_t n : {1, 15, 16, 17, 1000}) expect_ok(OpCase(op).input("X", {n}));
+  expect_ok(OpCase("LeakyRelu").input("X", {3, 17}).attr("alpha", 0.2f));
+  expect_ok(OpCase("Gelu", "com.wpk").input("X", {3, 17}));
+  expect_ok(OpCase("Sqrt").input("X", {0}));
+}
+
 TEST_CASE("oneDNN transpose, layer norm and attention", "[onednn]") {
   expect_ok(OpCase("Transpose").input("X", {2, 3, 5, 7}).attr("perm", {0, 2, 3, 1}));
   expect_ok(OpCase("Transpose").input("X", {2, 5, 7, 3}).attr("perm", {0, 3, 1, 2}));
