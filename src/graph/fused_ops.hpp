@@ -15,6 +15,10 @@
 //   Y = act(MatMul(A, B) + Bias + Z), MatMul with numpy batching; Bias broadcasts to Y
 //   (typically [N]); Z has Y's shape. activation / activation_params as above.
 //
+// FusedBatchNorm(X, scale, B, mean, var) -> Y
+//   Y = act(BatchNormalization(X, ...)) at inference; attributes epsilon, channels_last (as
+//   above) and activation ("" or "Relu").
+//
 // Gelu(X) -> Y            Y = 0.5 * X * (1 + erf(X / sqrt(2)))
 //
 // Attention(Q, K, V, [Mask]) -> Y

@@ -32,6 +32,7 @@ const std::vector<PassEntry>& pass_table() {
       {"fuse_attention", OptimizationLevel::All, passes::fuse_attention},
       {"fuse_conv_epilogue", OptimizationLevel::All, passes::fuse_conv_epilogue},
       {"fuse_matmul_epilogue", OptimizationLevel::All, passes::fuse_matmul_epilogue},
+      {"fuse_batchnorm_relu", OptimizationLevel::All, passes::fuse_batchnorm_relu},
       {"layout_nhwc", OptimizationLevel::All, passes::assign_nhwc_layout},
       {"dead_code", OptimizationLevel::Basic, passes::eliminate_dead_code},
   };

@@ -46,3 +46,24 @@ TEST_CASE("concurrent runs match sequential runs", "[session][threads]") {
     CHECK(diffs[i] == "");
   }
 }
+
+TEST_CASE("concurrent runs of a convolutional model on oneDNN match a sequential run", "[session][threads][model]") {
+  const std::string models = WPK_TEST_MODELS_DIR;
+  const Session s(load(models + "/resnet18.onnx"));
+  const Tensor image = load_tensor(models + "/resnet18/test_data_set_0/input_0.pb");
+  const std::string in = s.inputs()[0].name, out = s.outputs()[0].name;
+  const Tensor expected = s.run({{in, image}}).at(out);
+  constexpr int kThreads = 3;
+  std::vector<std::string> diffs(kThreads);
+  std::vector<std::thread> pool;
+  for (int i = 0; i < kThreads; ++i)
+    pool.emplace_back([&, i] {
+      for (int rep = 0; rep < 8 && diffs[i].empty(); ++rep)
+        diffs[i] = wpk::testing::compare_allclose(s.run({{in, image}}).at(out), expected, 0, 0);
+    });
+  for (auto& t : pool) t.join();
+  for (int i = 0; i < kThreads; ++i) {
+    INFO("thread " << i);
+    CHECK(diffs[i] == "");
+  }
+}

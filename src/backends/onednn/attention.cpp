@@ -35,14 +35,11 @@ class AttentionKernel : public Kernel {
       const std::int64_t n_scores = plan->batch * plan->rows * plan->cols;
       std::unique_ptr<float[]> scores(new float[static_cast<std::size_t>(std::max<std::int64_t>(n_scores, 1))]);
       dnnl::memory s_mem(plan->s, engine(), scores.get());
-      dnnl::stream& stream = thread_stream();
-      plan->scores.execute(stream, {{DNNL_ARG_SRC, wrap(plan->q, q)}, {DNNL_ARG_WEIGHTS, wrap(plan->k_t, k)}, {DNNL_ARG_DST, s_mem}});
-      stream.wait();
+      execute(plan->scores, {{DNNL_ARG_SRC, wrap(plan->q, q)}, {DNNL_ARG_WEIGHTS, wrap(plan->k_t, k)}, {DNNL_ARG_DST, s_mem}});
       if (ctx.has_input(3)) add_mask(ctx, ctx.input(3), *plan, scores.get());
-      plan->softmax.execute(stream, {{DNNL_ARG_SRC, s_mem}, {DNNL_ARG_DST, s_mem}});
+      execute(plan->softmax, {{DNNL_ARG_SRC, s_mem}, {DNNL_ARG_DST, s_mem}});
       Tensor& y = ctx.allocate_output(0, DType::Float32, plan->y_shape);
-      plan->context.execute(stream, {{DNNL_ARG_SRC, s_mem}, {DNNL_ARG_WEIGHTS, wrap(plan->v, v)}, {DNNL_ARG_DST, wrap(plan->y, y)}});
-      stream.wait();
+      execute(plan->context, {{DNNL_ARG_SRC, s_mem}, {DNNL_ARG_WEIGHTS, wrap(plan->v, v)}, {DNNL_ARG_DST, wrap(plan->y, y)}});
     });
   }
 
@@ -82,12 +79,12 @@ class AttentionKernel : public Kernel {
     p.s = f32_desc({p.batch, p.rows, p.cols}, Tag::abc);
     p.v = f32_desc({p.batch, p.cols, dv}, Tag::abc);
     p.y = f32_desc({p.batch, p.rows, dv}, Tag::abc);
-    dnnl::primitive_attr scaled;
+    dnnl::primitive_attr scaled = make_attr();
     scaled.set_output_scales(0, {scale_});
     p.scores = dnnl::matmul(dnnl::matmul::primitive_desc(dnnl::matmul::desc(p.q, p.k_t, p.s), scaled, engine()));
     p.softmax = dnnl::softmax_forward(dnnl::softmax_forward::primitive_desc(
-        dnnl::softmax_forward::desc(dnnl::prop_kind::forward_inference, p.s, 2), engine()));
-    p.context = dnnl::matmul(dnnl::matmul::primitive_desc(dnnl::matmul::desc(p.s, p.v, p.y), engine()));
+        dnnl::softmax_forward::desc(dnnl::prop_kind::forward_inference, p.s, 2), make_attr(), engine()));
+    p.context = dnnl::matmul(dnnl::matmul::primitive_desc(dnnl::matmul::desc(p.s, p.v, p.y), make_attr(), engine()));
     p.y_shape = q;
     p.y_shape.back() = dv;
     return p;

@@ -15,7 +15,7 @@ class BatchNormKernel : public Kernel {
  public:
   BatchNormKernel(const Node& node, std::vector<Tensor> params)
       : params_(std::move(params)), epsilon_(node.attr_float("epsilon", 1e-5f)),
-        channels_last_(node.attr_int("channels_last", 0) == 1) {}
+        channels_last_(node.attr_int("channels_last", 0) == 1), relu_(node.attr_string("activation", "") == "Relu") {}
 
   void run(KernelContext& ctx) const override {
     guarded(ctx, [&] {
@@ -41,16 +41,18 @@ class BatchNormKernel : public Kernel {
     const Dims nchw = channels_last_ ? Dims{s[0], s[3], s[1], s[2]} : Dims{s[0], s[1], s[2], s[3]};
     BatchNormPlan plan;
     plan.x = f32_desc(nchw, channels_last_ ? Tag::nhwc : Tag::nchw);
-    const auto flags = dnnl::normalization_flags::use_global_stats | dnnl::normalization_flags::use_scale |
-                       dnnl::normalization_flags::use_shift;
+    auto flags = dnnl::normalization_flags::use_global_stats | dnnl::normalization_flags::use_scale |
+                 dnnl::normalization_flags::use_shift;
+    if (relu_) flags = flags | dnnl::normalization_flags::fuse_norm_relu;
     dnnl::batch_normalization_forward::desc desc(dnnl::prop_kind::forward_inference, plan.x, epsilon_, flags);
-    plan.primitive = dnnl::batch_normalization_forward(dnnl::batch_normalization_forward::primitive_desc(desc, engine()));
+    plan.primitive = dnnl::batch_normalization_forward(dnnl::batch_normalization_forward::primitive_desc(desc, make_attr(), engine()));
     return plan;
   }
 
   std::vector<Tensor> params_;  // scale, bias, mean, variance
   float epsilon_;
   bool channels_last_;
+  bool relu_;  // com.wpk FusedBatchNorm with activation "Relu"
   ShapeCache<BatchNormPlan> cache_;
 };
 
@@ -58,6 +60,8 @@ class BatchNormKernel : public Kernel {
 
 std::string batchnorm_unsupported(const Node& node, const Graph& graph) {
   if (node.inputs.size() != 5) return "needs X, scale, B, mean and var";
+  const std::string act = node.attr_string("activation", "");
+  if (!act.empty() && act != "Relu") return "activation " + act;
   if (node.attr_int("training_mode", 0) != 0) return "training mode";
   if (node.attr_int("spatial", 1) != 1) return "spatial = 0";
   for (std::size_t o = 1; o < node.outputs.size(); ++o)

@@ -70,7 +70,7 @@ class BinaryKernel : public Kernel {
     plan.src0 = f32_desc(full, plain_tag(rank));
     plan.src1 = f32_desc(second, plain_tag(rank));
     dnnl::binary::desc desc(algorithm_, plan.src0, plan.src1, plan.src0);
-    plan.primitive = dnnl::binary(dnnl::binary::primitive_desc(desc, engine()));
+    plan.primitive = dnnl::binary(dnnl::binary::primitive_desc(desc, make_attr(), engine()));
     plan.y_shape = y;
     plan.supported = true;
     return plan;

@@ -70,7 +70,7 @@ class ConvKernel : public Kernel {
     dnnl::post_ops ops;
     if (has_residual_) ops.append_binary(dnnl::algorithm::binary_add, plan.dst);
     append_activation(ops, act_);
-    dnnl::primitive_attr attr;
+    dnnl::primitive_attr attr = make_attr();
     attr.set_post_ops(ops);
     const auto bias_desc = b_.empty() ? dnnl::memory::desc() : f32_desc({ws[0]}, Tag::x);
     dnnl::convolution_forward::desc desc(

@@ -54,7 +54,7 @@ class EltwiseKernel : public Kernel {
     EltwisePlan plan;
     plan.x = f32_desc({n}, Tag::a);
     dnnl::eltwise_forward::desc desc(dnnl::prop_kind::forward_inference, op_.algorithm, plan.x, op_.alpha, op_.beta);
-    plan.primitive = dnnl::eltwise_forward(dnnl::eltwise_forward::primitive_desc(desc, engine()));
+    plan.primitive = dnnl::eltwise_forward(dnnl::eltwise_forward::primitive_desc(desc, make_attr(), engine()));
     return plan;
   }
 

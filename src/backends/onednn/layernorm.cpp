@@ -41,7 +41,7 @@ class LayerNormKernel : public Kernel {
     auto flags = dnnl::normalization_flags::use_scale;
     if (!bias_.empty()) flags = flags | dnnl::normalization_flags::use_shift;
     dnnl::layer_normalization_forward::desc desc(dnnl::prop_kind::forward_inference, plan.x, epsilon_, flags);
-    plan.primitive = dnnl::layer_normalization_forward(dnnl::layer_normalization_forward::primitive_desc(desc, engine()));
+    plan.primitive = dnnl::layer_normalization_forward(dnnl::layer_normalization_forward::primitive_desc(desc, make_attr(), engine()));
     return plan;
   }
 

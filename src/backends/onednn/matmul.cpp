@@ -63,7 +63,7 @@ class MatMulKernel : public Kernel {
     dnnl::post_ops ops;
     if (has_residual_) ops.append_binary(dnnl::algorithm::binary_add, dst);
     append_activation(ops, act_);
-    dnnl::primitive_attr attr;
+    dnnl::primitive_attr attr = make_attr();
     attr.set_post_ops(ops);
     return attr;
   }

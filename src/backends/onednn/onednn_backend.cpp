@@ -22,7 +22,8 @@ Family family_of(const Node& node) {
   // Max and Min stay on the reference: its NaN propagation is numpy's, oneDNN's is the CPU's.
   for (const char* op : {"Add", "Sub", "Mul", "Div"})
     if (onnx && node.op_type == op) return Family::Binary;
-  if (onnx && node.op_type == "BatchNormalization") return Family::BatchNorm;
+  if ((onnx && node.op_type == "BatchNormalization") || (wpk_op && node.op_type == "FusedBatchNorm"))
+    return Family::BatchNorm;
   if (is_eltwise(node)) return Family::Eltwise;
   return Family::None;
 }

@@ -34,8 +34,8 @@ dnnl::memory PackedWeights::pack_for(const dnnl::memory::desc& wanted) const {
   if (packed_ && packed_.get_desc() == wanted) return packed_;
   dnnl::memory in = packed_ ? packed_ : wrap(loaded_desc_, loaded_);
   dnnl::memory out(wanted, engine());
-  dnnl::reorder(in, out).execute(thread_stream(), in, out);
-  thread_stream().wait();
+  execute(dnnl::reorder(dnnl::reorder::primitive_desc(engine(), in.get_desc(), engine(), out.get_desc(), make_attr())),
+          {{DNNL_ARG_FROM, in}, {DNNL_ARG_TO, out}});
   return out;
 }
 
@@ -54,7 +54,24 @@ void bind_residual(const KernelContext& ctx, std::size_t index, const Shape& y_s
   args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1, wrap(dst, z));
 }
 
-void execute(const dnnl::primitive& p, const Args& args) {
+dnnl::primitive_attr make_attr() {
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  return attr;
+}
+
+void execute(const dnnl::primitive& p, Args args) {
+  const_dnnl_primitive_desc_t pd = nullptr;
+  dnnl::error::wrap_c_api(dnnl_primitive_get_primitive_desc(p.get(), &pd), "could not query a primitive descriptor");
+  const dnnl_memory_desc_t* md = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+  const std::size_t bytes = md ? dnnl_memory_desc_get_size(md) : 0;
+  if (bytes > 0) {
+    // One growing buffer per thread: a thread executes one primitive at a time.
+    thread_local std::vector<std::uint8_t> scratch;
+    if (scratch.size() < bytes + 64) scratch.resize(bytes + 64);
+    auto* aligned = reinterpret_cast<void*>((reinterpret_cast<std::uintptr_t>(scratch.data()) + 63) & ~std::uintptr_t(63));
+    args.insert_or_assign(DNNL_ARG_SCRATCHPAD, dnnl::memory(dnnl::memory::desc(*md), engine(), aligned));
+  }
   p.execute(thread_stream(), args);
   thread_stream().wait();
 }

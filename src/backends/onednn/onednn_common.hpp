@@ -59,8 +59,14 @@ class PackedWeights {
 void bind_residual(const KernelContext& ctx, std::size_t index, const Shape& y_shape, const dnnl::memory::desc& dst,
                    Args& args);
 
-// Executes on this thread's stream and waits: wpk steps run one after another.
-void execute(const dnnl::primitive& p, const Args& args);
+// Attributes every wpk primitive is created with: the scratchpad is handed in by execute().
+// oneDNN's own (library) scratchpad is shared by all primitives and ties a primitive to the
+// thread that created it, while Session::run executes kernels on whichever thread calls it.
+dnnl::primitive_attr make_attr();
+
+// Executes on this thread's stream with this thread's scratchpad, and waits: wpk steps run one
+// after another.
+void execute(const dnnl::primitive& p, Args args);
 
 // The fused activation of a com.wpk op (graph/fused_ops.hpp) as a oneDNN post-op.
 struct Activation {

@@ -56,7 +56,7 @@ class PoolKernel : public Kernel {
                                            : dnnl::algorithm::pooling_avg_exclude_padding);
     dnnl::pooling_forward::desc desc(dnnl::prop_kind::forward_inference, algo, plan.src, plan.dst, strides, kernel, pad_l,
                                      pad_r);
-    plan.primitive = dnnl::pooling_forward(dnnl::pooling_forward::primitive_desc(desc, engine()));
+    plan.primitive = dnnl::pooling_forward(dnnl::pooling_forward::primitive_desc(desc, make_attr(), engine()));
     plan.y_shape = channels_last_ ? Shape{nchw[0], out[0], out[1], nchw[1]} : Shape{nchw[0], nchw[1], out[0], out[1]};
     return plan;
   }

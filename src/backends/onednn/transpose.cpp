@@ -52,7 +52,7 @@ class TransposeKernel : public Kernel {
     for (std::size_t i = r - 1; i-- > 0;) y_strides[i] = y_strides[i + 1] * y_dims[i + 1];
     plan.src = dnnl::memory::desc(y_dims, dnnl::memory::data_type::f32, src_strides);
     plan.dst = dnnl::memory::desc(y_dims, dnnl::memory::data_type::f32, y_strides);
-    plan.primitive = dnnl::reorder(dnnl::reorder::primitive_desc(engine(), plan.src, engine(), plan.dst));
+    plan.primitive = dnnl::reorder(dnnl::reorder::primitive_desc(engine(), plan.src, engine(), plan.dst, make_attr()));
     plan.y_shape = Shape(y_dims.begin(), y_dims.end());
     return plan;
   }

@@ -246,6 +246,19 @@ void batch_norm(KernelContext& ctx) {
   for (std::size_t i = 1; i < ctx.num_inputs(); ++i) ins.push_back(&ctx.input(i));
   ctx.set_output(0, to_channels_last(run_plain(plain.batch_norm, ctx.node(), ins, ctx.opset())));
 }
+// com.wpk FusedBatchNorm: BatchNormalization in either layout, then its activation in place.
+void fused_batch_norm(KernelContext& ctx) {
+  const std::string act = ctx.node().attr_string("activation", "");
+  if (!act.empty() && act != "Relu") ctx.fail(ErrorCode::Unsupported, "activation '" + act + "'");
+  batch_norm(ctx);
+  Tensor& y = ctx.outputs()[0];
+  if (act.empty()) return;
+  dispatch_float(y.dtype(), ctx, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    T* p = y.data<T>();
+    for (std::int64_t i = 0; i < y.numel(); ++i) p[i] = p[i] > T(0) ? p[i] : T(0);
+  });
+}
 void max_pool(KernelContext& ctx) { pool_any_layout(ctx, plain.max_pool); }
 void average_pool(KernelContext& ctx) { pool_any_layout(ctx, plain.average_pool); }
 void global_average_pool(KernelContext& ctx) { pool_any_layout(ctx, plain.global_average_pool); }
@@ -280,6 +293,7 @@ void register_fused(OpTable& t) {
   wrap_pool("AveragePool", average_pool, plain.average_pool);
   wrap_pool("GlobalAveragePool", global_average_pool, plain.global_average_pool);
   wrap_pool("BatchNormalization", batch_norm, plain.batch_norm);
+  t.add("com.wpk:FusedBatchNorm", {fused_batch_norm, 5, 5, 1});
 }
 
 }  // namespace wpk::reference

@@ -234,6 +234,7 @@ void register_misc(OpTable& t) {
   t.add("Range", {range, 3, 3, 11});
   t.add("NonMaxSuppression", {non_max_suppression, 2, 5, 10});
   register_resize(t);
+  register_quantize(t);
 }
 
 }  // namespace wpk::reference

@@ -4,6 +4,7 @@
 
 namespace wpk::reference {
 
-void register_resize(OpTable& t);  // resize.cpp: Resize, Upsample
+void register_resize(OpTable& t);    // resize.cpp: Resize, Upsample
+void register_quantize(OpTable& t);  // quantize.cpp: QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear
 
 }  // namespace wpk::reference

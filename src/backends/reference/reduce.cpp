@@ -337,6 +337,7 @@ void register_reduce(OpTable& t) {
   t.add("ArgMin", {arg_min, 1, 1, 1});
   t.add("CumSum", {cumsum, 2, 2, 11});
   register_softmax(t);
+  register_loss(t);
 }
 
 }  // namespace wpk::reference

@@ -1,12 +1,13 @@
 #pragma once
-// Shared by reduce.cpp and softmax.cpp: 16-bit float widening and the softmax group's
-// registration (called from register_reduce).
+// Shared by reduce.cpp, softmax.cpp and loss.cpp: 16-bit float widening and the registration of
+// the softmax and loss groups (called from register_reduce).
 #include "backends/reference/common.hpp"
 #include "backends/reference/registry.hpp"
 
 namespace wpk::reference {
 
 void register_softmax(OpTable& t);
+void register_loss(OpTable& t);  // loss.cpp: NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss
 
 inline bool is_float16_like(DType t) { return t == DType::Float16 || t == DType::BFloat16; }
 

@@ -26,9 +26,8 @@ bool is_conv(const Node& n, const Graph& g) {
 
 // Inference BatchNormalization with constant parameters (the BN that could not fold into a conv).
 bool is_batchnorm(const Node& n, const Graph& g) {
-  if (!is_onnx(n) || n.op_type != "BatchNormalization" || n.inputs.size() != 5 || n.attr_int("training_mode", 0) != 0 ||
-      n.attr_int("spatial", 1) != 1)
-    return false;
+  const bool bn = (is_onnx(n) && n.op_type == "BatchNormalization") || (n.domain == kWpkDomain && n.op_type == "FusedBatchNorm");
+  if (!bn || n.inputs.size() != 5 || n.attr_int("training_mode", 0) != 0 || n.attr_int("spatial", 1) != 1) return false;
   for (std::size_t o = 1; o < n.outputs.size(); ++o)
     if (n.outputs[o] != kNoValue) return false;
   for (std::size_t i = 1; i < 5; ++i)
@@ -78,7 +77,7 @@ bool is_elementwise(const Node& n) {
 std::vector<std::size_t> activation_inputs(const Node& n) {
   if (n.op_type == "FusedConv") return n.inputs.size() > 3 ? std::vector<std::size_t>{0, 3} : std::vector<std::size_t>{0};
   if (n.op_type == "Conv" || is_pool(n) || n.op_type == "Clip" || n.op_type == "LeakyRelu" ||
-      n.op_type == "BatchNormalization" || n.op_type == "Pad")
+      n.op_type == "BatchNormalization" || n.op_type == "FusedBatchNorm" || n.op_type == "Pad")
     return {0};
   std::vector<std::size_t> all;
   for (std::size_t i = 0; i < n.inputs.size(); ++i) all.push_back(i);
@@ -150,7 +149,7 @@ class LayoutRewriter {
     }
     for (std::size_t i : activation_inputs(n))
       if (n.inputs[i] != kNoValue && !is_scalar_constant(g_, n.inputs[i])) n.inputs[i] = nhwc_input(n.inputs[i]);
-    if (n.op_type == "FusedConv" || is_pool(n) || n.op_type == "BatchNormalization")
+    if (n.op_type == "FusedConv" || is_pool(n) || n.op_type == "BatchNormalization" || n.op_type == "FusedBatchNorm")
       n.attributes.insert_or_assign("channels_last", Attribute(std::int64_t{1}));
     if (n.op_type == "Concat") n.attributes.insert_or_assign("axis", Attribute(std::int64_t{3}));
     if (n.op_type == "Pad") {

@@ -31,6 +31,7 @@ bool fuse_gelu(Graph& g, const PassContext& ctx);             // fuse_gelu.cpp
 bool fuse_attention(Graph& g, const PassContext& ctx);        // fuse_attention.cpp
 bool fuse_conv_epilogue(Graph& g, const PassContext& ctx);    // fuse_conv_epilogue.cpp
 bool fuse_matmul_epilogue(Graph& g, const PassContext& ctx);  // fuse_matmul_epilogue.cpp
+bool fuse_batchnorm_relu(Graph& g, const PassContext& ctx);   // fuse_batchnorm_relu.cpp
 bool assign_nhwc_layout(Graph& g, const PassContext& ctx);    // layout_nhwc.cpp
 
 }  // namespace wpk::passes

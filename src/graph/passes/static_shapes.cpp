@@ -51,7 +51,8 @@ bool one_of(const std::string& op, std::initializer_list<const char*> ops) {
 
 // Ops whose output 0 has the shape of input 0.
 bool keeps_shape(const Node& n) {
-  if (n.domain == kWpkDomain) return n.op_type == "Gelu" || n.op_type == "LayerNormalization";
+  if (n.domain == kWpkDomain)
+    return n.op_type == "Gelu" || n.op_type == "LayerNormalization" || n.op_type == "FusedBatchNorm";
   return one_of(n.op_type, {"Relu",
                             "Sigmoid",
                             "Tanh",

@@ -149,6 +149,12 @@ TEST_CASE("oneDNN BatchNormalization and unary eltwise ops", "[onednn]") {
                     .constant("scale", {c}).constant("B", {c}).constant("mean", {c})
                     .constant("var", wpk::Tensor::from_vector(std::vector<float>(static_cast<std::size_t>(c), 0.7f), {c}))
                     .attr("epsilon", 1e-3f).attr("channels_last", std::int64_t{channels_last}));
+  for (int channels_last : {0, 1})
+    expect_ok(OpCase("FusedBatchNorm", "com.wpk")
+                  .input("X", channels_last ? Shape{2, 5, 3, 17} : Shape{2, 17, 5, 3})
+                  .constant("scale", {17}).constant("B", {17}).constant("mean", {17})
+                  .constant("var", wpk::Tensor::from_vector(std::vector<float>(17, 0.9f), {17}))
+                  .attr("activation", "Relu").attr("channels_last", std::int64_t{channels_last}));
   for (const std::string op : {"Relu", "Sigmoid", "Tanh", "Elu", "HardSwish", "Exp", "Abs"})
     for (std::int64_t n : {1, 15, 16, 17, 1000}) expect_ok(OpCase(op).input("X", {n}));
   expect_ok(OpCase("LeakyRelu").input("X", {3, 17}).attr("alpha", 0.2f));
