@@ -3,11 +3,13 @@
 //                          residual add and activation fused as post-ops.
 //   variable B:            batched product over equal leading dims (attention's Q·Kᵀ, P·V).
 #include "backends/onednn/onednn_kernels.hpp"
+#include "backends/reference/reference_backend.hpp"
 
 namespace wpk::onednn {
 namespace {
 
 struct MatMulPlan {
+  bool supported = true;  // false: the fallback runs this shape
   dnnl::matmul primitive;
   dnnl::memory::desc a, b, dst, bias;
   dnnl::memory packed_b;  // constant B only
@@ -28,18 +30,24 @@ dnnl::memory::desc loaded_b_desc(const Shape& b, bool transposed) {
 class MatMulKernel : public Kernel {
  public:
   // `b` empty = variable B (input 1). `transposed_b`: B is stored [N, K] (Gemm transB=1).
-  MatMulKernel(const Node& node, const Tensor& b, bool transposed_b, Tensor bias)
-      : b_(b.empty() ? PackedWeights() : PackedWeights(b, loaded_b_desc(b.shape(), transposed_b))), transposed_b_(transposed_b), bias_(std::move(bias)), act_(read_activation(node)),
+  // `fallback` (the reference kernel) runs variable-B products oneDNN's matmul has no form for
+  // (broadcast batch dims).
+  MatMulKernel(const Node& node, const Tensor& b, bool transposed_b, Tensor bias, std::unique_ptr<Kernel> fallback)
+      : fallback_(std::move(fallback)), b_(b.empty() ? PackedWeights() : PackedWeights(b, loaded_b_desc(b.shape(), transposed_b))), transposed_b_(transposed_b), bias_(std::move(bias)), act_(read_activation(node)),
         has_residual_(node.op_type == "FusedMatMul" && node.inputs.size() > 3 && node.inputs[3] != kNoValue) {}
 
   void run(KernelContext& ctx) const override {
+    const Tensor& a = ctx.input(0);
+    const Tensor* b = b_.empty() ? &ctx.input(1) : nullptr;
+    if (b && (a.dtype() != DType::Float32 || b->dtype() != DType::Float32)) return fallback_->run(ctx);
+    std::shared_ptr<const MatMulPlan> plan;
     guarded(ctx, [&] {
-      const Tensor& a = ctx.input(0);
-      const Tensor* b = b_.empty() ? &ctx.input(1) : nullptr;
       require_f32(ctx, a, "A");
-      if (b) require_f32(ctx, *b, "B");
-      auto plan = cache_.get(shape_key({&a.shape(), b ? &b->shape() : nullptr}),
-                             [&] { return b ? build_batched(ctx, a.shape(), b->shape()) : build_const(ctx, a.shape()); });
+      plan = cache_.get(shape_key({&a.shape(), b ? &b->shape() : nullptr}),
+                        [&] { return b ? build_batched(a.shape(), b->shape()) : build_const(ctx, a.shape()); });
+    });
+    if (!plan->supported) return fallback_->run(ctx);
+    guarded(ctx, [&] {
       Tensor& y = ctx.allocate_output(0, DType::Float32, plan->y_shape);
       Args args = {{DNNL_ARG_SRC, wrap(plan->a, a)},
                                                     {DNNL_ARG_WEIGHTS, b ? wrap(plan->b, *b) : plan->packed_b},
@@ -88,16 +96,20 @@ class MatMulKernel : public Kernel {
     return plan;
   }
 
-  MatMulPlan build_batched(const KernelContext& ctx, const Shape& a_shape, const Shape& b_shape) const {
+  // Equal leading dims only; anything else (broadcasting, 1-D operands, mismatches, which the
+  // reference reports) is left to the fallback.
+  MatMulPlan build_batched(const Shape& a_shape, const Shape& b_shape) const {
     const std::size_t r = a_shape.size();
     bool ok = r >= 2 && b_shape.size() == r && a_shape[r - 1] == b_shape[r - 2];
     for (std::size_t i = 0; ok && i + 2 < r; ++i) ok = a_shape[i] == b_shape[i];
-    if (!ok)
-      ctx.fail(ErrorCode::InvalidArgument, "cannot multiply " + shape_to_string(a_shape) + " by " + shape_to_string(b_shape));
+    MatMulPlan plan;
+    if (!ok) {
+      plan.supported = false;
+      return plan;
+    }
     std::int64_t batch = 1;
     for (std::size_t i = 0; i + 2 < r; ++i) batch *= a_shape[i];
     const std::int64_t m = a_shape[r - 2], k = a_shape[r - 1], n = b_shape[r - 1];
-    MatMulPlan plan;
     plan.a = f32_desc({batch, m, k}, Tag::abc);
     plan.b = f32_desc({batch, k, n}, Tag::abc);
     plan.dst = f32_desc({batch, m, n}, Tag::abc);
@@ -109,6 +121,7 @@ class MatMulKernel : public Kernel {
     return plan;
   }
 
+  std::unique_ptr<Kernel> fallback_;
   PackedWeights b_;
   bool transposed_b_;
   Tensor bias_;
@@ -123,20 +136,6 @@ const Tensor* const_input(const Node& node, const Graph& graph, std::size_t i) {
 
 bool has_input(const Node& node, std::size_t i) { return i < node.inputs.size() && node.inputs[i] != kNoValue; }
 
-bool same_dim(const Dim& a, const Dim& b) {
-  return a.is_static() ? b.is_static() && a.value == b.value : !a.symbol.empty() && a.symbol == b.symbol;
-}
-
-// A variable B is multiplied batch by batch without broadcasting: both ranks must be known,
-// equal, and the leading dims provably the same.
-bool batches_match(const Graph& graph, ValueId a, ValueId b) {
-  const auto& da = graph.value(a).dims;
-  const auto& db = graph.value(b).dims;
-  if (!da || !db || da->size() != db->size() || da->size() < 2) return false;
-  for (std::size_t i = 0; i + 2 < da->size(); ++i)
-    if (!same_dim((*da)[i], (*db)[i])) return false;
-  return true;
-}
 
 }  // namespace
 
@@ -146,8 +145,6 @@ std::string matmul_unsupported(const Node& node, const Graph& graph) {
       return "inputs are not float32";
   const Tensor* b = const_input(node, graph, 1);
   if (b && (b->dtype() != DType::Float32 || b->rank() != 2)) return "constant B is not a float32 matrix";
-  if (!b && node.op_type != "Gemm" && !batches_match(graph, node.inputs[0], node.inputs[1]))
-    return "variable B whose batch dims are not known to equal A's";
   if (node.op_type == "Gemm") {
     if (!b) return "Gemm needs a constant B";
     if (node.attr_int("transA", 0) != 0 || node.attr_float("alpha", 1.f) != 1.f || node.attr_float("beta", 1.f) != 1.f)
@@ -171,7 +168,8 @@ std::unique_ptr<Kernel> make_matmul(const Node& node, const Graph& graph) {
   const Tensor* b = const_input(node, graph, 1);
   const Tensor* bias = node.op_type != "MatMul" ? const_input(node, graph, 2) : nullptr;
   const bool transposed = node.op_type == "Gemm" && node.attr_int("transB", 0) == 1;
-  auto kernel = std::make_unique<MatMulKernel>(node, b ? *b : Tensor(), transposed, bias ? *bias : Tensor());
+  auto fallback = b ? nullptr : reference::ReferenceBackend().prepare(node, graph);
+  auto kernel = std::make_unique<MatMulKernel>(node, b ? *b : Tensor(), transposed, bias ? *bias : Tensor(), std::move(fallback));
   if (auto shape = static_shape(graph, node.inputs[0]); b && shape && shape->size() >= 2)
     try_warm_up([&] { kernel->warm_up(node, *shape); });
   return kernel;

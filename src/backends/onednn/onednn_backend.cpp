@@ -6,7 +6,7 @@
 namespace wpk::onednn {
 namespace {
 
-enum class Family { None, Conv, MatMul, Pool, Transpose, Attention, LayerNorm, Binary, BatchNorm, Eltwise };
+enum class Family { None, Conv, MatMul, Pool, Transpose, Attention, LayerNorm, Binary, BatchNorm, Eltwise, Softmax };
 
 Family family_of(const Node& node) {
   const bool onnx = node.domain.empty() || node.domain == "ai.onnx";
@@ -25,6 +25,7 @@ Family family_of(const Node& node) {
   if ((onnx && node.op_type == "BatchNormalization") || (wpk_op && node.op_type == "FusedBatchNorm"))
     return Family::BatchNorm;
   if (is_eltwise(node)) return Family::Eltwise;
+  if (onnx && node.op_type == "Softmax") return Family::Softmax;
   return Family::None;
 }
 
@@ -62,6 +63,7 @@ std::string OneDnnBackend::why_unsupported(const Node& node, const Graph& graph)
     case Family::Binary: return binary_unsupported(node, graph);
     case Family::BatchNorm: return batchnorm_unsupported(node, graph);
     case Family::Eltwise: return eltwise_unsupported(node, graph);
+    case Family::Softmax: return softmax_unsupported(node, graph);
     case Family::None: break;
   }
   return "oneDNN backend does not run " + node.op_type;
@@ -91,6 +93,7 @@ std::unique_ptr<Kernel> OneDnnBackend::prepare(const Node& node, const Graph& gr
     case Family::Binary: return make_binary(node, graph);
     case Family::BatchNorm: return make_batchnorm(node, graph);
     case Family::Eltwise: return make_eltwise(node, graph);
+    case Family::Softmax: return make_softmax(node, graph);
     case Family::None: break;
   }
   throw Error(ErrorCode::Internal, node_label(node) + "no oneDNN kernel");

@@ -52,6 +52,9 @@ bool is_eltwise(const Node& node);  // eltwise.cpp
 std::string eltwise_unsupported(const Node& node, const Graph& graph);
 std::unique_ptr<Kernel> make_eltwise(const Node& node, const Graph& graph);
 
+std::string softmax_unsupported(const Node& node, const Graph& graph);  // softmax.cpp
+std::unique_ptr<Kernel> make_softmax(const Node& node, const Graph& graph);
+
 std::string pool_unsupported(const Node& node, const Graph& graph);  // pool.cpp
 std::unique_ptr<Kernel> make_pool(const Node& node, const Graph& graph);
 
