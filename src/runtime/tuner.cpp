@@ -5,7 +5,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "core/half.hpp"
+#include "core/float_values.hpp"
 #include "runtime/cache_key.hpp"
 #include "runtime/logging.hpp"
 
@@ -16,20 +16,6 @@ std::atomic<std::uint64_t> g_measurements{0};
 
 constexpr int kTimedReps = 5;
 constexpr double kRepBudgetUs = 50000;  // a slow candidate stops repeating after this much time
-
-double element_as_double(const Tensor& t, std::int64_t i) {
-  switch (t.dtype()) {
-    case DType::Float32: return t.data<float>()[i];
-    case DType::Float64: return t.data<double>()[i];
-    case DType::Float16: return half_to_float(t.data<Float16Bits>()[i]);
-    case DType::BFloat16: return bfloat16_to_float(t.data<BFloat16Bits>()[i]);
-    default: return 0;
-  }
-}
-
-bool is_float(DType t) {
-  return t == DType::Float32 || t == DType::Float64 || t == DType::Float16 || t == DType::BFloat16;
-}
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -53,14 +39,14 @@ std::uint64_t tuning_measurements() { return g_measurements.load(); }
 bool outputs_agree(const Tensor& got, const Tensor& want) {
   if (got.empty() || want.empty()) return got.empty() == want.empty();
   if (got.dtype() != want.dtype() || got.shape() != want.shape()) return false;
-  if (!is_float(want.dtype())) return got.nbytes() == want.nbytes() && std::memcmp(got.raw(), want.raw(), got.nbytes()) == 0;
+  if (!dtype_is_float(want.dtype())) return got.nbytes() == want.nbytes() && std::memcmp(got.raw(), want.raw(), got.nbytes()) == 0;
   double scale = 0;
   for (std::int64_t i = 0; i < want.numel(); ++i) {
-    const double w = element_as_double(want, i);
+    const double w = float_element(want, i);
     if (std::isfinite(w)) scale = std::max(scale, std::abs(w));
   }
   for (std::int64_t i = 0; i < want.numel(); ++i) {
-    const double w = element_as_double(want, i), g = element_as_double(got, i);
+    const double w = float_element(want, i), g = float_element(got, i);
     if (std::isnan(w) || std::isnan(g)) {
       if (std::isnan(w) != std::isnan(g)) return false;
       continue;

@@ -5,32 +5,15 @@
 #include <cstring>
 #include <sstream>
 
-#include "core/half.hpp"
+#include "core/float_values.hpp"
 
 namespace wpk::testing {
-namespace {
-
-double element_as_double(const Tensor& t, std::int64_t i) {
-  switch (t.dtype()) {
-    case DType::Float32: return t.data<float>()[i];
-    case DType::Float64: return t.data<double>()[i];
-    case DType::Float16: return half_to_float(t.data<Float16Bits>()[i]);
-    case DType::BFloat16: return bfloat16_to_float(t.data<BFloat16Bits>()[i]);
-    default: return 0;
-  }
-}
-
-bool is_float(DType d) {
-  return d == DType::Float32 || d == DType::Float64 || d == DType::Float16 || d == DType::BFloat16;
-}
-
-}  // namespace
 
 std::string compare_allclose(const Tensor& a, const Tensor& b, double rtol, double atol) {
   if (a.dtype() != b.dtype())
     return std::string("dtype ") + dtype_name(a.dtype()) + ", expected " + dtype_name(b.dtype());
   if (a.shape() != b.shape()) return "shape " + shape_to_string(a.shape()) + ", expected " + shape_to_string(b.shape());
-  if (!is_float(a.dtype())) {
+  if (!dtype_is_float(a.dtype())) {
     if (a.nbytes() && std::memcmp(a.raw(), b.raw(), a.nbytes()) != 0) {
       const std::size_t es = dtype_size(a.dtype());
       for (std::int64_t i = 0; i < a.numel(); ++i)
@@ -40,7 +23,7 @@ std::string compare_allclose(const Tensor& a, const Tensor& b, double rtol, doub
     return "";
   }
   for (std::int64_t i = 0; i < a.numel(); ++i) {
-    const double x = element_as_double(a, i), y = element_as_double(b, i);
+    const double x = float_element(a, i), y = float_element(b, i);
     if (std::isnan(x) && std::isnan(y)) continue;
     if (std::isinf(x) || std::isinf(y)) {
       if (x == y) continue;
