@@ -27,14 +27,15 @@ constexpr std::int64_t kMaxOpset = 17;
 template <typename Message>
 void parse_file(const std::string& path, Message& msg, const std::string& what) {
   std::error_code ec;
-  if (!std::filesystem::exists(path, ec)) throw Error(ErrorCode::NotFound, "file '" + path + "' not found");
-  if (std::filesystem::is_directory(path, ec)) throw Error(ErrorCode::InvalidArgument, "'" + path + "' is a directory, not a file");
+  // Messages leave the path out: load() and load_tensor() put it in front of every error.
+  if (!std::filesystem::exists(path, ec)) throw Error(ErrorCode::NotFound, "file not found");
+  if (std::filesystem::is_directory(path, ec)) throw Error(ErrorCode::InvalidArgument, "is a directory, not a file");
   const auto size = std::filesystem::file_size(path, ec);
   // A protobuf message cannot exceed 2 GiB; larger models keep their weights in external files.
   if (ec || size > static_cast<std::uintmax_t>(INT_MAX))
-    throw Error(ErrorCode::InvalidModel, "'" + path + "' is larger than 2 GiB; store weights as ONNX external data");
+    throw Error(ErrorCode::InvalidModel, "larger than 2 GiB; store weights as ONNX external data");
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw Error(ErrorCode::Io, "cannot open '" + path + "'");
+  if (fd < 0) throw Error(ErrorCode::Io, "cannot open the file");
   google::protobuf::io::FileInputStream raw(fd);
   raw.SetCloseOnDelete(true);
   google::protobuf::io::CodedInputStream coded(&raw);
