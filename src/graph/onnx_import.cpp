@@ -11,8 +11,7 @@
 #include <fstream>
 #include <sstream>
 
-#include <onnx/shape_inference/implementation.h>
-
+#include "graph/dtype_inference.hpp"
 #include "graph/onnx_tensor.hpp"
 #include "wpk/wpk.hpp"
 
@@ -118,16 +117,6 @@ void import_nodes(const onnx::GraphProto& gp, Graph& g, const std::string& base_
   }
 }
 
-// Declared shapes of intermediate values let backends compile and pack weights at load. ONNX's
-// shape inference fills value_info; a model it cannot infer still loads (shapes are then found
-// at run time), since inference failures are often about ops wpk does not need shapes for.
-void infer_shapes(onnx::ModelProto& model) {
-  try {
-    onnx::shape_inference::InferShapes(model);
-  } catch (const std::exception&) {
-  }
-}
-
 // Frees a converted initializer's bytes at once, so the proto and the tensors never both hold
 // every weight.
 void release_data(onnx::TensorProto& t) {
@@ -151,7 +140,6 @@ Graph import_model(onnx::ModelProto& model, const std::string& base_dir) {
   if (opset < kMinOpset || opset > kMaxOpset)
     throw Error(ErrorCode::Unsupported, "the model uses ONNX opset " + std::to_string(opset) + "; wpk supports opsets " +
                                             std::to_string(kMinOpset) + " to " + std::to_string(kMaxOpset));
-  infer_shapes(model);
   const onnx::GraphProto& gp = model.graph();
   Graph g;
   g.set_opset(opset);
@@ -191,6 +179,7 @@ Graph import_model(onnx::ModelProto& model, const std::string& base_dir) {
     g.add_output(out.name());
   }
   if (g.outputs().empty()) throw Error(ErrorCode::InvalidModel, "the graph has no outputs");
+  infer_dtypes(g);
   return g;
 }
 

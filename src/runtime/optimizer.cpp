@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "backends/reference/reference_backend.hpp"
+#include "graph/dtype_inference.hpp"
 #include "graph/passes/pass.hpp"
 #include "graph/passes/static_shapes.hpp"
 #include "runtime/logging.hpp"
@@ -77,6 +78,7 @@ std::vector<std::string> Optimizer::pass_names() const {
 }
 
 Graph Optimizer::optimize(Graph graph) const {
+  infer_dtypes(graph);  // graphs built in code declare no intermediate dtypes
   passes::PassContext ctx{evaluate_on_reference};
   const auto names = pass_names();
   // Passes enable each other (folding exposes dead code and new constants); repeat to a fixed
@@ -91,6 +93,7 @@ Graph Optimizer::optimize(Graph graph) const {
     }
     if (!changed) break;
   }
+  infer_dtypes(graph);  // values the passes created
   passes::annotate_static_shapes(graph);
   return graph;
 }

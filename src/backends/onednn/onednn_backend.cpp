@@ -69,12 +69,6 @@ std::string OneDnnBackend::why_unsupported(const Node& node, const Graph& graph)
   return "oneDNN backend does not run " + node.op_type;
 }
 
-bool OneDnnBackend::runs_in_place(const Node& node) const {
-  // oneDNN computes in place only over its first source; a planner alias of the second
-  // (broadcast) operand, or of a swapped pair, would be read after it is overwritten.
-  return family_of(node) != Family::Binary;
-}
-
 std::string OneDnnBackend::version() const {
   const dnnl_version_t* v = dnnl_version();
   return std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch) + "+" + v->hash;

@@ -10,7 +10,6 @@ class OneDnnBackend : public Backend {
   std::string name() const override { return "onednn"; }
   std::string why_unsupported(const Node& node, const Graph& graph) const override;
   std::unique_ptr<Kernel> prepare(const Node& node, const Graph& graph) const override;
-  bool runs_in_place(const Node& node) const override;
   std::string version() const override;
 };
 

@@ -172,7 +172,17 @@ Dim window_out(const Dim& in, std::int64_t k, std::int64_t stride, std::int64_t 
 
 // [N, channels, spatial outputs...] of a Conv (kernel from the weights) or pooling op.
 std::optional<DimList> window_dims(const Node& n, const DimList* x, const DimList* w, const Dim& channels) {
-  if (!x || x->size() < 3 || x->size() > 5 || n.attr_int("channels_last", 0) != 0) return std::nullopt;
+  if (!x || x->size() < 3 || x->size() > 5) return std::nullopt;
+  if (n.attr_int("channels_last", 0) != 0) {
+    // NHWC (the layout pass): the same window over the NCHW view, its result back in NHWC.
+    if (x->size() != 4) return std::nullopt;
+    const DimList nchw{(*x)[0], (*x)[3], (*x)[1], (*x)[2]};
+    Node plain = n;
+    plain.attributes.erase("channels_last");
+    auto out = window_dims(plain, &nchw, w, channels);
+    if (!out) return std::nullopt;
+    return DimList{(*out)[0], (*out)[2], (*out)[3], (*out)[1]};
+  }
   const std::size_t nd = x->size() - 2;
   std::vector<std::int64_t> kernel = n.attr_ints("kernel_shape");
   if (kernel.empty() && w && w->size() == x->size() && all_static(*w))
@@ -330,11 +340,13 @@ void StaticShapes::infer(const Graph& g, const Node& n) {
   } else if (op == "Conv" && in(1) && !in(1)->empty()) {
     set_dims(out, window_dims(n, in(0), in(1), (*in(1))[0]));
   } else if ((op == "MaxPool" || op == "AveragePool") && in(0) && in(0)->size() >= 3) {
-    set_dims(out, window_dims(n, in(0), nullptr, (*in(0))[1]));
-  } else if ((op == "GlobalAveragePool" || op == "GlobalMaxPool") && in(0) && rank0 >= 3 &&
-             n.attr_int("channels_last", 0) == 0) {
-    DimList d(in(0)->begin(), in(0)->begin() + 2);
-    d.resize(in(0)->size(), Dim(1));
+    const bool nhwc = n.attr_int("channels_last", 0) != 0;
+    set_dims(out, window_dims(n, in(0), nullptr, nhwc ? in(0)->back() : (*in(0))[1]));
+  } else if ((op == "GlobalAveragePool" || op == "GlobalMaxPool") && in(0) && rank0 >= 3) {
+    DimList d(in(0)->size(), Dim(1));
+    d[0] = (*in(0))[0];
+    if (n.attr_int("channels_last", 0) != 0) d.back() = in(0)->back();  // [N, 1, 1, C]
+    else d[1] = (*in(0))[1];
     set_dims(out, d);
   } else if (op == "Flatten" && in(0)) {
     std::int64_t axis = n.attr_int("axis", 1);
@@ -342,6 +354,26 @@ void StaticShapes::infer(const Graph& g, const Node& n) {
     if (axis >= 0 && axis <= rank0)
       set_dims(out, DimList{axis == 0 ? Dim(1) : product(in(0)->begin(), in(0)->begin() + axis),
                             axis == rank0 ? Dim(1) : product(in(0)->begin() + axis, in(0)->end())});
+  } else if (op == "Pad" && in(0)) {
+    // Pads from the attribute (before opset 11) or a followed constant input.
+    std::vector<std::int64_t> pads = n.attr_ints("pads");
+    if (pads.empty() && in_data(1))
+      for (const IntElem& e : *in_data(1)) {
+        if (!e.value) {
+          pads.clear();
+          break;
+        }
+        pads.push_back(*e.value);
+      }
+    if (static_cast<int>(pads.size()) == 2 * rank0 && rank0 > 0) {
+      DimList d = *in(0);
+      for (int i = 0; i < rank0; ++i) {
+        const std::int64_t grow = pads[i] + pads[rank0 + i];
+        if (grow == 0) continue;
+        d[i] = d[i].is_static() ? Dim(d[i].value + grow) : Dim(std::int64_t{-1});
+      }
+      set_dims(out, d);
+    }
   } else if (op == "Transpose" && in(0)) {
     std::vector<std::int64_t> perm = n.attr_ints("perm");
     if (perm.empty())
