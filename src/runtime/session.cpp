@@ -71,6 +71,11 @@ Session::Session(Graph graph, SessionOptions options, const std::vector<const Ba
   impl_->threads = resolve_threads(options.threads);
   log_openmp_wait_policy();
   check_graph_interface(graph);
+  // Every node must be one a backend runs, with its op's input count, before any pass looks at
+  // it: passes read inputs by position and must not meet a malformed node.
+  if (const auto bad = find_unsupported(graph); !bad.empty())
+    throw Error(ErrorCode::Unsupported, "node '" + bad.front().node + "' (" + bad.front().op_type + "): " + bad.front().reason +
+                                            (bad.size() > 1 ? " (and " + std::to_string(bad.size() - 1) + " more nodes)" : ""));
   impl_->graph = Optimizer(options.optimizer).optimize(std::move(graph));
   const Graph& g = impl_->graph;
   for (ValueId v : g.inputs()) impl_->inputs.push_back(g.value(v));

@@ -75,6 +75,7 @@ bool is_elementwise(const Node& n) {
 
 // Inputs that carry activations (and so follow the layout); the rest are parameters.
 std::vector<std::size_t> activation_inputs(const Node& n) {
+  if (n.inputs.empty()) return {};
   if (n.op_type == "FusedConv") return n.inputs.size() > 3 ? std::vector<std::size_t>{0, 3} : std::vector<std::size_t>{0};
   if (n.op_type == "Conv" || is_pool(n) || n.op_type == "Clip" || n.op_type == "LeakyRelu" ||
       n.op_type == "BatchNormalization" || n.op_type == "FusedBatchNorm" || n.op_type == "Pad")
