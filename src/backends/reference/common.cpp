@@ -5,7 +5,8 @@
 namespace wpk::reference {
 
 int normalize_axis(std::int64_t axis, int rank, const KernelContext& ctx) {
-  if (axis < -rank || axis >= std::max(rank, 1))
+  // A rank-0 tensor has no axis at all: callers index shape[axis] with the result.
+  if (axis < -rank || axis >= rank)
     ctx.fail(ErrorCode::InvalidModel, "axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(rank));
   return static_cast<int>(axis < 0 ? axis + rank : axis);
 }
