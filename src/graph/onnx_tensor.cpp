@@ -21,10 +21,16 @@ DType dtype_from_proto(int32_t t, const std::string& what) {
   return d;
 }
 
+struct ExternalSpan {
+  std::filesystem::path file;
+  std::uint64_t offset = 0;
+};
+
 // External data: the file must stay inside the model's folder (a hostile model must not read
-// /etc/passwd), and the requested range must lie inside the file.
-void read_external(const onnx::TensorProto& proto, const std::string& base_dir, const std::string& what, void* dst,
-                   std::size_t nbytes) {
+// /etc/passwd), and the requested range must lie inside the file. Checked before the tensor is
+// allocated, so a hostile shape cannot make wpk allocate what the file does not back.
+ExternalSpan locate_external(const onnx::TensorProto& proto, const std::string& base_dir, const std::string& what,
+                             std::size_t nbytes) {
   std::string location;
   std::uint64_t offset = 0;
   std::int64_t length = -1;
@@ -54,10 +60,26 @@ void read_external(const onnx::TensorProto& proto, const std::string& base_dir, 
   if (offset > size || size - offset < nbytes)
     bad(what, "external data file '" + file.string() + "' is too short for offset " + std::to_string(offset) + " + " +
                   std::to_string(nbytes) + " bytes");
-  std::ifstream in(file, std::ios::binary);
-  in.seekg(static_cast<std::streamoff>(offset));
+  return {file, offset};
+}
+
+void read_external(const ExternalSpan& span, const std::string& what, void* dst, std::size_t nbytes) {
+  std::ifstream in(span.file, std::ios::binary);
+  in.seekg(static_cast<std::streamoff>(span.offset));
   if (!in.read(static_cast<char*>(dst), static_cast<std::streamsize>(nbytes)))
-    throw Error(ErrorCode::Io, what + ": reading external data file '" + file.string() + "' failed");
+    throw Error(ErrorCode::Io, what + ": reading external data file '" + span.file.string() + "' failed");
+}
+
+// How many values the typed field for `dtype` holds (int32_data carries every type of 32 bits
+// or fewer).
+std::int64_t typed_count(const onnx::TensorProto& p, DType dtype) {
+  switch (dtype) {
+    case DType::Float32: return p.float_data_size();
+    case DType::Float64: return p.double_data_size();
+    case DType::Int64: return p.int64_data_size();
+    case DType::UInt64: case DType::UInt32: return p.uint64_data_size();
+    default: return p.int32_data_size();
+  }
 }
 
 template <typename Dst, typename Field>
@@ -114,6 +136,11 @@ Tensor tensor_from_proto(const onnx::TensorProto& p, const std::string& base_dir
   if (!external && p.has_raw_data() && p.raw_data().size() != need)
     bad(what, "raw data has " + std::to_string(p.raw_data().size()) + " bytes but shape " + shape_to_string(shape) +
                   " of " + dtype_name(dtype) + " needs " + std::to_string(need));
+  if (!external && !p.has_raw_data() && typed_count(p, dtype) != numel)
+    bad(what, "holds " + std::to_string(typed_count(p, dtype)) + " values but its shape " + shape_to_string(shape) +
+                  " needs " + std::to_string(numel));
+  ExternalSpan span;
+  if (external) span = locate_external(p, base_dir, what, need);
   Tensor t;
   try {
     t = Tensor::zeros(dtype, shape);
@@ -121,7 +148,7 @@ Tensor tensor_from_proto(const onnx::TensorProto& p, const std::string& base_dir
     bad(what, e.what());
   }
   if (external) {
-    read_external(p, base_dir, what, t.raw(), t.nbytes());
+    read_external(span, what, t.raw(), t.nbytes());
   } else if (p.has_raw_data()) {
     if (need) std::memcpy(t.raw(), p.raw_data().data(), need);
     if (dtype == DType::Bool) {
