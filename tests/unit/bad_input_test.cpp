@@ -162,3 +162,21 @@ TEST_CASE("a model asking for an absurd tensor fails cleanly instead of exhausti
   expect_error([&] { s.run({{"x", Tensor::borrow(x.data(), {2})}}); }, ErrorCode::InvalidArgument,
                {"ConstantOfShape", "limit"});
 }
+
+TEST_CASE("inputs the fuzzers once crashed on end in an Error or a result", "[errors][import]") {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::path(WPK_SOURCE_DIR) / "tests" / "fuzz" / "regressions";
+  int seen = 0;
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    ++seen;
+    INFO(entry.path().string());
+    // Reaching the end of the loop is the test: these once crashed the process. A malformed
+    // model must be reported as the model's fault, not as a wpk bug.
+    try {
+      Session s(load(entry.path().string()));
+    } catch (const Error& e) {
+      CHECK(e.code() != ErrorCode::Internal);
+    }
+  }
+  CHECK(seen > 0);
+}
