@@ -12,14 +12,6 @@
 namespace wpk::passes {
 namespace {
 
-struct ConvEpilogue {
-  std::vector<int> nodes;              // absorbed nodes, the Conv not included
-  const Tensor* extra_bias = nullptr;  // per-channel constant added after the Conv
-  ValueId residual = kNoValue;
-  ActivationMatch activation;
-  ValueId output = kNoValue;
-};
-
 // A constant that adds one value per output channel: [M, 1, ...] or [1, M, 1, ...], never of
 // higher rank than the output (rank `rank`), so the Add cannot grow the shape.
 bool per_channel(const Tensor& t, std::int64_t m, int rank) {
@@ -27,34 +19,12 @@ bool per_channel(const Tensor& t, std::int64_t m, int rank) {
   return t.dim(t.rank() - (rank - 1)) == m;  // the channel axis, 1 from the front of the output
 }
 
-std::optional<ConvEpilogue> match_epilogue(const Graph& g, const GraphIndex& index, const StaticShapes& shapes,
-                                           const Node& conv, std::int64_t channels, int rank) {
-  ConvEpilogue e;
-  ValueId cur = conv.outputs[0];
-  int at = index.sole_reader_index(cur);
-  if (at >= 0 && is_onnx_op(&g.nodes()[at], "Add")) {
-    const Tensor* c = float_constant(g, other_input(g.nodes()[at], cur));
-    if (c && per_channel(*c, channels, rank)) {
-      e.extra_bias = c;
-      e.nodes.push_back(at);
-      cur = g.nodes()[at].outputs[0];
-      at = index.sole_reader_index(cur);
-    }
-  }
-  if (at >= 0 && is_onnx_op(&g.nodes()[at], "Add")) {
-    const ValueId z = other_input(g.nodes()[at], cur);
-    if (z != kNoValue && !g.is_initializer(z) && shapes.same_shape(z, cur)) {
-      e.residual = z;
-      e.nodes.push_back(at);
-      cur = g.nodes()[at].outputs[0];
-    }
-  }
-  if (auto act = match_activation(g, index, cur)) {
-    e.nodes.insert(e.nodes.end(), act->nodes.begin(), act->nodes.end());
-    cur = act->output;
-    e.activation = std::move(*act);
-  }
-  e.output = cur;
+// The epilogue after a Conv with `channels` outputs and weights of rank `rank`; nullopt when
+// nothing follows that the fused op can take.
+std::optional<Epilogue> conv_epilogue(const Graph& g, const GraphIndex& index, const StaticShapes& shapes,
+                                      const Node& conv, std::int64_t channels, int rank) {
+  Epilogue e = match_epilogue(g, index, shapes, conv.outputs[0],
+                              [&](const Tensor& t) { return per_channel(t, channels, rank); });
   if (e.nodes.empty()) return std::nullopt;
   return e;
 }
@@ -78,7 +48,7 @@ bool fuse_conv_epilogue(Graph& g, const PassContext&) {
     const ValueId b_id = conv.inputs.size() > 2 ? conv.inputs[2] : kNoValue;
     const Tensor* b = float_constant(g, b_id);
     if (!w || w->rank() < 3 || (b_id != kNoValue && (!b || b->numel() != w->dim(0)))) return;
-    auto e = match_epilogue(g, index, shapes, conv, w->dim(0), w->rank());
+    auto e = conv_epilogue(g, index, shapes, conv, w->dim(0), w->rank());
     if (!e) return;
     e->nodes.push_back(static_cast<int>(i));
     if (!rewriter.available(e->nodes)) return;
@@ -86,7 +56,7 @@ bool fuse_conv_epilogue(Graph& g, const PassContext&) {
     fused.op_type = "FusedConv";
     fused.domain = kWpkDomain;
     fused.inputs.resize(3, kNoValue);
-    if (e->extra_bias) fused.inputs[2] = merged_bias(g, conv, b, *e->extra_bias);
+    if (e->bias != kNoValue) fused.inputs[2] = merged_bias(g, conv, b, *g.initializer(e->bias));
     if (e->residual != kNoValue)
       fused.inputs.push_back(e->residual);
     else if (fused.inputs[2] == kNoValue)

@@ -43,35 +43,17 @@ std::optional<MatMulFusion> from_gemm(const Graph& g, const StaticShapes& shapes
   return f;
 }
 
-// The epilogue after the product `cur` with N output columns: bias, residual, activation.
-void match_epilogue(const Graph& g, const GraphIndex& index, const StaticShapes& shapes, std::int64_t n,
-                    MatMulFusion& f) {
-  ValueId cur = f.output;
-  int at = index.sole_reader_index(cur);
-  if (f.bias == kNoValue && at >= 0 && is_onnx_op(&g.nodes()[at], "Add")) {
-    const ValueId c = other_input(g.nodes()[at], cur);
-    const Tensor* t = float_constant(g, c);
-    if (t && t->rank() == 1 && t->numel() == n && n > 0) {
-      f.bias = c;
-      f.nodes.push_back(at);
-      cur = g.nodes()[at].outputs[0];
-      at = index.sole_reader_index(cur);
-    }
-  }
-  if (at >= 0 && is_onnx_op(&g.nodes()[at], "Add")) {
-    const ValueId z = other_input(g.nodes()[at], cur);
-    if (z != kNoValue && !g.is_initializer(z) && shapes.same_shape(z, cur)) {
-      f.residual = z;
-      f.nodes.push_back(at);
-      cur = g.nodes()[at].outputs[0];
-    }
-  }
-  if (auto act = match_activation(g, index, cur)) {
-    f.nodes.insert(f.nodes.end(), act->nodes.begin(), act->nodes.end());
-    cur = act->output;
-    f.activation = std::move(*act);
-  }
-  f.output = cur;
+// The epilogue after the product with N output columns: bias (unless a Gemm brought one),
+// residual, activation.
+void add_epilogue(const Graph& g, const GraphIndex& index, const StaticShapes& shapes, std::int64_t n, MatMulFusion& f) {
+  std::function<bool(const Tensor&)> is_bias;
+  if (f.bias == kNoValue) is_bias = [n](const Tensor& t) { return t.rank() == 1 && t.numel() == n && n > 0; };
+  Epilogue e = match_epilogue(g, index, shapes, f.output, is_bias);
+  if (e.bias != kNoValue) f.bias = e.bias;
+  f.residual = e.residual;
+  f.activation = std::move(e.activation);
+  f.nodes.insert(f.nodes.end(), e.nodes.begin(), e.nodes.end());
+  f.output = e.output;
 }
 
 std::optional<MatMulFusion> match_fusion(const Graph& g, const GraphIndex& index, const StaticShapes& shapes, int at) {
@@ -92,7 +74,7 @@ std::optional<MatMulFusion> match_fusion(const Graph& g, const GraphIndex& index
   const Tensor* b = float_constant(g, f->b);
   std::int64_t n = out && !out->empty() && out->back().is_static() ? out->back().value : -1;
   if (n < 0 && b && b->rank() >= 2 && !f->b_to_transpose) n = b->dim(-1);
-  match_epilogue(g, index, shapes, n, *f);
+  add_epilogue(g, index, shapes, n, *f);
   // Something must be absorbed, and a float32 constant (B or the bias) must pin the dtype.
   const bool absorbed = f->nodes.size() > 1 || (is_onnx_op(&mm, "Gemm") && f->bias != kNoValue);
   if (!absorbed || (!b && !float_constant(g, f->bias))) return std::nullopt;

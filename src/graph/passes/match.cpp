@@ -172,4 +172,36 @@ bool Rewriter::apply(Graph& g) {
   return true;
 }
 
+Epilogue match_epilogue(const Graph& g, const GraphIndex& index, const StaticShapes& shapes, ValueId product,
+                        const std::function<bool(const Tensor&)>& is_bias) {
+  Epilogue e;
+  ValueId cur = product;
+  int at = index.sole_reader_index(cur);
+  if (is_bias && at >= 0 && is_onnx_op(&g.nodes()[at], "Add")) {
+    const ValueId c = other_input(g.nodes()[at], cur);
+    const Tensor* t = float_constant(g, c);
+    if (t && is_bias(*t)) {
+      e.bias = c;
+      e.nodes.push_back(at);
+      cur = g.nodes()[at].outputs[0];
+      at = index.sole_reader_index(cur);
+    }
+  }
+  if (at >= 0 && is_onnx_op(&g.nodes()[at], "Add")) {
+    const ValueId z = other_input(g.nodes()[at], cur);
+    if (z != kNoValue && !g.is_initializer(z) && shapes.same_shape(z, cur)) {
+      e.residual = z;
+      e.nodes.push_back(at);
+      cur = g.nodes()[at].outputs[0];
+    }
+  }
+  if (auto act = match_activation(g, index, cur)) {
+    e.nodes.insert(e.nodes.end(), act->nodes.begin(), act->nodes.end());
+    cur = act->output;
+    e.activation = std::move(*act);
+  }
+  e.output = cur;
+  return e;
+}
+
 }  // namespace wpk::passes

@@ -2,6 +2,7 @@
 // Helpers the fusion passes share: who writes and who reads each value, small float constants,
 // the activations FusedConv/FusedMatMul absorb, and swapping a matched group of nodes for its
 // replacement.
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -54,6 +55,21 @@ struct ActivationMatch {
   ValueId output = kNoValue;
 };
 std::optional<ActivationMatch> match_activation(const Graph& g, const GraphIndex& index, ValueId v);
+
+// What may follow a convolution or matrix product elementwise, in the order the fused ops apply
+// it (graph/fused_ops.hpp): [Add(bias-like constant)] -> [Add(residual, same shape)] ->
+// [activation]. Each step is taken only when its input has no other reader.
+struct Epilogue {
+  ValueId bias = kNoValue;  // the constant added first, when `is_bias` accepted it
+  ValueId residual = kNoValue;
+  ActivationMatch activation;
+  std::vector<int> nodes;  // absorbed nodes
+  ValueId output = kNoValue;
+};
+// `is_bias(t)` says whether the constant `t` is a bias the fused op can take; null when the
+// product already has one.
+Epilogue match_epilogue(const Graph& g, const GraphIndex& index, const StaticShapes& shapes, ValueId product,
+                        const std::function<bool(const Tensor&)>& is_bias);
 
 // A value name not yet in the graph, made from `base`.
 std::string unique_name(const Graph& g, const std::string& base);
