@@ -8,6 +8,9 @@
 #include "backends/reference/registry.hpp"
 
 namespace wpk::reference {
+
+void register_rnn(OpTable& t);  // rnn.cpp: RNN, GRU, LSTM
+
 namespace {
 
 template <typename T>
@@ -376,6 +379,7 @@ void register_linalg(OpTable& t) {
   t.add("MatMulInteger", {matmul_integer, 2, 4, 10});
   t.add("Gemm", {gemm, 2, 3, 7});
   t.add("Einsum", {einsum, 1, -1, 12});
+  register_rnn(t);
 }
 
 }  // namespace wpk::reference

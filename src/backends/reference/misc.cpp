@@ -235,6 +235,7 @@ void register_misc(OpTable& t) {
   t.add("NonMaxSuppression", {non_max_suppression, 2, 5, 10});
   register_resize(t);
   register_quantize(t);
+  register_signal(t);
 }
 
 }  // namespace wpk::reference

@@ -6,5 +6,6 @@ namespace wpk::reference {
 
 void register_resize(OpTable& t);    // resize.cpp: Resize, Upsample
 void register_quantize(OpTable& t);  // quantize.cpp: QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear
+void register_signal(OpTable& t);    // signal.cpp: windows, DFT, STFT, MelWeightMatrix
 
 }  // namespace wpk::reference
