@@ -85,7 +85,9 @@ class Session {
 
   const std::vector<ValueInfo>& inputs() const;
   const std::vector<ValueInfo>& outputs() const;  // in model order
-  const Graph& graph() const;  // the optimized graph this session runs
+  // The optimized graph this session runs. Weights a backend keeps packed in its own layout are
+  // no longer held by it (initializer() returns nullptr for them) unless tuning is on.
+  const Graph& graph() const;
 
  private:
   // Over a chosen backend list instead of registered_backends() (tests of dispatch and tuning).

@@ -236,6 +236,8 @@ void register_misc(OpTable& t) {
   register_resize(t);
   register_quantize(t);
   register_signal(t);
+  register_sampling(t);
+  register_qlinear(t);
 }
 
 }  // namespace wpk::reference

@@ -7,5 +7,7 @@ namespace wpk::reference {
 void register_resize(OpTable& t);    // resize.cpp: Resize, Upsample
 void register_quantize(OpTable& t);  // quantize.cpp: QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear
 void register_signal(OpTable& t);    // signal.cpp: windows, DFT, STFT, MelWeightMatrix
+void register_sampling(OpTable& t);  // sampling.cpp: GridSample, RoiAlign, Det
+void register_qlinear(OpTable& t);   // qlinear.cpp: QLinearMatMul, QLinearConv
 
 }  // namespace wpk::reference
