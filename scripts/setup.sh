@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 build_dir=${1:-build}
 
 packages=(build-essential cmake ccache pkg-config
-  libdnnl-dev libeigen3-dev libspdlog-dev catch2 libprotobuf-dev protobuf-compiler
+  libdnnl-dev ocl-icd-opencl-dev libeigen3-dev libspdlog-dev catch2 libprotobuf-dev protobuf-compiler
   libonnx-dev libonnx-testdata python3-torch python3-torchvision python3-onnx python3-numpy)
 missing=()
 for p in "${packages[@]}"; do
