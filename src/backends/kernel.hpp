@@ -86,6 +86,11 @@ class Backend {
   // an output that shares the bytes of a same-sized input nothing reads afterwards. A backend
   // whose kernel for `node` cannot compute in place returns false.
   virtual bool runs_in_place(const Node& /*node*/) const { return true; }
+  // True when the kernel for a com.wpk FusedConv/FusedMatMul with a residual Z (input 3) reads
+  // Z's element i before it writes output element i, so the memory planner may give the output
+  // Z's bytes when nothing reads Z afterwards. Off unless a backend says so: a kernel that
+  // writes the product first and adds Z afterwards would read overwritten bytes.
+  virtual bool accumulates_into_residual(const Node& /*node*/) const { return false; }
 };
 
 // "node 'conv1' (Conv): " — the prefix every node error starts with.

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <set>
 
+#include "graph/fused_ops.hpp"
 #include "runtime/memory_planner.hpp"
 
 namespace wpk {
@@ -16,13 +17,23 @@ bool overlaps(const Tensor& t, const char* data, std::size_t bytes) {
 
 }  // namespace
 
-bool op_may_run_in_place(const Node& node) {
+InPlaceRule in_place_rule(const Node& node, const Backend& backend) {
   static const std::set<std::string> onnx_ops = {
       "Relu", "LeakyRelu", "Sigmoid", "Tanh", "Exp", "Log", "Sqrt", "Neg", "Abs", "Erf", "Reciprocal", "Floor",
       "Ceil", "Clip", "HardSigmoid", "HardSwish", "Elu", "Selu", "Softplus", "Softsign", "Add", "Sub", "Mul", "Div"};
-  static const std::set<std::string> wpk_ops = {"Gelu"};
-  if (node.domain.empty() || node.domain == "ai.onnx") return onnx_ops.count(node.op_type) != 0;
-  return node.domain == "com.wpk" && wpk_ops.count(node.op_type) != 0;
+  static const std::set<std::string> wpk_elementwise = {"Gelu"};
+  const bool onnx = node.domain.empty() || node.domain == "ai.onnx";
+  const bool wpk = node.domain == kWpkDomain;
+  if ((onnx && onnx_ops.count(node.op_type)) || (wpk && wpk_elementwise.count(node.op_type))) {
+    if (!backend.runs_in_place(node)) return {};
+    InPlaceRule rule{std::vector<std::size_t>(node.inputs.size()), true};
+    for (std::size_t i = 0; i < rule.inputs.size(); ++i) rule.inputs[i] = i;
+    return rule;
+  }
+  const bool residual = wpk && (node.op_type == "FusedConv" || node.op_type == "FusedMatMul") &&
+                        node.inputs.size() > 3 && node.inputs[3] != kNoValue;
+  if (residual && backend.accumulates_into_residual(node)) return {{3}, false};
+  return {};
 }
 
 MemoryRecorder::MemoryRecorder(const Graph& graph, const ExecutionPlan& plan)
@@ -63,27 +74,29 @@ void MemoryRecorder::on_step(std::size_t s, const Backend& backend, const std::v
     if (sv.allocated && outputs[i].raw() != sv.data) sv.allocated = false;
     if (!sv.allocated) sv.alias_root = find_root_overlapping(outputs[i], node);
   }
-  if (op_may_run_in_place(node) && backend.runs_in_place(node)) note_in_place(s, node, inputs);
+  note_in_place(s, node, inputs, in_place_rule(node, backend));
 }
 
-void MemoryRecorder::note_in_place(std::size_t s, const Node& node, const std::vector<const Tensor*>& inputs) {
-  if (node.outputs.empty() || node.outputs[0] == kNoValue) return;
+void MemoryRecorder::note_in_place(std::size_t s, const Node& node, const std::vector<const Tensor*>& inputs,
+                                   const InPlaceRule& rule) {
+  if (rule.inputs.empty() || node.outputs.empty() || node.outputs[0] == kNoValue) return;
   const ValueId v = node.outputs[0];
   const Seen& out = seen_[static_cast<std::size_t>(v)];
   if (!out.allocated) return;
-  for (std::size_t j = 0; j < node.inputs.size() && j < inputs.size(); ++j) {
+  for (std::size_t j : rule.inputs) {
+    if (j >= node.inputs.size() || j >= inputs.size()) continue;
     const ValueId r = root_of(node.inputs[j]);
     if (r == kNoValue || !inputs[j]) continue;
     const Seen& root = seen_[static_cast<std::size_t>(r)];
     // The input must be the whole of its root's bytes, seen from the start, and as big as the
     // output: then output element i lands exactly on input element i.
     if (inputs[j]->raw() != root.data || inputs[j]->nbytes() != out.bytes || root.bytes != out.bytes) continue;
-    // Another input reading those bytes in another arrangement (a broadcast view) would see
-    // them overwritten before it is done.
+    // Another input reading those bytes would see them overwritten before it is done, unless
+    // an elementwise op reads them in the same arrangement (x * x); a broadcast view clashes.
     bool clash = false;
     for (std::size_t k = 0; k < inputs.size(); ++k) {
       if (k == j || !inputs[k] || !overlaps(*inputs[k], root.data, root.bytes)) continue;
-      clash |= inputs[k]->raw() != inputs[j]->raw() || inputs[k]->shape() != inputs[j]->shape();
+      clash |= !rule.elementwise || inputs[k]->raw() != inputs[j]->raw() || inputs[k]->shape() != inputs[j]->shape();
     }
     if (clash) continue;
     in_place_.push_back({static_cast<int>(s), v, r});

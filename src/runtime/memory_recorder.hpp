@@ -13,6 +13,19 @@
 
 namespace wpk {
 
+// Which inputs' bytes output 0 of `node` may take over, given the backend that runs it:
+//   - every input of an elementwise op: each output element depends only on the input
+//     elements at the same index, so reading element i before writing element i is all the
+//     kernel needs (deliberately short: anything with a reduction, a window or a reordering,
+//     Softmax, Conv, Transpose, ..., is not here), unless the backend says it cannot;
+//   - the residual Z of a fused conv/matmul, when the backend accumulates into it. The product
+//     reads its other inputs everywhere while it writes, so none of them may touch Z's bytes.
+struct InPlaceRule {
+  std::vector<std::size_t> inputs;  // candidates, in order of preference
+  bool elementwise = false;         // other inputs may read the same bytes in the same arrangement
+};
+InPlaceRule in_place_rule(const Node& node, const Backend& backend);
+
 class MemoryRecorder {
  public:
   MemoryRecorder(const Graph& graph, const ExecutionPlan& plan);
@@ -39,18 +52,13 @@ class MemoryRecorder {
   };
   ValueId root_of(ValueId v) const;
   ValueId find_root_overlapping(const Tensor& t, const Node& node) const;
-  void note_in_place(std::size_t s, const Node& node, const std::vector<const Tensor*>& inputs);
+  void note_in_place(std::size_t s, const Node& node, const std::vector<const Tensor*>& inputs,
+                     const InPlaceRule& rule);
 
   const Graph& graph_;
   const ExecutionPlan& plan_;
   std::vector<Seen> seen_;
   std::vector<InPlace> in_place_;
 };
-
-// The ops whose kernels may write output 0 over a same-sized input: each output element depends
-// only on the input elements at the same index, so reading element i before writing element i
-// is all the kernel needs. Deliberately short; anything with a reduction, a window or a
-// reordering (Softmax, Conv, Transpose, ...) is not here.
-bool op_may_run_in_place(const Node& node);
 
 }  // namespace wpk

@@ -35,7 +35,7 @@ class ConvKernel : public Kernel {
       Args args = {
           {DNNL_ARG_SRC, wrap(plan->src, x)}, {DNNL_ARG_WEIGHTS, plan->weights}, {DNNL_ARG_DST, wrap(plan->dst, y)}};
       if (!b_.empty()) args.emplace(DNNL_ARG_BIAS, wrap(f32_desc({b_.numel()}, Tag::x), b_));
-      if (has_residual_) bind_residual(ctx, 3, plan->y_shape, plan->dst, args);
+      if (has_residual_) accumulate_residual_into(ctx, 3, y);
       execute(plan->primitive, args);
     });
   }
@@ -68,7 +68,7 @@ class ConvKernel : public Kernel {
     plan.src = f32_desc(src_dims, act_tag);
     plan.dst = f32_desc(dst_dims, act_tag);
     dnnl::post_ops ops;
-    if (has_residual_) ops.append_binary(dnnl::algorithm::binary_add, plan.dst);
+    if (has_residual_) ops.append_sum(1.f);
     append_activation(ops, act_);
     dnnl::primitive_attr attr = make_attr();
     attr.set_post_ops(ops);

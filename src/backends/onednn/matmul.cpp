@@ -53,7 +53,7 @@ class MatMulKernel : public Kernel {
                                                     {DNNL_ARG_WEIGHTS, b ? wrap(plan->b, *b) : plan->packed_b},
                                                     {DNNL_ARG_DST, wrap(plan->dst, y)}};
       if (!bias_.empty()) args.emplace(DNNL_ARG_BIAS, wrap(plan->bias, bias_));
-      if (has_residual_) bind_residual(ctx, 3, plan->y_shape, plan->dst, args);
+      if (has_residual_) accumulate_residual_into(ctx, 3, y);
       execute(plan->primitive, args);
     });
   }
@@ -67,9 +67,9 @@ class MatMulKernel : public Kernel {
   bool owns_input(std::size_t i) const override { return i == 1 && b_.owns_copy(); }
 
  private:
-  dnnl::primitive_attr attributes(const dnnl::memory::desc& dst) const {
+  dnnl::primitive_attr attributes() const {
     dnnl::post_ops ops;
-    if (has_residual_) ops.append_binary(dnnl::algorithm::binary_add, dst);
+    if (has_residual_) ops.append_sum(1.f);
     append_activation(ops, act_);
     dnnl::primitive_attr attr = make_attr();
     attr.set_post_ops(ops);
@@ -88,7 +88,7 @@ class MatMulKernel : public Kernel {
     plan.dst = f32_desc({rows, n}, Tag::ab);
     if (!bias_.empty()) plan.bias = f32_desc({1, n}, Tag::ab);
     dnnl::matmul::desc desc(plan.a, f32_desc({k, n}, Tag::any), plan.bias, plan.dst);
-    dnnl::matmul::primitive_desc pd(desc, attributes(plan.dst), engine());
+    dnnl::matmul::primitive_desc pd(desc, attributes(), engine());
     plan.primitive = dnnl::matmul(pd);
     plan.packed_b = b_.pack_for(pd.weights_desc());
     plan.y_shape = a_shape;
@@ -114,7 +114,7 @@ class MatMulKernel : public Kernel {
     plan.b = f32_desc({batch, k, n}, Tag::abc);
     plan.dst = f32_desc({batch, m, n}, Tag::abc);
     dnnl::matmul::desc desc(plan.a, plan.b, plan.dst);
-    dnnl::matmul::primitive_desc pd(desc, attributes(plan.dst), engine());
+    dnnl::matmul::primitive_desc pd(desc, attributes(), engine());
     plan.primitive = dnnl::matmul(pd);
     plan.y_shape = a_shape;
     plan.y_shape.back() = n;

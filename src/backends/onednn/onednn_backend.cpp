@@ -74,6 +74,10 @@ std::string OneDnnBackend::version() const {
   return std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch) + "+" + v->hash;
 }
 
+bool OneDnnBackend::accumulates_into_residual(const Node& node) const {
+  return node.domain == kWpkDomain && (node.op_type == "FusedConv" || node.op_type == "FusedMatMul");
+}
+
 std::unique_ptr<Kernel> OneDnnBackend::prepare(const Node& node, const Graph& graph) const {
   const std::string why = why_unsupported(node, graph);
   if (!why.empty()) throw Error(ErrorCode::Unsupported, node_label(node) + why);

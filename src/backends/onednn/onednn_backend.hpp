@@ -11,6 +11,8 @@ class OneDnnBackend : public Backend {
   std::string why_unsupported(const Node& node, const Graph& graph) const override;
   std::unique_ptr<Kernel> prepare(const Node& node, const Graph& graph) const override;
   std::string version() const override;
+  // Conv and MatMul residual adds are sum post-ops (onednn_common.hpp).
+  bool accumulates_into_residual(const Node& node) const override;
 };
 
 }  // namespace wpk::onednn

@@ -1,5 +1,7 @@
 #include "backends/onednn/onednn_common.hpp"
 
+#include <cstring>
+
 #include <omp.h>
 
 namespace wpk::onednn {
@@ -44,14 +46,15 @@ void PackedWeights::keep_only(dnnl::memory packed) {
   loaded_ = Tensor();
 }
 
-void bind_residual(const KernelContext& ctx, std::size_t index, const Shape& y_shape, const dnnl::memory::desc& dst,
-                   Args& args) {
+void accumulate_residual_into(const KernelContext& ctx, std::size_t index, Tensor& y) {
   const Tensor& z = ctx.input(index);
   require_f32(ctx, z, "residual input");
-  if (z.shape() != y_shape)
+  if (z.shape() != y.shape())
     ctx.fail(ErrorCode::InvalidArgument, "residual input has shape " + shape_to_string(z.shape()) + ", expected " +
-                                             shape_to_string(y_shape));
-  args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1, wrap(dst, z));
+                                             shape_to_string(y.shape()));
+  // The memory plan hands y the residual's own bytes when nothing reads them later; otherwise
+  // the sum post-op needs them copied in.
+  if (z.raw() != y.raw()) std::memcpy(y.raw(), z.raw(), y.nbytes());
 }
 
 dnnl::primitive_attr make_attr() {

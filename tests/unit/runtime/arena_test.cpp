@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "runtime/arena_pool.hpp"
+#include "support/tensor_compare.hpp"
 #include "test_util.hpp"
 #include "wpk/wpk.hpp"
 
@@ -129,6 +130,68 @@ TEST_CASE("elementwise chains run in place: one buffer for the whole chain", "[a
   // h1..h4 are 4 x 16 floats = 256 bytes each; in place they need one buffer, not four.
   CHECK(plan.naive_bytes == 4 * 256);
   CHECK(plan.arena_bytes == 256);
+}
+
+// Residual blocks the optimizer turns into a FusedConv with residual Z = r, then a
+// GlobalAveragePool so that the fused conv's output s is an intermediate:
+//   separate: x -> Conv+Relu = r -> Conv+Relu = h -> Conv(h) + r -> Relu = s (ResNet's shape)
+//   same:     x -> Conv+Relu = r -> Conv(r) + r -> Relu = s (Z is also the conv's input)
+//   exposed:  as separate, with r also a graph output
+enum class Residual { Separate, Same, Exposed };
+
+Graph residual_block(Residual kind) {
+  Graph g;
+  g.add_input("x", DType::Float32, {Dim("N"), 8, 6, 6});
+  unsigned seed = 20;
+  auto conv = [&](const std::string& in, const std::string& out) {
+    g.add_initializer(out + "_w", random_tensor({8, 8, 3, 3}, seed++));
+    g.add_initializer(out + "_b", random_tensor({8}, seed++));
+    g.add_node("Conv", {in, out + "_w", out + "_b"}, {out}, {{"pads", Attribute({1, 1, 1, 1})}});
+  };
+  conv("x", "c1");
+  g.add_node("Relu", {"c1"}, {"r"});
+  std::string last = "r";
+  if (kind != Residual::Same) {
+    conv("r", "c2");
+    g.add_node("Relu", {"c2"}, {"h"});
+    last = "h";
+  }
+  conv(last, "c3");
+  g.add_node("Add", {"c3", "r"}, {"sum"});
+  g.add_node("Relu", {"sum"}, {"s"});
+  g.add_node("GlobalAveragePool", {"s"}, {"y"});
+  g.add_output("y");
+  if (kind == Residual::Exposed) g.add_output("r");
+  return g;
+}
+
+TEST_CASE("a fused residual add accumulates into the residual's bytes only when nothing else reads them", "[arena]") {
+  const std::size_t activation = 2 * 8 * 6 * 6 * sizeof(float);
+  // Arena with the sharing rule right: Separate needs r and h, s takes r's bytes; Same must not
+  // share (the conv reads r while writing s); Exposed keeps r out of the arena.
+  const std::pair<Residual, std::size_t> cases[] = {
+      {Residual::Separate, 2 * activation}, {Residual::Same, 2 * activation}, {Residual::Exposed, 2 * activation}};
+  for (const auto& [kind, arena] : cases) {
+    INFO("case " << static_cast<int>(kind));
+    const Graph g = residual_block(kind);
+    const Session plain(g, as_built(false));  // Conv and Add unfused, no arena
+    SessionOptions fused;
+    fused.optimizer.disabled_passes = {"layout_nhwc"};  // keeps the arena arithmetic simple
+    const Session planned(g, fused);
+    const Tensor x = random_tensor({2, 8, 6, 6}, 14);
+    const TensorMap want = plain.run({{"x", x}});
+    for (int run = 0; run < 3; ++run) {  // recorded, then planned twice
+      const TensorMap got = planned.run({{"x", x}});
+      REQUIRE(got.size() == want.size());
+      for (const auto& kv : want) {
+        INFO(kv.first << ", run " << run);
+        CHECK(testing::relative_l2_error(got.at(kv.first), kv.second) < 1e-5);
+      }
+    }
+    const PlanSummary plan = planned.describe();
+    REQUIRE(plan.memory_planned);
+    CHECK(plan.arena_bytes == arena);
+  }
 }
 
 TEST_CASE("each input-shape signature gets its own plan", "[arena]") {
