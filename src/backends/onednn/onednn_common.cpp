@@ -79,6 +79,15 @@ void execute(const dnnl::primitive& p, Args args) {
   thread_stream().wait();
 }
 
+dnnl::memory thread_memory(int slot, const dnnl::memory::desc& desc) {
+  thread_local std::vector<std::uint8_t> buffers[2];
+  std::vector<std::uint8_t>& buffer = buffers[slot];
+  const std::size_t bytes = desc.get_size();
+  if (buffer.size() < bytes + 64) buffer.resize(bytes + 64);
+  auto* aligned = reinterpret_cast<void*>((reinterpret_cast<std::uintptr_t>(buffer.data()) + 63) & ~std::uintptr_t(63));
+  return dnnl::memory(desc, engine(), aligned);
+}
+
 Activation read_activation(const Node& node) {
   return {node.attr_string("activation", ""), node.attr_floats("activation_params", {})};
 }

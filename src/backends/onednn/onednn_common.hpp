@@ -66,6 +66,10 @@ void accumulate_residual_into(const KernelContext& ctx, std::size_t index, Tenso
 // thread that created it, while Session::run executes kernels on whichever thread calls it.
 dnnl::primitive_attr make_attr();
 
+// A dnnl::memory of `desc` over this thread's buffer number `slot` (0 or 1), which grows as
+// needed and lives as long as the thread: staging space for one step, never kept across steps.
+dnnl::memory thread_memory(int slot, const dnnl::memory::desc& desc);
+
 // Executes on this thread's stream with this thread's scratchpad, and waits: wpk steps run one
 // after another.
 void execute(const dnnl::primitive& p, Args args);

@@ -5,6 +5,7 @@
 #ifdef WPK_WITH_ONEDNN
 #include "backends/onednn/onednn_backend.hpp"
 #include "support/backend_tester.hpp"
+#include "wpk/wpk.hpp"
 
 using wpk::Attribute;
 using wpk::Shape;
@@ -86,6 +87,58 @@ TEST_CASE("oneDNN conv fuses every activation and the residual add", "[onednn][c
       }
   // A plain ONNX Conv (NCHW, no fusion) goes through the same kernel.
   expect_ok(OpCase("Conv").input("X", {1, 5, 9, 9}).constant("W", {7, 5, 3, 3}).attr("strides", {2, 2}));
+}
+
+// 3x3 stride-1 convs of 64+ channels on 14x14+ outputs run as Winograd (conv.cpp), with
+// reorders into and out of oneDNN's blocked layout; channel counts off the 16-lane blocks too.
+// Winograd's input and output transforms add rounding of their own: outputs that cancel to
+// near zero (|y| ~ 0.01 from 600-term sums of magnitude ~1) come out up to 2e-5 off, where the
+// direct kernel stays within 1e-5. So these cases allow an absolute 5e-5; the whole-model tests
+// still hold every model to 1e-4 relative L2 against PyTorch (ResNet-50 with Winograd: 9e-7).
+TEST_CASE("oneDNN Winograd convs match the reference", "[onednn][conv]") {
+  unsigned seed = 100;
+  for (std::int64_t channels : {64, 71})
+    for (std::int64_t out_channels : {64, 80})
+      for (std::int64_t size : {14, 17})
+        for (int channels_last : {0, 1})
+          for (const std::string kind : {"", "Relu", "Clip"}) {
+            const std::int64_t batch = 1 + (seed % 2);
+            OpCase c("FusedConv", "com.wpk");
+            c.input("X", channels_last ? Shape{batch, size, size, channels} : Shape{batch, channels, size, size})
+                .constant("W", {out_channels, channels, 3, 3})
+                .constant("B", {out_channels})
+                .attr("pads", {1, 1, 1, 1})
+                .attr("channels_last", std::int64_t{channels_last})
+                .seed(seed++);
+            const OpCase with_activation = activation(c, kind);
+            INFO(with_activation.describe());
+            CHECK(with_activation.check(onednn(), 1e-4, 5e-5) == "");
+          }
+}
+
+// Weights are packed at load for the declared shapes (batch 1); Winograd's packed form cannot
+// be reordered, so a new batch size packs again from the kept loaded copy. Batch sizes block the
+// work differently, so rounding differs within the Winograd tolerance above.
+TEST_CASE("a Winograd conv runs at batch sizes other than the one packed at load", "[onednn][conv]") {
+  wpk::Graph g;
+  g.add_input("x", wpk::DType::Float32, {wpk::Dim("N"), 64, 14, 14});
+  wpk::Tensor w = wpk::Tensor::zeros(wpk::DType::Float32, {64, 64, 3, 3});
+  for (std::int64_t i = 0; i < w.numel(); ++i) w.data<float>()[i] = static_cast<float>((i * 37) % 101) / 101.0f - 0.5f;
+  g.add_initializer("w", w);
+  g.add_node("Conv", {"x", "w"}, {"y"}, {{"pads", Attribute({1, 1, 1, 1})}});
+  g.add_output("y");
+  const wpk::Session s(g);
+  wpk::Tensor x = wpk::Tensor::zeros(wpk::DType::Float32, {3, 64, 14, 14});
+  for (std::int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = static_cast<float>((i * 53) % 97) / 97.0f - 0.5f;
+  const std::int64_t item = 64 * 14 * 14;
+  const wpk::Tensor all = s.run({{"x", x}}).at("y");
+  for (std::int64_t b = 0; b < 3; ++b) {
+    const wpk::Tensor one = s.run({{"x", wpk::Tensor::borrow(x.data<float>() + b * item, {1, 64, 14, 14})}}).at("y");
+    for (std::int64_t i = 0; i < item; ++i) {
+      INFO("batch item " << b << ", element " << i);
+      REQUIRE(all.data<float>()[b * item + i] == Approx(one.data<float>()[i]).epsilon(1e-4).margin(5e-5));
+    }
+  }
 }
 
 TEST_CASE("oneDNN MatMul/Gemm/FusedMatMul with packed constant B", "[onednn][matmul]") {
