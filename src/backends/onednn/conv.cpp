@@ -77,7 +77,8 @@ class ConvKernel : public Kernel {
     auto plan = cache_.get(shape_key({&x_shape}), [&] { return build(ctx, x_shape); });
     // Winograd weights cannot be reordered into other layouts: keep the loaded copy for the
     // plans of other input shapes.
-    if (!plan->blocked) weights_.keep_only(plan->weights);
+    if (plan->blocked) weights_.keep_beside_loaded(plan->weights);
+    else weights_.keep_only(plan->weights);
   }
 
   bool owns_input(std::size_t i) const override { return i == 1 && weights_.owns_copy(); }

@@ -34,12 +34,14 @@ PackedWeights::PackedWeights(Tensor loaded, dnnl::memory::desc loaded_desc)
 
 dnnl::memory PackedWeights::pack_for(const dnnl::memory::desc& wanted) const {
   if (packed_ && packed_.get_desc() == wanted) return packed_;
-  dnnl::memory in = packed_ ? packed_ : wrap(loaded_desc_, loaded_);
+  dnnl::memory in = loaded_.empty() ? packed_ : wrap(loaded_desc_, loaded_);
   dnnl::memory out(wanted, engine());
   execute(dnnl::reorder(dnnl::reorder::primitive_desc(engine(), in.get_desc(), engine(), out.get_desc(), make_attr())),
           {{DNNL_ARG_FROM, in}, {DNNL_ARG_TO, out}});
   return out;
 }
+
+void PackedWeights::keep_beside_loaded(dnnl::memory packed) { packed_ = std::move(packed); }
 
 void PackedWeights::keep_only(dnnl::memory packed) {
   packed_ = std::move(packed);

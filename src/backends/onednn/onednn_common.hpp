@@ -45,6 +45,9 @@ class PackedWeights {
   // Drops the loaded tensor; `packed` (from pack_for) becomes the only copy. Not thread-safe:
   // call while preparing the kernel.
   void keep_only(dnnl::memory packed);
+  // Keeps `packed` for later pack_for calls that want its layout, and the loaded tensor for
+  // the others: for layouts oneDNN cannot reorder from (Winograd's). Not thread-safe either.
+  void keep_beside_loaded(dnnl::memory packed);
   bool owns_copy() const { return loaded_.empty() && !empty(); }
 
  private:
