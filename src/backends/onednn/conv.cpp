@@ -55,18 +55,18 @@ class ConvKernel : public Kernel {
       const Tensor& x = image_input(ctx);
       auto plan = cache_.get(shape_key({&x.shape()}), [&] { return build(ctx, x.shape()); });
       Tensor& y = ctx.allocate_output(0, DType::Float32, plan->y_shape);
-      dnnl::memory src = wrap(plan->src, x), dst = wrap(plan->dst, y);
+      const dnnl::memory x_mem = wrap(plan->src, x), y_mem = wrap(plan->dst, y);
+      dnnl::memory src = x_mem, dst = y_mem;
       if (plan->blocked) {
-        dnnl::memory staged = thread_memory(0, plan->blocked_src);
-        execute(plan->to_blocked, {{DNNL_ARG_FROM, src}, {DNNL_ARG_TO, staged}});
-        src = staged;
+        src = thread_memory(0, plan->blocked_src);
         dst = thread_memory(1, plan->blocked_dst);
+        execute(plan->to_blocked, {{DNNL_ARG_FROM, x_mem}, {DNNL_ARG_TO, src}});
       }
       Args args = {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, plan->weights}, {DNNL_ARG_DST, dst}};
       if (!b_.empty()) args.emplace(DNNL_ARG_BIAS, wrap(f32_desc({b_.numel()}, Tag::x), b_));
       if (has_residual_) accumulate_residual_into(ctx, 3, y);
       execute(plan->primitive, args);
-      if (plan->blocked) execute(plan->from_blocked, {{DNNL_ARG_FROM, dst}, {DNNL_ARG_TO, wrap(plan->dst, y)}});
+      if (plan->blocked) execute(plan->from_blocked, {{DNNL_ARG_FROM, dst}, {DNNL_ARG_TO, y_mem}});
     });
   }
 

@@ -59,6 +59,21 @@ void accumulate_residual_into(const KernelContext& ctx, std::size_t index, Tenso
   if (z.raw() != y.raw()) std::memcpy(y.raw(), z.raw(), y.nbytes());
 }
 
+namespace {
+
+constexpr int kScratchpadSlot = 2;  // slots 0 and 1 are thread_memory's
+
+// Buffer `slot` of the calling thread, 64-byte aligned, grown to at least `bytes`; it lives as
+// long as the thread.
+void* thread_buffer(int slot, std::size_t bytes) {
+  thread_local std::vector<std::uint8_t> buffers[kScratchpadSlot + 1];
+  std::vector<std::uint8_t>& buffer = buffers[slot];
+  if (buffer.size() < bytes + 64) buffer.resize(bytes + 64);
+  return reinterpret_cast<void*>((reinterpret_cast<std::uintptr_t>(buffer.data()) + 63) & ~std::uintptr_t(63));
+}
+
+}  // namespace
+
 dnnl::primitive_attr make_attr() {
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
@@ -70,24 +85,17 @@ void execute(const dnnl::primitive& p, Args args) {
   dnnl::error::wrap_c_api(dnnl_primitive_get_primitive_desc(p.get(), &pd), "could not query a primitive descriptor");
   const dnnl_memory_desc_t* md = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
   const std::size_t bytes = md ? dnnl_memory_desc_get_size(md) : 0;
-  if (bytes > 0) {
-    // One growing buffer per thread: a thread executes one primitive at a time.
-    thread_local std::vector<std::uint8_t> scratch;
-    if (scratch.size() < bytes + 64) scratch.resize(bytes + 64);
-    auto* aligned = reinterpret_cast<void*>((reinterpret_cast<std::uintptr_t>(scratch.data()) + 63) & ~std::uintptr_t(63));
-    args.insert_or_assign(DNNL_ARG_SCRATCHPAD, dnnl::memory(dnnl::memory::desc(*md), engine(), aligned));
-  }
+  // The scratchpad has its own slot: a thread executes one primitive at a time, while the
+  // staging slots of thread_memory stay live across the primitives of one step.
+  if (bytes > 0)
+    args.insert_or_assign(DNNL_ARG_SCRATCHPAD,
+                          dnnl::memory(dnnl::memory::desc(*md), engine(), thread_buffer(kScratchpadSlot, bytes)));
   p.execute(thread_stream(), args);
   thread_stream().wait();
 }
 
 dnnl::memory thread_memory(int slot, const dnnl::memory::desc& desc) {
-  thread_local std::vector<std::uint8_t> buffers[2];
-  std::vector<std::uint8_t>& buffer = buffers[slot];
-  const std::size_t bytes = desc.get_size();
-  if (buffer.size() < bytes + 64) buffer.resize(bytes + 64);
-  auto* aligned = reinterpret_cast<void*>((reinterpret_cast<std::uintptr_t>(buffer.data()) + 63) & ~std::uintptr_t(63));
-  return dnnl::memory(desc, engine(), aligned);
+  return dnnl::memory(desc, engine(), thread_buffer(slot, desc.get_size()));
 }
 
 Activation read_activation(const Node& node) {
