@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The ONNX Runtime peer of `wpk bench`, for the comparison of ../shared/BENCHMARKS.md.
 
-Usage: bench_ort.py MODEL [--threads N] [--batch B] [--iters K] [--warmup W] [--json]
+Usage: bench_ort.py MODEL [--threads N] [--batch B] [--iters K] [--warmup W] [--dim NAME=SIZE]... [--json]
 
 Runs in the venv that has onnxruntime and numpy (scripts/compare_ort.sh makes it). One process
 measures one model, so peak_rss_mb (getrusage of this process: the Python interpreter, numpy,
@@ -11,7 +11,9 @@ The session follows the protocol: CPU execution provider, intra_op_num_threads =
 inter_op_num_threads = 1, graph optimization level ALL, sequential execution. load_ms is the
 time to create the InferenceSession (file to first-run-ready session). Inputs follow wpk's rule
 for random inputs: floats uniform in [-1, 1], integers in [0, 100), booleans 0/1; a symbolic
-first dimension takes --batch, any other symbolic dimension 1. The generator is numpy's, not
+first dimension takes --batch, any other symbolic dimension 1, unless --dim names it. A --dim
+is also fixed in the session (a free dimension override), as `wpk bench` fixes the dims it sets
+at load (SessionOptions::fixed_dims). The generator is numpy's, not
 wpk's mt19937_64, so the values differ from wpk's but their distribution does not (the timing of
 these fp32 models does not depend on the values). Median and p90 are computed exactly as
 `wpk bench` computes them.
@@ -36,7 +38,7 @@ _DTYPES = {
 }
 
 
-def make_inputs(session, batch, seed=20261121):
+def make_inputs(session, batch, dims, seed=20261121):
     rng = np.random.default_rng(seed)
     feed = {}
     for info in session.get_inputs():
@@ -44,6 +46,8 @@ def make_inputs(session, batch, seed=20261121):
         for i, d in enumerate(info.shape):
             if isinstance(d, int) and d >= 0:
                 shape.append(d)
+            elif isinstance(d, str) and d in dims:
+                shape.append(dims[d])
             else:  # symbolic (a name) or unknown (None)
                 shape.append(batch if i == 0 else 1)
         dtype = _DTYPES.get(info.type)
@@ -66,8 +70,15 @@ def main():
     p.add_argument("--batch", type=int, default=1)
     p.add_argument("--iters", type=int, default=20)
     p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--dim", action="append", default=[], metavar="NAME=SIZE")
     p.add_argument("--json", action="store_true")
     a = p.parse_args()
+    dims = {}
+    for item in a.dim:
+        name, _, size = item.partition("=")
+        if not name or not size.isdigit() or int(size) < 1:
+            sys.exit("bench_ort: --dim needs NAME=SIZE with SIZE >= 1, got '%s'" % item)
+        dims[name] = int(size)
     if a.threads < 1 or a.batch < 1 or a.iters < 1 or a.warmup < 0:
         sys.exit("bench_ort: --threads, --batch and --iters need integers >= 1, --warmup >= 0")
 
@@ -76,12 +87,14 @@ def main():
     options.inter_op_num_threads = 1
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    for name, size in dims.items():
+        options.add_free_dimension_override_by_name(name, size)
 
     t0 = time.perf_counter()
     session = ort.InferenceSession(a.model, sess_options=options, providers=["CPUExecutionProvider"])
     load_ms = (time.perf_counter() - t0) * 1e3
 
-    feed = make_inputs(session, a.batch)
+    feed = make_inputs(session, a.batch, dims)
     for _ in range(a.warmup):
         session.run(None, feed)
     times = []

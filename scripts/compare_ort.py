@@ -2,11 +2,15 @@
 """Side-by-side speed comparison of wpk and ONNX Runtime, by the protocol of ../shared/BENCHMARKS.md.
 Run it through scripts/compare_ort.sh, which makes the venv and builds wpk first.
 
-Usage: compare_ort.py [--models LIST] [--iters K] [--rounds R] [--warmup W] [--threads N] [--quick]
+Usage: compare_ort.py [--models LIST] [--iters K] [--rounds R] [--warmup W] [--threads N] [--quick] [--fix-dims]
 
 LIST is comma-separated: NAME (its default rows) or NAME:BATCH. The default rows are
 resnet50:1, mobilenet_v2:1, bert_base:1 (seq 128), resnet50:8; a NAME with no default row runs at
 batch 1. Models come from scripts/export_models.py (build/models), exported on first use.
+
+With --fix-dims both runtimes get the model's symbolic first dims (its batch) fixed at load to the
+row's batch (`--dim NAME=BATCH`: SessionOptions::fixed_dims in wpk, a free dimension override in
+ONNX Runtime); by default they stay symbolic, as the models declare them.
 
 For each row it runs R rounds of `wpk bench` then scripts/bench_ort.py (A B A B ...), each a fresh
 process doing W warm-up runs and K timed runs, so drift hits both and peak RSS is per model. It
@@ -41,6 +45,19 @@ def warn_if_busy(when):
     if load > cores:
         log("warning: load average %.1f on %d cores %s; the figures are noisy (ratios hold up better than times)"
             % (load, cores, when))
+
+
+def batch_dim_names(path):
+    """Symbolic names of the model inputs' first dims, read with Debian's onnx in a separate process
+    (so neither benchmark process pays for it)."""
+    code = ("import onnx, sys\n"
+            "g = onnx.load(sys.argv[1], load_external_data=False).graph\n"
+            "init = {t.name for t in g.initializer}\n"
+            "for i in g.input:\n"
+            "    d = i.type.tensor_type.shape.dim\n"
+            "    if i.name not in init and len(d) and d[0].dim_param: print(d[0].dim_param)\n")
+    out = subprocess.run(["/usr/bin/python3", "-c", code, path], cwd=ROOT, check=True, capture_output=True, text=True)
+    return sorted(set(out.stdout.split()))
 
 
 def parse_rows(spec):
@@ -97,6 +114,7 @@ def main():
     p.add_argument("--warmup", type=int, help="warm-up runs per process (default 3; --quick 1)")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--quick", action="store_true", help="a smoke test, not a measurement by the protocol")
+    p.add_argument("--fix-dims", action="store_true", help="fix the batch dims at load in both runtimes")
     p.add_argument("--wpk", default=os.path.join("build", "examples", "wpk"))
     p.add_argument("--models-dir", default=os.path.join("build", "models"))
     a = p.parse_args()
@@ -129,8 +147,12 @@ def main():
     for model, batch in rows:
         path = os.path.join(a.models_dir, model + ".onnx")
         common = ["--threads", str(a.threads), "--batch", str(batch), "--iters", str(iters), "--warmup", str(warmup), "--json"]
-        cmds = {"wpk": [a.wpk, "bench", path] + common,
-                "onnxruntime": [sys.executable, os.path.join("scripts", "bench_ort.py"), path] + common}
+        fix = []
+        if a.fix_dims:
+            for name in batch_dim_names(path):
+                fix += ["--dim", "%s=%d" % (name, batch)]
+        cmds = {"wpk": [a.wpk, "bench", path] + common + fix + (["--fix-dims"] if fix else []),
+                "onnxruntime": [sys.executable, os.path.join("scripts", "bench_ort.py"), path] + common + fix}
         results = {"wpk": [], "onnxruntime": []}
         ok = True
         for r in range(rounds):

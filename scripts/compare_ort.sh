@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # wpk vs ONNX Runtime, side by side, by the protocol of ../shared/BENCHMARKS.md. One command:
-#   scripts/compare_ort.sh [--no-build] [--models LIST] [--iters K] [--rounds R] [--warmup W] [--threads N] [--quick]
+#   scripts/compare_ort.sh [--no-build] [--models LIST] [--iters K] [--rounds R] [--warmup W] [--threads N] [--quick] [--fix-dims]
 # Each step is skipped when already done:
 #   1. scripts/setup.sh builds wpk (incremental; --no-build uses build/examples/wpk as it is);
 #   2. a venv in .venv (ignored by git) with onnxruntime and numpy from PyPI;

@@ -25,6 +25,10 @@ Args parse_args(int argc, char** argv, int first, const std::vector<std::string>
 TensorMap make_random_inputs(const Session& session, std::int64_t batch, const std::map<std::string, std::int64_t>& dims);
 // Parses repeated "--dim name=value" settings.
 std::map<std::string, std::int64_t> parse_dims(const Args& args);
+// The sizes make_random_inputs would give the graph's symbolic input dims, by name, for
+// SessionOptions::fixed_dims: `dims` as given, and `batch` for symbolic first dims.
+std::map<std::string, std::int64_t> input_dim_sizes(const Graph& graph, std::int64_t batch,
+                                                    std::map<std::string, std::int64_t> dims);
 
 // bench --profile / --trace (profile_report.cpp).
 void print_profile_table(const std::vector<RunProfile>& runs);

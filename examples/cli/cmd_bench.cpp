@@ -1,5 +1,9 @@
-// wpk bench MODEL [--threads N] [--batch B] [--iters K] [--warmup W] [--json]
-//                 [--profile] [--trace FILE.json] [--tune] [--idle MS]
+// wpk bench MODEL [--threads N] [--batch B] [--iters K] [--warmup W] [--dim NAME=SIZE] [--json]
+//                 [--fix-dims] [--profile] [--trace FILE.json] [--tune] [--idle MS]
+// Symbolic input dims stay symbolic by default: kernels compile for size 1 at load and for the
+// benchmarked sizes at the first warm-up run. --fix-dims fixes the dims it sets (--batch for
+// symbolic first dims, --dim by name) at load (SessionOptions::fixed_dims), so load includes
+// compiling and packing for them.
 // Load (file to first-run-ready session), warm-up runs, then K timed runs. --profile prints a
 // per-node table, --trace writes the timed runs as a Chrome trace; both time every step, which
 // the plain timings do not. --tune turns tuning on (SessionOptions::tuning). --idle sleeps MS
@@ -48,10 +52,14 @@ int cmd_bench(const Args& args) {
   const int idle_ms = args.get_int("--idle", 0, 0);
   const bool profiling = args.has("--profile") || args.has("--trace");
 
+  const auto dims = parse_dims(args);
+
   const auto t0 = std::chrono::steady_clock::now();
-  Session session(load(path), options);
+  Graph graph = load(path);
+  if (args.has("--fix-dims")) options.fixed_dims = input_dim_sizes(graph, batch, dims);
+  Session session(std::move(graph), options);
   const double load_ms = ms_since(t0);
-  const TensorMap inputs = make_random_inputs(session, batch, parse_dims(args));
+  const TensorMap inputs = make_random_inputs(session, batch, dims);
   for (int i = 0; i < warmup; ++i) session.run(inputs);
   std::vector<double> times;
   std::vector<RunProfile> profiles(profiling ? static_cast<std::size_t>(iters) : 0);

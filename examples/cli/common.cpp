@@ -72,6 +72,16 @@ std::map<std::string, std::int64_t> parse_dims(const Args& args) {
   return dims;
 }
 
+std::map<std::string, std::int64_t> input_dim_sizes(const Graph& graph, std::int64_t batch,
+                                                    std::map<std::string, std::int64_t> dims) {
+  for (ValueId v : graph.inputs()) {
+    const auto& declared = graph.value(v).dims;
+    if (declared && !declared->empty() && !declared->front().is_static() && !declared->front().symbol.empty())
+      dims.emplace(declared->front().symbol, batch);  // an explicit --dim wins
+  }
+  return dims;
+}
+
 TensorMap make_random_inputs(const Session& session, std::int64_t batch, const std::map<std::string, std::int64_t>& dims) {
   std::mt19937_64 rng(20261121);
   TensorMap inputs;

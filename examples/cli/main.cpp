@@ -13,7 +13,7 @@ const char* kUsage =
     "usage:\n"
     "  wpk run MODEL [--inputs DIR] [--outputs DIR] [--batch B] [--dim NAME=SIZE]\n"
     "  wpk bench MODEL [--threads N] [--batch B] [--iters K] [--warmup W] [--dim NAME=SIZE] [--json]\n"
-    "                  [--profile] [--trace FILE.json] [--tune] [--idle MS]\n"
+    "                  [--fix-dims] [--profile] [--trace FILE.json] [--tune] [--idle MS]\n"
     "  wpk info MODEL [--optimized [--batch B] [--dim NAME=SIZE]]\n";
 }
 
@@ -27,7 +27,7 @@ int main(int argc, char** argv) {
   try {
     if (cmd == "run") return cmd_run(parse_args(argc, argv, 2, {}, {"--inputs", "--outputs", "--batch", "--dim"}));
     if (cmd == "bench")
-      return cmd_bench(parse_args(argc, argv, 2, {"--json", "--profile", "--tune"},
+      return cmd_bench(parse_args(argc, argv, 2, {"--json", "--profile", "--tune", "--fix-dims"},
                                   {"--threads", "--batch", "--iters", "--warmup", "--dim", "--trace", "--idle"}));
     if (cmd == "info") return cmd_info(parse_args(argc, argv, 2, {"--optimized"}, {"--batch", "--dim"}));
     std::fprintf(stderr, "wpk: unknown command '%s'\n%s", cmd.c_str(), kUsage);

@@ -1,6 +1,8 @@
 #pragma once
 // Plain option structs with sensible defaults: an empty SessionOptions is the right choice for
 // most programs.
+#include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -21,6 +23,11 @@ struct OptimizerOptions {
 
 struct SessionOptions {
   OptimizerOptions optimizer;
+  // Symbolic input dims fixed at load, by name ({{"N", 8}}): kernels compile and weights pack
+  // for these sizes (a symbolic dim is otherwise taken as 1 at load and any other size compiles
+  // at its first run), the optimizer sees static shapes, and run() accepts only these sizes.
+  // A name no input declares, or a size below 1, is an error.
+  std::map<std::string, std::int64_t> fixed_dims;
   // OpenMP threads per run() (wpk's kernels and oneDNN share the calling thread's pool); 0 = the
   // CPUs in this process's affinity mask. Negative is an error. Overlapping runs each use this
   // many, so a caller running N at once should give each about cores / N.

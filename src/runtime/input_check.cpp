@@ -56,4 +56,34 @@ void check_run_inputs(const Graph& graph, const TensorMap& inputs) {
   }
 }
 
+void fix_symbolic_dims(Graph& graph, const std::map<std::string, std::int64_t>& sizes) {
+  if (sizes.empty()) return;
+  std::set<std::string> declared;
+  for (ValueId v : graph.inputs())
+    if (const auto& dims = graph.value(v).dims)
+      for (const Dim& d : *dims)
+        if (!d.is_static() && !d.symbol.empty()) declared.insert(d.symbol);
+  for (const auto& kv : sizes) {
+    if (!declared.count(kv.first)) {
+      std::string names;
+      for (const std::string& n : declared) names += (names.empty() ? "" : ", ") + n;
+      throw Error(ErrorCode::InvalidArgument, "fixed_dims names '" + kv.first + "', which no input declares" +
+                                                  (names.empty() ? " (the inputs have no symbolic dims)"
+                                                                 : " (symbolic input dims: " + names + ")"));
+    }
+    if (kv.second < 1 || kv.second >= (std::int64_t(1) << 31))
+      throw Error(ErrorCode::InvalidArgument, "fixed_dims['" + kv.first + "'] is " + std::to_string(kv.second) +
+                                                  "; sizes must be at least 1 and below 2^31");
+  }
+  for (std::size_t v = 0; v < graph.values().size(); ++v) {
+    auto& dims = graph.mutable_value(static_cast<ValueId>(v)).dims;
+    if (!dims) continue;
+    for (Dim& d : *dims) {
+      if (d.is_static() || d.symbol.empty()) continue;
+      auto it = sizes.find(d.symbol);
+      if (it != sizes.end()) d = Dim(it->second);
+    }
+  }
+}
+
 }  // namespace wpk

@@ -71,6 +71,7 @@ Session::Session(Graph graph, SessionOptions options, const std::vector<const Ba
   impl_->threads = resolve_threads(options.threads);
   log_openmp_wait_policy();
   check_graph_interface(graph);
+  fix_symbolic_dims(graph, options.fixed_dims);
   // Every node must be one a backend runs, with its op's input count, before any pass looks at
   // it: passes read inputs by position and must not meet a malformed node.
   if (const auto bad = find_unsupported(graph); !bad.empty())

@@ -129,6 +129,31 @@ TEST_CASE("run() checks input names, dtypes and shapes", "[errors][session]") {
   CHECK(s.run({{"x", Tensor::borrow(x.data(), {1, 4})}}).at("y").shape() == Shape{1, 4});
 }
 
+TEST_CASE("SessionOptions::fixed_dims fixes symbolic dims at load and rejects other sizes", "[errors][session]") {
+  SessionOptions fixed;
+  fixed.fixed_dims = {{"N", 3}};
+  Session s(load_from_bytes(relu_model().bytes()), fixed);
+  REQUIRE(s.inputs().front().dims);
+  CHECK(dims_to_string(*s.inputs().front().dims) == "[3, 4]");
+  std::vector<float> x(12);
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i) - 5.5f;
+  const Tensor y = s.run({{"x", Tensor::borrow(x.data(), {3, 4})}}).at("y");
+  REQUIRE(y.shape() == Shape{3, 4});
+  for (std::size_t i = 0; i < x.size(); ++i) CHECK(y.data<float>()[i] == std::max(x[i], 0.0f));
+  expect_error([&] { s.run({{"x", Tensor::borrow(x.data(), {2, 4})}}); }, ErrorCode::InvalidArgument, {"[3, 4]", "[2, 4]"});
+
+  SessionOptions unknown;
+  unknown.fixed_dims = {{"batch", 2}};
+  expect_error([&] { Session(load_from_bytes(relu_model().bytes()), unknown); }, ErrorCode::InvalidArgument,
+               {"'batch'", "symbolic input dims: N"});
+  for (std::int64_t bad : {std::int64_t{0}, std::int64_t{-4}, std::int64_t{1} << 40}) {
+    SessionOptions o;
+    o.fixed_dims = {{"N", bad}};
+    expect_error([&] { Session(load_from_bytes(relu_model().bytes()), o); }, ErrorCode::InvalidArgument,
+                 {"fixed_dims['N']", std::to_string(bad)});
+  }
+}
+
 TEST_CASE("kernel-level shape errors name the node and op", "[errors][session]") {
   OnnxModelBuilder b;
   b.input("a", {2, 3}).input("b", {3, 3}).output("y", {-1, 3}).node("Add", {"a", "b"}, {"y"});

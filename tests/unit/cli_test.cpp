@@ -52,7 +52,8 @@ TEST_CASE("CLI errors are one line on stderr with exit code 2", "[cli][errors]")
   const std::string dir = wpk::testing::temp_dir("cli_err");
   for (const std::string& args : {"run " + dir + "/missing.onnx", "bench " + dir + "/missing.onnx --json",
                                  "info " + dir + "/missing.onnx", "bench " + tiny_model(dir) + " --iters zero",
-                                 "run " + tiny_model(dir) + " --inputs " + dir + "/nope", std::string("frobnicate x")}) {
+                                 "run " + tiny_model(dir) + " --inputs " + dir + "/nope",
+                                 "bench " + tiny_model(dir) + " --fix-dims --dim Q=2", std::string("frobnicate x")}) {
     INFO(args);
     const Run r = wpk_cli(args);
     CHECK(r.exit_code == 2);
@@ -95,6 +96,10 @@ TEST_CASE("wpk bench --json prints one JSON line with the contract's keys", "[cl
   for (const char* key : {"\"model\"", "\"runtime\": \"wpk\"", "\"threads\": 2", "\"batch\": 4", "\"load_ms\"", "\"median_ms\"",
                           "\"p90_ms\"", "\"min_ms\"", "\"peak_rss_mb\""})
     CHECK(r.out.find(key) != std::string::npos);
+  // --fix-dims: the batch fixed at load, the same JSON contract.
+  const Run fixed = wpk_cli("bench " + tiny_model(dir) + " --batch 3 --iters 2 --fix-dims --json");
+  REQUIRE(fixed.exit_code == 0);
+  CHECK(fixed.out.find("\"batch\": 3") != std::string::npos);
 }
 
 TEST_CASE("wpk info lists inputs, outputs, op histogram and unsupported ops", "[cli]") {

@@ -28,7 +28,12 @@ struct ConvPlan {
 // kernel on ResNet-50's 3x3 convs, both reorders included (0.52 vs 0.85 ms at 256 channels,
 // 14x14; in the whole model 0.80 vs 0.97 ms each). At 7x7 (512 channels) it gained nothing
 // while its transformed weights are 1.8x larger, so those stay direct. Its rounding differs
-// from direct convolution by a few float32 ulps per product. WPK_ONEDNN_WINOGRAD=0 turns it off.
+// from direct convolution by a few float32 ulps per product. At batch 2+ oneDNN picks its
+// F(4x4, 3x3) kernel (jit_wino_4x3) instead: faster again at batch 8 (4.5 vs 8.2 ms at 256
+// channels), but with weights 3.4x larger and a slow weight transform (~50 ms per 256-channel
+// conv, 100+ ms per 512-channel one), which is why 7x7 stays direct at every batch size (it
+// would take ResNet-50 at batch 8 from 410 to 530 MB for ~10 ms a run).
+// WPK_ONEDNN_WINOGRAD=0 turns it off.
 bool winograd_enabled() {
   static const bool enabled = [] {
     const char* v = std::getenv("WPK_ONEDNN_WINOGRAD");
@@ -72,12 +77,12 @@ class ConvKernel : public Kernel {
 
   // Compiles for the shapes the graph declares (symbolic dims as 1) so weights are packed at
   // session load, not at the first run.
-  void warm_up(const Node& node, const Shape& x_shape) {
+  void warm_up(const Node& node, const Shape& x_shape, bool only_shape) {
     KernelContext ctx(node, {});
     auto plan = cache_.get(shape_key({&x_shape}), [&] { return build(ctx, x_shape); });
-    // Winograd weights cannot be reordered into other layouts: keep the loaded copy for the
-    // plans of other input shapes.
-    if (plan->blocked) weights_.keep_beside_loaded(plan->weights);
+    // Winograd weights cannot be reordered into other layouts: unless the input shape is fixed
+    // (no symbolic dims), keep the loaded copy for the plans of other shapes.
+    if (plan->blocked && !only_shape) weights_.keep_beside_loaded(plan->weights);
     else weights_.keep_only(plan->weights);
   }
 
@@ -171,7 +176,7 @@ std::unique_ptr<Kernel> make_conv(const Node& node, const Graph& graph) {
   const Tensor* b = node.inputs.size() > 2 && node.inputs[2] != kNoValue ? graph.initializer(node.inputs[2]) : nullptr;
   auto kernel = std::make_unique<ConvKernel>(node, *graph.initializer(node.inputs[1]), b ? *b : Tensor());
   if (auto shape = static_shape(graph, node.inputs[0]); shape && shape->size() == 4)
-    try_warm_up([&] { kernel->warm_up(node, *shape); });
+    try_warm_up([&] { kernel->warm_up(node, *shape, fully_static(graph, node.inputs[0])); });
   return kernel;
 }
 

@@ -43,6 +43,14 @@ std::optional<Shape> static_shape(const Graph& graph, ValueId v) {
   return s;
 }
 
+bool fully_static(const Graph& graph, ValueId v) {
+  const ValueInfo& info = graph.value(v);
+  if (!info.dims) return false;
+  for (const Dim& d : *info.dims)
+    if (!d.is_static()) return false;
+  return true;
+}
+
 const Tensor& image_input(const KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
   if (x.rank() != 4 || x.dtype() != DType::Float32)

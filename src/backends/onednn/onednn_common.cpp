@@ -36,8 +36,26 @@ dnnl::memory PackedWeights::pack_for(const dnnl::memory::desc& wanted) const {
   if (packed_ && packed_.get_desc() == wanted) return packed_;
   dnnl::memory in = loaded_.empty() ? packed_ : wrap(loaded_desc_, loaded_);
   dnnl::memory out(wanted, engine());
-  execute(dnnl::reorder(dnnl::reorder::primitive_desc(engine(), in.get_desc(), engine(), out.get_desc(), make_attr())),
-          {{DNNL_ARG_FROM, in}, {DNNL_ARG_TO, out}});
+  auto reorder = [](const dnnl::memory& from, const dnnl::memory& to) {
+    execute(dnnl::reorder(dnnl::reorder::primitive_desc(engine(), from.get_desc(), engine(), to.get_desc(), make_attr())),
+            {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}});
+  };
+  try {
+    reorder(in, out);
+    return out;
+  } catch (const dnnl::error&) {
+    if (!loaded_.empty()) throw;
+  }
+  // oneDNN reorders into Winograd layouts only from plain ones, and out of them not at all.
+  dnnl::memory plain(loaded_desc_, engine());
+  try {
+    reorder(in, plain);
+  } catch (const dnnl::error&) {
+    throw Error(ErrorCode::InvalidArgument,
+                "weights were packed at load for the input shape the model declares (a fixed shape), and this input "
+                "shape needs another layout, which cannot be made from that packing");
+  }
+  reorder(plain, out);
   return out;
 }
 

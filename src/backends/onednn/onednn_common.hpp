@@ -40,13 +40,15 @@ class PackedWeights {
   bool empty() const { return shape_.empty(); }
   const Shape& shape() const { return shape_; }
   // The weights in layout `wanted`: the kept packed copy itself when it already is, else a
-  // reorder. Safe to call from several threads.
+  // reorder (through the loaded layout when oneDNN has no direct one). Safe to call from
+  // several threads.
   dnnl::memory pack_for(const dnnl::memory::desc& wanted) const;
   // Drops the loaded tensor; `packed` (from pack_for) becomes the only copy. Not thread-safe:
   // call while preparing the kernel.
   void keep_only(dnnl::memory packed);
   // Keeps `packed` for later pack_for calls that want its layout, and the loaded tensor for
-  // the others: for layouts oneDNN cannot reorder from (Winograd's). Not thread-safe either.
+  // the others: for layouts oneDNN cannot reorder from (Winograd's) when other input shapes
+  // may come. Not thread-safe either.
   void keep_beside_loaded(dnnl::memory packed);
   bool owns_copy() const { return loaded_.empty() && !empty(); }
 

@@ -10,6 +10,8 @@ namespace wpk::onednn {
 // The declared shape of a value with symbolic dims taken as 1 (the batch-1 case a session is
 // most often run at); nullopt when the rank or a dim is unknown.
 std::optional<Shape> static_shape(const Graph& graph, ValueId v);
+// True when every dim of v is a number: its shape is the same at every run.
+bool fully_static(const Graph& graph, ValueId v);
 
 // Compiles a kernel for its declared shapes at load. A failure is not an error: the declared
 // shape may be wrong, and the first run compiles for the real one.

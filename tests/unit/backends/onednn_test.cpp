@@ -120,7 +120,10 @@ TEST_CASE("oneDNN Winograd convs match the reference", "[onednn][conv]") {
 // Weights are packed at load for the declared shapes (batch 1); Winograd's packed form cannot
 // be reordered, so a new batch size packs again from the kept loaded copy. Batch sizes block the
 // work differently, so rounding differs within the Winograd tolerance above.
-TEST_CASE("a Winograd conv runs at batch sizes other than the one packed at load", "[onednn][conv]") {
+namespace {
+
+// x [N, 64, 14, 14] -> 3x3 Conv (pads 1) of 64 channels -> y: a Winograd conv after optimization.
+wpk::Graph winograd_conv_graph() {
   wpk::Graph g;
   g.add_input("x", wpk::DType::Float32, {wpk::Dim("N"), 64, 14, 14});
   wpk::Tensor w = wpk::Tensor::zeros(wpk::DType::Float32, {64, 64, 3, 3});
@@ -128,9 +131,20 @@ TEST_CASE("a Winograd conv runs at batch sizes other than the one packed at load
   g.add_initializer("w", w);
   g.add_node("Conv", {"x", "w"}, {"y"}, {{"pads", Attribute({1, 1, 1, 1})}});
   g.add_output("y");
-  const wpk::Session s(g);
-  wpk::Tensor x = wpk::Tensor::zeros(wpk::DType::Float32, {3, 64, 14, 14});
+  return g;
+}
+
+wpk::Tensor winograd_conv_input(std::int64_t batch) {
+  wpk::Tensor x = wpk::Tensor::zeros(wpk::DType::Float32, {batch, 64, 14, 14});
   for (std::int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = static_cast<float>((i * 53) % 97) / 97.0f - 0.5f;
+  return x;
+}
+
+}  // namespace
+
+TEST_CASE("a Winograd conv runs at batch sizes other than the one packed at load", "[onednn][conv]") {
+  const wpk::Session s(winograd_conv_graph());
+  const wpk::Tensor x = winograd_conv_input(3);
   const std::int64_t item = 64 * 14 * 14;
   const wpk::Tensor all = s.run({{"x", x}}).at("y");
   for (std::int64_t b = 0; b < 3; ++b) {
@@ -139,6 +153,20 @@ TEST_CASE("a Winograd conv runs at batch sizes other than the one packed at load
     INFO("batch item " << b);
     CHECK(wpk::testing::compare_allclose(same_item, one, 1e-4, 5e-5) == "");
   }
+}
+
+// With the batch fixed at load the session keeps only the Winograd packing; the results are
+// those of a session that packed for batch 1 and ran at batch 2 from the loaded copy.
+TEST_CASE("a Winograd conv packed for a fixed batch size matches the dynamic session", "[onednn][conv]") {
+  wpk::SessionOptions fixed;
+  fixed.fixed_dims = {{"N", 2}};
+  const wpk::Session packed_for_two(winograd_conv_graph(), fixed);
+  const wpk::Session dynamic(winograd_conv_graph());
+  const wpk::Tensor x = winograd_conv_input(2);
+  const wpk::Tensor a = packed_for_two.run({{"x", x}}).at("y");
+  const wpk::Tensor b = dynamic.run({{"x", x}}).at("y");
+  CHECK(wpk::testing::compare_allclose(b, a, 1e-4, 5e-5) == "");
+  CHECK(wpk::testing::compare_allclose(a, packed_for_two.run({{"x", x}}).at("y"), 0, 0) == "");  // a second run
 }
 
 TEST_CASE("oneDNN MatMul/Gemm/FusedMatMul with packed constant B", "[onednn][matmul]") {
