@@ -12,8 +12,8 @@ namespace wpk::onednn {
 namespace {
 
 struct ConvPlan {
-  dnnl::convolution_forward primitive;
-  dnnl::memory::desc src, dst;
+  dnnl::primitive primitive;  // a convolution, or a matmul for pointwise convs (below)
+  dnnl::memory::desc src, dst, bias;
   dnnl::memory weights;  // packed
   Shape y_shape;         // in the node's layout
   // Winograd: the primitive reads and writes oneDNN's blocked layout (nChw16c), so the input
@@ -42,8 +42,27 @@ bool winograd_enabled() {
   return enabled;
 }
 
-// ONNX weights [C_out, C_in / group, kH, kW]; oneDNN wants the group split out when group > 1.
-dnnl::memory::desc loaded_weights_desc(const Shape& ws, std::int64_t group) {
+// A 1x1, stride-1, unpadded, ungrouped conv on NHWC activations is the matrix product
+// [N*H*W, C_in] x [C_in, C_out] over the same bytes. oneDNN's matmul runs it 3-10% faster than
+// its 1x1 convolution at batch 8 (ResNet-50's 512->2048 at 7x7: 2.9 vs 3.1-3.4 ms; 128->512 at
+// 28x28: 3.0-3.2 vs 3.4 ms) and as fast at batch 1, with the same post-ops.
+bool is_pointwise_nhwc(const Node& node, const Shape& ws) {
+  auto all = [&](const char* name, std::int64_t want, std::size_t n) {
+    const auto v = node.attr_ints(name, std::vector<std::int64_t>(n, want));
+    for (std::int64_t x : v)
+      if (x != want) return false;
+    return true;
+  };
+  const std::string auto_pad = node.attr_string("auto_pad", "NOTSET");
+  return node.attr_int("channels_last", 0) == 1 && node.attr_int("group", 1) == 1 && ws.size() == 4 && ws[2] == 1 &&
+         ws[3] == 1 && all("strides", 1, 2) && all("dilations", 1, 2) && all("pads", 0, 4) &&
+         (auto_pad == "NOTSET" || auto_pad == "VALID");
+}
+
+// ONNX weights [C_out, C_in / group, kH, kW]; oneDNN wants the group split out when group > 1,
+// and a pointwise conv's matmul reads them as [C_in, C_out] (the same bytes, transposed).
+dnnl::memory::desc loaded_weights_desc(const Shape& ws, std::int64_t group, bool pointwise) {
+  if (pointwise) return f32_desc({ws[1], ws[0]}, Tag::ba);
   if (group == 1) return f32_desc({ws[0], ws[1], ws[2], ws[3]}, Tag::oihw);
   return f32_desc({group, ws[0] / group, ws[1], ws[2], ws[3]}, Tag::goihw);
 }
@@ -51,9 +70,10 @@ dnnl::memory::desc loaded_weights_desc(const Shape& ws, std::int64_t group) {
 class ConvKernel : public Kernel {
  public:
   ConvKernel(const Node& node, const Tensor& w, Tensor b)
-      : weights_(w, loaded_weights_desc(w.shape(), node.attr_int("group", 1))), b_(std::move(b)), act_(read_activation(node)), channels_last_(node.attr_int("channels_last", 0) == 1),
-        group_(node.attr_int("group", 1)),
-        has_residual_(node.inputs.size() > 3 && node.inputs[3] != kNoValue) {}
+      : pointwise_(is_pointwise_nhwc(node, w.shape())),
+        weights_(w, loaded_weights_desc(w.shape(), node.attr_int("group", 1), pointwise_)), b_(std::move(b)),
+        act_(read_activation(node)), channels_last_(node.attr_int("channels_last", 0) == 1),
+        group_(node.attr_int("group", 1)), has_residual_(node.inputs.size() > 3 && node.inputs[3] != kNoValue) {}
 
   void run(KernelContext& ctx) const override {
     guarded(ctx, [&] {
@@ -68,7 +88,7 @@ class ConvKernel : public Kernel {
         execute(plan->to_blocked, {{DNNL_ARG_FROM, x_mem}, {DNNL_ARG_TO, src}});
       }
       Args args = {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, plan->weights}, {DNNL_ARG_DST, dst}};
-      if (!b_.empty()) args.emplace(DNNL_ARG_BIAS, wrap(f32_desc({b_.numel()}, Tag::x), b_));
+      if (!b_.empty()) args.emplace(DNNL_ARG_BIAS, wrap(plan->bias, b_));
       if (has_residual_) accumulate_residual_into(ctx, 3, y);
       execute(plan->primitive, args);
       if (plan->blocked) execute(plan->from_blocked, {{DNNL_ARG_FROM, dst}, {DNNL_ARG_TO, y_mem}});
@@ -100,17 +120,32 @@ class ConvKernel : public Kernel {
     const Dims src_dims = {nchw[0], nchw[1], nchw[2], nchw[3]};
     const Dims dst_dims = {nchw[0], ws[0], win.out[1], win.out[2]};
     const Tag act_tag = channels_last_ ? Tag::nhwc : Tag::nchw;
-    const Dims w_dims = loaded_weights_desc(ws, group_).dims();
+    const Dims w_dims = loaded_weights_desc(ws, group_, false).dims();
 
     ConvPlan plan;
-    plan.src = f32_desc(src_dims, act_tag);
-    plan.dst = f32_desc(dst_dims, act_tag);
+    plan.y_shape = channels_last_ ? Shape{dst_dims[0], dst_dims[2], dst_dims[3], dst_dims[1]} : Shape(dst_dims);
     dnnl::post_ops ops;
     if (has_residual_) ops.append_sum(1.f);
     append_activation(ops, act_);
     dnnl::primitive_attr attr = make_attr();
     attr.set_post_ops(ops);
-    const auto bias_desc = b_.empty() ? dnnl::memory::desc() : f32_desc({ws[0]}, Tag::x);
+    if (pointwise_) {
+      const std::int64_t rows = nchw[0] * nchw[2] * nchw[3];
+      plan.src = f32_desc({rows, ws[1]}, Tag::ab);
+      plan.dst = f32_desc({rows, ws[0]}, Tag::ab);
+      plan.bias = f32_desc({1, ws[0]}, Tag::ab);
+      const dnnl::matmul::primitive_desc pd(
+          dnnl::matmul::desc(plan.src, f32_desc({ws[1], ws[0]}, Tag::any), b_.empty() ? dnnl::memory::desc() : plan.bias,
+                             plan.dst),
+          attr, engine());
+      plan.primitive = dnnl::matmul(pd);
+      plan.weights = weights_.pack_for(pd.weights_desc());
+      return plan;
+    }
+    plan.src = f32_desc(src_dims, act_tag);
+    plan.dst = f32_desc(dst_dims, act_tag);
+    plan.bias = f32_desc({ws[0]}, Tag::x);
+    const auto bias_desc = b_.empty() ? dnnl::memory::desc() : plan.bias;
     auto describe = [&](dnnl::algorithm alg, const dnnl::memory::desc& src, const dnnl::memory::desc& dst) {
       return dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference, alg, src, f32_desc(w_dims, Tag::any),
                                              bias_desc, dst, {win.stride[1], win.stride[2]},
@@ -141,10 +176,10 @@ class ConvKernel : public Kernel {
                                                      attr, engine());
     plan.primitive = dnnl::convolution_forward(pd);
     plan.weights = weights_.pack_for(pd.weights_desc());
-    plan.y_shape = channels_last_ ? Shape{dst_dims[0], dst_dims[2], dst_dims[3], dst_dims[1]} : Shape(dst_dims);
     return plan;
   }
 
+  bool pointwise_;  // runs as a matmul
   PackedWeights weights_;
   Tensor b_;
   Activation act_;

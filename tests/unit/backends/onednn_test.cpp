@@ -90,6 +90,39 @@ TEST_CASE("oneDNN conv fuses every activation and the residual add", "[onednn][c
   expect_ok(OpCase("Conv").input("X", {1, 5, 9, 9}).constant("W", {7, 5, 3, 3}).attr("strides", {2, 2}));
 }
 
+// NHWC 1x1 stride-1 unpadded convs run as a oneDNN matmul over [N*H*W, C_in] (conv.cpp):
+// rows and channels at tile edges, with and without bias, residual and activation; the
+// strided and padded 1x1 convs beside them stay convolutions.
+TEST_CASE("oneDNN pointwise convs (matmul path) match the reference", "[onednn][conv]") {
+  unsigned seed = 300;
+  for (std::int64_t batch : {1, 3})
+    for (std::int64_t size : {1, 7, 9})
+      for (std::int64_t channels : {5, 16, 33})
+        for (std::int64_t out_channels : {8, 17})
+          for (bool residual : {false, true}) {
+            OpCase c("FusedConv", "com.wpk");
+            c.input("X", {batch, size, size, channels})
+                .constant("W", {out_channels, channels, 1, 1})
+                .attr("channels_last", std::int64_t{1})
+                .seed(seed++);
+            const bool bias = seed % 2 == 0;
+            if (bias) c.constant("B", {out_channels});
+            if (residual) (bias ? c : c.omitted()).input("Z", {batch, size, size, out_channels});
+            expect_ok(activation(c, seed % 3 ? "Relu" : ""));
+          }
+  for (const std::string kind : {"Clip", "SiLU", "Gelu"}) {
+    OpCase c("FusedConv", "com.wpk");
+    c.input("X", {2, 5, 5, 24}).constant("W", {40, 24, 1, 1}).constant("B", {40}).attr("channels_last", std::int64_t{1});
+    expect_ok(activation(c, kind));
+  }
+  OpCase strided("FusedConv", "com.wpk");
+  strided.input("X", {1, 9, 9, 16}).constant("W", {24, 16, 1, 1}).attr("strides", {2, 2}).attr("channels_last", std::int64_t{1});
+  expect_ok(strided);
+  OpCase padded("FusedConv", "com.wpk");
+  padded.input("X", {1, 6, 6, 16}).constant("W", {24, 16, 1, 1}).attr("pads", {1, 1, 1, 1}).attr("channels_last", std::int64_t{1});
+  expect_ok(padded);
+}
+
 // 3x3 stride-1 convs of 64+ channels on 14x14+ outputs run as Winograd (conv.cpp), with
 // reorders into and out of oneDNN's blocked layout; channel counts off the 16-lane blocks too.
 // Winograd's input and output transforms add rounding of their own: outputs that cancel to
