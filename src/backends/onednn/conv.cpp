@@ -15,6 +15,7 @@ struct ConvPlan {
   dnnl::primitive primitive;  // a convolution, or a matmul for pointwise convs (below)
   dnnl::memory::desc src, dst, bias;
   dnnl::memory weights;  // packed
+  dnnl::memory::desc weights_view;  // the plain view of the loaded weights it was packed from
   Shape y_shape;         // in the node's layout
   // Winograd: the primitive reads and writes oneDNN's blocked layout (nChw16c), so the input
   // is reordered into it and the output back, in per-thread staging memory.
@@ -43,9 +44,10 @@ bool winograd_enabled() {
 }
 
 // A 1x1, stride-1, unpadded, ungrouped conv on NHWC activations is the matrix product
-// [N*H*W, C_in] x [C_in, C_out] over the same bytes. oneDNN's matmul runs it 3-10% faster than
-// its 1x1 convolution at batch 8 (ResNet-50's 512->2048 at 7x7: 2.9 vs 3.1-3.4 ms; 128->512 at
-// 28x28: 3.0-3.2 vs 3.4 ms) and as fast at batch 1, with the same post-ops.
+// [N*H*W, C_in] x [C_in, C_out] over the same bytes. At batch 2+ it runs on oneDNN's matmul,
+// 3-10% faster than its 1x1 convolution at batch 8 (ResNet-50's 512->2048 at 7x7: 2.9 vs
+// 3.1-3.4 ms; 128->512 at 28x28: 3.0-3.2 vs 3.4 ms); at batch 1 the two tie on ResNet-50's
+// shapes and the matmul is 6% slower on MobileNetV2's narrow ones, so batch 1 stays a conv.
 bool is_pointwise_nhwc(const Node& node, const Shape& ws) {
   auto all = [&](const char* name, std::int64_t want, std::size_t n) {
     const auto v = node.attr_ints(name, std::vector<std::int64_t>(n, want));
@@ -71,7 +73,7 @@ class ConvKernel : public Kernel {
  public:
   ConvKernel(const Node& node, const Tensor& w, Tensor b)
       : pointwise_(is_pointwise_nhwc(node, w.shape())),
-        weights_(w, loaded_weights_desc(w.shape(), node.attr_int("group", 1), pointwise_)), b_(std::move(b)),
+        weights_(w, loaded_weights_desc(w.shape(), node.attr_int("group", 1), false)), b_(std::move(b)),
         act_(read_activation(node)), channels_last_(node.attr_int("channels_last", 0) == 1),
         group_(node.attr_int("group", 1)), has_residual_(node.inputs.size() > 3 && node.inputs[3] != kNoValue) {}
 
@@ -102,8 +104,8 @@ class ConvKernel : public Kernel {
     auto plan = cache_.get(shape_key({&x_shape}), [&] { return build(ctx, x_shape); });
     // Winograd weights cannot be reordered into other layouts: unless the input shape is fixed
     // (no symbolic dims), keep the loaded copy for the plans of other shapes.
-    if (plan->blocked && !only_shape) weights_.keep_beside_loaded(plan->weights);
-    else weights_.keep_only(plan->weights);
+    if (plan->blocked && !only_shape) weights_.keep_beside_loaded(plan->weights, plan->weights_view);
+    else weights_.keep_only(plan->weights, plan->weights_view);
   }
 
   bool owns_input(std::size_t i) const override { return i == 1 && weights_.owns_copy(); }
@@ -129,7 +131,7 @@ class ConvKernel : public Kernel {
     append_activation(ops, act_);
     dnnl::primitive_attr attr = make_attr();
     attr.set_post_ops(ops);
-    if (pointwise_) {
+    if (pointwise_ && nchw[0] >= 2) {
       const std::int64_t rows = nchw[0] * nchw[2] * nchw[3];
       plan.src = f32_desc({rows, ws[1]}, Tag::ab);
       plan.dst = f32_desc({rows, ws[0]}, Tag::ab);
@@ -139,7 +141,8 @@ class ConvKernel : public Kernel {
                              plan.dst),
           attr, engine());
       plan.primitive = dnnl::matmul(pd);
-      plan.weights = weights_.pack_for(pd.weights_desc());
+      plan.weights_view = loaded_weights_desc(ws, 1, true);
+      plan.weights = weights_.pack_for(pd.weights_desc(), plan.weights_view);
       return plan;
     }
     plan.src = f32_desc(src_dims, act_tag);
@@ -175,7 +178,8 @@ class ConvKernel : public Kernel {
       pd = dnnl::convolution_forward::primitive_desc(describe(dnnl::algorithm::convolution_direct, plan.src, plan.dst),
                                                      attr, engine());
     plan.primitive = dnnl::convolution_forward(pd);
-    plan.weights = weights_.pack_for(pd.weights_desc());
+    plan.weights_view = loaded_weights_desc(ws, group_, false);
+    plan.weights = weights_.pack_for(pd.weights_desc(), plan.weights_view);
     return plan;
   }
 

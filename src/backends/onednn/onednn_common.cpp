@@ -32,37 +32,56 @@ void require_f32(const KernelContext& ctx, const Tensor& t, const char* what) {
 PackedWeights::PackedWeights(Tensor loaded, dnnl::memory::desc loaded_desc)
     : loaded_(std::move(loaded)), loaded_desc_(std::move(loaded_desc)), shape_(loaded_.shape()) {}
 
-dnnl::memory PackedWeights::pack_for(const dnnl::memory::desc& wanted) const {
+namespace {
+
+void reorder_into(const dnnl::memory& from, const dnnl::memory& to) {
+  execute(dnnl::reorder(dnnl::reorder::primitive_desc(engine(), from.get_desc(), engine(), to.get_desc(), make_attr())),
+          {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}});
+}
+
+}  // namespace
+
+dnnl::memory PackedWeights::pack_for(const dnnl::memory::desc& wanted) const { return pack_for(wanted, loaded_desc_); }
+
+dnnl::memory PackedWeights::pack_for(const dnnl::memory::desc& wanted, const dnnl::memory::desc& view) const {
   if (packed_ && packed_.get_desc() == wanted) return packed_;
-  dnnl::memory in = loaded_.empty() ? packed_ : wrap(loaded_desc_, loaded_);
   dnnl::memory out(wanted, engine());
-  auto reorder = [](const dnnl::memory& from, const dnnl::memory& to) {
-    execute(dnnl::reorder(dnnl::reorder::primitive_desc(engine(), from.get_desc(), engine(), to.get_desc(), make_attr())),
-            {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}});
-  };
-  try {
-    reorder(in, out);
+  if (!loaded_.empty()) {
+    reorder_into(wrap(view, loaded_), out);
     return out;
-  } catch (const dnnl::error&) {
-    if (!loaded_.empty()) throw;
   }
-  // oneDNN reorders into Winograd layouts only from plain ones, and out of them not at all.
-  dnnl::memory plain(loaded_desc_, engine());
+  // Only the packed copy is left: straight from it when it was packed through the same view,
+  // else (another view, or a layout oneDNN only reorders from plain ones: Winograd's) through
+  // plain bytes, which every view reads alike.
+  if (packed_view_ == view) {
+    try {
+      reorder_into(packed_, out);
+      return out;
+    } catch (const dnnl::error&) {
+    }
+  }
+  dnnl::memory plain(packed_view_, engine());
   try {
-    reorder(in, plain);
+    reorder_into(packed_, plain);
   } catch (const dnnl::error&) {
     throw Error(ErrorCode::InvalidArgument,
                 "weights were packed at load for the input shape the model declares (a fixed shape), and this input "
                 "shape needs another layout, which cannot be made from that packing");
   }
-  reorder(plain, out);
+  reorder_into(dnnl::memory(view, engine(), plain.get_data_handle()), out);
   return out;
 }
 
-void PackedWeights::keep_beside_loaded(dnnl::memory packed) { packed_ = std::move(packed); }
-
-void PackedWeights::keep_only(dnnl::memory packed) {
+void PackedWeights::keep_beside_loaded(dnnl::memory packed, const dnnl::memory::desc& view) {
   packed_ = std::move(packed);
+  packed_view_ = view;
+}
+
+void PackedWeights::keep_only(dnnl::memory packed) { keep_only(std::move(packed), loaded_desc_); }
+
+void PackedWeights::keep_only(dnnl::memory packed, const dnnl::memory::desc& view) {
+  packed_ = std::move(packed);
+  packed_view_ = view;
   loaded_ = Tensor();
 }
 

@@ -33,29 +33,35 @@ using Args = std::unordered_map<int, dnnl::memory>;
 // Constant weights of a kernel, packed into the layout each compiled primitive chose. It starts
 // from the loaded tensor; once packed for the shapes the model declares, it keeps only that
 // packed copy (so the session can free the loaded one) and packs other layouts from it.
+// A kernel may read the loaded bytes through more than one plain view (a 1x1 conv's [C_out,
+// C_in, 1, 1] weights are also the [C_in, C_out] matrix of a matmul): each packing names the
+// view it was made through.
 class PackedWeights {
  public:
   PackedWeights() = default;
   PackedWeights(Tensor loaded, dnnl::memory::desc loaded_desc);
   bool empty() const { return shape_.empty(); }
   const Shape& shape() const { return shape_; }
-  // The weights in layout `wanted`: the kept packed copy itself when it already is, else a
-  // reorder (through the loaded layout when oneDNN has no direct one). Safe to call from
-  // several threads.
+  // The weights in layout `wanted`, read through `view` (a plain desc of the loaded bytes;
+  // default: loaded_desc): the kept packed copy itself when it already is, else a reorder
+  // (through plain bytes when oneDNN has no direct one). Safe to call from several threads.
   dnnl::memory pack_for(const dnnl::memory::desc& wanted) const;
-  // Drops the loaded tensor; `packed` (from pack_for) becomes the only copy. Not thread-safe:
-  // call while preparing the kernel.
+  dnnl::memory pack_for(const dnnl::memory::desc& wanted, const dnnl::memory::desc& view) const;
+  // Drops the loaded tensor; `packed` (from pack_for through `view`) becomes the only copy.
+  // Not thread-safe: call while preparing the kernel.
   void keep_only(dnnl::memory packed);
+  void keep_only(dnnl::memory packed, const dnnl::memory::desc& view);
   // Keeps `packed` for later pack_for calls that want its layout, and the loaded tensor for
   // the others: for layouts oneDNN cannot reorder from (Winograd's) when other input shapes
   // may come. Not thread-safe either.
-  void keep_beside_loaded(dnnl::memory packed);
+  void keep_beside_loaded(dnnl::memory packed, const dnnl::memory::desc& view);
   bool owns_copy() const { return loaded_.empty() && !empty(); }
 
  private:
   Tensor loaded_;
   dnnl::memory::desc loaded_desc_;
   dnnl::memory packed_;
+  dnnl::memory::desc packed_view_;
   Shape shape_;
 };
 

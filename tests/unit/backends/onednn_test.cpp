@@ -123,6 +123,31 @@ TEST_CASE("oneDNN pointwise convs (matmul path) match the reference", "[onednn][
   expect_ok(padded);
 }
 
+// Batch 1 runs a pointwise conv as a convolution and packs its weights for it at load, freeing
+// the loaded copy; batch 3 runs it as a matmul, whose weights come from that packing through
+// plain bytes read as [C_in, C_out].
+TEST_CASE("a pointwise conv packed at load for batch 1 runs as a matmul at batch 3", "[onednn][conv]") {
+  wpk::Graph g;
+  g.add_input("x", wpk::DType::Float32, {wpk::Dim("N"), 33, 5, 5});
+  wpk::Tensor w = wpk::Tensor::zeros(wpk::DType::Float32, {48, 33, 1, 1});
+  for (std::int64_t i = 0; i < w.numel(); ++i) w.data<float>()[i] = static_cast<float>((i * 29) % 83) / 83.0f - 0.5f;
+  g.add_initializer("w", w);
+  g.add_node("Conv", {"x", "w"}, {"y"});
+  g.add_output("y");
+  const wpk::Session s(g);
+  REQUIRE(s.graph().initializer(s.graph().value_id("w")) == nullptr);  // only the packed copy is left
+  wpk::Tensor x = wpk::Tensor::zeros(wpk::DType::Float32, {3, 33, 5, 5});
+  for (std::int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = static_cast<float>((i * 53) % 97) / 97.0f - 0.5f;
+  const std::int64_t item = 33 * 5 * 5, out_item = 48 * 5 * 5;
+  const wpk::Tensor all = s.run({{"x", x}}).at("y");
+  for (std::int64_t b = 0; b < 3; ++b) {
+    const wpk::Tensor one = s.run({{"x", wpk::Tensor::borrow(x.data<float>() + b * item, {1, 33, 5, 5})}}).at("y");
+    INFO("batch item " << b);
+    CHECK(wpk::testing::compare_allclose(wpk::Tensor::borrow(all.data<float>() + b * out_item, {1, 48, 5, 5}), one, 1e-5,
+                                         1e-6) == "");
+  }
+}
+
 // 3x3 stride-1 convs of 64+ channels on 14x14+ outputs run as Winograd (conv.cpp), with
 // reorders into and out of oneDNN's blocked layout; channel counts off the 16-lane blocks too.
 // Winograd's input and output transforms add rounding of their own: outputs that cancel to
