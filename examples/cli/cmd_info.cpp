@@ -1,6 +1,6 @@
 // wpk info MODEL [--optimized [--batch B] [--dim NAME=SIZE]]: inputs and outputs with shapes and
 // dtypes, op histogram, unsupported ops. --optimized adds the graph the Session runs: every
-// node with its backend and layout (fused com.wpk ops marked), the Transpose/reorder count, and
+// node with its backend and layout (fused com.wpk ops marked), the layout reorders a run makes, and
 // the memory plan of one run with random inputs next to one allocation per intermediate.
 #include <algorithm>
 #include <cstdio>
@@ -19,32 +19,35 @@ void print_values(const char* title, const Graph& g, const std::vector<ValueId>&
   }
 }
 
-// Nodes that only move data between layouts: what layout assignment tries to remove.
-bool is_reorder(const std::string& op) {
-  return op == "Transpose" || op.find("Reorder") != std::string::npos || op.find("reorder") != std::string::npos;
-}
-
 double mib(std::size_t bytes) { return static_cast<double>(bytes) / (1 << 20); }
 
 void print_optimized(const std::string& path, const Args& args) {
   Session session(load(path));
   const TensorMap inputs = make_random_inputs(session, args.get_int("--batch", 1, 1), parse_dims(args));
-  session.run(inputs);  // plans memory (and backends) for these shapes
+  RunProfile run;
+  session.run(inputs, &run);  // plans memory (and backends) for these shapes
   const PlanSummary plan = session.describe();
-  int fused = 0, reorders = 0;
-  for (const StepSummary& s : plan.steps) {
-    fused += s.domain == "com.wpk";
-    reorders += is_reorder(s.op);
+  int fused = 0, transposes = 0, inside = 0, inside_steps = 0;
+  for (std::size_t i = 0; i < plan.steps.size(); ++i) {
+    fused += plan.steps[i].domain == "com.wpk";
+    const int r = i < run.steps.size() ? run.steps[i].reorders : 0;
+    const bool transpose = plan.steps[i].op == "Transpose";
+    transposes += transpose ? r : 0;
+    inside += transpose ? 0 : r;
+    inside_steps += !transpose && r > 0;
   }
-  std::printf("optimized graph: %zu nodes, %d fused (com.wpk, marked *), %d Transpose/reorder nodes\n", plan.steps.size(),
-              fused, reorders);
+  std::printf("optimized graph: %zu nodes, %d fused (com.wpk, marked *)\n", plan.steps.size(), fused);
+  std::printf("layout reorders per run: %d (%d Transpose nodes, %d inside %d kernels that work in another layout, "
+              "marked layout>inner)\n",
+              transposes + inside, transposes, inside, inside_steps);
   int width = 4;  // the node column fits the longest name
   for (const StepSummary& s : plan.steps) width = std::max(width, static_cast<int>(s.node.size()));
   std::printf("  %-4s %-*s %-26s %-10s %s\n", "#", width, "node", " op", "backend", "layout");
   for (std::size_t i = 0; i < plan.steps.size(); ++i) {
     const StepSummary& s = plan.steps[i];
+    const std::string& layout = i < run.steps.size() ? run.steps[i].layout : s.layout;
     std::printf("  %-4zu %-*s %-26s %-10s %s\n", i, width, s.node.c_str(),
-                ((s.domain == "com.wpk" ? "*" : " ") + s.op).c_str(), s.backend.c_str(), s.layout.c_str());
+                ((s.domain == "com.wpk" ? "*" : " ") + s.op).c_str(), s.backend.c_str(), layout.c_str());
   }
   if (plan.memory_planned)
     std::printf("memory: arena %.2f MiB planned, %.2f MiB as one allocation per intermediate (%.0f%%)\n",

@@ -38,7 +38,10 @@ struct StepProfile {
   std::string node;
   std::string op;       // "Conv", or "com.wpk.FusedConv" outside the ONNX domain
   std::string backend;  // which backend's kernel ran it
-  std::string layout;   // "NHWC" (attribute channels_last=1), "NCHW" (layout-sensitive op) or "-"
+  std::string layout;   // "NHWC" (attribute channels_last=1), "NCHW" (layout-sensitive op) or "-";
+                        // "NHWC>nChw16c" when the kernel works in another layout inside
+  int reorders = 0;     // layout changes this step made: 1 for a Transpose, 2 for a kernel that
+                        // reorders its input and output (e.g. a Winograd convolution)
   Shape output_shape;   // of output 0
   double start_us = 0;  // from the start of run()
   double duration_us = 0;

@@ -53,6 +53,15 @@ class KernelContext {
   // Errors that name this node and op.
   [[noreturn]] void fail(ErrorCode code, const std::string& what) const;
 
+  // A kernel that moves its data into another layout for the work and back (oneDNN's Winograd
+  // convolution reads nChw16c) says so here, for profiles and `wpk info --optimized`.
+  void note_internal_layout(const char* layout, int reorders) {
+    internal_layout_ = layout;
+    internal_reorders_ = reorders;
+  }
+  const char* internal_layout() const { return internal_layout_; }
+  int internal_reorders() const { return internal_reorders_; }
+
  private:
   const Node& node_;
   std::vector<const Tensor*> inputs_;
@@ -60,6 +69,8 @@ class KernelContext {
   Allocator allocator_;
   OutputAllocator output_allocator_;
   std::int64_t opset_ = 17;
+  const char* internal_layout_ = nullptr;
+  int internal_reorders_ = 0;
 };
 
 class Kernel {

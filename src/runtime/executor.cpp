@@ -124,8 +124,11 @@ void Executor::run_step(std::size_t s) {
   if (profile_) {
     const auto t1 = std::chrono::steady_clock::now();
     Shape shape = ctx.outputs().empty() ? Shape() : ctx.outputs()[0].shape();
-    profile_->steps.push_back({node.name, qualified_op(node), cand.backend->name(), step.layout, std::move(shape),
-                               us_between(run_start_, t0), us_between(t0, t1)});
+    std::string layout = step.layout;
+    if (ctx.internal_layout()) layout += std::string(">") + ctx.internal_layout();
+    const int reorders = ctx.internal_reorders() + (node.op_type == "Transpose" && node.domain.empty() ? 1 : 0);
+    profile_->steps.push_back({node.name, qualified_op(node), cand.backend->name(), std::move(layout), reorders,
+                               std::move(shape), us_between(run_start_, t0), us_between(t0, t1)});
   }
   if (memory_.recorder) memory_.recorder->on_step(s, *cand.backend, ins, ctx.outputs());
   for (std::size_t o = 0; o < node.outputs.size(); ++o) {

@@ -85,6 +85,7 @@ class ConvKernel : public Kernel {
       const dnnl::memory x_mem = wrap(plan->src, x), y_mem = wrap(plan->dst, y);
       dnnl::memory src = x_mem, dst = y_mem;
       if (plan->blocked) {
+        ctx.note_internal_layout("nChw16c", 2);
         src = thread_memory(0, plan->blocked_src);
         dst = thread_memory(1, plan->blocked_dst);
         execute(plan->to_blocked, {{DNNL_ARG_FROM, x_mem}, {DNNL_ARG_TO, src}});

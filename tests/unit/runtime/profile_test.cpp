@@ -104,7 +104,10 @@ TEST_CASE("wpk info --optimized lists nodes, backends, reorders and the memory p
   std::string out;
   REQUIRE(wpk_cli("info " + runtime_test::model_path("resnet18").string() + " --optimized", out) == 0);
   CHECK(out.find("optimized graph:") != std::string::npos);
-  CHECK(out.find("Transpose/reorder nodes") != std::string::npos);
+  // Two Transposes at the NHWC region's edges; ResNet-18's four 3x3 convs without a residual
+  // input run as Winograd in nChw16c, each reordering its input and output.
+  CHECK(out.find("layout reorders per run: 10 (2 Transpose nodes, 8 inside 4 kernels") != std::string::npos);
+  CHECK(out.find("NHWC>nChw16c") != std::string::npos);
   CHECK(out.find("*com.wpk.FusedConv") != std::string::npos);
   CHECK(out.find("memory: arena") != std::string::npos);
 }
