@@ -60,6 +60,9 @@ class ExecutionPlan {
 
 // The backends this build registers, in order of preference (explicit, no static registration).
 std::vector<const Backend*> registered_backends();
+// With SessionOptions::tuning: the registered backends plus algorithm alternatives only the
+// tuner chooses (oneDNN's direct convolution beside its Winograd/matmul heuristics).
+std::vector<const Backend*> tuning_backends();
 
 // Why no backend runs `node`, or "" when one does.
 std::string why_unsupported(const Node& node, const Graph& graph);

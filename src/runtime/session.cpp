@@ -62,7 +62,8 @@ double us_since(std::chrono::steady_clock::time_point t0) {
 
 }  // namespace
 
-Session::Session(Graph graph, SessionOptions options) : Session(std::move(graph), std::move(options), registered_backends()) {}
+Session::Session(Graph graph, SessionOptions options)
+    : Session(std::move(graph), options, options.tuning ? tuning_backends() : registered_backends()) {}
 
 Session::Session(Graph graph, SessionOptions options, const std::vector<const Backend*>& backends)
     : impl_(std::make_unique<Impl>()) {

@@ -61,6 +61,19 @@ bool is_pointwise_nhwc(const Node& node, const Shape& ws) {
          (auto_pad == "NOTSET" || auto_pad == "VALID");
 }
 
+// 3x3 stride-1 undilated convs of 64+ channels in and out, without a residual (a sum post-op
+// has no Winograd kernel): Winograd candidates, at outputs of 14x14 or more (see above).
+bool is_winograd_kernel(const Node& node, const Shape& ws) {
+  auto all = [&](const char* name, std::int64_t want) {
+    for (std::int64_t x : node.attr_ints(name, {want, want}))
+      if (x != want) return false;
+    return true;
+  };
+  const bool residual = node.inputs.size() > 3 && node.inputs[3] != kNoValue;
+  return !residual && node.attr_int("group", 1) == 1 && ws.size() == 4 && ws[2] == 3 && ws[3] == 3 && ws[0] >= 64 &&
+         ws[1] >= 64 && all("strides", 1) && all("dilations", 1);
+}
+
 // ONNX weights [C_out, C_in / group, kH, kW]; oneDNN wants the group split out when group > 1,
 // and a pointwise conv's matmul reads them as [C_in, C_out] (the same bytes, transposed).
 dnnl::memory::desc loaded_weights_desc(const Shape& ws, std::int64_t group, bool pointwise) {
@@ -71,8 +84,10 @@ dnnl::memory::desc loaded_weights_desc(const Shape& ws, std::int64_t group, bool
 
 class ConvKernel : public Kernel {
  public:
-  ConvKernel(const Node& node, const Tensor& w, Tensor b)
-      : pointwise_(is_pointwise_nhwc(node, w.shape())),
+  ConvKernel(const Node& node, const Tensor& w, Tensor b, ConvAlgorithms algorithms)
+      : direct_only_(algorithms == ConvAlgorithms::DirectOnly),
+        pointwise_(!direct_only_ && is_pointwise_nhwc(node, w.shape())),
+        winograd_kernel_(!direct_only_ && winograd_enabled() && is_winograd_kernel(node, w.shape())),
         weights_(w, loaded_weights_desc(w.shape(), node.attr_int("group", 1), false)), b_(std::move(b)),
         act_(read_activation(node)), channels_last_(node.attr_int("channels_last", 0) == 1),
         group_(node.attr_int("group", 1)), has_residual_(node.inputs.size() > 3 && node.inputs[3] != kNoValue) {}
@@ -156,10 +171,7 @@ class ConvKernel : public Kernel {
                                              {win.dilation[1] - 1, win.dilation[2] - 1},
                                              {win.pad_begin[1], win.pad_begin[2]}, {win.pad_end[1], win.pad_end[2]});
     };
-    const bool winograd_shape = winograd_enabled() && !has_residual_ && group_ == 1 && ws[2] == 3 && ws[3] == 3 &&
-                                win.stride[1] == 1 && win.stride[2] == 1 && win.dilation[1] == 1 &&
-                                win.dilation[2] == 1 && ws[0] >= 64 && ws[1] >= 64 && win.out[1] >= 14 &&
-                                win.out[2] >= 14;
+    const bool winograd_shape = winograd_kernel_ && win.out[1] >= 14 && win.out[2] >= 14;
     dnnl::convolution_forward::primitive_desc pd;
     if (winograd_shape) {
       try {
@@ -184,7 +196,9 @@ class ConvKernel : public Kernel {
     return plan;
   }
 
-  bool pointwise_;  // runs as a matmul
+  bool direct_only_;  // no Winograd, no matmul: the tuner's alternative to the choices above
+  bool pointwise_;     // runs as a matmul at batch 2+
+  bool winograd_kernel_;  // runs as Winograd at outputs of 14x14+
   PackedWeights weights_;
   Tensor b_;
   Activation act_;
@@ -212,9 +226,14 @@ std::string conv_unsupported(const Node& node, const Graph& graph) {
   return "";
 }
 
-std::unique_ptr<Kernel> make_conv(const Node& node, const Graph& graph) {
+bool conv_has_algorithm_choice(const Node& node, const Graph& graph) {
+  const Tensor* w = graph.initializer(node.inputs[1]);
+  return w && (is_pointwise_nhwc(node, w->shape()) || is_winograd_kernel(node, w->shape()));
+}
+
+std::unique_ptr<Kernel> make_conv(const Node& node, const Graph& graph, ConvAlgorithms algorithms) {
   const Tensor* b = node.inputs.size() > 2 && node.inputs[2] != kNoValue ? graph.initializer(node.inputs[2]) : nullptr;
-  auto kernel = std::make_unique<ConvKernel>(node, *graph.initializer(node.inputs[1]), b ? *b : Tensor());
+  auto kernel = std::make_unique<ConvKernel>(node, *graph.initializer(node.inputs[1]), b ? *b : Tensor(), algorithms);
   if (auto shape = static_shape(graph, node.inputs[0]); shape && shape->size() == 4)
     try_warm_up([&] { kernel->warm_up(node, *shape, fully_static(graph, node.inputs[0])); });
   return kernel;

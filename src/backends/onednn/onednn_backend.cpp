@@ -90,7 +90,7 @@ std::unique_ptr<Kernel> OneDnnBackend::prepare(const Node& node, const Graph& gr
   const std::string why = why_unsupported(node, graph);
   if (!why.empty()) throw Error(ErrorCode::Unsupported, node_label(node) + why);
   switch (family_of(node)) {
-    case Family::Conv: return make_conv(node, graph);
+    case Family::Conv: return make_conv(node, graph, ConvAlgorithms::Heuristic);
     case Family::MatMul: return make_matmul(node, graph);
     case Family::Pool: return make_pool(node, graph);
     case Family::Transpose: return make_transpose(node, graph);
@@ -103,6 +103,20 @@ std::unique_ptr<Kernel> OneDnnBackend::prepare(const Node& node, const Graph& gr
     case Family::None: break;
   }
   throw Error(ErrorCode::Internal, node_label(node) + "no oneDNN kernel");
+}
+
+std::string OneDnnDirectConvBackend::why_unsupported(const Node& node, const Graph& graph) const {
+  if (node.inputs.empty() || node.inputs[0] == kNoValue) return "no input";
+  if (family_of(node) != Family::Conv) return "runs convolutions only";
+  const std::string why = conv_unsupported(node, graph);
+  if (!why.empty()) return why;
+  return conv_has_algorithm_choice(node, graph) ? "" : "onednn runs this convolution directly already";
+}
+
+std::unique_ptr<Kernel> OneDnnDirectConvBackend::prepare(const Node& node, const Graph& graph) const {
+  const std::string why = why_unsupported(node, graph);
+  if (!why.empty()) throw Error(ErrorCode::Unsupported, node_label(node) + why);
+  return make_conv(node, graph, ConvAlgorithms::DirectOnly);
 }
 
 }  // namespace wpk::onednn

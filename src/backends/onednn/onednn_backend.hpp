@@ -15,4 +15,14 @@ class OneDnnBackend : public Backend {
   bool accumulates_into_residual(const Node& node) const override;
 };
 
+// Convolutions on oneDNN's direct algorithm only: with tuning on, a candidate beside `onednn`,
+// whose heuristics pick Winograd or matmul for some shapes, so the tuner measures which
+// algorithm is faster for each node and shape.
+class OneDnnDirectConvBackend : public OneDnnBackend {
+ public:
+  std::string name() const override { return "onednn-direct"; }
+  std::string why_unsupported(const Node& node, const Graph& graph) const override;
+  std::unique_ptr<Kernel> prepare(const Node& node, const Graph& graph) const override;
+};
+
 }  // namespace wpk::onednn

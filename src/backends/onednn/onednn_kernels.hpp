@@ -28,7 +28,13 @@ void try_warm_up(WarmUp&& warm_up) {
 const Tensor& image_input(const KernelContext& ctx);
 
 std::string conv_unsupported(const Node& node, const Graph& graph);  // conv.cpp
-std::unique_ptr<Kernel> make_conv(const Node& node, const Graph& graph);
+// Heuristic: Winograd and matmul where they measured faster (conv.cpp); DirectOnly: oneDNN's
+// direct convolution everywhere.
+enum class ConvAlgorithms { Heuristic, DirectOnly };
+std::unique_ptr<Kernel> make_conv(const Node& node, const Graph& graph, ConvAlgorithms algorithms);
+// True when the heuristic may run this conv other than directly (Winograd, matmul), for some
+// input shape. Call after conv_unsupported() returned "".
+bool conv_has_algorithm_choice(const Node& node, const Graph& graph);
 
 std::string matmul_unsupported(const Node& node, const Graph& graph);  // matmul.cpp
 std::unique_ptr<Kernel> make_matmul(const Node& node, const Graph& graph);

@@ -5,6 +5,8 @@
 #ifdef WPK_WITH_ONEDNN
 #include "backends/onednn/onednn_backend.hpp"
 #include "support/backend_tester.hpp"
+#include "runtime/tuner.hpp"
+#include "support/onnx_model_builder.hpp"
 #include "support/tensor_compare.hpp"
 #include "wpk/wpk.hpp"
 
@@ -225,6 +227,29 @@ TEST_CASE("a Winograd conv packed for a fixed batch size matches the dynamic ses
   const wpk::Tensor b = dynamic.run({{"x", x}}).at("y");
   CHECK(wpk::testing::compare_allclose(b, a, 1e-4, 5e-5) == "");
   CHECK(wpk::testing::compare_allclose(a, packed_for_two.run({{"x", x}}).at("y"), 0, 0) == "");  // a second run
+}
+
+// With tuning on, oneDNN's direct convolution is a candidate of its own ("onednn-direct"), so
+// the tuner measures Winograd against it per node and shape: the conv step has three candidates
+// (onednn, onednn-direct, reference), each Transpose at the NHWC region's edges two.
+TEST_CASE("tuning measures a Winograd conv against oneDNN's direct convolution", "[onednn][conv][tuning]") {
+  wpk::SessionOptions tuned;
+  tuned.tuning = true;
+  tuned.cache_dir = wpk::testing::temp_dir("tune_wino");
+  const wpk::Session s(winograd_conv_graph(), tuned);
+  const wpk::Session untuned(winograd_conv_graph());
+  const wpk::Tensor x = winograd_conv_input(1);
+  const auto before = wpk::tuning_measurements();
+  const wpk::Tensor y = s.run({{"x", x}}).at("y");
+  CHECK(wpk::tuning_measurements() - before == 2 + 3 + 2);
+  bool conv_seen = false;
+  for (const wpk::StepSummary& step : s.describe().steps)
+    if (step.op == "com.wpk.FusedConv") {
+      conv_seen = true;
+      CHECK((step.backend == "onednn" || step.backend == "onednn-direct" || step.backend == "reference"));
+    }
+  CHECK(conv_seen);
+  CHECK(wpk::testing::compare_allclose(untuned.run({{"x", x}}).at("y"), y, 1e-4, 5e-5) == "");
 }
 
 TEST_CASE("oneDNN MatMul/Gemm/FusedMatMul with packed constant B", "[onednn][matmul]") {
