@@ -30,8 +30,16 @@
 // AveragePool, GlobalAveragePool, inference BatchNormalization), with the same meaning as above.
 #include <string>
 
+#include "wpk/graph.hpp"
+
 namespace wpk {
 
 constexpr const char* kWpkDomain = "com.wpk";
+
+// A com.wpk FusedConv or FusedMatMul given a residual Z (input 3).
+inline bool has_fused_residual(const Node& node) {
+  return node.domain == kWpkDomain && (node.op_type == "FusedConv" || node.op_type == "FusedMatMul") &&
+         node.inputs.size() > 3 && node.inputs[3] != kNoValue;
+}
 
 }  // namespace wpk

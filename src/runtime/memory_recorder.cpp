@@ -30,9 +30,7 @@ InPlaceRule in_place_rule(const Node& node, const Backend& backend) {
     for (std::size_t i = 0; i < rule.inputs.size(); ++i) rule.inputs[i] = i;
     return rule;
   }
-  const bool residual = wpk && (node.op_type == "FusedConv" || node.op_type == "FusedMatMul") &&
-                        node.inputs.size() > 3 && node.inputs[3] != kNoValue;
-  if (residual && backend.accumulates_into_residual(node)) return {{3}, false};
+  if (has_fused_residual(node) && backend.accumulates_into_residual(node)) return {{3}, false};
   return {};
 }
 

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "backends/onednn/onednn_kernels.hpp"
+#include "graph/fused_ops.hpp"
 #include "backends/reference/conv_pool.hpp"
 
 namespace wpk::onednn {
@@ -69,8 +70,7 @@ bool is_winograd_kernel(const Node& node, const Shape& ws) {
       if (x != want) return false;
     return true;
   };
-  const bool residual = node.inputs.size() > 3 && node.inputs[3] != kNoValue;
-  return !residual && node.attr_int("group", 1) == 1 && ws.size() == 4 && ws[2] == 3 && ws[3] == 3 && ws[0] >= 64 &&
+  return !has_fused_residual(node) && node.attr_int("group", 1) == 1 && ws.size() == 4 && ws[2] == 3 && ws[3] == 3 && ws[0] >= 64 &&
          ws[1] >= 64 && all("strides", 1) && all("dilations", 1);
 }
 
@@ -90,7 +90,7 @@ class ConvKernel : public Kernel {
         winograd_kernel_(!direct_only_ && winograd_enabled() && is_winograd_kernel(node, w.shape())),
         weights_(w, loaded_weights_desc(w.shape(), node.attr_int("group", 1), false)), b_(std::move(b)),
         act_(read_activation(node)), channels_last_(node.attr_int("channels_last", 0) == 1),
-        group_(node.attr_int("group", 1)), has_residual_(node.inputs.size() > 3 && node.inputs[3] != kNoValue) {}
+        group_(node.attr_int("group", 1)), has_residual_(has_fused_residual(node)) {}
 
   void run(KernelContext& ctx) const override {
     guarded(ctx, [&] {

@@ -3,6 +3,7 @@
 //                          residual add and activation fused as post-ops.
 //   variable B:            batched product over equal leading dims (attention's Q·Kᵀ, P·V).
 #include "backends/onednn/onednn_kernels.hpp"
+#include "graph/fused_ops.hpp"
 #include "backends/reference/reference_backend.hpp"
 
 namespace wpk::onednn {
@@ -34,7 +35,7 @@ class MatMulKernel : public Kernel {
   // (broadcast batch dims).
   MatMulKernel(const Node& node, const Tensor& b, bool transposed_b, Tensor bias, std::unique_ptr<Kernel> fallback)
       : fallback_(std::move(fallback)), b_(b.empty() ? PackedWeights() : PackedWeights(b, loaded_b_desc(b.shape(), transposed_b))), transposed_b_(transposed_b), bias_(std::move(bias)), act_(read_activation(node)),
-        has_residual_(node.op_type == "FusedMatMul" && node.inputs.size() > 3 && node.inputs[3] != kNoValue) {}
+        has_residual_(has_fused_residual(node)) {}
 
   void run(KernelContext& ctx) const override {
     const Tensor& a = ctx.input(0);

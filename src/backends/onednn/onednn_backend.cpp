@@ -83,7 +83,7 @@ std::string OneDnnBackend::version() const {
 }
 
 bool OneDnnBackend::accumulates_into_residual(const Node& node) const {
-  return node.domain == kWpkDomain && (node.op_type == "FusedConv" || node.op_type == "FusedMatMul");
+  return has_fused_residual(node);
 }
 
 std::unique_ptr<Kernel> OneDnnBackend::prepare(const Node& node, const Graph& graph) const {
