@@ -2,6 +2,7 @@
 // stores PyTorch's output for one input; wpk must match within 1e-4 relative L2 error.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <filesystem>
 
 #include "support/tensor_compare.hpp"
@@ -34,9 +35,40 @@ void check_against_pytorch(const std::string& name) {
   CHECK(err <= 1e-4);
 }
 
+// The stored input repeated `batch` times: every row of the output must match PyTorch's. Batch
+// 2+ takes other kernels than batch 1 (pointwise convs as matmuls, Winograd F(4x4, 3x3)).
+void check_batch_against_pytorch(const std::string& name, std::int64_t batch, bool fixed_dims) {
+  SessionOptions options;
+  Graph graph = load(require_model(name).string());
+  if (fixed_dims) options.fixed_dims = {{graph.value(graph.inputs().front()).dims->front().symbol, batch}};
+  Session s(std::move(graph), options);
+  const fs::path data = models_dir() / name / "test_data_set_0";
+  const Tensor one = load_tensor((data / "input_0.pb").string());
+  const Tensor expected = load_tensor((data / "output_0.pb").string());
+  Shape shape = one.shape();
+  shape[0] = batch;
+  Tensor many = Tensor::zeros(DType::Float32, shape);
+  for (std::int64_t b = 0; b < batch; ++b)
+    std::copy(one.data<float>(), one.data<float>() + one.numel(), many.data<float>() + b * one.numel());
+  const Tensor actual = s.run({{s.inputs()[0].name, many}}).at(s.outputs()[0].name);
+  REQUIRE(actual.numel() == batch * expected.numel());
+  for (std::int64_t b = 0; b < batch; ++b) {
+    const double err = wpk::testing::relative_l2_error(
+        Tensor::borrow(actual.data<float>() + b * expected.numel(), expected.shape()), expected);
+    INFO(name << " batch " << batch << " row " << b << " relative L2 error " << err);
+    CHECK(err <= 1e-4);
+  }
+}
+
 }  // namespace
 
 TEST_CASE("ResNet-50 matches PyTorch", "[model]") { check_against_pytorch("resnet50"); }
+TEST_CASE("ResNet-50 at batch 4, fixed at load, matches PyTorch on every row", "[model]") {
+  check_batch_against_pytorch("resnet50", 4, true);
+}
+TEST_CASE("MobileNetV2 at batch 3 (dynamic) matches PyTorch on every row", "[model]") {
+  check_batch_against_pytorch("mobilenet_v2", 3, false);
+}
 TEST_CASE("MobileNetV2 matches PyTorch", "[model]") { check_against_pytorch("mobilenet_v2"); }
 TEST_CASE("BERT-base-like encoder (seq 128) matches PyTorch", "[model]") { check_against_pytorch("bert_base"); }
 TEST_CASE("ResNet-18 matches PyTorch", "[model]") { check_against_pytorch("resnet18"); }
