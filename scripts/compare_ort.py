@@ -110,7 +110,7 @@ def main():
     p = argparse.ArgumentParser(description="wpk vs ONNX Runtime, side by side (see BENCHMARKS.md)")
     p.add_argument("--models", default="", help="comma-separated NAME or NAME:BATCH (default: the four rows)")
     p.add_argument("--iters", type=int, help="timed runs per process (default 20; --quick 3)")
-    p.add_argument("--rounds", type=int, help="A B rounds per row (default 3; --quick 2)")
+    p.add_argument("--rounds", type=int, help="A B rounds per row (default 5; --quick 2)")
     p.add_argument("--warmup", type=int, help="warm-up runs per process (default 3; --quick 1)")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--quick", action="store_true", help="a smoke test, not a measurement by the protocol")
@@ -119,7 +119,7 @@ def main():
     p.add_argument("--models-dir", default=os.path.join("build", "models"))
     a = p.parse_args()
     iters = a.iters if a.iters is not None else (3 if a.quick else 20)
-    rounds = a.rounds if a.rounds is not None else (2 if a.quick else 3)
+    rounds = a.rounds if a.rounds is not None else (2 if a.quick else 5)
     warmup = a.warmup if a.warmup is not None else (1 if a.quick else 3)
     if iters < 1 or rounds < 1 or warmup < 0 or a.threads < 1:
         sys.exit("compare_ort: --iters, --rounds and --threads need integers >= 1, --warmup >= 0")

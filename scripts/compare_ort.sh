@@ -6,7 +6,8 @@
 #   2. a venv in .venv (ignored by git) with onnxruntime and numpy from PyPI;
 #   3. scripts/compare_ort.py exports the models it needs into build/models and measures.
 # Default rows: ResNet-50, MobileNetV2, BERT-base (seq 128) at batch 1, ResNet-50 at batch 8;
-# 2 threads, fp32; 3 rounds of wpk then ONNX Runtime, each 3 warm-up + 20 timed runs.
+# 2 threads, fp32; 5 rounds of wpk then ONNX Runtime, each 3 warm-up + 20 timed runs (more
+# rounds: one slow spell on this shared machine moves the median of rounds less).
 # stdout: JSON lines (wpk, onnxruntime, ratio wpk/onnxruntime per row); progress on stderr.
 set -euo pipefail
 cd "$(dirname "$0")/.."
