@@ -28,6 +28,7 @@ const std::vector<PassEntry>& pass_table() {
       {"constant_folding", OptimizationLevel::Basic, passes::fold_constants},
       {"cancel_transposes", OptimizationLevel::Basic, passes::cancel_transposes},
       {"fold_batchnorm", OptimizationLevel::Basic, passes::fold_batchnorm},
+      {"fold_pad", OptimizationLevel::Basic, passes::fold_pad},
       {"fuse_layernorm", OptimizationLevel::All, passes::fuse_layernorm},
       {"fuse_gelu", OptimizationLevel::All, passes::fuse_gelu},
       {"fuse_attention", OptimizationLevel::All, passes::fuse_attention},
