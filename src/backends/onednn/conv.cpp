@@ -44,34 +44,31 @@ bool winograd_enabled() {
   return enabled;
 }
 
+// True when every element of int-list attribute `name` (absent: `count` elements) is `want`.
+bool attr_all(const Node& node, const char* name, std::int64_t want, std::size_t count) {
+  for (std::int64_t x : node.attr_ints(name, std::vector<std::int64_t>(count, want)))
+    if (x != want) return false;
+  return true;
+}
+
 // A 1x1, stride-1, unpadded, ungrouped conv on NHWC activations is the matrix product
 // [N*H*W, C_in] x [C_in, C_out] over the same bytes. At batch 2+ it runs on oneDNN's matmul,
 // 3-10% faster than its 1x1 convolution at batch 8 (ResNet-50's 512->2048 at 7x7: 2.9 vs
 // 3.1-3.4 ms; 128->512 at 28x28: 3.0-3.2 vs 3.4 ms); at batch 1 the two tie on ResNet-50's
 // shapes and the matmul is 6% slower on MobileNetV2's narrow ones, so batch 1 stays a conv.
 bool is_pointwise_nhwc(const Node& node, const Shape& ws) {
-  auto all = [&](const char* name, std::int64_t want, std::size_t n) {
-    const auto v = node.attr_ints(name, std::vector<std::int64_t>(n, want));
-    for (std::int64_t x : v)
-      if (x != want) return false;
-    return true;
-  };
   const std::string auto_pad = node.attr_string("auto_pad", "NOTSET");
   return node.attr_int("channels_last", 0) == 1 && node.attr_int("group", 1) == 1 && ws.size() == 4 && ws[2] == 1 &&
-         ws[3] == 1 && all("strides", 1, 2) && all("dilations", 1, 2) && all("pads", 0, 4) &&
+         ws[3] == 1 && attr_all(node, "strides", 1, 2) && attr_all(node, "dilations", 1, 2) &&
+         attr_all(node, "pads", 0, 4) &&
          (auto_pad == "NOTSET" || auto_pad == "VALID");
 }
 
 // 3x3 stride-1 undilated convs of 64+ channels in and out, without a residual (a sum post-op
 // has no Winograd kernel): Winograd candidates, at outputs of 14x14 or more (see above).
 bool is_winograd_kernel(const Node& node, const Shape& ws) {
-  auto all = [&](const char* name, std::int64_t want) {
-    for (std::int64_t x : node.attr_ints(name, {want, want}))
-      if (x != want) return false;
-    return true;
-  };
-  return !has_fused_residual(node) && node.attr_int("group", 1) == 1 && ws.size() == 4 && ws[2] == 3 && ws[3] == 3 && ws[0] >= 64 &&
-         ws[1] >= 64 && all("strides", 1) && all("dilations", 1);
+  return !has_fused_residual(node) && node.attr_int("group", 1) == 1 && ws.size() == 4 && ws[2] == 3 && ws[3] == 3 &&
+         ws[0] >= 64 && ws[1] >= 64 && attr_all(node, "strides", 1, 2) && attr_all(node, "dilations", 1, 2);
 }
 
 // ONNX weights [C_out, C_in / group, kH, kW]; oneDNN wants the group split out when group > 1,

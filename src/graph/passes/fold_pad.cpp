@@ -6,7 +6,7 @@
 // ceil_mode pools and MaxPool (which pads with -inf, not zeros).
 #include <optional>
 
-#include "graph/passes/pass.hpp"
+#include "graph/passes/match.hpp"
 
 namespace wpk::passes {
 namespace {
@@ -65,44 +65,37 @@ std::optional<std::vector<std::int64_t>> merged_pads(const Node& c, const std::v
   return pads;
 }
 
+// Folds or removes the first Pad it can; false when there is none. Each edit changes the node
+// list, so the next one starts from a fresh index.
+bool fold_one_pad(Graph& g) {
+  const GraphIndex index(g);
+  auto& nodes = g.mutable_nodes();
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    const auto pad = zero_pads(nodes[i], g);
+    const ValueId out = nodes[i].outputs.empty() ? kNoValue : nodes[i].outputs[0];
+    if (!pad || out == kNoValue || is_graph_output(g, out)) continue;
+    if (!all_zero(*pad)) {
+      const int reader = index.sole_reader_index(out);
+      if (reader < 0) continue;
+      Node& consumer = nodes[static_cast<std::size_t>(reader)];
+      const auto pads = consumer.inputs[0] == out ? merged_pads(consumer, *pad) : std::nullopt;
+      if (!pads) continue;
+      consumer.attributes.insert_or_assign("pads", Attribute(*pads));
+      if (consumer.op_type == "AveragePool") consumer.attributes.insert_or_assign("count_include_pad", Attribute(std::int64_t{1}));
+    }
+    const ValueId in = nodes[i].inputs[0];
+    nodes.erase(nodes.begin() + static_cast<std::ptrdiff_t>(i));
+    replace_uses(g, out, in);
+    return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 bool fold_pad(Graph& g, const PassContext&) {
   bool changed = false;
-  auto& nodes = g.mutable_nodes();
-  for (std::size_t i = 0; i < nodes.size();) {
-    const auto pad = zero_pads(nodes[i], g);
-    const ValueId out = nodes[i].outputs.empty() ? kNoValue : nodes[i].outputs[0];
-    if (!pad || out == kNoValue || is_graph_output(g, out)) {
-      ++i;
-      continue;
-    }
-    const ValueId in = nodes[i].inputs[0];
-    if (!all_zero(*pad)) {
-      Node* consumer = nullptr;
-      int readers = 0;
-      for (Node& c : nodes)
-        for (ValueId v : c.inputs)
-          if (v == out) {
-            ++readers;
-            consumer = &c;
-          }
-      if (readers != 1 || consumer->inputs[0] != out) {
-        ++i;
-        continue;
-      }
-      const auto pads = merged_pads(*consumer, *pad);
-      if (!pads) {
-        ++i;
-        continue;
-      }
-      consumer->attributes.insert_or_assign("pads", Attribute(*pads));
-      if (consumer->op_type == "AveragePool") consumer->attributes.insert_or_assign("count_include_pad", Attribute(std::int64_t{1}));
-    }
-    nodes.erase(nodes.begin() + static_cast<std::ptrdiff_t>(i));
-    replace_uses(g, out, in);
-    changed = true;
-  }
+  while (fold_one_pad(g)) changed = true;
   return changed;
 }
 
