@@ -82,9 +82,9 @@ dnnl::memory::desc loaded_weights_desc(const Shape& ws, std::int64_t group, bool
 class ConvKernel : public Kernel {
  public:
   ConvKernel(const Node& node, const Tensor& w, Tensor b, ConvAlgorithms algorithms)
-      : direct_only_(algorithms == ConvAlgorithms::DirectOnly),
-        pointwise_(!direct_only_ && is_pointwise_nhwc(node, w.shape())),
-        winograd_kernel_(!direct_only_ && winograd_enabled() && is_winograd_kernel(node, w.shape())),
+      : pointwise_(algorithms == ConvAlgorithms::Heuristic && is_pointwise_nhwc(node, w.shape())),
+        winograd_kernel_(algorithms == ConvAlgorithms::Heuristic && winograd_enabled() &&
+                         is_winograd_kernel(node, w.shape())),
         weights_(w, loaded_weights_desc(w.shape(), node.attr_int("group", 1), false)), b_(std::move(b)),
         act_(read_activation(node)), channels_last_(node.attr_int("channels_last", 0) == 1),
         group_(node.attr_int("group", 1)), has_residual_(has_fused_residual(node)) {}
@@ -193,8 +193,8 @@ class ConvKernel : public Kernel {
     return plan;
   }
 
-  bool direct_only_;  // no Winograd, no matmul: the tuner's alternative to the choices above
-  bool pointwise_;     // runs as a matmul at batch 2+
+  // Both false with ConvAlgorithms::DirectOnly (the tuner's alternative to these choices).
+  bool pointwise_;        // runs as a matmul at batch 2+
   bool winograd_kernel_;  // runs as Winograd at outputs of 14x14+
   PackedWeights weights_;
   Tensor b_;
