@@ -23,6 +23,9 @@ Args parse_args(int argc, char** argv, int first, const std::vector<std::string>
 // Deterministic inputs for every graph input: floats uniform in [-1, 1], integers in [0, 100),
 // bools random; symbolic dims take `dims[symbol]`, else `batch` for the first dim, else 1.
 TensorMap make_random_inputs(const Session& session, std::int64_t batch, const std::map<std::string, std::int64_t>& dims);
+// SessionOptions from the flags every command shares: --disable PASS[,PASS] switches optimizer
+// passes off by name (an unknown name is an error when the Session is built).
+SessionOptions base_options(const Args& args);
 // Parses repeated "--dim name=value" settings.
 std::map<std::string, std::int64_t> parse_dims(const Args& args);
 // The sizes make_random_inputs would give the graph's symbolic input dims, by name, for

@@ -1,5 +1,5 @@
 // wpk bench MODEL [--threads N] [--batch B] [--iters K] [--warmup W] [--dim NAME=SIZE] [--json]
-//                 [--fix-dims] [--profile] [--trace FILE.json] [--tune] [--idle MS]
+//                 [--fix-dims] [--profile] [--trace FILE.json] [--tune] [--idle MS] [--disable PASS,...]
 // Symbolic input dims stay symbolic by default: kernels compile for size 1 at load and for the
 // benchmarked sizes at the first warm-up run. --fix-dims fixes the dims it sets (--batch for
 // symbolic first dims, --dim by name) at load (SessionOptions::fixed_dims), so load includes
@@ -43,7 +43,7 @@ std::string json_escape(const std::string& s) {
 
 int cmd_bench(const Args& args) {
   const std::string path = args.positional[0];
-  SessionOptions options;
+  SessionOptions options = base_options(args);
   options.threads = args.get_int("--threads", 0, 0);
   options.tuning = args.has("--tune");
   const int batch = args.get_int("--batch", 1, 1);

@@ -1,4 +1,4 @@
-// wpk info MODEL [--optimized [--batch B] [--dim NAME=SIZE]]: inputs and outputs with shapes and
+// wpk info MODEL [--optimized [--batch B] [--dim NAME=SIZE] [--disable PASS,...]]: inputs and outputs with shapes and
 // dtypes, op histogram, unsupported ops. --optimized adds the graph the Session runs: every
 // node with its backend and layout (fused com.wpk ops marked), the layout reorders a run makes, and
 // the memory plan of one run with random inputs next to one allocation per intermediate.
@@ -22,7 +22,11 @@ void print_values(const char* title, const Graph& g, const std::vector<ValueId>&
 double mib(std::size_t bytes) { return static_cast<double>(bytes) / (1 << 20); }
 
 void print_optimized(const std::string& path, const Args& args) {
-  Session session(load(path));
+  const SessionOptions options = base_options(args);
+  Session session(load(path), options);
+  std::string passes;
+  for (const std::string& name : Optimizer(options.optimizer).pass_names()) passes += (passes.empty() ? "" : ", ") + name;
+  std::printf("optimizer passes (switch off with --disable NAME): %s\n", passes.c_str());
   const TensorMap inputs = make_random_inputs(session, args.get_int("--batch", 1, 1), parse_dims(args));
   RunProfile run;
   session.run(inputs, &run);  // plans memory (and backends) for these shapes

@@ -1,4 +1,4 @@
-// wpk run MODEL [--inputs DIR] [--outputs DIR]: inputs in the ONNX test-data layout
+// wpk run MODEL [--inputs DIR] [--outputs DIR] [--disable PASS,...]: inputs in the ONNX test-data layout
 // (input_0.pb, ... in the model's input order), outputs written as output_0.pb, ...
 #include <cstdio>
 #include <filesystem>
@@ -9,7 +9,7 @@ namespace wpk::cli {
 
 int cmd_run(const Args& args) {
   namespace fs = std::filesystem;
-  Session session(load(args.positional[0]));
+  Session session(load(args.positional[0]), base_options(args));
   TensorMap inputs;
   if (args.has("--inputs")) {
     const fs::path dir = args.get("--inputs", "");

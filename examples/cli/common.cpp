@@ -50,6 +50,19 @@ Args parse_args(int argc, char** argv, int first, const std::vector<std::string>
   return a;
 }
 
+SessionOptions base_options(const Args& args) {
+  SessionOptions options;
+  const std::string spec = args.get("--disable", "");
+  std::size_t pos = 0;
+  while (pos < spec.size()) {
+    std::size_t end = spec.find(',', pos);
+    if (end == std::string::npos) end = spec.size();
+    if (end > pos) options.optimizer.disabled_passes.push_back(spec.substr(pos, end - pos));
+    pos = end + 1;
+  }
+  return options;
+}
+
 std::map<std::string, std::int64_t> parse_dims(const Args& args) {
   std::map<std::string, std::int64_t> dims;
   std::string spec = args.get("--dim", "");

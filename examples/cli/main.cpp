@@ -11,10 +11,11 @@
 namespace {
 const char* kUsage =
     "usage:\n"
-    "  wpk run MODEL [--inputs DIR] [--outputs DIR] [--batch B] [--dim NAME=SIZE]\n"
+    "  wpk run MODEL [--inputs DIR] [--outputs DIR] [--batch B] [--dim NAME=SIZE] [--disable PASS,...]\n"
     "  wpk bench MODEL [--threads N] [--batch B] [--iters K] [--warmup W] [--dim NAME=SIZE] [--json]\n"
-    "                  [--fix-dims] [--profile] [--trace FILE.json] [--tune] [--idle MS]\n"
-    "  wpk info MODEL [--optimized [--batch B] [--dim NAME=SIZE]]\n";
+    "                  [--fix-dims] [--profile] [--trace FILE.json] [--tune] [--idle MS] [--disable PASS,...]\n"
+    "  wpk info MODEL [--optimized [--batch B] [--dim NAME=SIZE] [--disable PASS,...]]\n"
+    "  --disable switches optimizer passes off by name; `wpk info --optimized` lists them\n";
 }
 
 int main(int argc, char** argv) {
@@ -25,11 +26,11 @@ int main(int argc, char** argv) {
   }
   const std::string cmd = argv[1];
   try {
-    if (cmd == "run") return cmd_run(parse_args(argc, argv, 2, {}, {"--inputs", "--outputs", "--batch", "--dim"}));
+    if (cmd == "run") return cmd_run(parse_args(argc, argv, 2, {}, {"--inputs", "--outputs", "--batch", "--dim", "--disable"}));
     if (cmd == "bench")
       return cmd_bench(parse_args(argc, argv, 2, {"--json", "--profile", "--tune", "--fix-dims"},
-                                  {"--threads", "--batch", "--iters", "--warmup", "--dim", "--trace", "--idle"}));
-    if (cmd == "info") return cmd_info(parse_args(argc, argv, 2, {"--optimized"}, {"--batch", "--dim"}));
+                                  {"--threads", "--batch", "--iters", "--warmup", "--dim", "--trace", "--idle", "--disable"}));
+    if (cmd == "info") return cmd_info(parse_args(argc, argv, 2, {"--optimized"}, {"--batch", "--dim", "--disable"}));
     std::fprintf(stderr, "wpk: unknown command '%s'\n%s", cmd.c_str(), kUsage);
     return 2;
   } catch (const wpk::Error& e) {

@@ -19,6 +19,11 @@
 //   Y = act(BatchNormalization(X, ...)) at inference; attributes epsilon, channels_last (as
 //   above) and activation ("" or "Relu").
 //
+// ConcatBatchNorm(scale, B, mean, var, X0, X1, ...) -> Y
+//   Y = act(BatchNormalization(Concat(X0, X1, ...; the channel axis), scale, B, mean, var)) at
+//   inference: the Xi are 4-D, equal but for their channels; attributes epsilon, channels_last
+//   (the channel axis is 1, or 3 when 1) and activation ("" or "Relu"), as FusedBatchNorm.
+//
 // Gelu(X) -> Y            Y = 0.5 * X * (1 + erf(X / sqrt(2)))
 //
 // Attention(Q, K, V, [Mask]) -> Y

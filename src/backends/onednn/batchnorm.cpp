@@ -60,16 +60,20 @@ class BatchNormKernel : public Kernel {
 
 std::string batchnorm_unsupported(const Node& node, const Graph& graph) {
   if (node.inputs.size() != 5) return "needs X, scale, B, mean and var";
-  const std::string act = node.attr_string("activation", "");
-  if (!act.empty() && act != "Relu") return "activation " + act;
   if (node.attr_int("training_mode", 0) != 0) return "training mode";
   if (node.attr_int("spatial", 1) != 1) return "spatial = 0";
   for (std::size_t o = 1; o < node.outputs.size(); ++o)
     if (node.outputs[o] != kNoValue) return "running statistics outputs";
   const ValueInfo& x = graph.value(node.inputs[0]);
   if (x.dtype != DType::Float32 || !x.dims || x.dims->size() != 4) return "input is not a known 4-D float32 tensor";
+  return batchnorm_params_unsupported(node, graph, 1);
+}
+
+std::string batchnorm_params_unsupported(const Node& node, const Graph& graph, std::size_t first) {
+  const std::string act = node.attr_string("activation", "");
+  if (!act.empty() && act != "Relu") return "activation " + act;
   std::int64_t c = -1;
-  for (std::size_t i = 1; i < 5; ++i) {
+  for (std::size_t i = first; i < first + 4; ++i) {
     const Tensor* t = graph.initializer(node.inputs[i]);
     if (!t || t->dtype() != DType::Float32 || t->rank() != 1 || (c >= 0 && t->numel() != c))
       return "parameters are not constant float32 vectors of one length";

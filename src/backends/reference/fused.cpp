@@ -21,7 +21,7 @@ namespace {
 // The plain kernels the fused ones are defined by, taken from the table before register_fused
 // replaces any entry. Written once, while the table is built.
 struct PlainKernels {
-  KernelFn conv = nullptr, matmul = nullptr, softmax = nullptr;
+  KernelFn conv = nullptr, matmul = nullptr, softmax = nullptr, concat = nullptr;
   KernelFn max_pool = nullptr, average_pool = nullptr, global_average_pool = nullptr, batch_norm = nullptr;
 };
 PlainKernels plain;
@@ -259,6 +259,26 @@ void fused_batch_norm(KernelContext& ctx) {
     for (std::int64_t i = 0; i < y.numel(); ++i) p[i] = p[i] > T(0) ? p[i] : T(0);
   });
 }
+// com.wpk ConcatBatchNorm: the plain Concat along the channel axis, then FusedBatchNorm.
+void concat_batch_norm(KernelContext& ctx) {
+  Node join;
+  join.name = ctx.node().name;
+  join.op_type = "Concat";
+  join.outputs = ctx.node().outputs;
+  join.attributes.emplace("axis", Attribute(std::int64_t{channels_last(ctx) ? 3 : 1}));
+  std::vector<const Tensor*> xs;
+  for (std::size_t i = 4; i < ctx.num_inputs(); ++i) {
+    if (ctx.input(i).rank() != 4)
+      ctx.fail(ErrorCode::InvalidArgument, "input " + std::to_string(i) + " is " + shape_to_string(ctx.input(i).shape()) +
+                                               ", not 4-D");
+    xs.push_back(&ctx.input(i));
+  }
+  const Tensor joined = run_plain(plain.concat, join, xs, ctx.opset());
+  KernelContext inner(ctx.node(), {&joined, &ctx.input(0), &ctx.input(1), &ctx.input(2), &ctx.input(3)});
+  inner.set_opset(ctx.opset());
+  fused_batch_norm(inner);
+  ctx.set_output(0, std::move(inner.outputs()[0]));
+}
 void max_pool(KernelContext& ctx) { pool_any_layout(ctx, plain.max_pool); }
 void average_pool(KernelContext& ctx) { pool_any_layout(ctx, plain.average_pool); }
 void global_average_pool(KernelContext& ctx) { pool_any_layout(ctx, plain.global_average_pool); }
@@ -274,6 +294,7 @@ void register_fused(OpTable& t) {
   plain.conv = entry("Conv").fn;
   plain.matmul = entry("MatMul").fn;
   plain.softmax = entry("Softmax").fn;
+  plain.concat = entry("Concat").fn;
   t.add("com.wpk:FusedConv", {fused_conv, 2, 4, 1});
   t.add("com.wpk:FusedMatMul", {fused_matmul, 2, 4, 1});
   t.add("com.wpk:Gelu", {gelu_kernel, 1, 1, 1});
@@ -294,6 +315,7 @@ void register_fused(OpTable& t) {
   wrap_pool("GlobalAveragePool", global_average_pool, plain.global_average_pool);
   wrap_pool("BatchNormalization", batch_norm, plain.batch_norm);
   t.add("com.wpk:FusedBatchNorm", {fused_batch_norm, 5, 5, 1});
+  t.add("com.wpk:ConcatBatchNorm", {concat_batch_norm, 5, -1, 1});
 }
 
 }  // namespace wpk::reference

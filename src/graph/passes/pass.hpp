@@ -34,5 +34,6 @@ bool fuse_conv_epilogue(Graph& g, const PassContext& ctx);    // fuse_conv_epilo
 bool fuse_matmul_epilogue(Graph& g, const PassContext& ctx);  // fuse_matmul_epilogue.cpp
 bool fuse_batchnorm_relu(Graph& g, const PassContext& ctx);   // fuse_batchnorm_relu.cpp
 bool assign_nhwc_layout(Graph& g, const PassContext& ctx);    // layout_nhwc.cpp
+bool fuse_concat_batchnorm(Graph& g, const PassContext& ctx);  // fuse_concat_batchnorm.cpp
 
 }  // namespace wpk::passes

@@ -329,6 +329,37 @@ TEST_CASE("oneDNN BatchNormalization and unary eltwise ops", "[onednn]") {
   expect_ok(OpCase("Softmax").input("X", {3, 5, 7}).attr("axis", std::int64_t{1}));  // another axis: reference fallback
 }
 
+TEST_CASE("oneDNN Concat matches the reference on every axis, odd sizes and fallbacks", "[onednn][concat]") {
+  // DenseNet-like channel concats in both layouts, at and beside 16-channel blocks.
+  for (std::int64_t c : {1, 16, 17, 32})
+    for (int channels_last : {0, 1}) {
+      const auto x = [&](std::int64_t ch) { return channels_last ? Shape{2, 5, 3, ch} : Shape{2, ch, 5, 3}; };
+      expect_ok(OpCase("Concat").input("A", x(c)).input("B", x(64)).input("C", x(c + 3))
+                    .attr("axis", std::int64_t{channels_last ? 3 : 1}));
+    }
+  expect_ok(OpCase("Concat").input("A", {3, 4, 5}).input("B", {3, 4, 2}).attr("axis", std::int64_t{-1}));
+  expect_ok(OpCase("Concat").input("A", {3, 4}).input("B", {1, 4}).attr("axis", std::int64_t{0}));
+  expect_ok(OpCase("Concat").input("A", {7}).attr("axis", std::int64_t{0}));  // a single input is a copy
+  expect_ok(OpCase("Concat").input("A", {2, 0, 3}).input("B", {2, 4, 3}).attr("axis", std::int64_t{1}));  // empty: fallback
+}
+
+TEST_CASE("oneDNN-backend ConcatBatchNorm matches the reference in both layouts", "[onednn][concat]") {
+  unsigned seed = 40;
+  for (int channels_last : {0, 1})
+    for (const std::string act : {"", "Relu"})
+      for (std::vector<std::int64_t> parts : {std::vector<std::int64_t>{17}, {64, 32}, {1, 16, 15, 33}}) {
+        std::int64_t c = 0;
+        for (std::int64_t p : parts) c += p;
+        OpCase op("ConcatBatchNorm", "com.wpk");
+        op.constant("scale", {c}).constant("B", {c}).constant("mean", {c})
+            .constant("var", wpk::Tensor::from_vector(std::vector<float>(static_cast<std::size_t>(c), 0.8f), {c}));
+        for (std::size_t i = 0; i < parts.size(); ++i)
+          op.input("X" + std::to_string(i), channels_last ? Shape{2, 5, 3, parts[i]} : Shape{2, parts[i], 5, 3});
+        expect_ok(op.attr("activation", act).attr("epsilon", 1e-3f).attr("channels_last", std::int64_t{channels_last})
+                      .seed(seed++));
+      }
+}
+
 TEST_CASE("oneDNN transpose, layer norm and attention", "[onednn]") {
   expect_ok(OpCase("Transpose").input("X", {2, 3, 5, 7}).attr("perm", {0, 2, 3, 1}));
   expect_ok(OpCase("Transpose").input("X", {2, 5, 7, 3}).attr("perm", {0, 3, 1, 2}));
