@@ -53,7 +53,8 @@ TEST_CASE("CLI errors are one line on stderr with exit code 2", "[cli][errors]")
   for (const std::string& args : {"run " + dir + "/missing.onnx", "bench " + dir + "/missing.onnx --json",
                                  "info " + dir + "/missing.onnx", "bench " + tiny_model(dir) + " --iters zero",
                                  "run " + tiny_model(dir) + " --inputs " + dir + "/nope",
-                                 "bench " + tiny_model(dir) + " --fix-dims --dim Q=2", std::string("frobnicate x")}) {
+                                 "bench " + tiny_model(dir) + " --fix-dims --dim Q=2",
+                                 "bench " + tiny_model(dir) + " --disable no_such_pass", std::string("frobnicate x")}) {
     INFO(args);
     const Run r = wpk_cli(args);
     CHECK(r.exit_code == 2);
@@ -112,4 +113,19 @@ TEST_CASE("wpk info lists inputs, outputs, op histogram and unsupported ops", "[
   CHECK(r.out.find("[N, 3]") != std::string::npos);
   CHECK(r.out.find("Sigmoid") != std::string::npos);
   CHECK(r.out.find("unsupported op Mystery (opset 17)") != std::string::npos);
+}
+
+TEST_CASE("wpk info --optimized lists the passes that ran; --disable switches them off", "[cli]") {
+  const std::string dir = wpk::testing::temp_dir("cli_disable");
+  const std::string model = tiny_model(dir);
+  const Run all = wpk_cli("info " + model + " --optimized");
+  REQUIRE(all.exit_code == 0);
+  CHECK(all.out.find("fuse_gelu") != std::string::npos);
+  CHECK(all.out.find("layout_nhwc") != std::string::npos);
+  const Run some = wpk_cli("info " + model + " --optimized --disable layout_nhwc,fuse_gelu");
+  REQUIRE(some.exit_code == 0);
+  CHECK(some.out.find("fuse_gelu") == std::string::npos);
+  CHECK(some.out.find("layout_nhwc") == std::string::npos);
+  CHECK(some.out.find("fold_pad") != std::string::npos);
+  CHECK(wpk_cli("run " + model + " --disable fuse_gelu").exit_code == 0);
 }
