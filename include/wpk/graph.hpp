@@ -51,6 +51,9 @@ struct Node {
   std::vector<ValueId> inputs;
   std::vector<ValueId> outputs;
   std::map<std::string, Attribute> attributes;
+  // When the optimizer merged several model nodes into this one: their op types in graph order
+  // (Conv, BatchNormalization, Add, Relu); empty otherwise. Descriptive only: kernels ignore it.
+  std::vector<std::string> fused_from;
 
   bool has_attr(const std::string& key) const { return attributes.count(key) != 0; }
   const Attribute* find_attr(const std::string& key) const;

@@ -59,6 +59,7 @@ struct StepSummary {
   std::string domain;
   std::string backend;
   std::string layout;
+  std::vector<std::string> fused_from;  // the model ops a fused node stands for (Node::fused_from)
 };
 struct PlanSummary {
   std::vector<StepSummary> steps;

@@ -168,7 +168,8 @@ PlanSummary Session::describe() const {
   for (std::size_t s = 0; s < steps.size(); ++s) {
     const Node& n = im.graph.nodes()[steps[s].node_index];
     const std::size_t c = latest ? static_cast<std::size_t>(latest->choice[s]) : 0;
-    summary.steps.push_back({n.name, qualified_op(n), n.domain, steps[s].candidates[c].backend->name(), steps[s].layout});
+    summary.steps.push_back({n.name, qualified_op(n), n.domain, steps[s].candidates[c].backend->name(), steps[s].layout,
+                             n.fused_from});
   }
   if (latest && latest->memory_planned) {
     summary.memory_planned = true;

@@ -127,5 +127,12 @@ TEST_CASE("wpk info --optimized lists the passes that ran; --disable switches th
   CHECK(some.out.find("fuse_gelu") == std::string::npos);
   CHECK(some.out.find("layout_nhwc") == std::string::npos);
   CHECK(some.out.find("fold_pad") != std::string::npos);
+  wpk::testing::OnnxModelBuilder b;  // MatMul -> Add(residual) fuses into one FusedMatMul
+  b.input("x", {2, 3}).output("y", {2, 3}).float_initializer("w", {3, 3}, std::vector<float>(9, 0.5f))
+      .node("MatMul", {"x", "w"}, {"m"})
+      .node("Add", {"m", "x"}, {"y"});
+  const Run fused = wpk_cli("info " + b.save(dir + "/mm.onnx") + " --optimized");
+  REQUIRE(fused.exit_code == 0);
+  CHECK(fused.out.find("= MatMul+Add") != std::string::npos);
   CHECK(wpk_cli("run " + model + " --disable fuse_gelu").exit_code == 0);
 }

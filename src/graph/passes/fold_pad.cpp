@@ -82,6 +82,8 @@ bool fold_one_pad(Graph& g) {
       if (!pads) continue;
       consumer.attributes.insert_or_assign("pads", Attribute(*pads));
       if (consumer.op_type == "AveragePool") consumer.attributes.insert_or_assign("count_include_pad", Attribute(std::int64_t{1}));
+      if (consumer.fused_from.empty()) consumer.fused_from = {consumer.op_type};
+      consumer.fused_from.insert(consumer.fused_from.begin(), "Pad");
     }
     const ValueId in = nodes[i].inputs[0];
     nodes.erase(nodes.begin() + static_cast<std::ptrdiff_t>(i));

@@ -153,11 +153,20 @@ bool Rewriter::apply(Graph& g) {
   if (rewrites_.empty()) return false;
   auto& nodes = g.mutable_nodes();
   std::vector<int> owner(nodes.size(), -1), last(rewrites_.size(), -1);
-  for (std::size_t r = 0; r < rewrites_.size(); ++r)
-    for (int i : rewrites_[r].matched) {
+  for (std::size_t r = 0; r < rewrites_.size(); ++r) {
+    std::vector<int> matched = rewrites_[r].matched;
+    std::sort(matched.begin(), matched.end());
+    std::vector<std::string> ops;  // the model ops the group stands for, in graph order
+    for (int i : matched) {
       owner[i] = static_cast<int>(r);
       last[r] = std::max(last[r], i);
+      const Node& old = nodes[static_cast<std::size_t>(i)];
+      if (old.fused_from.empty()) ops.push_back(old.op_type);
+      else ops.insert(ops.end(), old.fused_from.begin(), old.fused_from.end());
     }
+    // The node writing the group's output (the last of the replacement) stands for the group.
+    if (matched.size() > 1 && !rewrites_[r].replacement.empty()) rewrites_[r].replacement.back().fused_from = std::move(ops);
+  }
   std::vector<Node> out;
   out.reserve(nodes.size());
   for (int i = 0; i < static_cast<int>(nodes.size()); ++i) {

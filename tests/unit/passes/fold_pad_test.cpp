@@ -50,6 +50,7 @@ TEST_CASE("fold_pad adds a zero spatial Pad to the Conv's own pads", "[optimizer
   const Node* conv = find_op(opt, "Conv");
   REQUIRE(conv);
   CHECK(conv->attr_ints("pads") == std::vector<std::int64_t>{2, 1, 1, 3});
+  CHECK(conv->fused_from == std::vector<std::string>{"Pad", "Conv"});
   check_unchanged(g, inputs(), "fold_pad");
 }
 

@@ -53,6 +53,7 @@ TEST_CASE("fuse_concat_batchnorm normalises the concat inputs into one output (N
   CHECK(fused->attr_string("activation", "") == "Relu");
   CHECK(fused->attr_int("channels_last", -1) == 0);
   CHECK(fused->attr_float("epsilon", 0.0f) == 1e-3f);
+  CHECK(fused->fused_from == std::vector<std::string>{"Concat", "BatchNormalization", "Relu"});
   check_unchanged(g, inputs(), "fuse_concat_batchnorm");
   CHECK(compare_allclose(run_on_reference(opt, inputs()).at("y"), run_graph(g, OptimizationLevel::None, inputs()).at("y"),
                          1e-5, 1e-6) == "");

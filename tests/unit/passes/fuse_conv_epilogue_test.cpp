@@ -39,6 +39,7 @@ TEST_CASE("fuse_conv_epilogue fuses ResNet's Conv -> Add(residual) -> Relu", "[o
   REQUIRE(n.inputs.size() == 4);
   CHECK(n.inputs[3] == opt.value_id("x"));
   CHECK(n.outputs[0] == opt.value_id("y"));
+  CHECK(n.fused_from == std::vector<std::string>{"Conv", "Add", "Relu"});  // what `wpk info --optimized` shows
   check_unchanged(g, inputs(), "fuse_conv_epilogue");
 }
 
