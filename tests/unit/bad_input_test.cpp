@@ -205,3 +205,18 @@ TEST_CASE("inputs the fuzzers once crashed on end in an Error or a result", "[er
   }
   CHECK(seen > 0);
 }
+
+TEST_CASE("a hand-written com.wpk ConcatBatchNorm with inconsistent inputs is an error, not a crash", "[errors][session]") {
+  // Parameters for 6 channels, inputs with 4 + 3 = 7.
+  Graph g;
+  g.add_input("a", DType::Float32, {1, 4, 2, 2});
+  g.add_input("b", DType::Float32, {1, 3, 2, 2});
+  for (const char* p : {"scale", "bias", "mean", "var"})
+    g.add_initializer(p, Tensor::from_vector<float>(std::vector<float>(6, 1.0f), {6}));
+  g.add_node("ConcatBatchNorm", {"scale", "bias", "mean", "var", "a", "b"}, {"y"}).domain = "com.wpk";
+  g.add_output("y");
+  std::vector<float> a(16), b(12);
+  Session s(g);
+  expect_error([&] { s.run({{"a", Tensor::borrow(a.data(), {1, 4, 2, 2})}, {"b", Tensor::borrow(b.data(), {1, 3, 2, 2})}}); },
+               ErrorCode::InvalidArgument, {"ConcatBatchNorm", "channels"});
+}
