@@ -225,7 +225,12 @@ std::string conv_unsupported(const Node& node, const Graph& graph) {
 
 bool conv_has_algorithm_choice(const Node& node, const Graph& graph) {
   const Tensor* w = graph.initializer(node.inputs[1]);
-  return w && (is_pointwise_nhwc(node, w->shape()) || is_winograd_kernel(node, w->shape()));
+  if (!w) return false;
+  if (is_winograd_kernel(node, w->shape())) return true;
+  if (!is_pointwise_nhwc(node, w->shape())) return false;
+  // The matmul runs at batch 2+ only: with the batch fixed at 1 both candidates are one kernel.
+  const auto& dims = graph.value(node.inputs[0]).dims;
+  return !(dims && !dims->empty() && dims->front().is_static() && dims->front().value == 1);
 }
 
 std::unique_ptr<Kernel> make_conv(const Node& node, const Graph& graph, ConvAlgorithms algorithms) {

@@ -33,7 +33,7 @@ std::string conv_unsupported(const Node& node, const Graph& graph);  // conv.cpp
 enum class ConvAlgorithms { Heuristic, DirectOnly };
 std::unique_ptr<Kernel> make_conv(const Node& node, const Graph& graph, ConvAlgorithms algorithms);
 // True when the heuristic may run this conv other than directly (Winograd, matmul), for some
-// input shape. Call after conv_unsupported() returned "".
+// input shape the graph allows (no matmul when the batch is fixed at 1). Call after conv_unsupported() returned "".
 bool conv_has_algorithm_choice(const Node& node, const Graph& graph);
 
 std::string matmul_unsupported(const Node& node, const Graph& graph);  // matmul.cpp

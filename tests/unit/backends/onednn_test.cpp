@@ -252,6 +252,27 @@ TEST_CASE("tuning measures a Winograd conv against oneDNN's direct convolution",
   CHECK(wpk::testing::compare_allclose(untuned.run({{"x", x}}).at("y"), y, 1e-4, 5e-5) == "");
 }
 
+// A 1x1 conv runs as a matmul at batch 2+ only: with a symbolic batch the tuner measures it
+// against the direct convolution, with the batch fixed at 1 there is nothing to choose.
+TEST_CASE("tuning offers onednn-direct on a 1x1 conv only when its batch may exceed 1", "[onednn][conv][tuning]") {
+  for (const bool fixed : {false, true}) {
+    wpk::Graph g;
+    g.add_input("x", wpk::DType::Float32, {fixed ? wpk::Dim(1) : wpk::Dim("N"), 16, 5, 5});
+    g.add_initializer("w", wpk::Tensor::from_vector(std::vector<float>(32 * 16, 0.25f), {32, 16, 1, 1}));
+    g.add_node("Conv", {"x", "w"}, {"c"});
+    g.add_node("Relu", {"c"}, {"y"});  // an NHWC region of one conv: two Transposes around it
+    g.add_output("y");
+    wpk::SessionOptions tuned;
+    tuned.tuning = true;
+    tuned.cache_dir = wpk::testing::temp_dir(fixed ? "tune_pointwise_fixed" : "tune_pointwise");
+    const wpk::Session s(g, tuned);
+    const auto before = wpk::tuning_measurements();
+    s.run({{"x", wpk::Tensor::zeros(wpk::DType::Float32, {1, 16, 5, 5})}});
+    INFO((fixed ? "batch fixed at 1" : "symbolic batch"));
+    CHECK(wpk::tuning_measurements() - before == 2 + (fixed ? 2 : 3) + 2);
+  }
+}
+
 TEST_CASE("oneDNN MatMul/Gemm/FusedMatMul with packed constant B", "[onednn][matmul]") {
   for (std::int64_t m : {1, 15, 16, 17, 33})
     for (std::int64_t k : {1, 16, 17, 64})
