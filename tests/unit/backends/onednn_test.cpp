@@ -273,6 +273,42 @@ TEST_CASE("tuning offers onednn-direct on a 1x1 conv only when its batch may exc
   }
 }
 
+// At batch 1 oneDNN's Winograd kernel stages whole transformed images for some shapes
+// (Inception v3's 80->192 conv at 73x73: a 27 MB scratchpad), which is slower in a model than
+// the direct kernel: that conv runs direct, ResNet's 64-channel 56x56 one stays Winograd, and
+// both match the reference.
+TEST_CASE("a batch-1 Winograd conv with a whole-image scratchpad runs direct", "[onednn][conv]") {
+  struct Case {
+    std::int64_t c_in, c_out, size;
+    bool stays_direct;
+  };
+  for (const Case& c : {Case{80, 192, 73, true}, Case{64, 64, 58, false}}) {
+    INFO(c.c_in << "->" << c.c_out << " at " << c.size << "x" << c.size);
+    // Each output sums 9 * c_in products of inputs and weights in [-1, 1]: float32 rounding
+    // differs by up to ~eps * 720 * 0.25 = 1e-5 between kernels, so near-zero outputs need an
+    // absolute tolerance above that.
+    const OpCase conv = OpCase("FusedConv", "com.wpk")
+                            .input("X", {1, c.size, c.size, c.c_in})
+                            .constant("W", {c.c_out, c.c_in, 3, 3})
+                            .attr("activation", "Relu")
+                            .attr("channels_last", std::int64_t{1});
+    CHECK(conv.check(onednn(), 1e-4, 1e-4) == "");
+    wpk::Graph g;  // the same conv in a session, to read the layout it ran in
+    g.add_input("x", wpk::DType::Float32, {1, c.c_in, c.size, c.size});
+    g.add_initializer("w", wpk::Tensor::zeros(wpk::DType::Float32, {c.c_out, c.c_in, 3, 3}));
+    g.add_node("Conv", {"x", "w"}, {"y"});
+    g.add_output("y");
+    wpk::SessionOptions profiled;
+    profiled.profile = true;
+    const wpk::Session s(g, profiled);
+    s.run({{"x", wpk::Tensor::zeros(wpk::DType::Float32, {1, c.c_in, c.size, c.size})}});
+    std::string conv_layout;
+    for (const wpk::StepProfile& step : s.last_profile().steps)
+      if (step.op == "com.wpk.FusedConv") conv_layout = step.layout;
+    CHECK(conv_layout == (c.stays_direct ? "NHWC" : "NHWC>nChw16c"));
+  }
+}
+
 TEST_CASE("oneDNN MatMul/Gemm/FusedMatMul with packed constant B", "[onednn][matmul]") {
   for (std::int64_t m : {1, 15, 16, 17, 33})
     for (std::int64_t k : {1, 16, 17, 64})
