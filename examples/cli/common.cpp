@@ -50,27 +50,32 @@ Args parse_args(int argc, char** argv, int first, const std::vector<std::string>
   return a;
 }
 
-SessionOptions base_options(const Args& args) {
-  SessionOptions options;
-  const std::string spec = args.get("--disable", "");
+namespace {
+// The items of a comma-separated flag value (repeated flags were joined with commas), empty
+// items included.
+std::vector<std::string> comma_items(const std::string& spec) {
+  std::vector<std::string> items;
   std::size_t pos = 0;
   while (pos < spec.size()) {
     std::size_t end = spec.find(',', pos);
     if (end == std::string::npos) end = spec.size();
-    if (end > pos) options.optimizer.disabled_passes.push_back(spec.substr(pos, end - pos));
+    items.push_back(spec.substr(pos, end - pos));
     pos = end + 1;
   }
+  return items;
+}
+}  // namespace
+
+SessionOptions base_options(const Args& args) {
+  SessionOptions options;
+  for (const std::string& pass : comma_items(args.get("--disable", "")))
+    if (!pass.empty()) options.optimizer.disabled_passes.push_back(pass);
   return options;
 }
 
 std::map<std::string, std::int64_t> parse_dims(const Args& args) {
   std::map<std::string, std::int64_t> dims;
-  std::string spec = args.get("--dim", "");
-  std::size_t pos = 0;
-  while (pos < spec.size()) {
-    std::size_t end = spec.find(',', pos);
-    if (end == std::string::npos) end = spec.size();
-    const std::string item = spec.substr(pos, end - pos);
+  for (const std::string& item : comma_items(args.get("--dim", ""))) {
     const std::size_t eq = item.find('=');
     std::int64_t v = -1;
     try {
@@ -80,7 +85,6 @@ std::map<std::string, std::int64_t> parse_dims(const Args& args) {
     if (eq == std::string::npos || eq == 0 || v < 1)
       throw Error(ErrorCode::InvalidArgument, "--dim needs NAME=SIZE with SIZE >= 1, got '" + item + "'");
     dims[item.substr(0, eq)] = v;
-    pos = end + 1;
   }
   return dims;
 }
