@@ -21,7 +21,8 @@ struct PassEntry {
 // before constants so the arithmetic on them folds in the same round. BatchNorm folds into its
 // Conv before the Conv's epilogue is fused. Gelu and attention are recognised before the MatMul
 // epilogue fusion, which then absorbs the Gelu and must not take the attention MatMuls apart.
-// Concat -> BatchNorm fuses after the layout pass, which moves both to NHWC.
+// The concat eliminations (Concat -> BatchNorm, Concat -> 1x1 Conv) run after the layout pass,
+// which moves both sides to NHWC.
 const std::vector<PassEntry>& pass_table() {
   static const std::vector<PassEntry> table = {
       {"remove_identity", OptimizationLevel::Basic, passes::remove_identity},
@@ -38,6 +39,7 @@ const std::vector<PassEntry>& pass_table() {
       {"fuse_batchnorm_relu", OptimizationLevel::All, passes::fuse_batchnorm_relu},
       {"layout_nhwc", OptimizationLevel::All, passes::assign_nhwc_layout},
       {"fuse_concat_batchnorm", OptimizationLevel::All, passes::fuse_concat_batchnorm},
+      {"split_conv_over_concat", OptimizationLevel::All, passes::split_conv_over_concat},
       {"dead_code", OptimizationLevel::Basic, passes::eliminate_dead_code},
   };
   return table;
