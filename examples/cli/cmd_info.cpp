@@ -64,6 +64,7 @@ void print_optimized(const std::string& path, const Args& args) {
 }  // namespace
 
 int cmd_info(const Args& args) {
+  base_options(args);  // rejects an unknown --disable name, --optimized or not
   const Graph g = load(args.positional[0]);
   std::printf("model %s  opset %lld  %zu nodes  %zu initializers\n", args.positional[0].c_str(),
               static_cast<long long>(g.opset()), g.nodes().size(), g.initializers().size());

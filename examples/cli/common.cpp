@@ -70,6 +70,7 @@ SessionOptions base_options(const Args& args) {
   SessionOptions options;
   for (const std::string& pass : comma_items(args.get("--disable", "")))
     if (!pass.empty()) options.optimizer.disabled_passes.push_back(pass);
+  static_cast<void>(Optimizer(options.optimizer));  // an unknown pass name is an error, optimized or not
   return options;
 }
 

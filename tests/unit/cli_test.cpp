@@ -54,7 +54,8 @@ TEST_CASE("CLI errors are one line on stderr with exit code 2", "[cli][errors]")
                                  "info " + dir + "/missing.onnx", "bench " + tiny_model(dir) + " --iters zero",
                                  "run " + tiny_model(dir) + " --inputs " + dir + "/nope",
                                  "bench " + tiny_model(dir) + " --fix-dims --dim Q=2",
-                                 "bench " + tiny_model(dir) + " --disable no_such_pass", std::string("frobnicate x")}) {
+                                 "bench " + tiny_model(dir) + " --disable no_such_pass",
+                                 "info " + tiny_model(dir) + " --disable no_such_pass", std::string("frobnicate x")}) {
     INFO(args);
     const Run r = wpk_cli(args);
     CHECK(r.exit_code == 2);

@@ -1,8 +1,7 @@
 // com.wpk ConcatBatchNorm (graph/fused_ops.hpp): each input is normalised straight into its
 // channel slice of the output, so the concatenated tensor is never built. In NHWC that slice
 // is strided, which oneDNN 2.6's batch norm runs only in its reference implementation, so this
-// kernel is a plain loop over the run's OpenMP threads, compiled for AVX-512, AVX2 and baseline
-// x86-64 and picked by the CPU at load. The per-channel affine form y = x * a + b (a = scale /
+// kernel is a plain loop over the run's OpenMP threads. The per-channel affine form y = x * a + b (a = scale /
 // sqrt(var + epsilon), b = B - mean * a) is computed once, at prepare.
 #include <cmath>
 
@@ -11,8 +10,15 @@
 namespace wpk::onednn {
 namespace {
 
+// x86-64 builds carry AVX-512 and AVX2 copies of the loops, picked by the CPU at load.
+#if defined(__x86_64__) && defined(__GNUC__)
+#define WPK_CPU_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define WPK_CPU_CLONES
+#endif
+
 // y[i] = act(x[i] * a[i] + b[i]) for one run of channels.
-__attribute__((target_clones("avx512f", "avx2", "default"))) void affine_row(const float* x, const float* a,
+WPK_CPU_CLONES void affine_row(const float* x, const float* a,
                                                                              const float* b, float* y,
                                                                              std::int64_t n, bool relu) {
   if (relu) {
@@ -26,7 +32,7 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void affine_row(con
 }
 
 // y[i] = act(x[i] * a + b) for one channel plane of NCHW.
-__attribute__((target_clones("avx512f", "avx2", "default"))) void affine_plane(const float* x, float a, float b,
+WPK_CPU_CLONES void affine_plane(const float* x, float a, float b,
                                                                                float* y, std::int64_t n, bool relu) {
   if (relu) {
     for (std::int64_t i = 0; i < n; ++i) {
@@ -89,7 +95,7 @@ class ConcatBatchNormKernel : public Kernel {
       for (std::int64_t p = 0; p < pixels; ++p)
         for (std::int64_t i = 0; i < inputs; ++i) {
           const std::int64_t c0 = offsets[i], c = offsets[i + 1] - c0;
-          affine_row(xs[i] + p * c, &a_[c0], &b_[c0], out + p * channels + c0, c, relu_);
+          affine_row(xs[i] + p * c, a_.data() + c0, b_.data() + c0, out + p * channels + c0, c, relu_);
         }
     } else {
       const std::int64_t plane = shape[2] * shape[3], planes = shape[0] * channels;

@@ -2,6 +2,9 @@
 // layout the chosen implementation wants; bias, residual add and activation fused as post-ops;
 // activations NCHW or NHWC (channels_last) as the graph says, so no reorders of activations,
 // except around Winograd convolutions (below).
+#include <omp.h>
+
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 
@@ -36,8 +39,8 @@ struct ConvPlan {
 // conv, 100+ ms per 512-channel one), which is why 7x7 stays direct at every batch size (it
 // would take ResNet-50 at batch 8 from 410 to 530 MB for ~10 ms a run).
 // WPK_ONEDNN_WINOGRAD=0 turns it off.
-// See build(): above this, a batch-1 Winograd conv runs direct instead.
-constexpr std::size_t kMaxBatch1WinogradScratch = 8u << 20;
+// See build(): above this (times the threads), a batch-1 Winograd conv runs direct instead.
+constexpr std::size_t kMaxBatch1WinogradScratchPerThread = 4u << 20;
 
 bool winograd_enabled() {
   static const bool enabled = [] {
@@ -178,20 +181,23 @@ class ConvKernel : public Kernel {
         pd = dnnl::convolution_forward::primitive_desc(
             describe(dnnl::algorithm::convolution_winograd, f32_desc(src_dims, Tag::any), f32_desc(dst_dims, Tag::any)),
             attr, engine());
+        // oneDNN's batch-1 kernel sometimes picks a schedule that stages whole transformed
+        // images in its scratchpad (Inception v3's 80->192 conv at 71x71, 1-4 threads: 7-13.5 MB
+        // per thread, where ResNet-50's take at most 2.1 MB per thread at 1-16 threads). Read
+        // back cold inside a model that conv ran at 6.1-6.9 ms, slower than the direct
+        // kernel's 5.3-5.9, so such convs stay direct.
+        const std::size_t threads = static_cast<std::size_t>(std::max(1, omp_get_max_threads()));
+        if (nchw[0] == 1 && pd.scratchpad_desc().get_size() > kMaxBatch1WinogradScratchPerThread * threads) pd = {};
+        if (pd) {
+          plan.to_blocked = dnnl::reorder(dnnl::reorder::primitive_desc(engine(), plan.src, engine(), pd.src_desc(), make_attr()));
+          plan.from_blocked = dnnl::reorder(dnnl::reorder::primitive_desc(engine(), pd.dst_desc(), engine(), plan.dst, make_attr()));
+          plan.blocked_src = pd.src_desc();
+          plan.blocked_dst = pd.dst_desc();
+          plan.blocked = true;
+        }
       } catch (const dnnl::error&) {
-        pd = {};  // no Winograd kernel for this ISA, shape or post-op: direct below
-      }
-      // oneDNN's batch-1 kernel sometimes picks a schedule that stages whole transformed images
-      // in its scratchpad (Inception v3's 80->192 conv at 71x71: 27 MB, where ResNet-50's take
-      // 1.5-4 MB). Read back cold inside a model that conv ran at 6.1-6.9 ms, slower than the
-      // direct kernel's 5.3-5.9, so such convs stay direct.
-      if (pd && nchw[0] == 1 && pd.scratchpad_desc().get_size() > kMaxBatch1WinogradScratch) pd = {};
-      if (pd) {
-        plan.blocked = true;
-        plan.blocked_src = pd.src_desc();
-        plan.blocked_dst = pd.dst_desc();
-        plan.to_blocked = dnnl::reorder(dnnl::reorder::primitive_desc(engine(), plan.src, engine(), plan.blocked_src, make_attr()));
-        plan.from_blocked = dnnl::reorder(dnnl::reorder::primitive_desc(engine(), plan.blocked_dst, engine(), plan.dst, make_attr()));
+        pd = {};  // no Winograd kernel (or reorder) for this ISA, shape or post-op: direct below
+        plan.blocked = false;
       }
     }
     if (!plan.blocked)

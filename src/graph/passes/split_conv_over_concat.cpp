@@ -19,7 +19,7 @@ namespace {
 // weights whose input channels are those of the concatenation along `axis` (rank 4).
 bool splittable_reader(const Graph& g, const Node& n, ValueId v, std::int64_t axis, std::int64_t channels) {
   const bool conv = is_onnx_op(&n, "Conv") || (n.domain == kWpkDomain && n.op_type == "FusedConv");
-  if (!conv || n.inputs.size() < 2 || n.inputs[0] != v || n.outputs.size() != 1) return false;
+  if (!conv || n.inputs.size() < 2 || n.inputs[0] != v || n.outputs.size() != 1 || n.outputs[0] == kNoValue) return false;
   for (std::size_t i = 1; i < n.inputs.size(); ++i)
     if (n.inputs[i] == v) return false;
   const Tensor* w = float_constant(g, n.inputs[1]);
@@ -50,6 +50,7 @@ bool split_conv_over_concat(Graph& g, const PassContext&) {
     if (shapes.rank(joined) != 4) return;
     std::int64_t axis = concat.attr_int("axis", 0);
     if (axis < 0) axis += 4;
+    if (axis != 1 && axis != 3) return;  // a channel axis (NCHW or NHWC); also rejects nonsense
     std::vector<std::int64_t> widths;  // channels of each input
     std::int64_t channels = 0;
     for (ValueId v : concat.inputs) {

@@ -88,6 +88,25 @@ bool keeps_shape(const Node& n) {
                             "LRN"});
 }
 
+// com.wpk ConcatBatchNorm: its 4-D inputs (4 on) joined along the channel axis.
+template <typename In>
+std::optional<DimList> concat_batchnorm_dims(const Node& n, In in) {
+  const std::size_t axis = n.attr_int("channels_last", 0) == 1 ? 3 : 1;
+  std::optional<DimList> out;
+  std::int64_t total = 0;
+  bool total_known = true;
+  for (std::size_t i = 4; i < n.inputs.size(); ++i) {
+    const DimList* x = in(i);
+    if (!x || x->size() != 4) return std::nullopt;
+    if (!out) out = *x;
+    const Dim& c = (*x)[axis];
+    total_known = total_known && c.is_static();
+    if (c.is_static()) total += c.value;
+  }
+  if (out) (*out)[axis] = total_known ? Dim(total) : unknown_dim();
+  return out;
+}
+
 // Ops whose output has the numpy broadcast shape of all inputs.
 bool broadcasts(const Node& n) {
   return one_of(n.op_type, {"Add", "Sub", "Mul", "Div", "Pow", "Where", "Equal", "Less", "Greater", "LessOrEqual",
@@ -311,6 +330,7 @@ void StaticShapes::infer(const Graph& g, const Node& n) {
     if (keeps_shape(n) && in(0)) set_dims(out, *in(0));
     if (op == "FusedMatMul") set_dims(out, matmul_dims(in(0), in(1)));
     if (op == "FusedConv" && in(1) && !in(1)->empty()) set_dims(out, window_dims(n, in(0), in(1), (*in(1))[0]));
+    if (op == "ConcatBatchNorm") set_dims(out, concat_batchnorm_dims(n, [&](std::size_t i) { return in(i); }));
     if (op == "Attention" && in(0) && in(1) && in(2) && rank0 >= 2 && rank(n.inputs[1]) >= 2 &&
         rank(n.inputs[2]) >= 2) {
       const DimList q(in(0)->begin(), in(0)->end() - 2), k(in(1)->begin(), in(1)->end() - 2),

@@ -66,6 +66,10 @@ TEST_CASE("fuse_concat_batchnorm fuses the NHWC concat the layout pass makes", "
   const Node* fused = find_op(opt, "ConcatBatchNorm", kWpkDomain);
   REQUIRE(fused);
   CHECK(fused->attr_int("channels_last", -1) == 1);
+  // Its output keeps a known shape, so kernels after it compile and pack at load.
+  const auto& dims = opt.value(fused->outputs[0]).dims;
+  REQUIRE(dims);
+  CHECK(dims_to_string(*dims) == "[N, 5, 6, 33]");
   check_unchanged(g, inputs(), "fuse_concat_batchnorm");
 }
 
@@ -84,6 +88,13 @@ TEST_CASE("fuse_concat_batchnorm leaves concats it cannot absorb", "[optimizer][
   h.add_output("y");
   CHECK(count_op(optimized(h), "Concat") == 1);
   check_unchanged(h, {{"x", random_tensor({2, 4, 3, 5}, 1)}, {"x2", random_tensor({2, 4, 2, 5}, 2)}}, "fuse_concat_batchnorm");
+
+  // The channel axis written as -3 is fused like axis 1.
+  Graph negative = dense_layer(true);
+  for (Node& n : negative.mutable_nodes())
+    if (n.op_type == "Concat") n.attributes.insert_or_assign("axis", Attribute(std::int64_t{-3}));
+  CHECK(count_op(optimized(negative), "Concat") == 0);
+  check_unchanged(negative, inputs(), "fuse_concat_batchnorm");
 
   // 3-D inputs: BatchNormalization takes them, ConcatBatchNorm is 4-D only.
   Graph r3;
