@@ -27,12 +27,12 @@ class BatchNormKernel : public Kernel {
       auto plan = cache_.get(shape_key({&x.shape()}), [&] { return build(x.shape()); });
       Tensor& y = ctx.allocate_output(0, DType::Float32, x.shape());
       const auto vec = f32_desc({channels}, Tag::a);
-      execute(plan->primitive, {{DNNL_ARG_SRC, wrap(plan->x, x)},
-                                {DNNL_ARG_DST, wrap(plan->x, y)},
-                                {DNNL_ARG_SCALE, wrap(vec, params_[0])},
-                                {DNNL_ARG_SHIFT, wrap(vec, params_[1])},
-                                {DNNL_ARG_MEAN, wrap(vec, params_[2])},
-                                {DNNL_ARG_VARIANCE, wrap(vec, params_[3])}});
+      execute(plan->primitive, {{DNNL_ARG_SRC, wrap_arg(plan->primitive, DNNL_ARG_SRC, plan->x, x)},
+                                {DNNL_ARG_DST, wrap_arg(plan->primitive, DNNL_ARG_DST, plan->x, y)},
+                                {DNNL_ARG_SCALE, wrap_arg(plan->primitive, DNNL_ARG_SCALE, vec, params_[0])},
+                                {DNNL_ARG_SHIFT, wrap_arg(plan->primitive, DNNL_ARG_SHIFT, vec, params_[1])},
+                                {DNNL_ARG_MEAN, wrap_arg(plan->primitive, DNNL_ARG_MEAN, vec, params_[2])},
+                                {DNNL_ARG_VARIANCE, wrap_arg(plan->primitive, DNNL_ARG_VARIANCE, vec, params_[3])}});
     });
   }
 

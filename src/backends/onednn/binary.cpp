@@ -49,9 +49,9 @@ class BinaryKernel : public Kernel {
       Tensor& y = ctx.allocate_output(0, DType::Float32, plan->y_shape);
       const Tensor& first = plan->swapped ? b : a;
       const Tensor& second = plan->swapped ? a : b;
-      execute(plan->primitive, {{DNNL_ARG_SRC_0, wrap(plan->src0, first)},
-                                {DNNL_ARG_SRC_1, wrap(plan->src1, second)},
-                                {DNNL_ARG_DST, wrap(plan->src0, y)}});
+      execute(plan->primitive, {{DNNL_ARG_SRC_0, wrap_arg(plan->primitive, DNNL_ARG_SRC_0, plan->src0, first)},
+                                {DNNL_ARG_SRC_1, wrap_arg(plan->primitive, DNNL_ARG_SRC_1, plan->src1, second)},
+                                {DNNL_ARG_DST, wrap_arg(plan->primitive, DNNL_ARG_DST, plan->src0, y)}});
     });
   }
 

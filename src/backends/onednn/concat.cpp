@@ -33,9 +33,11 @@ class ConcatKernel : public Kernel {
       }
       auto plan = cache_.get(shape_key({&key}), [&] { return build(ctx, *axis); });
       Tensor& y = ctx.allocate_output(0, DType::Float32, plan->y_shape);
-      Args args{{DNNL_ARG_DST, wrap(plan->y, y)}};
-      for (std::size_t i = 0; i < ctx.num_inputs(); ++i)
-        args.emplace(DNNL_ARG_MULTIPLE_SRC + static_cast<int>(i), wrap(plan->xs[i], ctx.input(i)));
+      Args args{{DNNL_ARG_DST, wrap_arg(plan->primitive, DNNL_ARG_DST, plan->y, y)}};
+      for (std::size_t i = 0; i < ctx.num_inputs(); ++i) {
+        const int arg = DNNL_ARG_MULTIPLE_SRC + static_cast<int>(i);
+        args.emplace(arg, wrap_arg(plan->primitive, arg, plan->xs[i], ctx.input(i)));
+      }
       execute(plan->primitive, std::move(args));
     });
   }

@@ -100,7 +100,8 @@ class ConvKernel : public Kernel {
       const Tensor& x = image_input(ctx);
       auto plan = cache_.get(shape_key({&x.shape()}), [&] { return build(ctx, x.shape()); });
       Tensor& y = ctx.allocate_output(0, DType::Float32, plan->y_shape);
-      const dnnl::memory x_mem = wrap(plan->src, x), y_mem = wrap(plan->dst, y);
+      const dnnl::memory x_mem = wrap_arg(plan->primitive, DNNL_ARG_SRC, plan->src, x),
+                         y_mem = wrap_arg(plan->primitive, DNNL_ARG_DST, plan->dst, y);
       dnnl::memory src = x_mem, dst = y_mem;
       if (plan->blocked) {
         ctx.note_internal_layout("nChw16c", 2);
@@ -109,7 +110,7 @@ class ConvKernel : public Kernel {
         execute(plan->to_blocked, {{DNNL_ARG_FROM, x_mem}, {DNNL_ARG_TO, src}});
       }
       Args args = {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, plan->weights}, {DNNL_ARG_DST, dst}};
-      if (!b_.empty()) args.emplace(DNNL_ARG_BIAS, wrap(plan->bias, b_));
+      if (!b_.empty()) args.emplace(DNNL_ARG_BIAS, wrap_arg(plan->primitive, DNNL_ARG_BIAS, plan->bias, b_));
       if (has_residual_) accumulate_residual_into(ctx, 3, y);
       execute(plan->primitive, args);
       if (plan->blocked) execute(plan->from_blocked, {{DNNL_ARG_FROM, dst}, {DNNL_ARG_TO, y_mem}});

@@ -45,7 +45,8 @@ class EltwiseKernel : public Kernel {
       if (x.numel() == 0) return;
       const Shape flat{x.numel()};
       auto plan = cache_.get(shape_key({&flat}), [&] { return build(x.numel()); });
-      execute(plan->primitive, {{DNNL_ARG_SRC, wrap(plan->x, x)}, {DNNL_ARG_DST, wrap(plan->x, y)}});
+      execute(plan->primitive, {{DNNL_ARG_SRC, wrap_arg(plan->primitive, DNNL_ARG_SRC, plan->x, x)},
+                                {DNNL_ARG_DST, wrap_arg(plan->primitive, DNNL_ARG_DST, plan->x, y)}});
     });
   }
 

@@ -50,10 +50,10 @@ class MatMulKernel : public Kernel {
     if (!plan->supported) return fallback_->run(ctx);
     guarded(ctx, [&] {
       Tensor& y = ctx.allocate_output(0, DType::Float32, plan->y_shape);
-      Args args = {{DNNL_ARG_SRC, wrap(plan->a, a)},
-                                                    {DNNL_ARG_WEIGHTS, b ? wrap(plan->b, *b) : plan->packed_b},
-                                                    {DNNL_ARG_DST, wrap(plan->dst, y)}};
-      if (!bias_.empty()) args.emplace(DNNL_ARG_BIAS, wrap(plan->bias, bias_));
+      Args args = {{DNNL_ARG_SRC, wrap_arg(plan->primitive, DNNL_ARG_SRC, plan->a, a)},
+                                                    {DNNL_ARG_WEIGHTS, b ? wrap_arg(plan->primitive, DNNL_ARG_WEIGHTS, plan->b, *b) : plan->packed_b},
+                                                    {DNNL_ARG_DST, wrap_arg(plan->primitive, DNNL_ARG_DST, plan->dst, y)}};
+      if (!bias_.empty()) args.emplace(DNNL_ARG_BIAS, wrap_arg(plan->primitive, DNNL_ARG_BIAS, plan->bias, bias_));
       if (has_residual_) accumulate_residual_into(ctx, 3, y);
       execute(plan->primitive, args);
     });

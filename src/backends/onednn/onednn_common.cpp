@@ -25,6 +25,44 @@ dnnl::memory wrap(const dnnl::memory::desc& desc, const Tensor& t) {
   return dnnl::memory(desc, engine(), const_cast<void*>(t.raw()));
 }
 
+namespace {
+
+struct ArgKey {
+  const void* primitive;
+  int arg;
+  bool operator==(const ArgKey& o) const { return primitive == o.primitive && arg == o.arg; }
+};
+struct ArgKeyHash {
+  std::size_t operator()(const ArgKey& k) const {
+    return std::hash<const void*>()(k.primitive) ^ (static_cast<std::size_t>(k.arg) * 0x9e3779b97f4a7c15ull);
+  }
+};
+struct BoundMemory {
+  dnnl::memory::desc desc;
+  dnnl::memory memory;
+};
+
+}  // namespace
+
+dnnl::memory wrap_arg(const dnnl::primitive& p, int arg, const dnnl::memory::desc& desc, const Tensor& t) {
+  // Bounded: a long-lived thread that sees many sessions come and go starts over now and then.
+  constexpr std::size_t kMaxEntries = 4096;
+  thread_local std::unordered_map<ArgKey, BoundMemory, ArgKeyHash> cache;
+  void* data = const_cast<void*>(t.raw());
+  const ArgKey key{p.get(), arg};
+  auto it = cache.find(key);
+  // A primitive freed and another made at its address finds the entry of the old one: the desc
+  // check keeps that correct.
+  if (it != cache.end() && it->second.desc == desc) {
+    it->second.memory.set_data_handle(data);
+    return it->second.memory;
+  }
+  if (cache.size() >= kMaxEntries) cache.clear();
+  dnnl::memory m(desc, engine(), data);
+  cache[key] = BoundMemory{desc, m};
+  return m;
+}
+
 void require_f32(const KernelContext& ctx, const Tensor& t, const char* what) {
   if (t.dtype() != DType::Float32)
     ctx.fail(ErrorCode::InvalidArgument, std::string(what) + " must be float32, got " + dtype_name(t.dtype()));

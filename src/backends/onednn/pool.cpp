@@ -26,7 +26,8 @@ class PoolKernel : public Kernel {
       const Tensor& x = image_input(ctx);
       auto plan = cache_.get(shape_key({&x.shape()}), [&] { return build(ctx, x.shape()); });
       Tensor& y = ctx.allocate_output(0, DType::Float32, plan->y_shape);
-      execute(plan->primitive, {{DNNL_ARG_SRC, wrap(plan->src, x)}, {DNNL_ARG_DST, wrap(plan->dst, y)}});
+      execute(plan->primitive, {{DNNL_ARG_SRC, wrap_arg(plan->primitive, DNNL_ARG_SRC, plan->src, x)},
+                                {DNNL_ARG_DST, wrap_arg(plan->primitive, DNNL_ARG_DST, plan->dst, y)}});
     });
   }
 

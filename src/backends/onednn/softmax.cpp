@@ -28,7 +28,8 @@ class SoftmaxKernel : public Kernel {
       const Shape flat{rows, cols};
       auto plan = cache_.get(shape_key({&flat}), [&] { return build(rows, cols); });
       Tensor& y = ctx.allocate_output(0, DType::Float32, x.shape());
-      execute(plan->primitive, {{DNNL_ARG_SRC, wrap(plan->x, x)}, {DNNL_ARG_DST, wrap(plan->x, y)}});
+      execute(plan->primitive, {{DNNL_ARG_SRC, wrap_arg(plan->primitive, DNNL_ARG_SRC, plan->x, x)},
+                                {DNNL_ARG_DST, wrap_arg(plan->primitive, DNNL_ARG_DST, plan->x, y)}});
     });
   }
 

@@ -23,7 +23,8 @@ class TransposeKernel : public Kernel {
       auto plan = cache_.get(shape_key({&x.shape()}), [&] { return build(ctx, x.shape()); });
       Tensor& y = ctx.allocate_output(0, DType::Float32, plan->y_shape);
       if (y.numel() == 0) return;
-      execute(plan->primitive, {{DNNL_ARG_FROM, wrap(plan->src, x)}, {DNNL_ARG_TO, wrap(plan->dst, y)}});
+      execute(plan->primitive, {{DNNL_ARG_FROM, wrap_arg(plan->primitive, DNNL_ARG_FROM, plan->src, x)},
+                                {DNNL_ARG_TO, wrap_arg(plan->primitive, DNNL_ARG_TO, plan->dst, y)}});
     });
   }
 
