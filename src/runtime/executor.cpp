@@ -47,11 +47,11 @@ int Executor::choose(std::size_t s, const std::vector<const Tensor*>& inputs) {
 }
 
 KernelContext::OutputAllocator Executor::allocator_for(const Node& node) {
-  const bool planned = arena_base_ != nullptr;
-  return [this, &node, planned](std::size_t i, DType dtype, const Shape& shape) -> Tensor {
+  // Two pointers: small enough for std::function to hold without a heap allocation per step.
+  return [this, &node](std::size_t i, DType dtype, const Shape& shape) -> Tensor {
     const ValueId v = i < node.outputs.size() ? node.outputs[i] : kNoValue;
     const bool intermediate = v != kNoValue && !plan_.is_graph_output(v);
-    if (planned && intermediate) {
+    if (arena_base_ && intermediate) {
       const ValueSlot& slot = memory_.plan->values[static_cast<std::size_t>(v)];
       const std::size_t bytes = static_cast<std::size_t>(shape_numel(shape)) * dtype_size(dtype);
       // A data-dependent shape (NonZero, ...) may need more than the first run did: heap then.

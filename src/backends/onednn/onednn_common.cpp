@@ -212,7 +212,11 @@ void append_activation(dnnl::post_ops& ops, const Activation& a) {
 std::vector<std::int64_t> shape_key(std::initializer_list<const Shape*> shapes) {
   // oneDNN fixes a primitive's thread count when it creates it: a run with another count
   // (another Session's threads option, or the caller's OpenMP setting) needs its own primitive.
-  std::vector<std::int64_t> key{omp_get_max_threads()};
+  std::size_t size = 1;
+  for (const Shape* s : shapes) size += (s ? s->size() : 0) + 1;
+  std::vector<std::int64_t> key;
+  key.reserve(size);  // one allocation: this runs for every step of every run
+  key.push_back(omp_get_max_threads());
   for (const Shape* s : shapes) {
     if (s) key.insert(key.end(), s->begin(), s->end());
     key.push_back(-1);
