@@ -21,8 +21,7 @@ void print_values(const char* title, const Graph& g, const std::vector<ValueId>&
 
 double mib(std::size_t bytes) { return static_cast<double>(bytes) / (1 << 20); }
 
-void print_optimized(const std::string& path, const Args& args) {
-  const SessionOptions options = base_options(args);
+void print_optimized(const std::string& path, const Args& args, const SessionOptions& options) {
   Session session(load(path), options);
   std::string passes;
   for (const std::string& name : Optimizer(options.optimizer).pass_names()) passes += (passes.empty() ? "" : ", ") + name;
@@ -64,7 +63,7 @@ void print_optimized(const std::string& path, const Args& args) {
 }  // namespace
 
 int cmd_info(const Args& args) {
-  base_options(args);  // rejects an unknown --disable name, --optimized or not
+  const SessionOptions options = base_options(args);  // rejects an unknown --disable name, --optimized or not
   const Graph g = load(args.positional[0]);
   std::printf("model %s  opset %lld  %zu nodes  %zu initializers\n", args.positional[0].c_str(),
               static_cast<long long>(g.opset()), g.nodes().size(), g.initializers().size());
@@ -79,7 +78,7 @@ int cmd_info(const Args& args) {
   for (const auto& u : unsupported) by_op.emplace(u.op_type, u.reason);
   std::printf("unsupported ops: %s\n", by_op.empty() ? "none" : "");
   for (const auto& kv : by_op) std::printf("  %-24s %s\n", kv.first.c_str(), kv.second.c_str());
-  if (args.has("--optimized") && by_op.empty()) print_optimized(args.positional[0], args);
+  if (args.has("--optimized") && by_op.empty()) print_optimized(args.positional[0], args, options);
   return 0;
 }
 

@@ -1,8 +1,8 @@
 // com.wpk ConcatBatchNorm (graph/fused_ops.hpp): each input is normalised straight into its
 // channel slice of the output, so the concatenated tensor is never built. In NHWC that slice
 // is strided, which oneDNN 2.6's batch norm runs only in its reference implementation, so this
-// kernel is a plain loop over the run's OpenMP threads. The per-channel affine form y = x * a + b (a = scale /
-// sqrt(var + epsilon), b = B - mean * a) is computed once, at prepare.
+// kernel is a plain loop over the run's OpenMP threads. The per-channel affine form
+// y = x * a + b (a = scale / sqrt(var + epsilon), b = B - mean * a) is computed once, at prepare.
 #include <cmath>
 
 #include "backends/onednn/onednn_kernels.hpp"
@@ -18,9 +18,7 @@ namespace {
 #endif
 
 // y[i] = act(x[i] * a[i] + b[i]) for one run of channels.
-WPK_CPU_CLONES void affine_row(const float* x, const float* a,
-                                                                             const float* b, float* y,
-                                                                             std::int64_t n, bool relu) {
+WPK_CPU_CLONES void affine_row(const float* x, const float* a, const float* b, float* y, std::int64_t n, bool relu) {
   if (relu) {
     for (std::int64_t i = 0; i < n; ++i) {
       const float v = x[i] * a[i] + b[i];
@@ -32,8 +30,7 @@ WPK_CPU_CLONES void affine_row(const float* x, const float* a,
 }
 
 // y[i] = act(x[i] * a + b) for one channel plane of NCHW.
-WPK_CPU_CLONES void affine_plane(const float* x, float a, float b,
-                                                                               float* y, std::int64_t n, bool relu) {
+WPK_CPU_CLONES void affine_plane(const float* x, float a, float b, float* y, std::int64_t n, bool relu) {
   if (relu) {
     for (std::int64_t i = 0; i < n; ++i) {
       const float v = x[i] * a + b;

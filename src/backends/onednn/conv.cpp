@@ -39,9 +39,6 @@ struct ConvPlan {
 // conv, 100+ ms per 512-channel one), which is why 7x7 stays direct at every batch size (it
 // would take ResNet-50 at batch 8 from 410 to 530 MB for ~10 ms a run).
 // WPK_ONEDNN_WINOGRAD=0 turns it off.
-// See build(): above this (times the threads), a batch-1 Winograd conv runs direct instead.
-constexpr std::size_t kMaxBatch1WinogradScratchPerThread = 4u << 20;
-
 bool winograd_enabled() {
   static const bool enabled = [] {
     const char* v = std::getenv("WPK_ONEDNN_WINOGRAD");
@@ -49,6 +46,9 @@ bool winograd_enabled() {
   }();
   return enabled;
 }
+
+// See build(): above this (times the threads), a batch-1 Winograd conv runs direct instead.
+constexpr std::size_t kMaxBatch1WinogradScratchPerThread = 4u << 20;
 
 // True when every element of int-list attribute `name` (absent: `count` elements) is `want`.
 bool attr_all(const Node& node, const char* name, std::int64_t want, std::size_t count) {
@@ -198,7 +198,6 @@ class ConvKernel : public Kernel {
         }
       } catch (const dnnl::error&) {
         pd = {};  // no Winograd kernel (or reorder) for this ISA, shape or post-op: direct below
-        plan.blocked = false;
       }
     }
     if (!plan.blocked)

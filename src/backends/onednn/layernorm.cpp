@@ -24,8 +24,8 @@ class LayerNormKernel : public Kernel {
       auto plan = cache_.get(shape_key({&x.shape()}), [&] { return build(x.shape()); });
       Tensor& y = ctx.allocate_output(0, DType::Float32, x.shape());
       Args args = {{DNNL_ARG_SRC, wrap_arg(plan->primitive, DNNL_ARG_SRC, plan->x, x)},
-                                                    {DNNL_ARG_DST, wrap_arg(plan->primitive, DNNL_ARG_DST, plan->x, y)},
-                                                    {DNNL_ARG_SCALE, wrap_arg(plan->primitive, DNNL_ARG_SCALE, plan->param, scale_)}};
+                   {DNNL_ARG_DST, wrap_arg(plan->primitive, DNNL_ARG_DST, plan->x, y)},
+                   {DNNL_ARG_SCALE, wrap_arg(plan->primitive, DNNL_ARG_SCALE, plan->param, scale_)}};
       if (!bias_.empty()) args.emplace(DNNL_ARG_SHIFT, wrap_arg(plan->primitive, DNNL_ARG_SHIFT, plan->param, bias_));
       execute(plan->primitive, args);
     });

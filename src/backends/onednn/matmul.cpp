@@ -51,8 +51,8 @@ class MatMulKernel : public Kernel {
     guarded(ctx, [&] {
       Tensor& y = ctx.allocate_output(0, DType::Float32, plan->y_shape);
       Args args = {{DNNL_ARG_SRC, wrap_arg(plan->primitive, DNNL_ARG_SRC, plan->a, a)},
-                                                    {DNNL_ARG_WEIGHTS, b ? wrap_arg(plan->primitive, DNNL_ARG_WEIGHTS, plan->b, *b) : plan->packed_b},
-                                                    {DNNL_ARG_DST, wrap_arg(plan->primitive, DNNL_ARG_DST, plan->dst, y)}};
+                   {DNNL_ARG_WEIGHTS, b ? wrap_arg(plan->primitive, DNNL_ARG_WEIGHTS, plan->b, *b) : plan->packed_b},
+                   {DNNL_ARG_DST, wrap_arg(plan->primitive, DNNL_ARG_DST, plan->dst, y)}};
       if (!bias_.empty()) args.emplace(DNNL_ARG_BIAS, wrap_arg(plan->primitive, DNNL_ARG_BIAS, plan->bias, bias_));
       if (has_residual_) accumulate_residual_into(ctx, 3, y);
       execute(plan->primitive, args);

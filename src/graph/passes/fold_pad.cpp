@@ -14,24 +14,20 @@ namespace {
 // The pads of a constant-mode, zero-value Pad ([x1_begin, x2_begin, ..., x1_end, ...]), when
 // known and none negative; nullopt otherwise.
 std::optional<std::vector<std::int64_t>> zero_pads(const Node& n, const Graph& g) {
-  if (n.op_type != "Pad" || !n.domain.empty() || n.inputs.empty() || n.inputs[0] == kNoValue) return std::nullopt;
-  if (n.attr_string("mode", "constant") != "constant") return std::nullopt;
-  std::vector<std::int64_t> pads;
-  if (n.has_attr("pads")) {  // opset < 11: attributes
-    pads = n.attr_ints("pads");
+  if (n.inputs.empty() || n.inputs[0] == kNoValue || n.attr_string("mode", "constant") != "constant") return std::nullopt;
+  auto pads = constant_pad_amounts(n, g);
+  if (!pads) return std::nullopt;
+  if (n.has_attr("pads")) {  // opset < 11: the value is an attribute too
     if (n.attr_float("value", 0.0f) != 0.0f) return std::nullopt;
   } else {
-    const Tensor* p = n.inputs.size() > 1 && n.inputs[1] != kNoValue ? g.initializer(n.inputs[1]) : nullptr;
-    if (!p || p->dtype() != DType::Int64 || p->rank() != 1) return std::nullopt;
-    pads.assign(p->data<std::int64_t>(), p->data<std::int64_t>() + p->numel());
     if (n.inputs.size() > 2 && n.inputs[2] != kNoValue) {
       const Tensor* v = g.initializer(n.inputs[2]);
       if (!v || v->numel() != 1 || v->dtype() != DType::Float32 || v->data<float>()[0] != 0.0f) return std::nullopt;
     }
     if (n.inputs.size() > 3 && n.inputs[3] != kNoValue) return std::nullopt;  // axes (opset 18)
   }
-  if (pads.empty() || pads.size() % 2 != 0) return std::nullopt;
-  for (std::int64_t p : pads)
+  if (pads->empty() || pads->size() % 2 != 0) return std::nullopt;
+  for (std::int64_t p : *pads)
     if (p < 0) return std::nullopt;
   return pads;
 }

@@ -10,13 +10,7 @@ namespace wpk::passes {
 bool fuse_batchnorm_relu(Graph& g, const PassContext&) {
   return rewrite_to_fixed_point(g, [&](std::size_t i, const GraphIndex& index, const StaticShapes&, Rewriter& rewriter) {
     const Node& bn = g.nodes()[i];
-    if (!is_onnx_op(&bn, "BatchNormalization") || bn.inputs.size() != 5 || bn.attr_int("training_mode", 0) != 0 ||
-        bn.attr_int("spatial", 1) != 1)
-      return;
-    for (std::size_t o = 1; o < bn.outputs.size(); ++o)
-      if (bn.outputs[o] != kNoValue) return;  // running statistics are read: keep the op as it is
-    for (std::size_t in = 1; in < 5; ++in)
-      if (!g.is_initializer(bn.inputs[in])) return;
+    if (!is_onnx_op(&bn, "BatchNormalization") || !is_inference_batchnorm(bn, g)) return;
     const int r = index.sole_reader_index(bn.outputs[0]);
     if (r < 0 || !is_onnx_op(&g.nodes()[r], "Relu")) return;
     const std::vector<int> matched{static_cast<int>(i), r};

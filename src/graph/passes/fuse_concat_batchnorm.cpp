@@ -14,12 +14,9 @@
 namespace wpk::passes {
 namespace {
 
-bool is_inference_batchnorm(const Node& n, const Graph& g) {
-  const bool onnx_bn = is_onnx_op(&n, "BatchNormalization");
-  if (!onnx_bn && !(n.domain == kWpkDomain && n.op_type == "FusedBatchNorm")) return false;
-  if (n.inputs.size() != 5 || n.attr_int("training_mode", 0) != 0 || n.attr_int("spatial", 1) != 1) return false;
-  for (std::size_t o = 1; o < n.outputs.size(); ++o)
-    if (n.outputs[o] != kNoValue) return false;
+// An inference BatchNorm whose parameters are float32.
+bool is_float_batchnorm(const Node& n, const Graph& g) {
+  if (!is_inference_batchnorm(n, g)) return false;
   for (std::size_t i = 1; i < 5; ++i)
     if (!float_constant(g, n.inputs[i])) return false;
   return true;
@@ -38,7 +35,7 @@ bool fuse_concat_batchnorm(Graph& g, const PassContext&) {
     const int r = index.sole_reader_index(concat.outputs[0]);
     if (r < 0) return;
     const Node& bn = g.nodes()[r];
-    if (!is_inference_batchnorm(bn, g) || bn.inputs[0] != concat.outputs[0]) return;
+    if (!is_float_batchnorm(bn, g) || bn.inputs[0] != concat.outputs[0]) return;
     const std::int64_t channels_last = bn.attr_int("channels_last", 0);
     const std::int64_t axis = concat.attr_int("axis", 0);
     if (channels_last != 0 && channels_last != 1) return;

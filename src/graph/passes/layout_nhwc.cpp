@@ -7,7 +7,7 @@
 #include <map>
 
 #include "graph/fused_ops.hpp"
-#include "graph/passes/pass.hpp"
+#include "graph/passes/match.hpp"
 
 namespace wpk::passes {
 namespace {
@@ -24,29 +24,11 @@ bool is_conv(const Node& n, const Graph& g) {
   return w && w->rank() == 4;
 }
 
-// Inference BatchNormalization with constant parameters (the BN that could not fold into a conv).
-bool is_batchnorm(const Node& n, const Graph& g) {
-  const bool bn = (is_onnx(n) && n.op_type == "BatchNormalization") || (n.domain == kWpkDomain && n.op_type == "FusedBatchNorm");
-  if (!bn || n.inputs.size() != 5 || n.attr_int("training_mode", 0) != 0 || n.attr_int("spatial", 1) != 1) return false;
-  for (std::size_t o = 1; o < n.outputs.size(); ++o)
-    if (n.outputs[o] != kNoValue) return false;
-  for (std::size_t i = 1; i < 5; ++i)
-    if (!g.is_initializer(n.inputs[i])) return false;
-  return true;
-}
-
 // Pad of a 4-D tensor whose pads are constant (attribute before opset 11, input after): its
 // pads are permuted with the layout (DenseNet's transitions pad before average pooling).
-const std::vector<std::int64_t>* constant_pads(const Node& n, const Graph& g) {
-  if (!is_onnx(n) || n.op_type != "Pad") return nullptr;
-  if (const Attribute* a = n.find_attr("pads"))
-    return a->kind() == Attribute::Kind::Ints && a->ints().size() == 8 ? &a->ints() : nullptr;
-  if (n.inputs.size() < 2 || n.inputs[1] == kNoValue) return nullptr;
-  const Tensor* t = g.initializer(n.inputs[1]);
-  if (!t || t->dtype() != DType::Int64 || t->numel() != 8) return nullptr;
-  static thread_local std::vector<std::int64_t> pads;
-  pads.assign(t->data<std::int64_t>(), t->data<std::int64_t>() + 8);
-  return &pads;
+std::optional<std::vector<std::int64_t>> constant_pads(const Node& n, const Graph& g) {
+  auto pads = constant_pad_amounts(n, g);
+  return pads && pads->size() == 8 ? pads : std::nullopt;
 }
 
 std::vector<std::int64_t> nhwc_pads(const std::vector<std::int64_t>& p) {
@@ -119,7 +101,7 @@ class LayoutRewriter {
  private:
   bool joins_region(const Node& n) const {
     if (is_conv(n, g_)) return true;
-    const bool pool = is_pool(n) || is_batchnorm(n, g_) || constant_pads(n, g_);
+    const bool pool = is_pool(n) || is_inference_batchnorm(n, g_) || constant_pads(n, g_);
     const bool concat = is_onnx(n) && n.op_type == "Concat" &&
                         (n.attr_int("axis", 0) == 1 || n.attr_int("axis", 0) == -3);
     if (!pool && !concat && !is_elementwise(n)) return false;

@@ -49,6 +49,25 @@ ValueId other_input(const Node& n, ValueId v) {
   return kNoValue;
 }
 
+bool is_inference_batchnorm(const Node& n, const Graph& g) {
+  const bool bn = is_onnx_op(&n, "BatchNormalization") || (n.domain == kWpkDomain && n.op_type == "FusedBatchNorm");
+  if (!bn || n.inputs.size() != 5 || n.attr_int("training_mode", 0) != 0 || n.attr_int("spatial", 1) != 1) return false;
+  for (std::size_t o = 1; o < n.outputs.size(); ++o)
+    if (n.outputs[o] != kNoValue) return false;
+  for (std::size_t i = 1; i < 5; ++i)
+    if (!g.is_initializer(n.inputs[i])) return false;
+  return true;
+}
+
+std::optional<std::vector<std::int64_t>> constant_pad_amounts(const Node& n, const Graph& g) {
+  if (!is_onnx_op(&n, "Pad")) return std::nullopt;
+  if (const Attribute* a = n.find_attr("pads"))
+    return a->kind() == Attribute::Kind::Ints ? std::optional(a->ints()) : std::nullopt;
+  const Tensor* t = n.inputs.size() > 1 && n.inputs[1] != kNoValue ? g.initializer(n.inputs[1]) : nullptr;
+  if (!t || t->dtype() != DType::Int64 || t->rank() != 1) return std::nullopt;
+  return std::vector<std::int64_t>(t->data<std::int64_t>(), t->data<std::int64_t>() + t->numel());
+}
+
 const Tensor* float_constant(const Graph& g, ValueId v) {
   const Tensor* t = v == kNoValue ? nullptr : g.initializer(v);
   return t && t->dtype() == DType::Float32 ? t : nullptr;

@@ -38,6 +38,13 @@ bool is_onnx_op(const Node* n, const char* op_type);
 // For a two-input node reading v: the other input; kNoValue when v is not one of them.
 ValueId other_input(const Node& n, ValueId v);
 
+// Inference BatchNormalization (ONNX, or com.wpk FusedBatchNorm): X, scale, B, mean and var
+// with the four parameters initializers, no training mode, no running-statistics outputs.
+bool is_inference_batchnorm(const Node& n, const Graph& g);
+// The amounts of an ONNX Pad ([x1_begin, x2_begin, ..., x1_end, ...]): its `pads` attribute
+// (opset < 11) or its constant int64 `pads` input; nullopt when they are not known at load.
+std::optional<std::vector<std::int64_t>> constant_pad_amounts(const Node& n, const Graph& g);
+
 // A float32 initializer, or nullptr.
 const Tensor* float_constant(const Graph& g, ValueId v);
 // The value of a one-element float32 initializer that broadcasts against an operand of rank

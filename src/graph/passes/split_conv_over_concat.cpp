@@ -68,39 +68,38 @@ bool split_conv_over_concat(Graph& g, const PassContext&) {
     if (!rewriter.available(matched)) return;
 
     std::vector<Node> replacement;
-    {
-      const Node& conv = g.nodes()[static_cast<std::size_t>(r)];
-      const Tensor& w = *g.initializer(conv.inputs[1]);
-      const ValueId bias = conv.inputs.size() > 2 ? conv.inputs[2] : kNoValue;
-      ValueId partial = conv.inputs.size() > 3 ? conv.inputs[3] : kNoValue;  // a residual it already adds
-      std::vector<std::string> ops = conv.fused_from.empty() ? std::vector<std::string>{conv.op_type} : conv.fused_from;
-      ops.insert(ops.begin(), "Concat");
-      std::int64_t c0 = 0;
-      for (std::size_t j = 0; j < concat.inputs.size(); ++j) {
-        const bool last = j + 1 == concat.inputs.size();
-        Node part = conv;
-        part.op_type = "FusedConv";
-        part.domain = kWpkDomain;
-        part.name = conv.name + "__part" + std::to_string(j);
-        const ValueId w_part = add_constant(g, g.value(conv.inputs[1]).name + "_part" + std::to_string(j), channel_slice(w, c0, widths[j]));
-        part.inputs = {concat.inputs[j], w_part, j == 0 ? bias : kNoValue};
-        if (partial != kNoValue) part.inputs.push_back(partial);
-        while (part.inputs.back() == kNoValue) part.inputs.pop_back();  // X and W stay
-        if (last) {
-          part.outputs = conv.outputs;
-        } else {
-          part.attributes.erase("activation");
-          part.attributes.erase("activation_params");
-          ValueInfo info = g.value(conv.outputs[0]);
-          info.name = unique_name(g, info.name + "__part" + std::to_string(j));
-          if (const DimList* d = shapes.dims(conv.outputs[0])) info.dims = *d;
-          part.outputs = {g.add_value(std::move(info))};
-          partial = part.outputs[0];
-        }
-        part.fused_from = ops;
-        replacement.push_back(std::move(part));
-        c0 += widths[j];
+    const Node& conv = g.nodes()[static_cast<std::size_t>(r)];
+    const Tensor& w = *g.initializer(conv.inputs[1]);
+    const ValueId bias = conv.inputs.size() > 2 ? conv.inputs[2] : kNoValue;
+    ValueId partial = conv.inputs.size() > 3 ? conv.inputs[3] : kNoValue;  // a residual it already adds
+    std::vector<std::string> ops = conv.fused_from.empty() ? std::vector<std::string>{conv.op_type} : conv.fused_from;
+    ops.insert(ops.begin(), "Concat");
+    std::int64_t c0 = 0;
+    for (std::size_t j = 0; j < concat.inputs.size(); ++j) {
+      const bool last = j + 1 == concat.inputs.size();
+      Node part = conv;
+      part.op_type = "FusedConv";
+      part.domain = kWpkDomain;
+      part.name = conv.name + "__part" + std::to_string(j);
+      const ValueId w_part =
+          add_constant(g, g.value(conv.inputs[1]).name + "_part" + std::to_string(j), channel_slice(w, c0, widths[j]));
+      part.inputs = {concat.inputs[j], w_part, j == 0 ? bias : kNoValue};
+      if (partial != kNoValue) part.inputs.push_back(partial);
+      while (part.inputs.back() == kNoValue) part.inputs.pop_back();  // X and W stay
+      if (last) {
+        part.outputs = conv.outputs;
+      } else {
+        part.attributes.erase("activation");
+        part.attributes.erase("activation_params");
+        ValueInfo info = g.value(conv.outputs[0]);
+        info.name = unique_name(g, info.name + "__part" + std::to_string(j));
+        if (const DimList* d = shapes.dims(conv.outputs[0])) info.dims = *d;
+        part.outputs = {g.add_value(std::move(info))};
+        partial = part.outputs[0];
       }
+      part.fused_from = ops;
+      replacement.push_back(std::move(part));
+      c0 += widths[j];
     }
     rewriter.replace(matched, std::move(replacement));
   });
