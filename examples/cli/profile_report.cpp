@@ -47,12 +47,17 @@ void print_profile_table(const std::vector<RunProfile>& runs) {
   std::printf("\nper-node profile (median of %zu runs; steps sum to %.3f ms, run median %.3f ms)\n", runs.size(),
               sum / 1000, median_of(totals) / 1000);
   int width = 4;  // the node column fits the longest name
-  for (const StepProfile& p : runs.front().steps) width = std::max(width, static_cast<int>(p.node.size()));
-  std::printf("%10s %7s  %-*s %-24s %-10s %-12s %s\n", "ms", "share", width, "node", "op", "backend", "layout", "output");
+  int backend_width = 10;  // "onednn:stream" is wider than the rest
+  for (const StepProfile& p : runs.front().steps) {
+    width = std::max(width, static_cast<int>(p.node.size()));
+    backend_width = std::max(backend_width, static_cast<int>(p.backend.size()));
+  }
+  std::printf("%10s %7s  %-*s %-24s %-*s %-12s %s\n", "ms", "share", width, "node", "op", backend_width, "backend",
+              "layout", "output");
   for (std::size_t i : order) {
     const StepProfile& p = runs.front().steps[i];
-    std::printf("%10.3f %6.1f%%  %-*s %-24s %-10s %-12s %s\n", per_step[i] / 1000, sum > 0 ? 100 * per_step[i] / sum : 0,
-                width, p.node.c_str(), p.op.c_str(), p.backend.c_str(), p.layout.c_str(),
+    std::printf("%10.3f %6.1f%%  %-*s %-24s %-*s %-12s %s\n", per_step[i] / 1000, sum > 0 ? 100 * per_step[i] / sum : 0,
+                width, p.node.c_str(), p.op.c_str(), backend_width, p.backend.c_str(), p.layout.c_str(),
                 shape_to_string(p.output_shape).c_str());
   }
 }

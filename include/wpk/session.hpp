@@ -37,7 +37,8 @@ class Backend;  // internal (src/backends/kernel.hpp)
 struct StepProfile {
   std::string node;
   std::string op;       // "Conv", or "com.wpk.FusedConv" outside the ONNX domain
-  std::string backend;  // which backend's kernel ran it
+  std::string backend;  // which backend's kernel ran it; "onednn:stream" when that kernel ran the
+                        // shape on wpk's own weight-streaming code
   std::string layout;   // "NHWC" (attribute channels_last=1), "NCHW" (layout-sensitive op) or "-";
                         // "NHWC>nChw16c" when the kernel works in another layout inside
   int reorders = 0;     // layout changes this step made: 1 for a Transpose, 2 for a kernel that

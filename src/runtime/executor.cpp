@@ -127,7 +127,9 @@ void Executor::run_step(std::size_t s) {
     std::string layout = step.layout;
     if (ctx.internal_layout()) layout += std::string(">") + ctx.internal_layout();
     const int reorders = ctx.internal_reorders() + (node.op_type == "Transpose" && node.domain.empty() ? 1 : 0);
-    profile_->steps.push_back({node.name, qualified_op(node), cand.backend->name(), std::move(layout), reorders,
+    std::string backend = cand.backend->name();
+    if (ctx.variant()) backend += std::string(":") + ctx.variant();
+    profile_->steps.push_back({node.name, qualified_op(node), std::move(backend), std::move(layout), reorders,
                                std::move(shape), us_between(run_start_, t0), us_between(t0, t1)});
   }
   if (memory_.recorder) memory_.recorder->on_step(s, *cand.backend, ins, ctx.outputs());

@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "backends/onednn/onednn_kernels.hpp"
+#include "backends/onednn/stream_conv.hpp"
 #include "graph/fused_ops.hpp"
 #include "backends/reference/conv_pool.hpp"
 
@@ -26,6 +27,10 @@ struct ConvPlan {
   bool blocked = false;
   dnnl::memory::desc blocked_src, blocked_dst;
   dnnl::reorder to_blocked, from_blocked;
+  // Weight-streaming kernel (stream_conv.hpp) on the packed weights instead of the primitive,
+  // which is then not created: the block of the weights' Acdb{block}a layout, or 0.
+  int stream_block = 0;
+  StreamConvShape stream;
 };
 
 // oneDNN 2.6's Winograd F(2x2, 3x3) convolution (jit_fp32_wino_2x3) on 3x3, stride-1 convs
@@ -42,6 +47,15 @@ struct ConvPlan {
 bool winograd_enabled() {
   static const bool enabled = [] {
     const char* v = std::getenv("WPK_ONEDNN_WINOGRAD");
+    return !(v && std::strcmp(v, "0") == 0);
+  }();
+  return enabled;
+}
+
+// WPK_STREAM_CONV=0 turns the weight-streaming kernel off (every conv on oneDNN's primitives).
+bool stream_conv_enabled() {
+  static const bool enabled = [] {
+    const char* v = std::getenv("WPK_STREAM_CONV");
     return !(v && std::strcmp(v, "0") == 0);
   }();
   return enabled;
@@ -93,13 +107,22 @@ class ConvKernel : public Kernel {
                          is_winograd_kernel(node, w.shape())),
         weights_(w, loaded_weights_desc(w.shape(), node.attr_int("group", 1), false)), b_(std::move(b)),
         act_(read_activation(node)), channels_last_(node.attr_int("channels_last", 0) == 1),
-        group_(node.attr_int("group", 1)), has_residual_(has_fused_residual(node)) {}
+        group_(node.attr_int("group", 1)), has_residual_(has_fused_residual(node)),
+        stream_allowed_(algorithms == ConvAlgorithms::Heuristic && stream_conv_enabled() && group_ == 1 &&
+                        channels_last_ && streamable(act_)) {}
 
   void run(KernelContext& ctx) const override {
     guarded(ctx, [&] {
       const Tensor& x = image_input(ctx);
       auto plan = cache_.get(shape_key({&x.shape()}), [&] { return build(ctx, x.shape()); });
       Tensor& y = ctx.allocate_output(0, DType::Float32, plan->y_shape);
+      if (plan->stream_block) {
+        ctx.note_variant("stream");
+        if (has_residual_) accumulate_residual_into(ctx, 3, y);
+        stream_conv(plan->stream, x.data<float>(), static_cast<const float*>(plan->weights.get_data_handle()),
+                    plan->stream_block, epilogue(), y.data<float>());
+        return;
+      }
       const dnnl::memory x_mem = wrap_arg(plan->primitive, DNNL_ARG_SRC, plan->src, x),
                          y_mem = wrap_arg(plan->primitive, DNNL_ARG_DST, plan->dst, y);
       dnnl::memory src = x_mem, dst = y_mem;
@@ -203,10 +226,37 @@ class ConvKernel : public Kernel {
     if (!plan.blocked)
       pd = dnnl::convolution_forward::primitive_desc(describe(dnnl::algorithm::convolution_direct, plan.src, plan.dst),
                                                      attr, engine());
-    plan.primitive = dnnl::convolution_forward(pd);
     plan.weights_view = loaded_weights_desc(ws, group_, false);
     plan.weights = weights_.pack_for(pd.weights_desc(), plan.weights_view);
+    if (stream_allowed_ && !plan.blocked) {
+      // Streaming reads the weights in the layout oneDNN packed them for its direct kernel, so
+      // plans of other shapes (a larger batch on the primitive) share one packed copy.
+      const StreamConvShape shape{nchw[0], nchw[2], nchw[3], nchw[1], win.out[1], win.out[2], ws[0],
+                                  ws[2], ws[3], win.stride[1], win.stride[2], win.pad_begin[1], win.pad_begin[2],
+                                  win.dilation[1], win.dilation[2]};
+      const int block = stream_weights_block(pd.weights_desc(), ws[0], ws[1], ws[2], ws[3]);
+      if (stream_conv_pays(shape, block, omp_get_max_threads())) {
+        plan.stream_block = block;
+        plan.stream = shape;
+      }
+    }
+    if (!plan.stream_block) plan.primitive = dnnl::convolution_forward(pd);
     return plan;
+  }
+
+  static bool streamable(const Activation& a) { return a.kind.empty() || a.kind == "Relu" || a.kind == "Clip"; }
+
+  StreamConvEpilogue epilogue() const {
+    StreamConvEpilogue e;
+    e.bias = b_.empty() ? nullptr : b_.data<float>();
+    e.accumulate = has_residual_;
+    if (act_.kind == "Relu") e.act = StreamConvEpilogue::Act::Relu;
+    if (act_.kind == "Clip") {
+      e.act = StreamConvEpilogue::Act::Clip;
+      e.lo = act_.params[0];
+      e.hi = act_.params[1];
+    }
+    return e;
   }
 
   // Both false with ConvAlgorithms::DirectOnly (the tuner's alternative to these choices).
@@ -218,6 +268,7 @@ class ConvKernel : public Kernel {
   bool channels_last_;
   std::int64_t group_;
   bool has_residual_;
+  bool stream_allowed_;  // the weight-streaming kernel may run shapes where it pays
   ShapeCache<ConvPlan> cache_;
 };
 

@@ -1,0 +1,48 @@
+#pragma once
+// Weight-streaming convolution: wpk's own kernel for convolutions whose weights dwarf their
+// output (batch 1 at 7x7, where each weight is used 49 times: ResNet-50's layer4, 9.4 MB for a
+// 3x3 512-channel conv). oneDNN's brgemm kernel computes such a conv at ~250 GFLOP/s while its
+// weights sit in cache, but inside a model they come from DRAM on every run and its loads stall
+// on them (0.9 ms hot, 1.4-1.6 ms in the model). This kernel reads the same packed weights
+// (oneDNN's Acdb{16,32,48,64}a: output channels innermost, in blocks) and prefetches the next
+// chunk of them into L2 while it computes on the current one, so the transfer overlaps the FMAs.
+#include <cstdint>
+
+#include <dnnl.hpp>
+
+namespace wpk::onednn {
+
+struct StreamConvShape {
+  std::int64_t n = 0, ih = 0, iw = 0, ic = 0;  // input, NHWC
+  std::int64_t oh = 0, ow = 0, oc = 0;         // output, NHWC
+  std::int64_t kh = 1, kw = 1, sh = 1, sw = 1, ph = 0, pw = 0, dh = 1, dw = 1;  // dh, dw: dilation
+};
+
+struct StreamConvEpilogue {
+  enum class Act { None, Relu, Clip };
+  const float* bias = nullptr;  // [oc], or null
+  bool accumulate = false;      // y holds the residual on entry: y = act(conv + bias + y)
+  Act act = Act::None;
+  float lo = 0, hi = 0;         // Clip's bounds
+};
+
+// True when this CPU runs the kernel (AVX-512F).
+bool stream_conv_available();
+
+// The block (16, 32, 48 or 64) when `weights` is oneDNN's Acdb{block}a layout of [oc, ic, kh,
+// kw] weights (zero-padded to whole blocks), else 0.
+int stream_weights_block(const dnnl::memory::desc& weights, std::int64_t oc, std::int64_t ic, std::int64_t kh,
+                         std::int64_t kw);
+
+// True for the shapes where streaming beats oneDNN inside a model, with weights in blocks of
+// `block`: few output pixels (at most 64 over the batch) against at least 2 MiB of weights
+// (MobileNetV2's 1.2-1.6 MB convs at 7x7 tied or lost), and column groups that split evenly
+// over the threads.
+bool stream_conv_pays(const StreamConvShape& s, int block, int threads);
+
+// y = act(conv(x, w) + bias [+ y]) on the calling OpenMP team; x, y NHWC float32; w blocked as
+// stream_weights_block says, with `block` its block.
+void stream_conv(const StreamConvShape& s, const float* x, const float* w, int block, const StreamConvEpilogue& e,
+                 float* y);
+
+}  // namespace wpk::onednn

@@ -1,0 +1,237 @@
+// The oneDNN backend's weight-streaming convolution (backends/onednn/stream_conv.hpp): the kernel
+// itself on weights packed by oneDNN in each block layout it reads, against a plain
+// double-precision convolution; and the FusedConv kernel that picks it, against the reference
+// backend and against oneDNN's primitive on the same packed weights.
+#include <catch2/catch.hpp>
+
+#ifdef WPK_WITH_ONEDNN
+#include <dnnl.hpp>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "backends/onednn/onednn_backend.hpp"
+#include "backends/onednn/stream_conv.hpp"
+#include "support/backend_tester.hpp"
+#include "support/tensor_compare.hpp"
+#include "wpk/wpk.hpp"
+
+using wpk::onednn::StreamConvEpilogue;
+using wpk::onednn::StreamConvShape;
+
+namespace {
+
+std::vector<float> random_floats(std::size_t n, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  std::vector<float> v(n);
+  for (float& x : v) x = u(rng);
+  return v;
+}
+
+// OIHW weights into oneDNN's Acdb{block}a (output channels innermost in zero-padded blocks).
+std::vector<float> pack_blocked(const std::vector<float>& oihw, const StreamConvShape& s, int block) {
+  using Tag = dnnl::memory::format_tag;
+  const Tag tags[] = {Tag::Acdb16a, Tag::Acdb32a, Tag::Acdb48a, Tag::Acdb64a};
+  const Tag tag = tags[block == 16 ? 0 : block == 32 ? 1 : block == 48 ? 2 : 3];
+  const dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+  dnnl::stream stream(eng);
+  const dnnl::memory::dims dims = {s.oc, s.ic, s.kh, s.kw};
+  const dnnl::memory::desc plain(dims, dnnl::memory::data_type::f32, Tag::oihw), packed(dims, dnnl::memory::data_type::f32, tag);
+  REQUIRE(wpk::onednn::stream_weights_block(packed, s.oc, s.ic, s.kh, s.kw) == block);
+  std::vector<float> out(packed.get_size() / sizeof(float));
+  dnnl::memory from(plain, eng, const_cast<float*>(oihw.data())), to(packed, eng, out.data());
+  dnnl::reorder(from, to).execute(stream, from, to);
+  stream.wait();
+  return out;
+}
+
+// y = act(conv(x, w) + bias + residual) in double, NHWC.
+std::vector<float> naive_conv(const StreamConvShape& s, const std::vector<float>& x, const std::vector<float>& oihw,
+                              const StreamConvEpilogue& e, const std::vector<float>& residual) {
+  std::vector<float> y(static_cast<std::size_t>(s.n * s.oh * s.ow * s.oc));
+  for (std::int64_t n = 0; n < s.n; ++n)
+    for (std::int64_t oy = 0; oy < s.oh; ++oy)
+      for (std::int64_t ox = 0; ox < s.ow; ++ox)
+        for (std::int64_t o = 0; o < s.oc; ++o) {
+          double sum = e.bias ? e.bias[o] : 0.0;
+          for (std::int64_t fy = 0; fy < s.kh; ++fy)
+            for (std::int64_t fx = 0; fx < s.kw; ++fx) {
+              const std::int64_t iy = oy * s.sh - s.ph + fy * s.dh, ix = ox * s.sw - s.pw + fx * s.dw;
+              if (iy < 0 || ix < 0 || iy >= s.ih || ix >= s.iw) continue;
+              for (std::int64_t c = 0; c < s.ic; ++c)
+                sum += static_cast<double>(x[static_cast<std::size_t>(((n * s.ih + iy) * s.iw + ix) * s.ic + c)]) *
+                       oihw[static_cast<std::size_t>(((o * s.ic + c) * s.kh + fy) * s.kw + fx)];
+            }
+          const std::size_t i = static_cast<std::size_t>(((n * s.oh + oy) * s.ow + ox) * s.oc + o);
+          if (e.accumulate) sum += residual[i];
+          if (e.act != StreamConvEpilogue::Act::None) sum = std::max(sum, static_cast<double>(e.act == StreamConvEpilogue::Act::Clip ? e.lo : 0.0f));
+          if (e.act == StreamConvEpilogue::Act::Clip) sum = std::min(sum, static_cast<double>(e.hi));
+          y[i] = static_cast<float>(sum);
+        }
+  return y;
+}
+
+StreamConvShape conv_shape(std::int64_t n, std::int64_t size, std::int64_t ic, std::int64_t oc, std::int64_t k,
+                           std::int64_t stride, std::int64_t pad, std::int64_t dilation) {
+  StreamConvShape s;
+  s.n = n;
+  s.ih = s.iw = size;
+  s.ic = ic;
+  s.oc = oc;
+  s.kh = s.kw = k;
+  s.sh = s.sw = stride;
+  s.ph = s.pw = pad;
+  s.dh = s.dw = dilation;
+  s.oh = s.ow = (size + 2 * pad - dilation * (k - 1) - 1) / stride + 1;
+  return s;
+}
+
+const wpk::onednn::OneDnnBackend& onednn() {
+  static const wpk::onednn::OneDnnBackend backend;
+  return backend;
+}
+
+}  // namespace
+
+// Every block layout, output channels off the blocks (masked stores, zero-padded weights), input
+// channels off the 64-row k chunks, padding, strides, dilation, a batch, more output pixels than
+// one 64-row block, a single pixel (fewer row groups than vectors), and every epilogue.
+TEST_CASE("the weight-streaming conv kernel matches a plain convolution", "[onednn][conv][stream]") {
+  if (!wpk::onednn::stream_conv_available()) {
+    WARN("no AVX-512F: the weight-streaming kernel does not run on this CPU");
+    return;
+  }
+  struct Case {
+    StreamConvShape s;
+    const char* what;
+  };
+  const Case cases[] = {
+      {conv_shape(1, 7, 67, 70, 3, 1, 1, 1), "3x3, 67 -> 70 channels at 7x7"},
+      {conv_shape(1, 9, 130, 96, 3, 2, 1, 1), "3x3 stride 2, two k chunks and a tail"},
+      {conv_shape(2, 5, 40, 64, 1, 1, 0, 1), "1x1 at batch 2"},
+      {conv_shape(1, 9, 16, 33, 3, 1, 1, 1), "81 output pixels: two row blocks"},
+      {conv_shape(1, 1, 96, 80, 1, 1, 0, 1), "one output pixel"},
+      {conv_shape(1, 8, 20, 48, 3, 1, 2, 2), "dilation 2"},
+  };
+  unsigned seed = 7;
+  for (const Case& c : cases)
+    for (int block : {16, 32, 48, 64})
+      for (int epilogue = 0; epilogue < 4; ++epilogue) {
+        const StreamConvShape& s = c.s;
+        const auto x = random_floats(static_cast<std::size_t>(s.n * s.ih * s.iw * s.ic), seed++);
+        const auto w = random_floats(static_cast<std::size_t>(s.oc * s.ic * s.kh * s.kw), seed++);
+        const auto bias = random_floats(static_cast<std::size_t>(s.oc), seed++);
+        const auto residual = random_floats(static_cast<std::size_t>(s.n * s.oh * s.ow * s.oc), seed++);
+        StreamConvEpilogue e;
+        if (epilogue >= 1) e.bias = bias.data();
+        if (epilogue == 1) e.act = StreamConvEpilogue::Act::Relu;
+        if (epilogue == 2) {
+          e.act = StreamConvEpilogue::Act::Clip;
+          e.lo = -0.5f;
+          e.hi = 0.75f;
+        }
+        if (epilogue == 3) {
+          e.accumulate = true;
+          e.act = StreamConvEpilogue::Act::Relu;
+        }
+        // Guard floats after the output catch a store past its end.
+        std::vector<float> y(residual.size() + 16, 12345.0f);
+        if (e.accumulate) std::copy(residual.begin(), residual.end(), y.begin());
+        const auto packed = pack_blocked(w, s, block);
+        wpk::onednn::stream_conv(s, x.data(), packed.data(), block, e, y.data());
+        const auto want = naive_conv(s, x, w, e, residual);
+        INFO(c.what << ", block " << block << ", epilogue " << epilogue);
+        double err = 0, norm = 0, worst = 0;
+        for (std::size_t i = 0; i < want.size(); ++i) {
+          err += (y[i] - want[i]) * static_cast<double>(y[i] - want[i]);
+          norm += want[i] * static_cast<double>(want[i]);
+          worst = std::max(worst, static_cast<double>(std::abs(y[i] - want[i])));
+        }
+        // float32 sums of up to 1170 products in [-1, 1] against double: rounding alone reaches
+        // ~1e-6 relative (more where Clip leaves small outputs); a wrong tap or lane is O(1).
+        CHECK(worst < 1e-4);
+        CHECK(std::sqrt(err / std::max(norm, 1e-30)) < 1e-5);
+        for (std::size_t i = want.size(); i < y.size(); ++i) CHECK(y[i] == 12345.0f);
+      }
+}
+
+TEST_CASE("streaming pays only for few output pixels, large weights and an even split", "[onednn][conv][stream]") {
+  if (!wpk::onednn::stream_conv_available()) return;
+  using wpk::onednn::stream_conv_pays;
+  CHECK(stream_conv_pays(conv_shape(1, 7, 512, 512, 3, 1, 1, 1), 32, 2));     // ResNet-50's layer4, 9.4 MB
+  CHECK(stream_conv_pays(conv_shape(1, 7, 2048, 512, 1, 1, 0, 1), 48, 2));    // 240 + 272 channels: even enough
+  CHECK(!stream_conv_pays(conv_shape(8, 7, 512, 512, 3, 1, 1, 1), 32, 2));    // batch 8: 392 pixels
+  CHECK(!stream_conv_pays(conv_shape(1, 14, 256, 256, 3, 1, 1, 1), 32, 2));   // 196 pixels
+  CHECK(!stream_conv_pays(conv_shape(1, 7, 960, 320, 1, 1, 0, 1), 48, 2));    // 1.2 MB
+  CHECK(!stream_conv_pays(conv_shape(1, 7, 4096, 192, 1, 1, 0, 1), 64, 2));   // 3 groups for 2 threads
+  CHECK(!stream_conv_pays(conv_shape(1, 7, 512, 512, 3, 1, 1, 1), 32, 16));   // 8 groups for 16 threads
+  CHECK(!stream_conv_pays(conv_shape(1, 7, 512, 512, 3, 1, 1, 1), 8, 2));     // a layout it does not read
+}
+
+// Through the backend: NHWC FusedConvs whose weights oneDNN packs in blocks run on the streaming
+// kernel when it pays (at 2 threads), with each activation it fuses and a residual.
+TEST_CASE("FusedConvs on the streaming kernel match the reference", "[onednn][conv][stream]") {
+  unsigned seed = 300;
+  for (const std::string kind : {"", "Relu", "Clip"})
+    for (bool residual : {false, true}) {
+      wpk::testing::OpCase c("FusedConv", "com.wpk");
+      c.input("X", {1, 7, 7, 256})
+          .constant("W", {272, 256, 3, 3})
+          .constant("B", {272})
+          .attr("pads", {1, 1, 1, 1})
+          .attr("channels_last", std::int64_t{1})
+          .attr("activation", kind)
+          .seed(seed++);
+      if (kind == "Clip") c.attr("activation_params", std::vector<float>{-0.3f, 0.4f});
+      if (residual) c.input("Z", {1, 7, 7, 272});
+      INFO(c.describe());
+      // 2304-term sums of products in [-1, 1]: near-zero outputs need an absolute tolerance.
+      CHECK(c.check(onednn(), 1e-4, 1e-4) == "");
+    }
+}
+
+namespace {
+
+// x [N, 256, 7, 7] -> 3x3 Conv (pads 1, 2.4 MB of weights) + bias -> Relu -> y.
+wpk::Graph wide_conv_graph() {
+  wpk::Graph g;
+  g.add_input("x", wpk::DType::Float32, {wpk::Dim("N"), 256, 7, 7});
+  g.add_initializer("w", wpk::Tensor::from_vector(random_floats(256 * 256 * 9, 11), {256, 256, 3, 3}));
+  g.add_initializer("b", wpk::Tensor::from_vector(random_floats(256, 12), {256}));
+  g.add_node("Conv", {"x", "w", "b"}, {"c"}, {{"pads", wpk::Attribute({1, 1, 1, 1})}});
+  g.add_node("Relu", {"c"}, {"y"});
+  g.add_output("y");
+  return g;
+}
+
+std::string conv_backend(const wpk::RunProfile& p) {
+  for (const wpk::StepProfile& step : p.steps)
+    if (step.op == "com.wpk.FusedConv") return step.backend;
+  return "";
+}
+
+}  // namespace
+
+// Batch 1 (49 output pixels) streams; batch 3 of the same session runs oneDNN's primitive on the
+// weights packed at load (both read one copy), and each of its items equals the batch-1 result.
+TEST_CASE("a session streams a batch-1 conv and runs larger batches on oneDNN", "[onednn][conv][stream]") {
+  wpk::SessionOptions o;
+  o.threads = 2;
+  o.profile = true;
+  const wpk::Session s(wide_conv_graph(), o);
+  const auto x = random_floats(3 * 256 * 49, 13);
+  const wpk::Tensor all = s.run({{"x", wpk::Tensor::borrow(const_cast<float*>(x.data()), {3, 256, 7, 7})}}).at("y");
+  CHECK(conv_backend(s.last_profile()) == "onednn");
+  for (std::int64_t b = 0; b < 3; ++b) {
+    const wpk::Tensor one =
+        s.run({{"x", wpk::Tensor::borrow(const_cast<float*>(x.data()) + b * 256 * 49, {1, 256, 7, 7})}}).at("y");
+    if (wpk::onednn::stream_conv_available()) CHECK(conv_backend(s.last_profile()) == "onednn:stream");
+    INFO("batch item " << b);
+    CHECK(wpk::testing::compare_allclose(wpk::Tensor::borrow(all.data<float>() + b * 256 * 49, {1, 256, 7, 7}), one, 1e-4,
+                                         1e-4) == "");
+  }
+}
+
+#endif  // WPK_WITH_ONEDNN
