@@ -108,8 +108,7 @@ class ConvKernel : public Kernel {
         weights_(w, loaded_weights_desc(w.shape(), node.attr_int("group", 1), false)), b_(std::move(b)),
         act_(read_activation(node)), channels_last_(node.attr_int("channels_last", 0) == 1),
         group_(node.attr_int("group", 1)), has_residual_(has_fused_residual(node)),
-        stream_allowed_(algorithms == ConvAlgorithms::Heuristic && stream_conv_enabled() && group_ == 1 &&
-                        channels_last_ && streamable(act_)) {}
+        stream_allowed_(stream_conv_enabled() && group_ == 1 && channels_last_ && streamable(act_)) {}
 
   void run(KernelContext& ctx) const override {
     guarded(ctx, [&] {
@@ -290,10 +289,28 @@ std::string conv_unsupported(const Node& node, const Graph& graph) {
   return "";
 }
 
+// False when the input's declared height and width make the output smaller than 14x14, where a
+// Winograd kernel never runs (build()); true when unknown.
+bool winograd_output_possible(const Node& node, const Graph& graph) {
+  const auto& dims = graph.value(node.inputs[0]).dims;
+  if (!dims || dims->size() != 4) return true;
+  const bool channels_last = node.attr_int("channels_last", 0) == 1;
+  const Dim& h = (*dims)[channels_last ? 1 : 2];
+  const Dim& w = (*dims)[channels_last ? 2 : 3];
+  if (!h.is_static() || !w.is_static()) return true;
+  const std::string auto_pad = node.attr_string("auto_pad", "NOTSET");
+  const auto pads = node.attr_ints("pads", {0, 0, 0, 0});
+  std::int64_t pad_h = 2, pad_w = 2;  // SAME_*: the output keeps the input's size
+  if (auto_pad == "VALID") pad_h = pad_w = 0;
+  else if (auto_pad == "NOTSET" && pads.size() == 4) pad_h = pads[0] + pads[2], pad_w = pads[1] + pads[3];
+  return h.value + pad_h - 2 >= 14 && w.value + pad_w - 2 >= 14;
+}
+
 bool conv_has_algorithm_choice(const Node& node, const Graph& graph) {
   const Tensor* w = graph.initializer(node.inputs[1]);
   if (!w) return false;
-  if (is_winograd_kernel(node, w->shape())) return true;
+  // (The weight-streaming kernel is no algorithm choice: both candidates use it where it pays.)
+  if (is_winograd_kernel(node, w->shape())) return winograd_output_possible(node, graph);
   if (!is_pointwise_nhwc(node, w->shape())) return false;
   // The matmul runs at batch 2+ only: with the batch fixed at 1 both candidates are one kernel.
   const auto& dims = graph.value(node.inputs[0]).dims;

@@ -275,6 +275,27 @@ TEST_CASE("tuning offers onednn-direct on a 1x1 conv only when its batch may exc
   }
 }
 
+// A 3x3 conv whose declared output is under 14x14 never runs as Winograd, at any batch size:
+// oneDNN's direct convolution is then no alternative and not measured.
+TEST_CASE("tuning offers onednn-direct on a 3x3 conv only when its output may reach 14x14", "[onednn][conv][tuning]") {
+  for (const std::int64_t size : {7, 14}) {
+    wpk::Graph g;
+    g.add_input("x", wpk::DType::Float32, {wpk::Dim("N"), 64, size, size});
+    g.add_initializer("w", wpk::Tensor::from_vector(std::vector<float>(64 * 64 * 9, 0.01f), {64, 64, 3, 3}));
+    g.add_node("Conv", {"x", "w"}, {"c"}, {{"pads", Attribute({1, 1, 1, 1})}});
+    g.add_node("Relu", {"c"}, {"y"});  // an NHWC region of one conv: two Transposes around it
+    g.add_output("y");
+    wpk::SessionOptions tuned;
+    tuned.tuning = true;
+    tuned.cache_dir = wpk::testing::temp_dir("tune_3x3_" + std::to_string(size));
+    const wpk::Session s(g, tuned);
+    const auto before = wpk::tuning_measurements();
+    s.run({{"x", wpk::Tensor::zeros(wpk::DType::Float32, {1, 64, size, size})}});
+    INFO("output " << size << "x" << size);
+    CHECK(wpk::tuning_measurements() - before == 2 + (size >= 14 ? 3 : 2) + 2);
+  }
+}
+
 // At batch 1 oneDNN's Winograd kernel stages whole transformed images for some shapes
 // (Inception v3's 80->192 conv at 73x73: a 27 MB scratchpad), which is slower in a model than
 // the direct kernel: that conv runs direct, ResNet's 64-channel 56x56 one stays Winograd, and
