@@ -26,10 +26,10 @@ constexpr int kCols = 64;
 constexpr std::int64_t kMinWeightBytes = 2 << 20;
 constexpr std::int64_t kMaxRows = 64;
 
+#ifdef WPK_STREAM_CONV
 // Rows per tile: 7 x 4 vectors of sums (8 x 3 and below) leave room for the weights.
 int max_rows(int vectors) { return vectors == 4 ? 7 : 8; }
 
-#ifdef WPK_STREAM_CONV
 alignas(64) const float kZeros[kChunk] = {};
 
 struct TileArgs {
@@ -184,9 +184,11 @@ void run_group(const Job& job, std::int64_t group, float* c) {
                               : job.x + ((n_of[r0 + r] * s.ih + ih) * s.iw + iw) * s.ic + ic0;
             }
             // In the first row block, row group g prefetches vector g's next chunk (with fewer
-            // groups than vectors the rest is left to the hardware); later blocks find the
+            // groups than vectors the rest is left to the hardware, and so is a next chunk
+            // shorter than this one: the walk stays inside the weights); later blocks find the
             // weights in L2, and their tiles "prefetch" the line they are reading.
-            args.pf = m0 == 0 && g < vectors ? vector_start(g) + (k + args.kc) * job.block : args.b;
+            const bool ahead = m0 == 0 && g < vectors && k + 2 * args.kc <= job.k_total;
+            args.pf = ahead ? vector_start(g) + (k + args.kc) * job.block : args.b;
             args.c = c + r0 * kCols;
             tiles[static_cast<std::size_t>(vectors - 1)][static_cast<std::size_t>(mr - 1)](args);
             r0 += mr;
