@@ -35,13 +35,16 @@ int stream_weights_block(const dnnl::memory::desc& weights, std::int64_t oc, std
                          std::int64_t kw);
 
 // True for the shapes where streaming beats oneDNN inside a model, with weights in blocks of
-// `block`: few output pixels (at most 64 over the batch) against at least 2 MiB of weights
-// (MobileNetV2's 1.2-1.6 MB convs at 7x7 tied or lost), and column groups that split evenly
-// over the threads.
+// `block` (0: a layout it does not read): few output pixels (at most 64 over the batch) against
+// at least 2 MiB of weights (MobileNetV2's 1.2-1.6 MB convs at 7x7 tied or lost), and at least
+// two 64-channel column groups per thread, split evenly (the busiest thread at most 15% over an
+// even share). So at 2 threads ResNet-50's layer4 streams, at 16 only convs of ~2000+ output
+// channels do.
 bool stream_conv_pays(const StreamConvShape& s, int block, int threads);
 
-// y = act(conv(x, w) + bias [+ y]) on the calling OpenMP team; x, y NHWC float32; w blocked as
-// stream_weights_block says, with `block` its block.
+// y = act(conv(x, w) + bias [+ y]) in an OpenMP parallel region of the calling thread's thread
+// count (one thread when called inside another parallel region); x, y NHWC float32; w blocked
+// as stream_weights_block says, with `block` its block.
 void stream_conv(const StreamConvShape& s, const float* x, const float* w, int block, const StreamConvEpilogue& e,
                  float* y);
 
