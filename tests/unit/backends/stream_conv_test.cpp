@@ -162,10 +162,12 @@ TEST_CASE("streaming pays only for few output pixels, large weights and an even 
   if (!wpk::onednn::stream_conv_available()) return;
   using wpk::onednn::stream_conv_pays;
   CHECK(stream_conv_pays(conv_shape(1, 7, 512, 512, 3, 1, 1, 1), 32, 2));     // ResNet-50's layer4, 9.4 MB
-  CHECK(stream_conv_pays(conv_shape(1, 7, 2048, 512, 1, 1, 0, 1), 48, 2));    // 240 + 272 channels: even enough
+  CHECK(stream_conv_pays(conv_shape(1, 7, 2048, 512, 1, 1, 0, 1), 48, 2));    // 240 + 272 channels: 6% over
   CHECK(!stream_conv_pays(conv_shape(8, 7, 512, 512, 3, 1, 1, 1), 32, 2));    // batch 8: 392 pixels
   CHECK(!stream_conv_pays(conv_shape(1, 14, 256, 256, 3, 1, 1, 1), 32, 2));   // 196 pixels
-  CHECK(!stream_conv_pays(conv_shape(1, 7, 960, 320, 1, 1, 0, 1), 48, 2));    // 1.2 MB
+  CHECK(stream_conv_pays(conv_shape(1, 8, 384, 384, 3, 1, 1, 1), 32, 2));     // 64 pixels, 5.3 MB
+  CHECK(!stream_conv_pays(conv_shape(1, 7, 960, 320, 1, 1, 0, 1), 48, 2));    // 144 + 176 channels
+  CHECK(!stream_conv_pays(conv_shape(1, 7, 512, 256, 1, 1, 0, 1), 64, 2));    // 0.5 MB
   CHECK(!stream_conv_pays(conv_shape(1, 7, 4096, 192, 1, 1, 0, 1), 64, 2));   // 3 groups for 2 threads
   CHECK(!stream_conv_pays(conv_shape(1, 7, 512, 512, 3, 1, 1, 1), 32, 16));   // 8 groups for 16 threads
   CHECK(!stream_conv_pays(conv_shape(1, 7, 512, 512, 3, 1, 1, 1), 8, 2));     // a layout it does not read
