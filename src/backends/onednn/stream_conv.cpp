@@ -18,8 +18,9 @@ namespace {
 
 // The work is cut into column groups of 64 output channels (four 16-float vectors; 48 with
 // Acdb48a weights), each computed for up to kRowBlock output pixels at a time, k (= kh, kw, ic)
-// in chunks of kChunk rows: a chunk's weights for one group are 16 KB, read from L2 once per
-// group of rows, while the next chunk's are prefetched.
+// in chunks of kChunk rows: a chunk's weights for one group are 16 KB, which the first tile of
+// rows reads from L2 (where the previous chunk's tiles prefetched them) and the other tiles of
+// rows from L1.
 constexpr int kChunk = 64;
 constexpr int kRowBlock = 64;
 constexpr int kCols = 64;
