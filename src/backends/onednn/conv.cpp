@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 
 #include "backends/onednn/onednn_kernels.hpp"
 #include "backends/onednn/stream_conv.hpp"
@@ -44,21 +45,40 @@ struct ConvPlan {
 // conv, 100+ ms per 512-channel one), which is why 7x7 stays direct at every batch size (it
 // would take ResNet-50 at batch 8 from 410 to 530 MB for ~10 ms a run).
 // WPK_ONEDNN_WINOGRAD=0 turns it off.
+
+// False when environment variable `name` is "0": the switches that turn a conv algorithm off.
+bool switched_on(const char* name) {
+  const char* v = std::getenv(name);
+  return !(v && std::strcmp(v, "0") == 0);
+}
+
 bool winograd_enabled() {
-  static const bool enabled = [] {
-    const char* v = std::getenv("WPK_ONEDNN_WINOGRAD");
-    return !(v && std::strcmp(v, "0") == 0);
-  }();
+  static const bool enabled = switched_on("WPK_ONEDNN_WINOGRAD");
   return enabled;
 }
 
 // WPK_STREAM_CONV=0 turns the weight-streaming kernel off (every conv on oneDNN's primitives).
 bool stream_conv_enabled() {
-  static const bool enabled = [] {
-    const char* v = std::getenv("WPK_STREAM_CONV");
-    return !(v && std::strcmp(v, "0") == 0);
-  }();
+  static const bool enabled = switched_on("WPK_STREAM_CONV");
   return enabled;
+}
+
+// What the streaming kernel does after the sums, or nothing when it cannot fuse the node's
+// activation (it has none, Relu and Clip).
+std::optional<StreamConvEpilogue> stream_epilogue(const Activation& act, const Tensor& bias, bool residual) {
+  StreamConvEpilogue e;
+  e.bias = bias.empty() ? nullptr : bias.data<float>();
+  e.accumulate = residual;
+  if (act.kind == "Relu") {
+    e.act = StreamConvEpilogue::Act::Relu;
+  } else if (act.kind == "Clip") {
+    e.act = StreamConvEpilogue::Act::Clip;
+    e.lo = act.params[0];
+    e.hi = act.params[1];
+  } else if (!act.kind.empty()) {
+    return std::nullopt;
+  }
+  return e;
 }
 
 // See build(): above this (times the threads), a batch-1 Winograd conv runs direct instead.
@@ -108,7 +128,8 @@ class ConvKernel : public Kernel {
         weights_(w, loaded_weights_desc(w.shape(), node.attr_int("group", 1), false)), b_(std::move(b)),
         act_(read_activation(node)), channels_last_(node.attr_int("channels_last", 0) == 1),
         group_(node.attr_int("group", 1)), has_residual_(has_fused_residual(node)),
-        stream_allowed_(stream_conv_enabled() && group_ == 1 && channels_last_ && streamable(act_)) {}
+        stream_epilogue_(stream_epilogue(act_, b_, has_residual_)),
+        stream_allowed_(stream_conv_enabled() && group_ == 1 && channels_last_ && stream_epilogue_) {}
 
   void run(KernelContext& ctx) const override {
     guarded(ctx, [&] {
@@ -119,7 +140,7 @@ class ConvKernel : public Kernel {
         ctx.note_variant("stream");
         if (has_residual_) accumulate_residual_into(ctx, 3, y);
         stream_conv(plan->stream, x.data<float>(), static_cast<const float*>(plan->weights.get_data_handle()),
-                    plan->stream_block, epilogue(), y.data<float>());
+                    plan->stream_block, *stream_epilogue_, y.data<float>());
         return;
       }
       const dnnl::memory x_mem = wrap_arg(plan->primitive, DNNL_ARG_SRC, plan->src, x),
@@ -243,21 +264,6 @@ class ConvKernel : public Kernel {
     return plan;
   }
 
-  static bool streamable(const Activation& a) { return a.kind.empty() || a.kind == "Relu" || a.kind == "Clip"; }
-
-  StreamConvEpilogue epilogue() const {
-    StreamConvEpilogue e;
-    e.bias = b_.empty() ? nullptr : b_.data<float>();
-    e.accumulate = has_residual_;
-    if (act_.kind == "Relu") e.act = StreamConvEpilogue::Act::Relu;
-    if (act_.kind == "Clip") {
-      e.act = StreamConvEpilogue::Act::Clip;
-      e.lo = act_.params[0];
-      e.hi = act_.params[1];
-    }
-    return e;
-  }
-
   // Both false with ConvAlgorithms::DirectOnly (the tuner's alternative to these choices).
   bool pointwise_;        // runs as a matmul at batch 2+
   bool winograd_kernel_;  // runs as Winograd at outputs of 14x14+
@@ -267,6 +273,7 @@ class ConvKernel : public Kernel {
   bool channels_last_;
   std::int64_t group_;
   bool has_residual_;
+  std::optional<StreamConvEpilogue> stream_epilogue_;  // bias, residual, activation; fixed at load
   bool stream_allowed_;  // the weight-streaming kernel may run shapes where it pays
   ShapeCache<ConvPlan> cache_;
 };
@@ -289,21 +296,16 @@ std::string conv_unsupported(const Node& node, const Graph& graph) {
   return "";
 }
 
-// False when the input's declared height and width make the output smaller than 14x14, where a
-// Winograd kernel never runs (build()); true when unknown.
+// False when the output's inferred height and width are under 14x14, where a Winograd kernel
+// never runs (build()); true when unknown.
 bool winograd_output_possible(const Node& node, const Graph& graph) {
-  const auto& dims = graph.value(node.inputs[0]).dims;
+  if (node.outputs.empty() || node.outputs[0] == kNoValue) return true;
+  const auto& dims = graph.value(node.outputs[0]).dims;
   if (!dims || dims->size() != 4) return true;
   const bool channels_last = node.attr_int("channels_last", 0) == 1;
   const Dim& h = (*dims)[channels_last ? 1 : 2];
   const Dim& w = (*dims)[channels_last ? 2 : 3];
-  if (!h.is_static() || !w.is_static()) return true;
-  const std::string auto_pad = node.attr_string("auto_pad", "NOTSET");
-  const auto pads = node.attr_ints("pads", {0, 0, 0, 0});
-  std::int64_t pad_h = 2, pad_w = 2;  // SAME_*: the output keeps the input's size
-  if (auto_pad == "VALID") pad_h = pad_w = 0;
-  else if (auto_pad == "NOTSET" && pads.size() == 4) pad_h = pads[0] + pads[2], pad_w = pads[1] + pads[3];
-  return h.value + pad_h - 2 >= 14 && w.value + pad_w - 2 >= 14;
+  return !h.is_static() || !w.is_static() || (h.value >= 14 && w.value >= 14);
 }
 
 bool conv_has_algorithm_choice(const Node& node, const Graph& graph) {

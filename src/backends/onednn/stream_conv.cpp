@@ -27,6 +27,9 @@ constexpr int kCols = 64;
 constexpr std::int64_t kMinWeightBytes = 1 << 20;
 constexpr std::int64_t kMaxRows = 64;
 
+// Output channels per column group: 64, or one block of Acdb48a weights.
+std::int64_t group_columns(std::int64_t block) { return block == 48 ? 48 : kCols; }
+
 #ifdef WPK_STREAM_CONV
 // Rows per tile: 7 x 4 vectors of sums (8 x 3 and below) leave room for the weights.
 int max_rows(int vectors) { return vectors == 4 ? 7 : 8; }
@@ -230,7 +233,7 @@ bool stream_conv_pays(const StreamConvShape& s, int block, int threads) {
   // groups (144 + 176: 10% over) ran slower than oneDNN (Inception v3's 1280->320 at 8x8: 0.35
   // vs 0.31 ms; MobileNetV2's 960->320: 0.19 vs 0.17), ResNet-50's 2048->512 (240 + 272: 6%
   // over) faster (0.61-0.65 vs 0.67-0.70).
-  const std::int64_t cols = block == 48 ? 48 : kCols, groups = (s.oc + cols - 1) / cols;
+  const std::int64_t cols = group_columns(block), groups = (s.oc + cols - 1) / cols;
   const std::int64_t t_count = std::max(1, threads);
   if (groups < 2 * t_count) return false;
   std::int64_t busiest = 0;
@@ -245,7 +248,7 @@ void stream_conv(const StreamConvShape& s, const float* x, const float* w, int b
                  float* y) {
 #ifdef WPK_STREAM_CONV
   Job job{s, x, w, block, e, y, s.n * s.oh * s.ow, s.kh * s.kw * s.ic, (s.oc + block - 1) / block * block,
-          block == 48 ? 48 : kCols};
+          static_cast<int>(group_columns(block))};
   const std::int64_t groups = (job.padded_oc + job.cols - 1) / job.cols;
 #pragma omp parallel
   {
