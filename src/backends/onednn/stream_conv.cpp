@@ -30,6 +30,10 @@ constexpr std::int64_t kMaxRows = 64;
 // Output channels per column group: 64, or one block of Acdb48a weights.
 std::int64_t group_columns(std::int64_t block) { return block == 48 ? 48 : kCols; }
 
+// Thread t of `threads` takes column groups [first_group(t), first_group(t + 1)): a run of
+// neighbours, so its weights are one contiguous stream. stream_conv_pays judges this split.
+std::int64_t first_group(std::int64_t groups, std::int64_t t, std::int64_t threads) { return groups * t / threads; }
+
 #ifdef WPK_STREAM_CONV
 // Rows per tile: 7 x 4 vectors of sums (8 x 3 and below) leave room for the weights.
 int max_rows(int vectors) { return vectors == 4 ? 7 : 8; }
@@ -238,7 +242,8 @@ bool stream_conv_pays(const StreamConvShape& s, int block, int threads) {
   if (groups < 2 * t_count) return false;
   std::int64_t busiest = 0;
   for (std::int64_t t = 0; t < t_count; ++t) {
-    const std::int64_t first = groups * t / t_count * cols, last = std::min(groups * (t + 1) / t_count * cols, s.oc);
+    const std::int64_t first = first_group(groups, t, t_count) * cols;
+    const std::int64_t last = std::min(first_group(groups, t + 1, t_count) * cols, s.oc);
     busiest = std::max(busiest, last - first);
   }
   return busiest * t_count * 100 <= s.oc * 108;
@@ -252,10 +257,10 @@ void stream_conv(const StreamConvShape& s, const float* x, const float* w, int b
   const std::int64_t groups = (job.padded_oc + job.cols - 1) / job.cols;
 #pragma omp parallel
   {
-    // Each thread takes a run of neighbouring groups: its weights are one contiguous stream.
     const std::int64_t threads = omp_get_num_threads(), t = omp_get_thread_num();
     alignas(64) float c[kRowBlock * kCols];
-    for (std::int64_t g = groups * t / threads; g < groups * (t + 1) / threads; ++g) run_group(job, g, c);
+    for (std::int64_t g = first_group(groups, t, threads); g < first_group(groups, t + 1, threads); ++g)
+      run_group(job, g, c);
   }
 #else
   (void)s, (void)x, (void)w, (void)block, (void)e, (void)y;
