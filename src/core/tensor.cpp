@@ -7,6 +7,8 @@
 #include <cstring>
 #include <limits>
 
+#include "core/page_memory.hpp"
+
 namespace wpk {
 
 std::int64_t shape_numel(const Shape& shape) {
@@ -42,29 +44,38 @@ std::size_t max_tensor_bytes() {
   }();
   return cap;
 }
+
+// The byte count of a zero-filled tensor, after the checks every allocation makes.
+std::size_t checked_nbytes(DType dtype, const Shape& shape) {
+  if (!dtype_is_storable(dtype))
+    throw Error(ErrorCode::Unsupported, std::string("tensors of dtype ") + dtype_name(dtype) + " are not supported");
+  const std::int64_t numel = shape_numel(shape);
+  const std::size_t elem = dtype_size(dtype);
+  if (static_cast<std::uint64_t>(numel) > max_tensor_bytes() / elem)
+    throw Error(ErrorCode::InvalidArgument, "tensor of shape " + shape_to_string(shape) + " and dtype " +
+                                                dtype_name(dtype) + " exceeds the per-tensor limit of " +
+                                                std::to_string(max_tensor_bytes() >> 20) + " MiB (physical memory, at most 64 GiB)");
+  return static_cast<std::size_t>(numel) * elem;
+}
+
 }  // namespace
 
 Tensor Tensor::zeros(DType dtype, Shape shape) {
-  if (!dtype_is_storable(dtype))
-    throw Error(ErrorCode::Unsupported, std::string("tensors of dtype ") + dtype_name(dtype) + " are not supported");
+  const std::size_t bytes = checked_nbytes(dtype, shape);
   Tensor t;
   t.numel_ = shape_numel(shape);
   t.dtype_ = dtype;
   t.shape_ = std::move(shape);
-  const std::size_t elem = dtype_size(dtype);
-  if (static_cast<std::uint64_t>(t.numel_) > max_tensor_bytes() / elem)
-    throw Error(ErrorCode::InvalidArgument, "tensor of shape " + shape_to_string(t.shape_) + " and dtype " +
-                                                dtype_name(dtype) + " exceeds the per-tensor limit of " +
-                                                std::to_string(max_tensor_bytes() >> 20) + " MiB (physical memory, at most 64 GiB)");
   // 64-byte alignment suits every SIMD width wpk uses; at least one byte so data() is non-null.
-  std::size_t bytes = (t.nbytes() + 63) / 64 * 64;
-  if (bytes == 0) bytes = 64;
-  void* p = std::aligned_alloc(64, bytes);
-  if (!p) throw Error(ErrorCode::InvalidArgument, "out of memory allocating " + std::to_string(bytes) + " bytes");
-  std::memset(p, 0, bytes);
-  t.storage_ = std::shared_ptr<void>(p, [](void* q) { std::free(q); });
-  t.data_ = p;
+  t.storage_ = heap_zeroed(bytes);
+  t.data_ = t.storage_.get();
   return t;
+}
+
+Tensor long_lived_zeros(DType dtype, Shape shape) {
+  std::shared_ptr<void> owner = long_lived_zeroed(checked_nbytes(dtype, shape));
+  void* data = owner.get();
+  return Tensor::wrap(std::move(owner), data, dtype, std::move(shape));
 }
 
 Tensor Tensor::borrow(void* data, DType dtype, Shape shape) {

@@ -5,15 +5,14 @@
 #include <cstring>
 #include <string>
 
+#include "core/page_memory.hpp"
 #include "runtime/memory_planner.hpp"
 
 namespace wpk {
 
 std::shared_ptr<ArenaPool> ArenaPool::create(bool poison) { return std::shared_ptr<ArenaPool>(new ArenaPool(poison)); }
 
-ArenaPool::~ArenaPool() {
-  for (Block& b : idle_) std::free(b.data);
-}
+ArenaPool::~ArenaPool() = default;
 
 std::shared_ptr<void> ArenaPool::acquire(std::size_t bytes) {
   bytes = std::max<std::size_t>(kArenaAlignment, (bytes + kArenaAlignment - 1) / kArenaAlignment * kArenaAlignment);
@@ -29,16 +28,17 @@ std::shared_ptr<void> ArenaPool::acquire(std::size_t bytes) {
       idle_.erase(idle_.begin() + static_cast<std::ptrdiff_t>(best));
     }
   }
-  if (!block.data) {
-    block = {std::aligned_alloc(kArenaAlignment, bytes), bytes};
-    if (!block.data) throw Error(ErrorCode::InvalidArgument, "out of memory allocating a " + std::to_string(bytes) + "-byte arena");
+  if (!block.storage) {
+    // Pages, not heap: a pool dropping a block (or a session ending) gives the memory back.
+    block = {long_lived_zeroed(bytes), bytes};
     std::lock_guard<std::mutex> lock(mutex_);
     ++allocated_;
   }
-  if (poison_) std::memset(block.data, 0xFF, bytes);
+  if (poison_) std::memset(block.storage.get(), 0xFF, bytes);
   // The deleter keeps the pool alive: a block may outlive the Session that planned it.
   std::shared_ptr<ArenaPool> self = shared_from_this();
-  return std::shared_ptr<void>(block.data, [self, block](void*) { self->give_back(block); });
+  void* data = block.storage.get();
+  return std::shared_ptr<void>(data, [self, block](void*) { self->give_back(block); });
 }
 
 void ArenaPool::give_back(Block b) {
@@ -49,7 +49,6 @@ void ArenaPool::give_back(Block b) {
   std::size_t smallest = 0;
   for (std::size_t i = 1; i < idle_.size(); ++i)
     if (idle_[i].bytes < idle_[smallest].bytes) smallest = i;
-  std::free(idle_[smallest].data);
   idle_.erase(idle_.begin() + static_cast<std::ptrdiff_t>(smallest));
 }
 
@@ -73,8 +72,8 @@ bool poison_outputs_from_env() {
   return v && std::string(v) == "outputs";
 }
 
-Tensor allocate_tensor(DType dtype, const Shape& shape, bool poison) {
-  Tensor t = Tensor::zeros(dtype, shape);
+Tensor allocate_tensor(DType dtype, const Shape& shape, bool poison, bool long_lived) {
+  Tensor t = long_lived ? long_lived_zeros(dtype, shape) : Tensor::zeros(dtype, shape);
   if (poison && t.nbytes() > 0) std::memset(t.raw(), 0xFF, t.nbytes());
   return t;
 }

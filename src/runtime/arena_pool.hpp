@@ -30,12 +30,12 @@ class ArenaPool : public std::enable_shared_from_this<ArenaPool> {
   std::shared_ptr<void> acquire(std::size_t bytes);
   bool poison() const { return poison_; }
   std::size_t idle_blocks() const;
-  std::size_t blocks_allocated() const;  // malloc calls so far (tests: steady state adds none)
+  std::size_t blocks_allocated() const;  // allocations so far (tests: steady state adds none)
 
  private:
   explicit ArenaPool(bool poison) : poison_(poison) {}
   struct Block {
-    void* data;
+    std::shared_ptr<void> storage;  // core/page_memory's long-lived storage
     std::size_t bytes;
   };
   void give_back(Block b);
@@ -51,7 +51,10 @@ class ArenaPool : public std::enable_shared_from_this<ArenaPool> {
 bool arena_poison_from_env();
 bool poison_outputs_from_env();
 
-// Heap memory for one tensor, outside any arena: zero-filled, or 0xFF-filled when `poison`.
-Tensor allocate_tensor(DType dtype, const Shape& shape, bool poison);
+// Memory for one tensor, outside any arena: zero-filled, or 0xFF-filled when `poison`. From
+// the heap, or with `long_lived` from core/page_memory's long-lived storage: the values of a
+// run that records a memory plan, which the planned runs after it never allocate again (so
+// freed, their pages must leave the process, not stay in the heap beside the arena).
+Tensor allocate_tensor(DType dtype, const Shape& shape, bool poison, bool long_lived = false);
 
 }  // namespace wpk

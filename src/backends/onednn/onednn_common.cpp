@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cstring>
+#include <mutex>
+
+#include "core/page_memory.hpp"
 
 #include <omp.h>
 
@@ -84,7 +87,7 @@ dnnl::memory PackedWeights::pack_for(const dnnl::memory::desc& wanted) const { r
 
 dnnl::memory PackedWeights::pack_for(const dnnl::memory::desc& wanted, const dnnl::memory::desc& view) const {
   if (packed_ && packed_.get_desc() == wanted) return packed_;
-  dnnl::memory out(wanted, engine());
+  dnnl::memory out = owned_memory(wanted);
   if (!loaded_.empty()) {
     reorder_into(wrap(view, loaded_), out);
     return out;
@@ -99,7 +102,8 @@ dnnl::memory PackedWeights::pack_for(const dnnl::memory::desc& wanted, const dnn
     } catch (const dnnl::error&) {
     }
   }
-  dnnl::memory plain(packed_view_, engine());
+  const std::shared_ptr<void> plain_bytes = long_lived_zeroed(packed_view_.get_size());
+  dnnl::memory plain(packed_view_, engine(), plain_bytes.get());
   try {
     reorder_into(packed_, plain);
   } catch (const dnnl::error&) {
@@ -109,6 +113,14 @@ dnnl::memory PackedWeights::pack_for(const dnnl::memory::desc& wanted, const dnn
   }
   reorder_into(dnnl::memory(view, engine(), plain.get_data_handle()), out);
   return out;
+}
+
+dnnl::memory PackedWeights::owned_memory(const dnnl::memory::desc& desc) const {
+  std::shared_ptr<void> bytes = long_lived_zeroed(desc.get_size());
+  dnnl::memory m(desc, engine(), bytes.get());
+  std::lock_guard<std::mutex> lock(owned_->mutex);
+  owned_->blocks.push_back(std::move(bytes));
+  return m;
 }
 
 void PackedWeights::keep_beside_loaded(dnnl::memory packed, const dnnl::memory::desc& view) {

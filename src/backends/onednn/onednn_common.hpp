@@ -64,6 +64,16 @@ class PackedWeights {
   bool owns_copy() const { return loaded_.empty() && !empty(); }
 
  private:
+  // A dnnl::memory of `desc` over zeroed page memory (core/page_memory.hpp) that lives as long
+  // as these weights: oneDNN's own allocations come from malloc's heap, which keeps the pages
+  // of freed loaded copies resident around the packed ones.
+  dnnl::memory owned_memory(const dnnl::memory::desc& desc) const;
+
+  struct OwnedBlocks {
+    std::mutex mutex;
+    std::vector<std::shared_ptr<void>> blocks;
+  };
+  std::shared_ptr<OwnedBlocks> owned_ = std::make_shared<OwnedBlocks>();
   Tensor loaded_;
   dnnl::memory::desc loaded_desc_;
   dnnl::memory packed_;

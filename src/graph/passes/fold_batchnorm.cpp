@@ -5,6 +5,7 @@
 // since the old ones may be shared with other nodes.
 #include <cmath>
 
+#include "core/page_memory.hpp"
 #include "graph/passes/match.hpp"
 #include "graph/passes/static_shapes.hpp"
 
@@ -40,7 +41,7 @@ std::optional<ChannelAffine> inference_affine(const Graph& g, const GraphIndex& 
 
 // w with element i multiplied by s[channel], where channel = (i / inner) % s.size().
 Tensor scaled(const Tensor& w, const std::vector<double>& s, std::int64_t inner) {
-  Tensor out = Tensor::zeros(DType::Float32, w.shape());
+  Tensor out = long_lived_zeros(DType::Float32, w.shape());
   const float* src = w.data<float>();
   float* dst = out.data<float>();
   const auto channels = static_cast<std::int64_t>(s.size());

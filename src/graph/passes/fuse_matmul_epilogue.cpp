@@ -6,6 +6,7 @@
 // before each LayerNorm. A residual added after the activation does not fit that formula and
 // stays a separate Add. Gemm is taken when it is a MatMul plus bias (transA = 0, alpha = beta =
 // 1); a constant B under transB = 1 is transposed once, here.
+#include "core/page_memory.hpp"
 #include "graph/fused_ops.hpp"
 #include "graph/passes/match.hpp"
 #include "graph/passes/static_shapes.hpp"
@@ -83,7 +84,7 @@ std::optional<MatMulFusion> match_fusion(const Graph& g, const GraphIndex& index
 
 Tensor transposed(const Tensor& t) {
   const std::int64_t rows = t.dim(0), cols = t.dim(1);
-  Tensor out = Tensor::zeros(DType::Float32, {cols, rows});
+  Tensor out = long_lived_zeros(DType::Float32, {cols, rows});
   for (std::int64_t r = 0; r < rows; ++r)
     for (std::int64_t c = 0; c < cols; ++c) out.data<float>()[c * rows + r] = t.data<float>()[r * cols + c];
   return out;

@@ -9,6 +9,7 @@
 // channels), so the extra accumulation passes cost less than the copy; a 3x3 reader would also
 // lose its Winograd kernel, which takes no residual. Runs after the layout pass: the channel
 // axis is 3 for channels_last = 1 and 1 otherwise.
+#include "core/page_memory.hpp"
 #include "graph/fused_ops.hpp"
 #include "graph/passes/match.hpp"
 
@@ -33,7 +34,7 @@ bool splittable_reader(const Graph& g, const Node& n, ValueId v, std::int64_t ax
 // Weights [O, C, 1, 1] -> the input channels [c0, c0 + c) of each output channel.
 Tensor channel_slice(const Tensor& w, std::int64_t c0, std::int64_t c) {
   const std::int64_t out = w.shape()[0], in = w.shape()[1];
-  Tensor s = Tensor::zeros(DType::Float32, {out, c, 1, 1});
+  Tensor s = long_lived_zeros(DType::Float32, {out, c, 1, 1});
   for (std::int64_t o = 0; o < out; ++o)
     for (std::int64_t k = 0; k < c; ++k) s.data<float>()[o * c + k] = w.data<float>()[o * in + c0 + k];
   return s;
