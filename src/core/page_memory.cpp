@@ -29,9 +29,11 @@ std::shared_ptr<void> heap_zeroed(std::size_t bytes) {
 
 std::shared_ptr<void> long_lived_zeroed(std::size_t bytes) {
   const std::size_t rounded = rounded_size(bytes);
-  if (rounded < kPageMemoryMinBytes) return heap_zeroed(bytes);
-  // Fresh anonymous pages read as zeros and are page aligned.
-  void* p = ::mmap(nullptr, rounded, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (!kLongLivedUsesPages || rounded < kPageMemoryMinBytes) return heap_zeroed(bytes);
+  // Fresh anonymous pages read as zeros and are page aligned. Populated at once: the block is
+  // about to be written whole (a weight copy, a packing, an arena), and mapping every page in
+  // one call costs half of taking a fault per page (~0.45 vs ~0.9 ms per MB here).
+  void* p = ::mmap(nullptr, rounded, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
   if (p == MAP_FAILED) throw Error(ErrorCode::InvalidArgument, "out of memory allocating " + std::to_string(bytes) + " bytes");
   return std::shared_ptr<void>(p, [rounded](void* q) { ::munmap(q, rounded); });
 }

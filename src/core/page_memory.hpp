@@ -16,8 +16,21 @@
 
 namespace wpk {
 
-// Blocks of at least this many bytes are mapped pages in long_lived_zeroed.
+// Blocks of at least this many bytes are mapped pages in long_lived_zeroed, except under
+// AddressSanitizer (the fuzz build), where every block comes from the heap it guards.
 constexpr std::size_t kPageMemoryMinBytes = std::size_t(1) << 20;
+#if defined(__SANITIZE_ADDRESS__)
+#define WPK_ADDRESS_SANITIZER 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define WPK_ADDRESS_SANITIZER 1
+#endif
+#endif
+#ifdef WPK_ADDRESS_SANITIZER
+constexpr bool kLongLivedUsesPages = false;
+#else
+constexpr bool kLongLivedUsesPages = true;
+#endif
 
 // `bytes` zero bytes (at least one), 64-byte aligned, freed when the last owner lets go.
 // Both throw wpk::Error (InvalidArgument, "out of memory ...") when the system refuses.

@@ -144,7 +144,7 @@ Tensor tensor_from_proto(const onnx::TensorProto& p, const std::string& base_dir
   if (external) span = locate_external(p, base_dir, what, need);
   Tensor t;
   try {
-    t = long_lived_zeros(dtype, shape);  // an initializer: freed in bulk once packed
+    t = long_lived_zeros(dtype, shape);  // initializers above all, freed in bulk once packed
   } catch (const Error& e) {
     bad(what, e.what());
   }

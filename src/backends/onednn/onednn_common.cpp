@@ -87,18 +87,26 @@ dnnl::memory PackedWeights::pack_for(const dnnl::memory::desc& wanted) const { r
 
 dnnl::memory PackedWeights::pack_for(const dnnl::memory::desc& wanted, const dnnl::memory::desc& view) const {
   if (packed_ && packed_.get_desc() == wanted) return packed_;
-  dnnl::memory out = owned_memory(wanted);
-  if (!loaded_.empty()) {
-    reorder_into(wrap(view, loaded_), out);
-    return out;
-  }
+  // oneDNN's own allocations come from malloc's heap, which would keep the pages of the freed
+  // loaded copies resident around the packed ones: long-lived storage instead.
+  std::shared_ptr<void> bytes = long_lived_zeroed(wanted.get_size());
+  dnnl::memory out(wanted, engine(), bytes.get());
+  reorder_weights_into(out, view);
+  // Kept as long as these weights (no plan holding `out` lives longer), and only once packed:
+  // a shape whose packing fails leaves nothing behind.
+  std::lock_guard<std::mutex> lock(owned_->mutex);
+  owned_->blocks.push_back(std::move(bytes));
+  return out;
+}
+
+void PackedWeights::reorder_weights_into(const dnnl::memory& out, const dnnl::memory::desc& view) const {
+  if (!loaded_.empty()) return reorder_into(wrap(view, loaded_), out);
   // Only the packed copy is left: straight from it when it was packed through the same view,
   // else (another view, or a layout oneDNN only reorders from plain ones: Winograd's) through
   // plain bytes, which every view reads alike.
   if (packed_view_ == view) {
     try {
-      reorder_into(packed_, out);
-      return out;
+      return reorder_into(packed_, out);
     } catch (const dnnl::error&) {
     }
   }
@@ -112,15 +120,6 @@ dnnl::memory PackedWeights::pack_for(const dnnl::memory::desc& wanted, const dnn
                 "shape needs another layout, which cannot be made from that packing");
   }
   reorder_into(dnnl::memory(view, engine(), plain.get_data_handle()), out);
-  return out;
-}
-
-dnnl::memory PackedWeights::owned_memory(const dnnl::memory::desc& desc) const {
-  std::shared_ptr<void> bytes = long_lived_zeroed(desc.get_size());
-  dnnl::memory m(desc, engine(), bytes.get());
-  std::lock_guard<std::mutex> lock(owned_->mutex);
-  owned_->blocks.push_back(std::move(bytes));
-  return m;
 }
 
 void PackedWeights::keep_beside_loaded(dnnl::memory packed, const dnnl::memory::desc& view) {

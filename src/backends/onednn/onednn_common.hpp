@@ -64,11 +64,11 @@ class PackedWeights {
   bool owns_copy() const { return loaded_.empty() && !empty(); }
 
  private:
-  // A dnnl::memory of `desc` over zeroed page memory (core/page_memory.hpp) that lives as long
-  // as these weights: oneDNN's own allocations come from malloc's heap, which keeps the pages
-  // of freed loaded copies resident around the packed ones.
-  dnnl::memory owned_memory(const dnnl::memory::desc& desc) const;
+  // Fills `out` with the weights, read through `view`; throws when no reorder makes them.
+  void reorder_weights_into(const dnnl::memory& out, const dnnl::memory::desc& view) const;
 
+  // The storage of every packing made (core/page_memory.hpp's long-lived blocks), shared by
+  // copies of these weights.
   struct OwnedBlocks {
     std::mutex mutex;
     std::vector<std::shared_ptr<void>> blocks;
