@@ -390,6 +390,30 @@ TEST_CASE("oneDNN binary ops with broadcasting, and their reference fallback", "
   }
 }
 
+// An operand spanning only the trailing dims (16+ floats) runs on wpk's row loop, element by
+// element in IEEE float like the reference: the results must be identical, not just close.
+// Row lengths on and off the 16-float vectors; enough rows to split over the threads; in
+// place over an input the graph reads nowhere else; operands in either order.
+TEST_CASE("binary ops over trailing-dim operands match the reference exactly", "[onednn][binary]") {
+  for (const std::string op : {"Add", "Sub", "Mul", "Div"})
+    for (std::int64_t c : {16, 17, 32, 144}) {
+      const std::vector<OpCase> cases = {
+          OpCase(op).input("A", {1, 56, 56, c}).input("B", {1, 1, 1, c}),   // squeeze-excite, NHWC
+          OpCase(op).input("A", {2, 3, 5, c}).constant("B", {c}),           // per-channel constant
+          OpCase(op).input("A", {4, 3, c}).input("B", {1, 3, c}),           // spans two dims
+          OpCase(op).input("A", {1, 1, c}).input("B", {7, 1, c})};          // output from both
+      for (const OpCase& c_ : cases) {
+        INFO(c_.describe());
+        CHECK(c_.check(onednn(), 0.0, 0.0) == "");
+      }
+    }
+  for (const std::string op : {"Add", "Mul"}) {  // commutative: the full operand may come second
+    const OpCase c = OpCase(op).input("A", {1, 1, 1, 48}).input("B", {1, 9, 9, 48});
+    INFO(c.describe());
+    CHECK(c.check(onednn(), 0.0, 0.0) == "");
+  }
+}
+
 TEST_CASE("oneDNN BatchNormalization and unary eltwise ops", "[onednn]") {
   for (int channels_last : {0, 1})
     for (std::int64_t c : {1, 16, 17})
