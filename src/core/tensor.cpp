@@ -3,7 +3,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstring>
 #include <limits>
 
@@ -58,25 +57,19 @@ std::size_t checked_nbytes(DType dtype, const Shape& shape) {
   return static_cast<std::size_t>(numel) * elem;
 }
 
-}  // namespace
-
-Tensor Tensor::zeros(DType dtype, Shape shape) {
-  const std::size_t bytes = checked_nbytes(dtype, shape);
-  Tensor t;
-  t.numel_ = shape_numel(shape);
-  t.dtype_ = dtype;
-  t.shape_ = std::move(shape);
-  // 64-byte alignment suits every SIMD width wpk uses; at least one byte so data() is non-null.
-  t.storage_ = heap_zeroed(bytes);
-  t.data_ = t.storage_.get();
-  return t;
-}
-
-Tensor long_lived_zeros(DType dtype, Shape shape) {
-  std::shared_ptr<void> owner = long_lived_zeroed(checked_nbytes(dtype, shape));
+// A zero-filled tensor owning storage from `allocate` (64-byte aligned, suiting every SIMD
+// width wpk uses; at least one byte, so data() is non-null).
+Tensor zeros_from(std::shared_ptr<void> (*allocate)(std::size_t), DType dtype, Shape shape) {
+  std::shared_ptr<void> owner = allocate(checked_nbytes(dtype, shape));
   void* data = owner.get();
   return Tensor::wrap(std::move(owner), data, dtype, std::move(shape));
 }
+
+}  // namespace
+
+Tensor Tensor::zeros(DType dtype, Shape shape) { return zeros_from(&heap_zeroed, dtype, std::move(shape)); }
+
+Tensor long_lived_zeros(DType dtype, Shape shape) { return zeros_from(&long_lived_zeroed, dtype, std::move(shape)); }
 
 Tensor Tensor::borrow(void* data, DType dtype, Shape shape) {
   if (!dtype_is_storable(dtype))

@@ -61,8 +61,9 @@ KernelContext::OutputAllocator Executor::allocator_for(const Node& node) {
       }
     }
     const bool poison = intermediate ? memory_.poison : memory_.poison_outputs;
-    Tensor t = allocate_tensor(dtype, shape, poison, memory_.recorder != nullptr && intermediate);
-    if (memory_.recorder && intermediate) memory_.recorder->on_allocate(v, t);
+    const bool recorded = memory_.recorder && intermediate;
+    Tensor t = allocate_tensor(dtype, shape, poison, recorded);
+    if (recorded) memory_.recorder->on_allocate(v, t);
     return t;
   };
 }

@@ -23,6 +23,12 @@ std::size_t resident_bytes() {
   return resident * static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
 }
 
+// Bytes malloc holds for its callers: in its heap and in blocks it mapped itself.
+std::size_t malloc_held_bytes() {
+  const struct mallinfo2 m = mallinfo2();
+  return m.uordblks + m.hblkhd;
+}
+
 bool all_zero(const void* p, std::size_t bytes) {
   const auto* b = static_cast<const unsigned char*>(p);
   for (std::size_t i = 0; i < bytes; ++i)
@@ -67,11 +73,7 @@ TEST_CASE("freed long-lived blocks leave the process's resident memory", "[tenso
   }
   std::free(std::malloc(std::size_t(30) << 20));
   const std::size_t block = std::size_t(2) << 20;
-  const auto malloc_held = [] {
-    const struct mallinfo2 m = mallinfo2();
-    return m.uordblks + m.hblkhd;
-  };
-  const std::size_t held_before = malloc_held();
+  const std::size_t held_before = malloc_held_bytes();
   std::vector<std::shared_ptr<void>> blocks;
   for (int i = 0; i < 16; ++i) {
     blocks.push_back(long_lived_zeroed(block));
@@ -79,7 +81,7 @@ TEST_CASE("freed long-lived blocks leave the process's resident memory", "[tenso
   }
   const std::shared_ptr<void> pin = long_lived_zeroed(block);
   std::memset(pin.get(), 1, block);
-  CHECK(malloc_held() < held_before + block);
+  CHECK(malloc_held_bytes() < held_before + block);
   const std::size_t before = resident_bytes();
   blocks.clear();
   const std::size_t after = resident_bytes();
@@ -88,11 +90,6 @@ TEST_CASE("freed long-lived blocks leave the process's resident memory", "[tenso
 }
 
 namespace {
-
-std::size_t malloc_held_bytes() {
-  const struct mallinfo2 m = mallinfo2();
-  return m.uordblks + m.hblkhd;
-}
 
 // x [N, 256, 7, 7] -> 3x3 Conv (2.4 MB of weights) -> y: weights worth packing, and at batch
 // 32 an output (1.6 MB) above the page-memory threshold.

@@ -24,18 +24,21 @@ struct BinaryPlan {
   Shape y_shape;
 };
 
-dnnl::algorithm algorithm_of(const std::string& op) {
-  if (op == "Add") return dnnl::algorithm::binary_add;
-  if (op == "Sub") return dnnl::algorithm::binary_sub;
-  if (op == "Mul") return dnnl::algorithm::binary_mul;
-  return dnnl::algorithm::binary_div;
+RowOp op_of(const std::string& op_type) {
+  if (op_type == "Add") return RowOp::Add;
+  if (op_type == "Sub") return RowOp::Sub;
+  if (op_type == "Mul") return RowOp::Mul;
+  return RowOp::Div;
 }
 
-RowOp row_op_of(const std::string& op) {
-  if (op == "Add") return RowOp::Add;
-  if (op == "Sub") return RowOp::Sub;
-  if (op == "Mul") return RowOp::Mul;
-  return RowOp::Div;
+dnnl::algorithm algorithm_of(RowOp op) {
+  switch (op) {
+    case RowOp::Add: return dnnl::algorithm::binary_add;
+    case RowOp::Sub: return dnnl::algorithm::binary_sub;
+    case RowOp::Mul: return dnnl::algorithm::binary_mul;
+    case RowOp::Div: break;
+  }
+  return dnnl::algorithm::binary_div;
 }
 
 // Rows of 16 or more floats: shorter ones (a scalar, a few channels) stay on oneDNN.
@@ -64,9 +67,8 @@ Dims aligned(const Shape& s, std::size_t rank) {
 class BinaryKernel : public Kernel {
  public:
   BinaryKernel(const Node& node, std::unique_ptr<Kernel> fallback)
-      : algorithm_(algorithm_of(node.op_type)),
-        row_op_(row_op_of(node.op_type)),
-        commutative_(node.op_type == "Add" || node.op_type == "Mul"),
+      : op_(op_of(node.op_type)),
+        commutative_(op_ == RowOp::Add || op_ == RowOp::Mul),
         fallback_(std::move(fallback)) {}
 
   void run(KernelContext& ctx) const override {
@@ -81,7 +83,7 @@ class BinaryKernel : public Kernel {
       const Tensor& second = plan->swapped ? a : b;
       if (plan->inner) {
         ctx.note_variant("rows");
-        row_broadcast(row_op_, first.data<float>(), second.data<float>(), y.data<float>(), plan->rows, plan->inner);
+        row_broadcast(op_, first.data<float>(), second.data<float>(), y.data<float>(), plan->rows, plan->inner);
         return;
       }
       execute(plan->primitive, {{DNNL_ARG_SRC_0, wrap_arg(plan->primitive, DNNL_ARG_SRC_0, plan->src0, first)},
@@ -113,13 +115,12 @@ class BinaryKernel : public Kernel {
     }
     plan.src0 = f32_desc(full, plain_tag(rank));
     plan.src1 = f32_desc(second, plain_tag(rank));
-    dnnl::binary::desc desc(algorithm_, plan.src0, plan.src1, plan.src0);
+    dnnl::binary::desc desc(algorithm_of(op_), plan.src0, plan.src1, plan.src0);
     plan.primitive = dnnl::binary(dnnl::binary::primitive_desc(desc, make_attr(), engine()));
     return plan;
   }
 
-  dnnl::algorithm algorithm_;
-  RowOp row_op_;
+  RowOp op_;
   bool commutative_;
   std::unique_ptr<Kernel> fallback_;
   ShapeCache<BinaryPlan> cache_;
