@@ -3,6 +3,8 @@
 // tensors as dnnl::memory without copies, and mapping wpk activations to post-ops.
 #include <dnnl.hpp>
 
+#include <algorithm>
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -113,28 +115,57 @@ void append_activation(dnnl::post_ops& ops, const Activation& a);
 
 // Kernels compile a primitive per input-shape signature (shapes are known only at run time
 // when the model has symbolic dims). Entries are immutable once built, so lookups hand out
-// shared pointers and executions never hold the lock.
+// shared pointers and executions never hold the lock. Bounded like the session's plan cache: a
+// stream of ever new shapes (a sequence length per request) keeps the kMaxEntries most recently
+// used; an evicted entry lives on in the runs that still hold it.
 template <typename Entry>
 class ShapeCache {
  public:
+  static constexpr std::size_t kMaxEntries = 64;
+
   template <typename Build>
   std::shared_ptr<const Entry> get(const std::vector<std::int64_t>& key, Build&& build) const {
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      for (const auto& kv : entries_)
-        if (kv.first == key) return kv.second;
+      if (auto found = find_locked(key)) return found;
     }
     auto entry = std::make_shared<const Entry>(build());
     std::lock_guard<std::mutex> lock(mutex_);
-    for (const auto& kv : entries_)
-      if (kv.first == key) return kv.second;  // another thread built it first
-    entries_.emplace_back(key, entry);
+    if (auto found = find_locked(key)) return found;  // another thread built it first
+    if (slots_.size() == kMaxEntries) {
+      auto oldest = std::min_element(slots_.begin(), slots_.end(),
+                                     [](const Slot& a, const Slot& b) { return a.last_use < b.last_use; });
+      *oldest = Slot{key, entry, ++clock_};
+    } else {
+      slots_.push_back(Slot{key, entry, ++clock_});
+    }
     return entry;
   }
 
+  std::size_t size() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return slots_.size();
+  }
+
  private:
+  struct Slot {
+    std::vector<std::int64_t> key;
+    std::shared_ptr<const Entry> entry;
+    std::uint64_t last_use;
+  };
+
+  std::shared_ptr<const Entry> find_locked(const std::vector<std::int64_t>& key) const {
+    for (Slot& s : slots_)
+      if (s.key == key) {
+        s.last_use = ++clock_;
+        return s.entry;
+      }
+    return nullptr;
+  }
+
   mutable std::mutex mutex_;
-  mutable std::vector<std::pair<std::vector<std::int64_t>, std::shared_ptr<const Entry>>> entries_;
+  mutable std::vector<Slot> slots_;
+  mutable std::uint64_t clock_ = 0;
 };
 
 // Cache key: the OpenMP thread count, then the shapes with separators.

@@ -6,6 +6,7 @@
 #include <dnnl.hpp>
 
 #include "backends/onednn/onednn_backend.hpp"
+#include "backends/onednn/onednn_common.hpp"
 #include "support/backend_tester.hpp"
 #include "runtime/tuner.hpp"
 #include "support/onnx_model_builder.hpp"
@@ -412,6 +413,35 @@ TEST_CASE("binary ops over trailing-dim operands match the reference exactly", "
     INFO(c.describe());
     CHECK(c.check(onednn(), 0.0, 0.0) == "");
   }
+}
+
+// A kernel fed ever new input shapes keeps a bounded number of compiled plans, evicting the
+// least recently used; a plan handed out stays valid after its eviction.
+TEST_CASE("the per-kernel shape cache is bounded and keeps the recently used", "[onednn]") {
+  using Cache = wpk::onednn::ShapeCache<std::int64_t>;
+  Cache cache;
+  int builds = 0;
+  auto get = [&](std::int64_t k) {
+    return cache.get({k}, [&] {
+      ++builds;
+      return k * 10;
+    });
+  };
+  const auto first = get(0);
+  for (std::int64_t k = 1; k < 200; ++k) {
+    CHECK(*get(k) == k * 10);
+    CHECK(*get(0) == 0);  // used after every new shape: never the least recent
+  }
+  CHECK(cache.size() == Cache::kMaxEntries);
+  CHECK(builds == 200);
+  get(0);
+  CHECK(builds == 200);  // still cached
+  get(199);
+  CHECK(builds == 200);  // the newest is cached
+  get(1);
+  CHECK(builds == 201);  // long evicted: built again
+  CHECK(*first == 0);    // the first handle outlived any eviction
+  CHECK(cache.size() == Cache::kMaxEntries);
 }
 
 TEST_CASE("oneDNN BatchNormalization and unary eltwise ops", "[onednn]") {
