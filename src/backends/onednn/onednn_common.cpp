@@ -87,6 +87,17 @@ dnnl::memory PackedWeights::pack_for(const dnnl::memory::desc& wanted) const { r
 
 dnnl::memory PackedWeights::pack_for(const dnnl::memory::desc& wanted, const dnnl::memory::desc& view) const {
   if (packed_ && packed_.get_desc() == wanted) return packed_;
+  // One packing per layout and view, shared by every plan that wants it: plans are rebuilt
+  // when a kernel's shape cache evicts them, and a layout is packed once however often.
+  auto find = [&]() -> dnnl::memory {
+    for (const Packing& p : owned_->packings)
+      if (p.memory.get_desc() == wanted && p.view == view) return p.memory;
+    return {};
+  };
+  {
+    std::lock_guard<std::mutex> lock(owned_->mutex);
+    if (dnnl::memory found = find()) return found;
+  }
   // oneDNN's own allocations come from malloc's heap, which would keep the pages of the freed
   // loaded copies resident around the packed ones: long-lived storage instead.
   std::shared_ptr<void> bytes = long_lived_zeroed(wanted.get_size());
@@ -95,7 +106,8 @@ dnnl::memory PackedWeights::pack_for(const dnnl::memory::desc& wanted, const dnn
   // Kept as long as these weights (no plan holding `out` lives longer), and only once packed:
   // a shape whose packing fails leaves nothing behind.
   std::lock_guard<std::mutex> lock(owned_->mutex);
-  owned_->blocks.push_back(std::move(bytes));
+  if (dnnl::memory found = find()) return found;  // another thread packed it first
+  owned_->packings.push_back({out, view, std::move(bytes)});
   return out;
 }
 

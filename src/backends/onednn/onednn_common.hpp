@@ -69,11 +69,16 @@ class PackedWeights {
   // Fills `out` with the weights, read through `view`; throws when no reorder makes them.
   void reorder_weights_into(const dnnl::memory& out, const dnnl::memory::desc& view) const;
 
-  // The storage of every packing made (core/page_memory.hpp's long-lived blocks), shared by
-  // copies of these weights.
+  // Every packing made besides packed_, with its storage (core/page_memory.hpp's long-lived
+  // blocks), shared by copies of these weights.
+  struct Packing {
+    dnnl::memory memory;
+    dnnl::memory::desc view;
+    std::shared_ptr<void> bytes;
+  };
   struct OwnedBlocks {
     std::mutex mutex;
-    std::vector<std::shared_ptr<void>> blocks;
+    std::vector<Packing> packings;
   };
   std::shared_ptr<OwnedBlocks> owned_ = std::make_shared<OwnedBlocks>();
   Tensor loaded_;

@@ -444,6 +444,24 @@ TEST_CASE("the per-kernel shape cache is bounded and keeps the recently used", "
   CHECK(cache.size() == Cache::kMaxEntries);
 }
 
+// Plans rebuilt after an eviction ask for the same layouts again: each is packed once.
+TEST_CASE("packed weights make one packing per layout and view", "[onednn]") {
+  using wpk::onednn::f32_desc;
+  using wpk::onednn::Tag;
+  wpk::Tensor w = wpk::Tensor::zeros(wpk::DType::Float32, {32, 16, 3, 3});
+  for (std::int64_t i = 0; i < w.numel(); ++i) w.data<float>()[i] = static_cast<float>(i % 13) - 6.0f;
+  wpk::onednn::PackedWeights packed(w, f32_desc({32, 16, 3, 3}, Tag::oihw));
+  const auto blocked = f32_desc({32, 16, 3, 3}, Tag::OIhw16i16o), other = f32_desc({32, 16, 3, 3}, Tag::Ohwi16o);
+  const dnnl::memory a = packed.pack_for(blocked), b = packed.pack_for(blocked), c = packed.pack_for(other);
+  CHECK(a.get_data_handle() == b.get_data_handle());
+  CHECK(a.get_data_handle() != c.get_data_handle());
+  packed.keep_only(c);  // only the Ohwi16o copy is left: the blocked packing is still shared
+  CHECK(packed.pack_for(blocked).get_data_handle() == a.get_data_handle());
+  // Weight (o=5, i=3, 1, 2) sits where each layout puts it.
+  const float want = w.data<float>()[((5 * 16 + 3) * 3 + 1) * 3 + 2];
+  CHECK(static_cast<const float*>(a.get_data_handle())[((0 * 1 + 0) * 9 + 1 * 3 + 2) * 256 + 3 * 16 + 5] == want);
+}
+
 TEST_CASE("oneDNN BatchNormalization and unary eltwise ops", "[onednn]") {
   for (int channels_last : {0, 1})
     for (std::int64_t c : {1, 16, 17})
