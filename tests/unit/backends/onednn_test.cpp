@@ -7,6 +7,8 @@
 
 #include "backends/onednn/onednn_backend.hpp"
 #include "backends/onednn/onednn_common.hpp"
+#include "backends/reference/reference_backend.hpp"
+#include "runtime/session_factory.hpp"
 #include "support/backend_tester.hpp"
 #include "runtime/tuner.hpp"
 #include "support/onnx_model_builder.hpp"
@@ -442,6 +444,35 @@ TEST_CASE("the per-kernel shape cache is bounded and keeps the recently used", "
   CHECK(builds == 201);  // long evicted: built again
   CHECK(*first == 0);    // the first handle outlived any eviction
   CHECK(cache.size() == Cache::kMaxEntries);
+}
+
+// More input shapes than a kernel (and a session) keeps plans for: shapes that come back after
+// their plans were evicted are rebuilt from the packed weights (the loaded copy is gone) and
+// match the reference backend, as on their first run.
+TEST_CASE("a conv fed more shapes than its plan cache holds stays correct when shapes return", "[onednn][conv]") {
+  wpk::Graph g;
+  g.add_input("x", wpk::DType::Float32, {1, 8, 5, wpk::Dim("W")});
+  wpk::Tensor w = wpk::Tensor::zeros(wpk::DType::Float32, {16, 8, 3, 3});
+  for (std::int64_t i = 0; i < w.numel(); ++i) w.data<float>()[i] = static_cast<float>((i * 29) % 83) / 83.0f - 0.5f;
+  g.add_initializer("w", w);
+  g.add_node("Conv", {"x", "w"}, {"y"}, {{"pads", std::vector<std::int64_t>{1, 1, 1, 1}}});
+  g.add_output("y");
+  static const wpk::reference::ReferenceBackend reference;
+  const wpk::Session fast = wpk::SessionFactory::create(g, {}, {&onednn(), &reference});
+  const wpk::Session slow = wpk::SessionFactory::create(g, {}, {&reference});
+  REQUIRE(fast.graph().initializer(fast.graph().value_id("w")) == nullptr);  // only the packed copy
+  bool conv_on_onednn = false;
+  for (const wpk::StepSummary& step : fast.describe().steps)
+    conv_on_onednn |= step.op.find("Conv") != std::string::npos && step.backend == "onednn";
+  REQUIRE(conv_on_onednn);
+  const std::int64_t shapes = wpk::onednn::ShapeCache<int>::kMaxEntries + 6;
+  for (int round = 0; round < 2; ++round)
+    for (std::int64_t width = 1; width <= (round == 0 ? shapes : 6); ++width) {
+      wpk::Tensor x = wpk::Tensor::zeros(wpk::DType::Float32, {1, 8, 5, width});
+      for (std::int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = static_cast<float>((i * 53) % 97) / 97.0f - 0.5f;
+      INFO("round " << round << " width " << width);
+      CHECK(wpk::testing::compare_allclose(fast.run({{"x", x}}).at("y"), slow.run({{"x", x}}).at("y"), 1e-5, 1e-6) == "");
+    }
 }
 
 // Plans rebuilt after an eviction ask for the same layouts again: each is packed once.
