@@ -81,6 +81,13 @@ OpCase& OpCase::attr(const std::string& key, Attribute value) {
   return *this;
 }
 
+OpCase& OpCase::activation(const std::string& kind) {
+  attr("activation", kind);
+  if (kind == "Clip") attr("activation_params", std::vector<float>{-0.3f, 0.4f});
+  if (kind == "LeakyRelu") attr("activation_params", std::vector<float>{0.1f});
+  return *this;
+}
+
 OpCase& OpCase::seed(unsigned s) {
   seed_ = s;
   return *this;

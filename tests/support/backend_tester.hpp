@@ -22,6 +22,9 @@ class OpCase {
   OpCase& constant(const std::string& name, Tensor value);
   OpCase& omitted();  // an omitted optional input
   OpCase& attr(const std::string& key, Attribute value);
+  // A fused op's `activation` attribute, with fixed test parameters for the kinds that take
+  // them (Clip [-0.3, 0.4], LeakyRelu [0.1]); "" for none.
+  OpCase& activation(const std::string& kind);
   OpCase& seed(unsigned s);
   // Runs on `backend` and on the reference; "" when outputs match within rtol/atol, else why.
   // The case must be supported by `backend` (a case it declines is reported as a failure).

@@ -34,6 +34,12 @@ struct ConvPlan {
   StreamConvShape stream;
 };
 
+// False when environment variable `name` is "0": the switches that turn a conv algorithm off.
+bool switched_on(const char* name) {
+  const char* v = std::getenv(name);
+  return !(v && std::strcmp(v, "0") == 0);
+}
+
 // oneDNN 2.6's Winograd F(2x2, 3x3) convolution (jit_fp32_wino_2x3) on 3x3, stride-1 convs
 // of 64+ channels and outputs of 14x14 or more: measured 15-40% faster than the direct brgemm
 // kernel on ResNet-50's 3x3 convs, both reorders included (0.52 vs 0.85 ms at 256 channels,
@@ -45,13 +51,6 @@ struct ConvPlan {
 // conv, 100+ ms per 512-channel one), which is why 7x7 stays direct at every batch size (it
 // would take ResNet-50 at batch 8 from 410 to 530 MB for ~10 ms a run).
 // WPK_ONEDNN_WINOGRAD=0 turns it off.
-
-// False when environment variable `name` is "0": the switches that turn a conv algorithm off.
-bool switched_on(const char* name) {
-  const char* v = std::getenv(name);
-  return !(v && std::strcmp(v, "0") == 0);
-}
-
 bool winograd_enabled() {
   static const bool enabled = switched_on("WPK_ONEDNN_WINOGRAD");
   return enabled;

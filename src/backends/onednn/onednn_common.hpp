@@ -76,11 +76,11 @@ class PackedWeights {
     dnnl::memory::desc view;
     std::shared_ptr<void> bytes;
   };
-  struct OwnedBlocks {
+  struct PackingList {
     std::mutex mutex;
     std::vector<Packing> packings;
   };
-  std::shared_ptr<OwnedBlocks> owned_ = std::make_shared<OwnedBlocks>();
+  std::shared_ptr<PackingList> owned_ = std::make_shared<PackingList>();
   Tensor loaded_;
   dnnl::memory::desc loaded_desc_;
   dnnl::memory packed_;

@@ -32,13 +32,6 @@ void expect_ok(const OpCase& c) {
   CHECK(why == "");
 }
 
-OpCase activation(OpCase c, const std::string& kind) {
-  c.attr("activation", kind);
-  if (kind == "Clip") c.attr("activation_params", std::vector<float>{-0.3f, 0.4f});
-  if (kind == "LeakyRelu") c.attr("activation_params", std::vector<float>{0.1f});
-  return c;
-}
-
 }  // namespace
 
 TEST_CASE("oneDNN conv matches the reference at block edges, both layouts", "[onednn][conv]") {
@@ -91,7 +84,7 @@ TEST_CASE("oneDNN conv fuses every activation and the residual add", "[onednn][c
             .attr("pads", {1, 1, 1, 1})
             .attr("channels_last", std::int64_t{channels_last});
         if (residual) c.input("Z", channels_last ? Shape{1, 6, 6, 17} : Shape{1, 17, 6, 6});
-        expect_ok(activation(c, kind));
+        expect_ok(c.activation(kind));
       }
   // A plain ONNX Conv (NCHW, no fusion) goes through the same kernel.
   expect_ok(OpCase("Conv").input("X", {1, 5, 9, 9}).constant("W", {7, 5, 3, 3}).attr("strides", {2, 2}));
@@ -115,12 +108,12 @@ TEST_CASE("oneDNN pointwise convs (matmul path) match the reference", "[onednn][
             const bool bias = seed % 2 == 0;
             if (bias) c.constant("B", {out_channels});
             if (residual) (bias ? c : c.omitted()).input("Z", {batch, size, size, out_channels});
-            expect_ok(activation(c, seed % 3 ? "Relu" : ""));
+            expect_ok(c.activation(seed % 3 ? "Relu" : ""));
           }
   for (const std::string kind : {"Clip", "SiLU", "Gelu"}) {
     OpCase c("FusedConv", "com.wpk");
     c.input("X", {2, 5, 5, 24}).constant("W", {40, 24, 1, 1}).constant("B", {40}).attr("channels_last", std::int64_t{1});
-    expect_ok(activation(c, kind));
+    expect_ok(c.activation(kind));
   }
   OpCase strided("FusedConv", "com.wpk");
   strided.input("X", {1, 9, 9, 16}).constant("W", {24, 16, 1, 1}).attr("strides", {2, 2}).attr("channels_last", std::int64_t{1});
@@ -176,9 +169,9 @@ TEST_CASE("oneDNN Winograd convs match the reference", "[onednn][conv]") {
                 .attr("pads", {1, 1, 1, 1})
                 .attr("channels_last", std::int64_t{channels_last})
                 .seed(seed++);
-            const OpCase with_activation = activation(c, kind);
-            INFO(with_activation.describe());
-            CHECK(with_activation.check(onednn(), 1e-4, 5e-5) == "");
+            c.activation(kind);
+            INFO(c.describe());
+            CHECK(c.check(onednn(), 1e-4, 5e-5) == "");
           }
 }
 
@@ -352,7 +345,7 @@ TEST_CASE("oneDNN MatMul/Gemm/FusedMatMul with packed constant B", "[onednn][mat
       OpCase c("FusedMatMul", "com.wpk");
       c.input("A", {2, 17, 40}).constant("B", {40, 33}).constant("Bias", {33});
       if (residual) c.input("Z", {2, 17, 33});
-      expect_ok(activation(c, kind));
+      expect_ok(c.activation(kind));
     }
 }
 
