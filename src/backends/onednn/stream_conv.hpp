@@ -36,10 +36,10 @@ int stream_weights_block(const dnnl::memory::desc& weights, std::int64_t oc, std
 
 // True for the shapes where streaming beats oneDNN inside a model, with weights in blocks of
 // `block` (0: a layout it does not read): few output pixels (at most 64 over the batch) against
-// at least 1 MiB of weights (Inception v3's 1.2-1.7 MB convs at 8x8 gained ~10%), and at least
-// two 64-channel column groups per thread, split evenly (the busiest thread at most 8% over an
-// even share). So at 2 threads ResNet-50's layer4 streams, at 16 only convs of ~2000+ output
-// channels do.
+// at least 1 MiB of weights (Inception v3's 1.2-1.7 MB convs at 8x8 gained ~10%) over at least
+// 512 k rows (kh * kw * input channels), and at least two 64-channel column groups per thread,
+// split evenly (the busiest thread at most 8% over an even share). So at 2 threads ResNet-50's
+// layer4 streams, at 16 only convs of ~2000+ output channels do.
 bool stream_conv_pays(const StreamConvShape& s, int block, int threads);
 
 // y = act(conv(x, w) + bias [+ y]) in an OpenMP parallel region of the calling thread's thread

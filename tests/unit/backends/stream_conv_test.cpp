@@ -158,7 +158,7 @@ TEST_CASE("the weight-streaming conv kernel matches a plain convolution", "[oned
       }
 }
 
-TEST_CASE("streaming pays only for few output pixels, large weights and an even split", "[onednn][conv][stream]") {
+TEST_CASE("streaming pays only for few output pixels, large weights over many k rows and an even split", "[onednn][conv][stream]") {
   if (!wpk::onednn::stream_conv_available()) return;
   using wpk::onednn::stream_conv_pays;
   CHECK(stream_conv_pays(conv_shape(1, 7, 512, 512, 3, 1, 1, 1), 32, 2));     // ResNet-50's layer4, 9.4 MB
@@ -168,6 +168,8 @@ TEST_CASE("streaming pays only for few output pixels, large weights and an even 
   CHECK(stream_conv_pays(conv_shape(1, 8, 384, 384, 3, 1, 1, 1), 32, 2));     // 64 pixels, 5.3 MB
   CHECK(!stream_conv_pays(conv_shape(1, 7, 960, 320, 1, 1, 0, 1), 48, 2));    // 144 + 176 channels
   CHECK(!stream_conv_pays(conv_shape(1, 7, 512, 256, 1, 1, 0, 1), 64, 2));    // 0.5 MB
+  CHECK(!stream_conv_pays(conv_shape(1, 7, 320, 1280, 1, 1, 0, 1), 64, 2));   // 1.6 MB over 320 k rows
+  CHECK(stream_conv_pays(conv_shape(1, 7, 512, 2048, 1, 1, 0, 1), 64, 2));    // 4 MB over 512 k rows
   CHECK(!stream_conv_pays(conv_shape(1, 7, 4096, 192, 1, 1, 0, 1), 64, 2));   // 3 groups for 2 threads
   CHECK(!stream_conv_pays(conv_shape(1, 7, 512, 512, 3, 1, 1, 1), 32, 16));   // 8 groups for 16 threads
   CHECK(!stream_conv_pays(conv_shape(1, 7, 512, 512, 3, 1, 1, 1), 8, 2));     // a layout it does not read
