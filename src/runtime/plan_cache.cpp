@@ -1,5 +1,7 @@
 #include "runtime/plan_cache.hpp"
 
+#include <algorithm>
+
 namespace wpk {
 
 ShapeSignature shape_signature(const Graph& graph, const TensorMap& inputs) {
@@ -17,6 +19,10 @@ std::shared_ptr<const SignaturePlan> PlanCache::find(const ShapeSignature& sig) 
   auto it = plans_.find(sig);
   if (it == plans_.end()) return nullptr;
   latest_ = it->second;  // describe() shows the plan of the signature run most recently
+  // The signature becomes the most recently used: eviction takes the longest unused, so a
+  // shape that keeps coming back survives any stream of one-off shapes.
+  order_.erase(std::find(order_.begin(), order_.end(), sig));
+  order_.push_back(sig);
   return it->second;
 }
 

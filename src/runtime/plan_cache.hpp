@@ -33,11 +33,11 @@ using ShapeSignature = std::vector<std::int64_t>;
 ShapeSignature shape_signature(const Graph& graph, const TensorMap& inputs);
 
 // Thread-safe map from signature to plan. Bounded: a model fed ever new shapes (a sequence
-// length per request) keeps the most recent kMaxSignatures plans.
+// length per request) keeps the plans of the kMaxSignatures most recently run signatures.
 class PlanCache {
  public:
   static constexpr std::size_t kMaxSignatures = 64;
-  // Also makes the found plan the latest one.
+  // Also makes the found plan the latest one and its signature the most recently used.
   std::shared_ptr<const SignaturePlan> find(const ShapeSignature& sig) const;
   // Keeps the first plan stored for a signature (two first runs may race) and returns it.
   std::shared_ptr<const SignaturePlan> insert(const ShapeSignature& sig, std::shared_ptr<const SignaturePlan> plan);
@@ -46,7 +46,7 @@ class PlanCache {
  private:
   mutable std::mutex mutex_;
   std::map<ShapeSignature, std::shared_ptr<const SignaturePlan>> plans_;
-  std::deque<ShapeSignature> order_;  // insertion order, for eviction
+  mutable std::deque<ShapeSignature> order_;  // least recently used first, for eviction
   mutable std::shared_ptr<const SignaturePlan> latest_;
 };
 
