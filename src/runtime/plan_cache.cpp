@@ -1,6 +1,7 @@
 #include "runtime/plan_cache.hpp"
 
 #include <algorithm>
+#include <iterator>
 
 namespace wpk {
 
@@ -20,9 +21,10 @@ std::shared_ptr<const SignaturePlan> PlanCache::find(const ShapeSignature& sig) 
   if (it == plans_.end()) return nullptr;
   latest_ = it->second;  // describe() shows the plan of the signature run most recently
   // The signature becomes the most recently used: eviction takes the longest unused, so a
-  // shape that keeps coming back survives any stream of one-off shapes.
-  order_.erase(std::find(order_.begin(), order_.end(), sig));
-  order_.push_back(sig);
+  // shape that keeps coming back survives any stream of one-off shapes. Searched from the most
+  // recent end and moved, not copied: a run of the same shape as the last finds it at once.
+  const auto newer = std::find(order_.rbegin(), order_.rend(), sig).base();
+  std::rotate(std::prev(newer), newer, order_.end());
   return it->second;
 }
 

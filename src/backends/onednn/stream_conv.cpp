@@ -234,8 +234,9 @@ int stream_weights_block(const dnnl::memory::desc& weights, std::int64_t oc, std
 bool stream_conv_pays(const StreamConvShape& s, int block, int threads) {
   if (!stream_conv_available() || (block != 16 && block != 32 && block != 48 && block != 64)) return false;
   const std::int64_t rows = s.n * s.oh * s.ow;
-  const std::int64_t weight_bytes = s.oc * s.ic * s.kh * s.kw * static_cast<std::int64_t>(sizeof(float));
-  if (rows < 1 || rows > kMaxRows || weight_bytes < kMinWeightBytes || s.kh * s.kw * s.ic < kMinKRows) return false;
+  const std::int64_t k_rows = s.kh * s.kw * s.ic;
+  const std::int64_t weight_bytes = s.oc * k_rows * static_cast<std::int64_t>(sizeof(float));
+  if (rows < 1 || rows > kMaxRows || weight_bytes < kMinWeightBytes || k_rows < kMinKRows) return false;
   // Threads take whole column groups (below): each needs two, and the busiest thread may have
   // at most 8% more valid output channels than an even share. 320-channel convs in 48-channel
   // groups (144 + 176: 10% over) ran slower than oneDNN (Inception v3's 1280->320 at 8x8: 0.35
