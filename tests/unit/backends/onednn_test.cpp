@@ -11,6 +11,7 @@
 #include "runtime/session_factory.hpp"
 #include "support/backend_tester.hpp"
 #include "runtime/tuner.hpp"
+#include "support/onednn_isa.hpp"
 #include "support/onnx_model_builder.hpp"
 #include "support/tensor_compare.hpp"
 #include "wpk/wpk.hpp"
@@ -325,10 +326,7 @@ TEST_CASE("a batch-1 Winograd conv with a whole-image scratchpad runs direct", "
     for (const wpk::StepProfile& step : s.last_profile().steps)
       if (step.op == "com.wpk.FusedConv") conv_layout = step.layout;
     // oneDNN 2.6 has Winograd kernels for AVX-512 only: elsewhere both run direct.
-    const auto isa = dnnl::get_effective_cpu_isa();
-    const bool avx512 = isa == dnnl::cpu_isa::avx512_core || isa == dnnl::cpu_isa::avx512_core_vnni ||
-                        isa == dnnl::cpu_isa::avx512_core_bf16 || isa == dnnl::cpu_isa::avx512_core_amx;
-    CHECK(conv_layout == (c.stays_direct || !avx512 ? "NHWC" : "NHWC>nChw16c"));
+    CHECK(conv_layout == (c.stays_direct || !wpk::testing::onednn_has_avx512() ? "NHWC" : "NHWC>nChw16c"));
   }
 }
 

@@ -1,0 +1,15 @@
+// What the oneDNN backend can use on the CPU the tests run on, for tests whose expected plan
+// depends on it (oneDNN 2.6's Winograd kernels exist for AVX-512 only).
+#pragma once
+
+#include <dnnl.hpp>
+
+namespace wpk::testing {
+
+inline bool onednn_has_avx512() {
+  const auto isa = dnnl::get_effective_cpu_isa();
+  return isa == dnnl::cpu_isa::avx512_core || isa == dnnl::cpu_isa::avx512_core_vnni ||
+         isa == dnnl::cpu_isa::avx512_core_bf16 || isa == dnnl::cpu_isa::avx512_core_amx;
+}
+
+}  // namespace wpk::testing
