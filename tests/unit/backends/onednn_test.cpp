@@ -338,13 +338,16 @@ TEST_CASE("oneDNN MatMul/Gemm/FusedMatMul with packed constant B", "[onednn][mat
         expect_ok(OpCase("MatMul").input("A", {2, m, k}).constant("B", {k, n}));
         expect_ok(OpCase("Gemm").input("A", {m, k}).constant("B", {n, k}).constant("C", {n}).attr("transB", std::int64_t{1}));
       }
-  for (const std::string kind : {"", "Relu", "Gelu", "Tanh", "Clip"})
-    for (bool residual : {false, true}) {
-      OpCase c("FusedMatMul", "com.wpk");
-      c.input("A", {2, 17, 40}).constant("B", {40, 33}).constant("Bias", {33});
-      if (residual) c.input("Z", {2, 17, 33});
-      expect_ok(c.activation(kind));
-    }
+  // [40, 33]: B narrower than deep; [24, 80]: wide (N >= 2K), which oneDNN's generic sgemm
+  // (no AVX-512) reads packed as [N, K].
+  for (const auto& kn : {std::pair<std::int64_t, std::int64_t>{40, 33}, {24, 80}})
+    for (const std::string kind : {"", "Relu", "Gelu", "Tanh", "Clip"})
+      for (bool residual : {false, true}) {
+        OpCase c("FusedMatMul", "com.wpk");
+        c.input("A", {2, 17, kn.first}).constant("B", {kn.first, kn.second}).constant("Bias", {kn.second});
+        if (residual) c.input("Z", {2, 17, kn.second});
+        expect_ok(c.activation(kind));
+      }
 }
 
 TEST_CASE("oneDNN batched MatMul with a variable B", "[onednn][matmul]") {
