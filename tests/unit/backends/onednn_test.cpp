@@ -297,6 +297,36 @@ TEST_CASE("tuning offers onednn-direct on a 3x3 conv only when its output may re
 // (Inception v3's 80->192 conv at 73x73: a 27 MB scratchpad), which is slower in a model than
 // the direct kernel: that conv runs direct, ResNet's 64-channel 56x56 one stays Winograd, and
 // both match the reference.
+namespace {
+
+// The layout the session's profile reports for a lone 3x3 conv (pads 1) of `c_in` -> `c_out`
+// channels at size x size, batch 1, optionally adding a residual input.
+std::string session_conv_layout(std::int64_t c_in, std::int64_t c_out, std::int64_t size, bool residual = false) {
+  wpk::Graph g;
+  g.add_input("x", wpk::DType::Float32, {1, c_in, size, size});
+  g.add_initializer("w", wpk::Tensor::zeros(wpk::DType::Float32, {c_out, c_in, 3, 3}));
+  g.add_node("Conv", {"x", "w"}, {"c"}, {{"pads", wpk::Attribute({1, 1, 1, 1})}});
+  std::string out = "c";
+  if (residual) {
+    g.add_input("r", wpk::DType::Float32, {1, c_out, size, size});
+    g.add_node("Add", {"c", "r"}, {"y"});
+    out = "y";
+  }
+  g.add_output(out);
+  wpk::SessionOptions profiled;
+  profiled.profile = true;
+  const wpk::Session s(g, profiled);
+  wpk::TensorMap in = {{"x", wpk::Tensor::zeros(wpk::DType::Float32, {1, c_in, size, size})}};
+  if (residual) in.emplace("r", wpk::Tensor::zeros(wpk::DType::Float32, {1, c_out, size, size}));
+  s.run(in);
+  std::string layout;
+  for (const wpk::StepProfile& step : s.last_profile().steps)
+    if (step.op == "com.wpk.FusedConv") layout = step.layout;
+  return layout;
+}
+
+}  // namespace
+
 TEST_CASE("a batch-1 Winograd conv with a whole-image scratchpad runs direct", "[onednn][conv]") {
   struct Case {
     std::int64_t c_in, c_out, size;
@@ -313,20 +343,39 @@ TEST_CASE("a batch-1 Winograd conv with a whole-image scratchpad runs direct", "
                             .attr("activation", "Relu")
                             .attr("channels_last", std::int64_t{1});
     CHECK(conv.check(onednn(), 1e-4, 1e-4) == "");
-    wpk::Graph g;  // the same conv in a session, to read the layout it ran in
-    g.add_input("x", wpk::DType::Float32, {1, c.c_in, c.size, c.size});
-    g.add_initializer("w", wpk::Tensor::zeros(wpk::DType::Float32, {c.c_out, c.c_in, 3, 3}));
-    g.add_node("Conv", {"x", "w"}, {"y"});
-    g.add_output("y");
-    wpk::SessionOptions profiled;
-    profiled.profile = true;
-    const wpk::Session s(g, profiled);
-    s.run({{"x", wpk::Tensor::zeros(wpk::DType::Float32, {1, c.c_in, c.size, c.size})}});
-    std::string conv_layout;
-    for (const wpk::StepProfile& step : s.last_profile().steps)
-      if (step.op == "com.wpk.FusedConv") conv_layout = step.layout;
-    // oneDNN 2.6 has Winograd kernels for AVX-512 only: elsewhere both run direct.
-    CHECK(conv_layout == (c.stays_direct || !wpk::testing::onednn_has_avx512() ? "NHWC" : "NHWC>nChw16c"));
+    // oneDNN 2.6 has Winograd kernels for AVX-512 only; without them both run direct, in
+    // nChw8c (next test).
+    if (wpk::testing::onednn_has_avx512())
+      CHECK(session_conv_layout(c.c_in, c.c_out, c.size) == (c.stays_direct ? "NHWC" : "NHWC>nChw16c"));
+    else
+      CHECK(session_conv_layout(c.c_in, c.c_out, c.size) == "NHWC>nChw8c");
+  }
+}
+
+TEST_CASE("without AVX-512, 3x3 convs of 64+ channels and no residual run direct in nChw8c", "[onednn][conv]") {
+  if (wpk::testing::onednn_has_avx512()) {
+    // Winograd's territory (above); the direct kernel there reads NHWC itself.
+    CHECK(session_conv_layout(64, 64, 7) == "NHWC");
+    CHECK(session_conv_layout(64, 64, 14) == "NHWC>nChw16c");
+  } else {
+    CHECK(session_conv_layout(64, 64, 7) == "NHWC>nChw8c");
+    CHECK(session_conv_layout(64, 96, 14) == "NHWC>nChw8c");
+  }
+  // A residual would have to be reordered in as well; fewer channels gained nothing.
+  CHECK(session_conv_layout(64, 64, 14, true) == "NHWC");
+  CHECK(session_conv_layout(32, 64, 14) == "NHWC");
+  CHECK(session_conv_layout(64, 32, 14) == "NHWC");
+  // And the blocked runs match the reference: odd channel counts pad the last block.
+  for (std::int64_t c_out : {64, 72, 99}) {
+    const OpCase conv = OpCase("FusedConv", "com.wpk")
+                            .input("X", {2, 9, 11, 67})
+                            .constant("W", {c_out, 67, 3, 3})
+                            .constant("B", {c_out})
+                            .attr("pads", {1, 1, 1, 1})
+                            .attr("activation", "Relu")
+                            .attr("channels_last", std::int64_t{1});
+    INFO(conv.describe());
+    CHECK(conv.check(onednn(), 1e-4, 1e-4) == "");
   }
 }
 
