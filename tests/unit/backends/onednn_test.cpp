@@ -425,6 +425,44 @@ TEST_CASE("oneDNN pooling, NCHW and NHWC", "[onednn][pool]") {
   }
 }
 
+TEST_CASE("NHWC max pooling on wpk's own loop matches the reference", "[onednn][pool]") {
+  struct Case {
+    Shape x;  // NHWC
+    std::vector<std::int64_t> kernel, strides, pads;
+    std::int64_t ceil = 0;
+  };
+  const std::vector<Case> cases = {
+      {{2, 40, 40, 64}, {3, 3}, {2, 2}, {1, 1, 1, 1}},  // ResNet's stem pool; enough rows for threads
+      {{3, 9, 11, 67}, {3, 3}, {2, 2}, {1, 1, 1, 1}},   // a channel count no vector width divides
+      {{1, 7, 8, 1}, {2, 3}, {1, 2}, {0, 1, 1, 0}},     // one channel, asymmetric pads
+      {{2, 6, 5, 8}, {1, 1}, {2, 1}, {0, 0, 0, 0}},     // 1x1 windows: a strided copy
+      {{1, 13, 13, 16}, {3, 3}, {2, 2}, {0, 0, 0, 0}, 1},  // ceil mode, last window cut short
+      {{1, 5, 5, 3}, {5, 5}, {1, 1}, {2, 2, 2, 2}},     // windows mostly padding
+  };
+  for (const Case& c : cases) {
+    // Inputs in [-1, 1): a pad counted as 0 would win the max of an all-negative window.
+    OpCase pool = OpCase("MaxPool").input("X", c.x).attr("kernel_shape", c.kernel).attr("strides", c.strides)
+                      .attr("pads", c.pads).attr("ceil_mode", c.ceil).attr("channels_last", std::int64_t{1});
+    INFO(pool.describe());
+    CHECK(pool.check(onednn(), 0, 0) == "");
+  }
+  wpk::Graph g;  // in a session (after a conv, which makes the region NHWC), the profile names the loop
+  g.add_input("x", wpk::DType::Float32, {1, 8, 12, 12});
+  g.add_initializer("w", wpk::Tensor::zeros(wpk::DType::Float32, {8, 8, 1, 1}));
+  g.add_node("Conv", {"x", "w"}, {"c"});
+  g.add_node("MaxPool", {"c"}, {"y"}, {{"kernel_shape", wpk::Attribute({3, 3})}, {"strides", wpk::Attribute({2, 2})}});
+  g.add_output("y");
+  wpk::SessionOptions profiled;
+  profiled.profile = true;
+  const wpk::Session s(g, profiled);
+  const wpk::Tensor x = wpk::Tensor::zeros(wpk::DType::Float32, {1, 8, 12, 12});
+  s.run({{"x", x}});
+  bool own = false;
+  for (const wpk::StepProfile& step : s.last_profile().steps)
+    if (step.op == "MaxPool") own = step.backend == "onednn:rows" && step.layout == "NHWC";
+  CHECK(own);
+}
+
 TEST_CASE("oneDNN binary ops with broadcasting, and their reference fallback", "[onednn][binary]") {
   for (const std::string op : {"Add", "Sub", "Mul", "Div"}) {
     expect_ok(OpCase(op).input("A", {2, 17, 5, 3}).input("B", {2, 17, 5, 3}));
