@@ -6,7 +6,8 @@
 //   Y = act(conv(X, W) + B + Z). Attributes: every Conv attribute (auto_pad, dilations, group,
 //   kernel_shape, pads, strides), plus
 //     activation         string: "" (none) | "Relu" | "Clip" | "LeakyRelu" | "Sigmoid" | "Tanh" |
-//                        "SiLU" (x*sigmoid(x)) | "HardSigmoid" | "HardSwish" | "Gelu" (erf form)
+//                        "SiLU" (x*sigmoid(x)) | "HardSigmoid" | "HardSwish" | "Gelu" (erf form) |
+//                        "GeluTanh" (tanh approximation, as Gelu below)
 //     activation_params  floats: Clip [min, max]; LeakyRelu [alpha]; HardSigmoid [alpha, beta]
 //     channels_last      int 0|1: X, Z and Y are NCHW (0) or NHWC (1). W stays in ONNX's OIHW.
 //   Z (the residual) has Y's shape.
@@ -25,6 +26,8 @@
 //   (the channel axis is 1, or 3 when 1) and activation ("" or "Relu"), as FusedBatchNorm.
 //
 // Gelu(X) -> Y            Y = 0.5 * X * (1 + erf(X / sqrt(2)))
+//   Attribute approximate (string, as ONNX Gelu-20): "none" (default, the above) | "tanh":
+//   Y = 0.5 * X * (1 + tanh(sqrt(2 / pi) * (X + 0.044715 * X^3))). Anything else is an error.
 //
 // Attention(Q, K, V, [Mask]) -> Y
 //   Y = softmax(Q @ K^T * scale + Mask, axis=-1) @ V over the last two dims; Q [..., S, D],

@@ -13,7 +13,13 @@ struct EltwiseOp {
 
 std::optional<EltwiseOp> eltwise_of(const Node& n) {
   using A = dnnl::algorithm;
-  if (n.domain == kWpkDomain) return n.op_type == "Gelu" ? std::optional<EltwiseOp>({A::eltwise_gelu_erf, 0.f, 0.f}) : std::nullopt;
+  if (n.domain == kWpkDomain) {
+    if (n.op_type != "Gelu") return std::nullopt;
+    const std::string approximate = n.attr_string("approximate", "none");
+    if (approximate == "none") return EltwiseOp{A::eltwise_gelu_erf, 0.f, 0.f};
+    if (approximate == "tanh") return EltwiseOp{A::eltwise_gelu_tanh, 0.f, 0.f};
+    return std::nullopt;  // the reference kernel reports it
+  }
   if (!n.domain.empty() && n.domain != "ai.onnx") return std::nullopt;
   const std::string& op = n.op_type;
   if (op == "Relu") return EltwiseOp{A::eltwise_relu, 0.f, 0.f};

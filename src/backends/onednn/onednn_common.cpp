@@ -209,7 +209,7 @@ Activation read_activation(const Node& node) {
 }
 
 bool activation_supported(const Activation& a) {
-  static const char* kinds[] = {"", "Relu", "Clip", "LeakyRelu", "Sigmoid", "Tanh", "SiLU", "HardSwish", "Gelu"};
+  static const char* kinds[] = {"", "Relu", "Clip", "LeakyRelu", "Sigmoid", "Tanh", "SiLU", "HardSwish", "Gelu", "GeluTanh"};
   for (const char* k : kinds)
     if (a.kind == k) {
       if (a.kind == "Clip") return a.params.size() == 2;
@@ -230,6 +230,7 @@ void append_activation(dnnl::post_ops& ops, const Activation& a) {
   else if (a.kind == "SiLU") ops.append_eltwise(1.f, A::eltwise_swish, 1.f, 0.f);
   else if (a.kind == "HardSwish") ops.append_eltwise(1.f, A::eltwise_hardswish, 0.f, 0.f);
   else if (a.kind == "Gelu") ops.append_eltwise(1.f, A::eltwise_gelu_erf, 0.f, 0.f);
+  else if (a.kind == "GeluTanh") ops.append_eltwise(1.f, A::eltwise_gelu_tanh, 0.f, 0.f);
 }
 
 std::vector<std::int64_t> shape_key(std::initializer_list<const Shape*> shapes) {

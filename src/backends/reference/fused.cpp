@@ -94,6 +94,14 @@ T gelu(T v) {
   return v * (T(1) + std::erf(v / T(std::sqrt(2.0)))) * T(0.5);
 }
 
+// The order of operations of GPT-2's exported x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 *
+// x * x * x))) * 0.5.
+template <typename T>
+T gelu_tanh(T v) {
+  const T inner = T(0.7978845608028654) * (v + T(0.044715) * (v * (v * v)));
+  return v * (T(1) + std::tanh(inner)) * T(0.5);
+}
+
 template <typename T>
 T clamp(T v, T lo, T hi) {
   return std::min(std::max(v, lo), hi);
@@ -118,6 +126,7 @@ void apply_activation(const KernelContext& ctx, T* y, std::int64_t n) {
   if (act == "Tanh") return each([](T v) { return std::tanh(v); });
   if (act == "SiLU") return each([](T v) { return v * sigmoid(v); });
   if (act == "Gelu") return each([](T v) { return gelu(v); });
+  if (act == "GeluTanh") return each([](T v) { return gelu_tanh(v); });
   if (act == "HardSwish") return each([](T v) { return v * clamp(v / T(6) + T(0.5), T(0), T(1)); });
   if (act == "Clip") {
     params(2);
@@ -193,12 +202,16 @@ void fused_matmul(KernelContext& ctx) {
 
 void gelu_kernel(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
+  const std::string approximate = ctx.node().attr_string("approximate", "none");
+  if (approximate != "none" && approximate != "tanh")
+    ctx.fail(ErrorCode::InvalidModel, "Gelu approximate must be \"none\" or \"tanh\", got \"" + approximate + "\"");
+  const bool tanh_form = approximate == "tanh";
   dispatch_float(x.dtype(), ctx, [&](auto tag) {
     using T = typename decltype(tag)::type;
     Tensor& y = ctx.allocate_output(0, x.dtype(), x.shape());
     const T* px = x.data<T>();
     T* py = y.data<T>();
-    for (std::int64_t i = 0; i < x.numel(); ++i) py[i] = gelu(px[i]);
+    for (std::int64_t i = 0; i < x.numel(); ++i) py[i] = tanh_form ? gelu_tanh(px[i]) : gelu(px[i]);
   });
 }
 

@@ -53,7 +53,8 @@ const Tensor* float_constant(const Graph& g, ValueId v);
 std::optional<float> scalar_constant(const Graph& g, ValueId v, int other_rank = -1);
 
 // An activation that FusedConv/FusedMatMul can absorb (graph/fused_ops.hpp), applied to v by its
-// sole reader: Relu, Clip, LeakyRelu, Sigmoid, Tanh, HardSigmoid, HardSwish, com.wpk Gelu, and
+// sole reader: Relu, Clip, LeakyRelu, Sigmoid, Tanh, HardSigmoid, HardSwish, com.wpk Gelu (as
+// "Gelu", or "GeluTanh" when approximate = "tanh"), and
 // SiLU written as Mul(v, Sigmoid(v)).
 struct ActivationMatch {
   std::string name;           // the `activation` attribute

@@ -75,7 +75,7 @@ TEST_CASE("oneDNN conv: strides, dilations, asymmetric pads, auto_pad, groups", 
 }
 
 TEST_CASE("oneDNN conv fuses every activation and the residual add", "[onednn][conv]") {
-  for (const std::string kind : {"", "Relu", "Clip", "LeakyRelu", "Sigmoid", "Tanh", "SiLU", "HardSwish", "Gelu"})
+  for (const std::string kind : {"", "Relu", "Clip", "LeakyRelu", "Sigmoid", "Tanh", "SiLU", "HardSwish", "Gelu", "GeluTanh"})
     for (int channels_last : {0, 1})
       for (bool residual : {false, true}) {
         OpCase c("FusedConv", "com.wpk");
@@ -390,7 +390,7 @@ TEST_CASE("oneDNN MatMul/Gemm/FusedMatMul with packed constant B", "[onednn][mat
   // [40, 33]: B narrower than deep; [24, 80]: wide (N >= 2K), which oneDNN's generic sgemm
   // (no AVX-512) reads packed as [N, K].
   for (const auto& kn : {std::pair<std::int64_t, std::int64_t>{40, 33}, {24, 80}})
-    for (const std::string kind : {"", "Relu", "Gelu", "Tanh", "Clip"})
+    for (const std::string kind : {"", "Relu", "Gelu", "GeluTanh", "Tanh", "Clip"})
       for (bool residual : {false, true}) {
         OpCase c("FusedMatMul", "com.wpk");
         c.input("A", {2, 17, kn.first}).constant("B", {kn.first, kn.second}).constant("Bias", {kn.second});
@@ -592,6 +592,7 @@ TEST_CASE("oneDNN BatchNormalization and unary eltwise ops", "[onednn]") {
     for (std::int64_t n : {1, 15, 16, 17, 1000}) expect_ok(OpCase(op).input("X", {n}));
   expect_ok(OpCase("LeakyRelu").input("X", {3, 17}).attr("alpha", 0.2f));
   expect_ok(OpCase("Gelu", "com.wpk").input("X", {3, 17}));
+  expect_ok(OpCase("Gelu", "com.wpk").input("X", {3, 17}).attr("approximate", "tanh"));
   expect_ok(OpCase("Sqrt").input("X", {0}));
   for (std::int64_t n : {1, 16, 17, 197}) expect_ok(OpCase("Softmax").input("X", {3, 5, n}));
   expect_ok(OpCase("Softmax").input("X", {3, 5, 7}).attr("axis", std::int64_t{1}));  // another axis: reference fallback
