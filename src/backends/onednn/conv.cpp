@@ -107,7 +107,8 @@ bool is_pointwise_nhwc(const Node& node, const Shape& ws) {
 }
 
 // On CPUs without AVX-512 (where oneDNN 2.6 has neither Winograd nor brgemm convolutions),
-// its direct AVX2 kernel runs 3x3 convs faster in nChw8c than in NHWC: on a Zen 3 at batch 8,
+// its direct AVX2 kernel runs convs larger than 1x1 faster in nChw8c than in NHWC (3x3s
+// measured; Inception's 1x7/7x1 take the same path): on a Zen 3 at batch 8,
 // 64 channels at 56x56 11.2 vs 15.3 ms, 256 at 14x14 11.3 vs 13.2; ResNet-50 at batch 8 ran
 // 16% faster with the two reorders per conv (medians 467-593 vs 565-710 ms, A/B alternated),
 // batch 1 within this machine's noise. Under 64 channels (SqueezeNet's 16-48) it gained
@@ -301,7 +302,7 @@ class ConvKernel : public Kernel {
     plan.blocked_layout = blk.inner_nblks == 1 && blk.inner_blks[0] == 8 ? "nChw8c" : "nChw16c";
   }
 
-  // Both false with ConvAlgorithms::DirectOnly (the tuner's alternative to these choices).
+  // All three false with ConvAlgorithms::DirectOnly (the tuner's alternative to these choices).
   bool pointwise_;        // runs as a matmul at batch 2+
   bool winograd_kernel_;  // runs as Winograd at outputs of 14x14+
   bool blocked_direct_;   // runs direct in oneDNN's blocked layout where its NHWC kernel is AVX2
