@@ -50,4 +50,12 @@ inline bool has_fused_residual(const Node& node) {
          node.inputs.size() > 3 && node.inputs[3] != kNoValue;
 }
 
+// The `activation` kind a com.wpk Gelu computes, for the fusions and kernels that run it:
+// "Gelu" (approximate = "none", the default) or "GeluTanh" ("tanh"); "" for any other
+// approximation, which is an error.
+inline std::string gelu_activation_kind(const Node& gelu) {
+  const std::string approximate = gelu.attr_string("approximate", "none");
+  return approximate == "none" ? "Gelu" : (approximate == "tanh" ? "GeluTanh" : "");
+}
+
 }  // namespace wpk

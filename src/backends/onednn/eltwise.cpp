@@ -15,9 +15,9 @@ std::optional<EltwiseOp> eltwise_of(const Node& n) {
   using A = dnnl::algorithm;
   if (n.domain == kWpkDomain) {
     if (n.op_type != "Gelu") return std::nullopt;
-    const std::string approximate = n.attr_string("approximate", "none");
-    if (approximate == "none") return EltwiseOp{A::eltwise_gelu_erf, 0.f, 0.f};
-    if (approximate == "tanh") return EltwiseOp{A::eltwise_gelu_tanh, 0.f, 0.f};
+    const std::string kind = gelu_activation_kind(n);
+    if (kind == "Gelu") return EltwiseOp{A::eltwise_gelu_erf, 0.f, 0.f};
+    if (kind == "GeluTanh") return EltwiseOp{A::eltwise_gelu_tanh, 0.f, 0.f};
     return std::nullopt;  // the reference kernel reports it
   }
   if (!n.domain.empty() && n.domain != "ai.onnx") return std::nullopt;

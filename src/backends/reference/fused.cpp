@@ -14,6 +14,7 @@
 
 #include "backends/reference/common.hpp"
 #include "backends/reference/registry.hpp"
+#include "graph/fused_ops.hpp"
 
 namespace wpk::reference {
 namespace {
@@ -202,10 +203,11 @@ void fused_matmul(KernelContext& ctx) {
 
 void gelu_kernel(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
-  const std::string approximate = ctx.node().attr_string("approximate", "none");
-  if (approximate != "none" && approximate != "tanh")
-    ctx.fail(ErrorCode::InvalidModel, "Gelu approximate must be \"none\" or \"tanh\", got \"" + approximate + "\"");
-  const bool tanh_form = approximate == "tanh";
+  const std::string kind = gelu_activation_kind(ctx.node());
+  if (kind.empty())
+    ctx.fail(ErrorCode::InvalidModel, "Gelu approximate must be \"none\" or \"tanh\", got \"" +
+                                          ctx.node().attr_string("approximate", "") + "\"");
+  const bool tanh_form = kind == "GeluTanh";
   dispatch_float(x.dtype(), ctx, [&](auto tag) {
     using T = typename decltype(tag)::type;
     Tensor& y = ctx.allocate_output(0, x.dtype(), x.shape());

@@ -123,9 +123,8 @@ std::optional<ActivationMatch> match_activation(const Graph& g, const GraphIndex
   m.nodes = {i};
   m.output = n.outputs[0];
   if (n.domain == kWpkDomain && n.op_type == "Gelu") {
-    const std::string approximate = n.attr_string("approximate", "none");
-    if (approximate != "none" && approximate != "tanh") return std::nullopt;
-    m.name = approximate == "tanh" ? "GeluTanh" : "Gelu";
+    m.name = gelu_activation_kind(n);
+    if (m.name.empty()) return std::nullopt;
     return m;
   }
   if (!n.domain.empty() && n.domain != "ai.onnx") return std::nullopt;
