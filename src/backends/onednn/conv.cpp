@@ -1,7 +1,8 @@
 // Conv and com.wpk FusedConv on oneDNN: 2-D, float32, constant weights packed once into the
 // layout the chosen implementation wants; bias, residual add and activation fused as post-ops;
 // activations NCHW or NHWC (channels_last) as the graph says, so no reorders of activations,
-// except around Winograd convolutions (below).
+// except around Winograd convolutions (below). Two of wpk's own kernels take some NHWC convs
+// instead of a primitive: weight streaming (stream_conv.hpp) and, on AVX2 CPUs, avx2_conv.hpp.
 #include <omp.h>
 
 #include <algorithm>
@@ -9,6 +10,7 @@
 #include <cstring>
 #include <optional>
 
+#include "backends/onednn/avx2_conv.hpp"
 #include "backends/onednn/onednn_kernels.hpp"
 #include "backends/onednn/stream_conv.hpp"
 #include "graph/fused_ops.hpp"
@@ -34,7 +36,9 @@ struct ConvPlan {
   // Weight-streaming kernel (stream_conv.hpp) on the packed weights instead of the primitive,
   // which is then not created: the block of the weights' Acdb{block}a layout, or 0.
   int stream_block = 0;
-  StreamConvShape stream;
+  // wpk's AVX2 kernel (avx2_conv.hpp) on weights packed Acdb16a, instead of the primitive.
+  bool avx2 = false;
+  StreamConvShape own;  // the shape either of wpk's kernels computes
 };
 
 // False when environment variable `name` is "0": the switches that turn a conv algorithm off.
@@ -81,6 +85,20 @@ std::optional<StreamConvEpilogue> stream_epilogue(const Activation& act, const T
     return std::nullopt;
   }
   return e;
+}
+
+// WPK_AVX2_CONV=0 turns wpk's AVX2 convolution off (those convs then run on oneDNN's jit:avx2).
+bool avx2_conv_enabled() {
+  static const bool enabled = switched_on("WPK_AVX2_CONV");
+  return enabled;
+}
+
+// Convs larger than 1x1: on 1x1s oneDNN's AVX2 kernels measured 5-15% faster than wpk's (its
+// tiles reload the sums' inputs per output-channel block where a 1x1 has no taps to amortise
+// that over), on 3x3s wpk's kernel 0-40% faster (below).
+bool is_avx2_conv_candidate(const Node& node, const Shape& ws) {
+  return node.attr_int("channels_last", 0) == 1 && node.attr_int("group", 1) == 1 && ws.size() == 4 &&
+         ws[2] * ws[3] > 1;
 }
 
 // See build(): above this (times the threads), a batch-1 Winograd conv runs direct instead.
@@ -147,6 +165,7 @@ class ConvKernel : public Kernel {
                          is_winograd_kernel(node, w.shape())),
         blocked_direct_(algorithms == ConvAlgorithms::Heuristic && blocked_direct_enabled() &&
                         is_blocked_direct_candidate(node, w.shape())),
+        avx2_(algorithms == ConvAlgorithms::Heuristic && avx2_conv_enabled() && is_avx2_conv_candidate(node, w.shape())),
         weights_(w, loaded_weights_desc(w.shape(), node.attr_int("group", 1), false)), b_(std::move(b)),
         act_(read_activation(node)), channels_last_(node.attr_int("channels_last", 0) == 1),
         group_(node.attr_int("group", 1)), has_residual_(has_fused_residual(node)),
@@ -158,11 +177,12 @@ class ConvKernel : public Kernel {
       const Tensor& x = image_input(ctx);
       auto plan = cache_.get(shape_key({&x.shape()}), [&] { return build(ctx, x.shape()); });
       Tensor& y = ctx.allocate_output(0, DType::Float32, plan->y_shape);
-      if (plan->stream_block) {
-        ctx.note_variant("stream");
+      if (plan->stream_block || plan->avx2) {
+        ctx.note_variant(plan->avx2 ? "avx2" : "stream");
         if (has_residual_) accumulate_residual_into(ctx, 3, y);
-        stream_conv(plan->stream, x.data<float>(), static_cast<const float*>(plan->weights.get_data_handle()),
-                    plan->stream_block, *stream_epilogue_, y.data<float>());
+        const auto* w = static_cast<const float*>(plan->weights.get_data_handle());
+        if (plan->avx2) avx2_conv(plan->own, x.data<float>(), w, *stream_epilogue_, y.data<float>());
+        else stream_conv(plan->own, x.data<float>(), w, plan->stream_block, *stream_epilogue_, y.data<float>());
         return;
       }
       const dnnl::memory x_mem = wrap_arg(plan->primitive, DNNL_ARG_SRC, plan->src, x),
@@ -230,6 +250,16 @@ class ConvKernel : public Kernel {
       plan.weights = weights_.pack_for(pd.weights_desc(), plan.weights_view);
       return plan;
     }
+    const StreamConvShape own{nchw[0], nchw[2], nchw[3], nchw[1], win.out[1], win.out[2], ws[0],
+                              ws[2], ws[3], win.stride[1], win.stride[2], win.pad_begin[1], win.pad_begin[2],
+                              win.dilation[1], win.dilation[2]};
+    if (avx2_ && stream_epilogue_ && avx2_conv_pays(own)) {
+      plan.weights_view = loaded_weights_desc(ws, group_, false);
+      plan.weights = weights_.pack_for(f32_desc(w_dims, Tag::Acdb16a), plan.weights_view);
+      plan.avx2 = true;
+      plan.own = own;
+      return plan;
+    }
     plan.src = f32_desc(src_dims, act_tag);
     plan.dst = f32_desc(dst_dims, act_tag);
     plan.bias = f32_desc({ws[0]}, Tag::x);
@@ -279,13 +309,10 @@ class ConvKernel : public Kernel {
     if (stream_allowed_ && !plan.blocked) {
       // Streaming reads the weights in the layout oneDNN packed them for its direct kernel, so
       // plans of other shapes (a larger batch on the primitive) share one packed copy.
-      const StreamConvShape shape{nchw[0], nchw[2], nchw[3], nchw[1], win.out[1], win.out[2], ws[0],
-                                  ws[2], ws[3], win.stride[1], win.stride[2], win.pad_begin[1], win.pad_begin[2],
-                                  win.dilation[1], win.dilation[2]};
       const int block = stream_weights_block(pd.weights_desc(), ws[0], ws[1], ws[2], ws[3]);
-      if (stream_conv_pays(shape, block, omp_get_max_threads())) {
+      if (stream_conv_pays(own, block, omp_get_max_threads())) {
         plan.stream_block = block;
-        plan.stream = shape;
+        plan.own = own;
       }
     }
     if (!plan.stream_block) plan.primitive = dnnl::convolution_forward(pd);
@@ -302,10 +329,11 @@ class ConvKernel : public Kernel {
     plan.blocked_layout = blk.inner_nblks == 1 && blk.inner_blks[0] == 8 ? "nChw8c" : "nChw16c";
   }
 
-  // All three false with ConvAlgorithms::DirectOnly (the tuner's alternative to these choices).
+  // All four false with ConvAlgorithms::DirectOnly (the tuner's alternative to these choices).
   bool pointwise_;        // runs as a matmul at batch 2+
   bool winograd_kernel_;  // runs as Winograd at outputs of 14x14+
   bool blocked_direct_;   // runs direct in oneDNN's blocked layout where its NHWC kernel is AVX2
+  bool avx2_;             // runs on wpk's AVX2 kernel where avx2_conv_pays
   PackedWeights weights_;
   Tensor b_;
   Activation act_;
@@ -351,6 +379,7 @@ bool conv_has_algorithm_choice(const Node& node, const Graph& graph) {
   const Tensor* w = graph.initializer(node.inputs[1]);
   if (!w) return false;
   // (The weight-streaming kernel is no algorithm choice: both candidates use it where it pays.)
+  if (avx2_conv_available() && is_avx2_conv_candidate(node, w->shape())) return true;
   if (is_winograd_kernel(node, w->shape())) return winograd_output_possible(node, graph);
   if (!is_pointwise_nhwc(node, w->shape())) return false;
   // The matmul runs at batch 2+ only: with the batch fixed at 1 both candidates are one kernel.

@@ -5,6 +5,7 @@
 #ifdef WPK_WITH_ONEDNN
 #include <dnnl.hpp>
 
+#include "backends/onednn/avx2_conv.hpp"
 #include "backends/onednn/onednn_backend.hpp"
 #include "backends/onednn/onednn_common.hpp"
 #include "backends/reference/reference_backend.hpp"
@@ -273,8 +274,9 @@ TEST_CASE("tuning offers onednn-direct on a 1x1 conv only when its batch may exc
 }
 
 // A 3x3 conv whose declared output is under 14x14 never runs as Winograd, at any batch size:
-// oneDNN's direct convolution is then no alternative and not measured.
-TEST_CASE("tuning offers onednn-direct on a 3x3 conv only when its output may reach 14x14", "[onednn][conv][tuning]") {
+// oneDNN's direct convolution is then no alternative and not measured, unless wpk's AVX2
+// kernel (CPUs without AVX-512) may run it.
+TEST_CASE("tuning offers onednn-direct on a 3x3 conv only when its output may reach 14x14 or on AVX2", "[onednn][conv][tuning]") {
   for (const std::int64_t size : {7, 14}) {
     wpk::Graph g;
     g.add_input("x", wpk::DType::Float32, {wpk::Dim("N"), 64, size, size});
@@ -289,7 +291,8 @@ TEST_CASE("tuning offers onednn-direct on a 3x3 conv only when its output may re
     const auto before = wpk::tuning_measurements();
     s.run({{"x", wpk::Tensor::zeros(wpk::DType::Float32, {1, 64, size, size})}});
     INFO("output " << size << "x" << size);
-    CHECK(wpk::tuning_measurements() - before == 2 + (size >= 14 ? 3 : 2) + 2);
+    const bool choice = size >= 14 || wpk::onednn::avx2_conv_available();
+    CHECK(wpk::tuning_measurements() - before == 2 + (choice ? 3 : 2) + 2);
   }
 }
 
@@ -299,17 +302,22 @@ TEST_CASE("tuning offers onednn-direct on a 3x3 conv only when its output may re
 // both match the reference.
 namespace {
 
-// The layout the session's profile reports for a lone 3x3 conv (pads 1) of `c_in` -> `c_out`
-// channels at size x size, batch 1, optionally adding a residual input.
-std::string session_conv_layout(std::int64_t c_in, std::int64_t c_out, std::int64_t size, bool residual = false) {
+// The profile step of a lone 3x3 conv (pads 1) of `c_in` -> `c_out` channels at size x size,
+// batch 1, run by a session: its layout ("NHWC", "NHWC>nChw8c", ...) and backend. `after`: an
+// op fused into it ("Add" of a second input: a residual; "Sigmoid"), or none.
+wpk::StepProfile session_conv_step(std::int64_t c_in, std::int64_t c_out, std::int64_t size,
+                                   const std::string& after = "") {
   wpk::Graph g;
   g.add_input("x", wpk::DType::Float32, {1, c_in, size, size});
   g.add_initializer("w", wpk::Tensor::zeros(wpk::DType::Float32, {c_out, c_in, 3, 3}));
   g.add_node("Conv", {"x", "w"}, {"c"}, {{"pads", wpk::Attribute({1, 1, 1, 1})}});
   std::string out = "c";
-  if (residual) {
+  if (after == "Add") {
     g.add_input("r", wpk::DType::Float32, {1, c_out, size, size});
     g.add_node("Add", {"c", "r"}, {"y"});
+    out = "y";
+  } else if (!after.empty()) {
+    g.add_node(after, {"c"}, {"y"});
     out = "y";
   }
   g.add_output(out);
@@ -317,12 +325,16 @@ std::string session_conv_layout(std::int64_t c_in, std::int64_t c_out, std::int6
   profiled.profile = true;
   const wpk::Session s(g, profiled);
   wpk::TensorMap in = {{"x", wpk::Tensor::zeros(wpk::DType::Float32, {1, c_in, size, size})}};
-  if (residual) in.emplace("r", wpk::Tensor::zeros(wpk::DType::Float32, {1, c_out, size, size}));
+  if (after == "Add") in.emplace("r", wpk::Tensor::zeros(wpk::DType::Float32, {1, c_out, size, size}));
   s.run(in);
-  std::string layout;
   for (const wpk::StepProfile& step : s.last_profile().steps)
-    if (step.op == "com.wpk.FusedConv") layout = step.layout;
-  return layout;
+    if (step.op == "com.wpk.FusedConv") return step;
+  FAIL("no FusedConv step in the profile");
+  return {};
+}
+
+std::string session_conv_layout(std::int64_t c_in, std::int64_t c_out, std::int64_t size, const std::string& after = "") {
+  return session_conv_step(c_in, c_out, size, after).layout;
 }
 
 }  // namespace
@@ -343,39 +355,50 @@ TEST_CASE("a batch-1 Winograd conv with a whole-image scratchpad runs direct", "
                             .attr("activation", "Relu")
                             .attr("channels_last", std::int64_t{1});
     CHECK(conv.check(onednn(), 1e-4, 1e-4) == "");
-    // oneDNN 2.6 has Winograd kernels for AVX-512 only; without them both run direct, in
-    // nChw8c (next test).
+    // oneDNN 2.6 has Winograd kernels for AVX-512 only; without them both run on wpk's AVX2
+    // kernel in NHWC (next test).
     if (wpk::testing::onednn_has_avx512())
       CHECK(session_conv_layout(c.c_in, c.c_out, c.size) == (c.stays_direct ? "NHWC" : "NHWC>nChw16c"));
     else
-      CHECK(session_conv_layout(c.c_in, c.c_out, c.size) == "NHWC>nChw8c");
+      CHECK(session_conv_layout(c.c_in, c.c_out, c.size) == "NHWC");
   }
 }
 
-TEST_CASE("without AVX-512, 3x3 convs of 64+ channels and no residual run direct in nChw8c", "[onednn][conv]") {
+// Without AVX-512, 3x3 convs run on wpk's AVX2 kernel in NHWC (avx2_conv_test.cpp tests the
+// kernel); those with an activation it does not fuse (Sigmoid here), 64+ channels in and out
+// and no residual run oneDNN's direct kernel in nChw8c.
+TEST_CASE("without AVX-512, 3x3 convs run on wpk's AVX2 kernel, or direct in nChw8c", "[onednn][conv]") {
   if (wpk::testing::onednn_has_avx512()) {
     // Winograd's territory (above); the direct kernel there reads NHWC itself.
     CHECK(session_conv_layout(64, 64, 7) == "NHWC");
     CHECK(session_conv_layout(64, 64, 14) == "NHWC>nChw16c");
   } else {
-    CHECK(session_conv_layout(64, 64, 7) == "NHWC>nChw8c");
-    CHECK(session_conv_layout(64, 96, 14) == "NHWC>nChw8c");
+    for (const std::string after : {"", "Add"}) {
+      INFO("fused: " << after);
+      const wpk::StepProfile step = session_conv_step(64, 64, 14, after);
+      CHECK(step.layout == "NHWC");
+      CHECK(step.backend == (wpk::onednn::avx2_conv_available() ? "onednn:avx2" : "onednn"));
+    }
+    CHECK(session_conv_layout(64, 64, 7, "Sigmoid") == "NHWC>nChw8c");
+    CHECK(session_conv_layout(64, 96, 14, "Sigmoid") == "NHWC>nChw8c");
   }
   // A residual would have to be reordered in as well; fewer channels gained nothing.
-  CHECK(session_conv_layout(64, 64, 14, true) == "NHWC");
-  CHECK(session_conv_layout(32, 64, 14) == "NHWC");
-  CHECK(session_conv_layout(64, 32, 14) == "NHWC");
-  // And the blocked runs match the reference: odd channel counts pad the last block.
-  for (std::int64_t c_out : {64, 72, 99}) {
-    const OpCase conv = OpCase("FusedConv", "com.wpk")
-                            .input("X", {2, 9, 11, 67})
-                            .constant("W", {c_out, 67, 3, 3})
-                            .constant("B", {c_out})
-                            .attr("pads", {1, 1, 1, 1})
-                            .attr("activation", "Relu")
-                            .attr("channels_last", std::int64_t{1});
-    INFO(conv.describe());
-    CHECK(conv.check(onednn(), 1e-4, 1e-4) == "");
+  CHECK(session_conv_layout(64, 64, 14, "Add") == "NHWC");
+  CHECK(session_conv_layout(32, 64, 14, "Sigmoid") == "NHWC");
+  CHECK(session_conv_layout(64, 32, 14, "Sigmoid") == "NHWC");
+  // And both kernels match the reference (blocked: Sigmoid): odd channel counts pad the last block.
+  for (const char* activation : {"Relu", "Sigmoid"}) {
+    for (std::int64_t c_out : {64, 72, 99}) {
+      const OpCase conv = OpCase("FusedConv", "com.wpk")
+                              .input("X", {2, 9, 11, 67})
+                              .constant("W", {c_out, 67, 3, 3})
+                              .constant("B", {c_out})
+                              .attr("pads", {1, 1, 1, 1})
+                              .attr("activation", activation)
+                              .attr("channels_last", std::int64_t{1});
+      INFO(conv.describe());
+      CHECK(conv.check(onednn(), 1e-4, 1e-4) == "");
+    }
   }
 }
 

@@ -7,86 +7,28 @@
 #ifdef WPK_WITH_ONEDNN
 #include <dnnl.hpp>
 
-#include <cmath>
-#include <random>
 #include <vector>
 
+#include "backends/onednn/avx2_conv.hpp"
 #include "backends/onednn/onednn_backend.hpp"
 #include "backends/onednn/stream_conv.hpp"
 #include "runtime/threads.hpp"
 #include "support/backend_tester.hpp"
+#include "support/conv_kernel_check.hpp"
 #include "support/tensor_compare.hpp"
 #include "wpk/wpk.hpp"
 
 using wpk::onednn::StreamConvEpilogue;
 using wpk::onednn::StreamConvShape;
 
+using wpk::testing::conv_shape;
+using wpk::testing::random_floats;
+
 namespace {
 
-std::vector<float> random_floats(std::size_t n, unsigned seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  std::vector<float> v(n);
-  for (float& x : v) x = u(rng);
-  return v;
-}
-
-// OIHW weights into oneDNN's Acdb{block}a (output channels innermost in zero-padded blocks).
-std::vector<float> pack_blocked(const std::vector<float>& oihw, const StreamConvShape& s, int block) {
+dnnl::memory::format_tag block_tag(int block) {
   using Tag = dnnl::memory::format_tag;
-  const Tag tags[] = {Tag::Acdb16a, Tag::Acdb32a, Tag::Acdb48a, Tag::Acdb64a};
-  const Tag tag = tags[block == 16 ? 0 : block == 32 ? 1 : block == 48 ? 2 : 3];
-  const dnnl::engine eng(dnnl::engine::kind::cpu, 0);
-  dnnl::stream stream(eng);
-  const dnnl::memory::dims dims = {s.oc, s.ic, s.kh, s.kw};
-  const dnnl::memory::desc plain(dims, dnnl::memory::data_type::f32, Tag::oihw), packed(dims, dnnl::memory::data_type::f32, tag);
-  REQUIRE(wpk::onednn::stream_weights_block(packed, s.oc, s.ic, s.kh, s.kw) == block);
-  std::vector<float> out(packed.get_size() / sizeof(float));
-  dnnl::memory from(plain, eng, const_cast<float*>(oihw.data())), to(packed, eng, out.data());
-  dnnl::reorder(from, to).execute(stream, from, to);
-  stream.wait();
-  return out;
-}
-
-// y = act(conv(x, w) + bias + residual) in double, NHWC.
-std::vector<float> naive_conv(const StreamConvShape& s, const std::vector<float>& x, const std::vector<float>& oihw,
-                              const StreamConvEpilogue& e, const std::vector<float>& residual) {
-  std::vector<float> y(static_cast<std::size_t>(s.n * s.oh * s.ow * s.oc));
-  for (std::int64_t n = 0; n < s.n; ++n)
-    for (std::int64_t oy = 0; oy < s.oh; ++oy)
-      for (std::int64_t ox = 0; ox < s.ow; ++ox)
-        for (std::int64_t o = 0; o < s.oc; ++o) {
-          double sum = e.bias ? e.bias[o] : 0.0;
-          for (std::int64_t fy = 0; fy < s.kh; ++fy)
-            for (std::int64_t fx = 0; fx < s.kw; ++fx) {
-              const std::int64_t iy = oy * s.sh - s.ph + fy * s.dh, ix = ox * s.sw - s.pw + fx * s.dw;
-              if (iy < 0 || ix < 0 || iy >= s.ih || ix >= s.iw) continue;
-              for (std::int64_t c = 0; c < s.ic; ++c)
-                sum += static_cast<double>(x[static_cast<std::size_t>(((n * s.ih + iy) * s.iw + ix) * s.ic + c)]) *
-                       oihw[static_cast<std::size_t>(((o * s.ic + c) * s.kh + fy) * s.kw + fx)];
-            }
-          const std::size_t i = static_cast<std::size_t>(((n * s.oh + oy) * s.ow + ox) * s.oc + o);
-          if (e.accumulate) sum += residual[i];
-          if (e.act != StreamConvEpilogue::Act::None) sum = std::max(sum, static_cast<double>(e.act == StreamConvEpilogue::Act::Clip ? e.lo : 0.0f));
-          if (e.act == StreamConvEpilogue::Act::Clip) sum = std::min(sum, static_cast<double>(e.hi));
-          y[i] = static_cast<float>(sum);
-        }
-  return y;
-}
-
-StreamConvShape conv_shape(std::int64_t n, std::int64_t size, std::int64_t ic, std::int64_t oc, std::int64_t k,
-                           std::int64_t stride, std::int64_t pad, std::int64_t dilation) {
-  StreamConvShape s;
-  s.n = n;
-  s.ih = s.iw = size;
-  s.ic = ic;
-  s.oc = oc;
-  s.kh = s.kw = k;
-  s.sh = s.sw = stride;
-  s.ph = s.pw = pad;
-  s.dh = s.dw = dilation;
-  s.oh = s.ow = (size + 2 * pad - dilation * (k - 1) - 1) / stride + 1;
-  return s;
+  return block == 16 ? Tag::Acdb16a : block == 32 ? Tag::Acdb32a : block == 48 ? Tag::Acdb48a : Tag::Acdb64a;
 }
 
 const wpk::onednn::OneDnnBackend& onednn() {
@@ -125,35 +67,22 @@ TEST_CASE("the weight-streaming conv kernel matches a plain convolution", "[oned
         const auto w = random_floats(static_cast<std::size_t>(s.oc * s.ic * s.kh * s.kw), seed++);
         const auto bias = random_floats(static_cast<std::size_t>(s.oc), seed++);
         const auto residual = random_floats(static_cast<std::size_t>(s.n * s.oh * s.ow * s.oc), seed++);
-        StreamConvEpilogue e;
-        if (epilogue >= 1) e.bias = bias.data();
-        if (epilogue == 1) e.act = StreamConvEpilogue::Act::Relu;
-        if (epilogue == 2) {
-          e.act = StreamConvEpilogue::Act::Clip;
-          e.lo = -0.5f;
-          e.hi = 0.75f;
-        }
-        if (epilogue == 3) {
-          e.accumulate = true;
-          e.act = StreamConvEpilogue::Act::Relu;
-        }
+        const StreamConvEpilogue e = wpk::testing::test_epilogue(epilogue, bias);
         // Guard floats after the output catch a store past its end.
         std::vector<float> y(residual.size() + 16, 12345.0f);
         if (e.accumulate) std::copy(residual.begin(), residual.end(), y.begin());
-        const auto packed = pack_blocked(w, s, block);
+        const auto packed = wpk::testing::pack_weights(w, s, block_tag(block));
+        REQUIRE(wpk::onednn::stream_weights_block(
+                    dnnl::memory::desc({s.oc, s.ic, s.kh, s.kw}, dnnl::memory::data_type::f32, block_tag(block)), s.oc,
+                    s.ic, s.kh, s.kw) == block);
         wpk::onednn::stream_conv(s, x.data(), packed.data(), block, e, y.data());
-        const auto want = naive_conv(s, x, w, e, residual);
+        const auto want = wpk::testing::naive_conv(s, x, w, e, residual);
         INFO(c.what << ", block " << block << ", epilogue " << epilogue);
-        double err = 0, norm = 0, worst = 0;
-        for (std::size_t i = 0; i < want.size(); ++i) {
-          err += (y[i] - want[i]) * static_cast<double>(y[i] - want[i]);
-          norm += want[i] * static_cast<double>(want[i]);
-          worst = std::max(worst, static_cast<double>(std::abs(y[i] - want[i])));
-        }
+        const wpk::testing::ConvDiff diff = wpk::testing::conv_diff(y, want);
         // float32 sums of up to 1170 products in [-1, 1] against double: rounding alone reaches
         // ~1e-6 relative (more where Clip leaves small outputs); a wrong tap or lane is O(1).
-        CHECK(worst < 1e-4);
-        CHECK(std::sqrt(err / std::max(norm, 1e-30)) < 1e-5);
+        CHECK(diff.worst < 1e-4);
+        CHECK(diff.relative_l2 < 1e-5);
         for (std::size_t i = want.size(); i < y.size(); ++i) CHECK(y[i] == 12345.0f);
       }
 }
@@ -244,6 +173,7 @@ std::string conv_backend(const wpk::RunProfile& p) {
 
 // Batch 1 (49 output pixels) streams; batch 3 of the same session runs oneDNN's primitive on the
 // weights packed at load (both read one copy), and each of its items equals the batch-1 result.
+// (Without AVX-512 nothing streams and both run on wpk's AVX2 kernel, avx2_conv.hpp.)
 TEST_CASE("a session streams a batch-1 conv and runs larger batches on oneDNN", "[onednn][conv][stream]") {
   wpk::SessionOptions o;
   o.threads = 2;
@@ -251,13 +181,14 @@ TEST_CASE("a session streams a batch-1 conv and runs larger batches on oneDNN", 
   const wpk::Session s(wide_conv_graph(), o);
   const auto x = random_floats(3 * 256 * 49, 13);
   const wpk::Tensor all = s.run({{"x", wpk::Tensor::borrow(const_cast<float*>(x.data()), {3, 256, 7, 7})}}).at("y");
-  CHECK(conv_backend(s.last_profile()) == "onednn");
+  const std::string direct = wpk::onednn::avx2_conv_available() ? "onednn:avx2" : "onednn";
+  CHECK(conv_backend(s.last_profile()) == direct);
   const bool streams = expect_stream(7, 256, 256, 2);
   if (!streams) WARN("this CPU or oneDNN build does not stream the test conv; only results are compared");
   for (std::int64_t b = 0; b < 3; ++b) {
     const wpk::Tensor one =
         s.run({{"x", wpk::Tensor::borrow(const_cast<float*>(x.data()) + b * 256 * 49, {1, 256, 7, 7})}}).at("y");
-    CHECK(conv_backend(s.last_profile()) == (streams ? "onednn:stream" : "onednn"));
+    CHECK(conv_backend(s.last_profile()) == (streams ? "onednn:stream" : direct));
     INFO("batch item " << b);
     CHECK(wpk::testing::compare_allclose(wpk::Tensor::borrow(all.data<float>() + b * 256 * 49, {1, 256, 7, 7}), one, 1e-4,
                                          1e-4) == "");

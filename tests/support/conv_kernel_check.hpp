@@ -1,0 +1,115 @@
+#pragma once
+// For tests of wpk's own NHWC convolution kernels (backends/onednn: stream_conv, avx2_conv):
+// random data, weights packed by oneDNN as the kernels read them, the four epilogues they fuse,
+// and a plain double-precision convolution to compare with.
+#include <dnnl.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "backends/onednn/stream_conv.hpp"
+
+namespace wpk::testing {
+
+inline std::vector<float> random_floats(std::size_t n, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  std::vector<float> v(n);
+  for (float& x : v) x = u(rng);
+  return v;
+}
+
+// A square conv: batch n, size x size input, k x k kernel.
+inline onednn::StreamConvShape conv_shape(std::int64_t n, std::int64_t size, std::int64_t ic, std::int64_t oc,
+                                          std::int64_t k, std::int64_t stride, std::int64_t pad,
+                                          std::int64_t dilation) {
+  onednn::StreamConvShape s;
+  s.n = n;
+  s.ih = s.iw = size;
+  s.ic = ic;
+  s.oc = oc;
+  s.kh = s.kw = k;
+  s.sh = s.sw = stride;
+  s.ph = s.pw = pad;
+  s.dh = s.dw = dilation;
+  s.oh = s.ow = (size + 2 * pad - dilation * (k - 1) - 1) / stride + 1;
+  return s;
+}
+
+// OIHW weights into oneDNN's blocked `tag` (Acdb16a and friends: output channels innermost, in
+// zero-padded blocks).
+inline std::vector<float> pack_weights(const std::vector<float>& oihw, const onednn::StreamConvShape& s,
+                                       dnnl::memory::format_tag tag) {
+  const dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+  dnnl::stream stream(eng);
+  const dnnl::memory::dims dims = {s.oc, s.ic, s.kh, s.kw};
+  const dnnl::memory::desc plain(dims, dnnl::memory::data_type::f32, dnnl::memory::format_tag::oihw),
+      packed(dims, dnnl::memory::data_type::f32, tag);
+  std::vector<float> out(packed.get_size() / sizeof(float));
+  dnnl::memory from(plain, eng, const_cast<float*>(oihw.data())), to(packed, eng, out.data());
+  dnnl::reorder(from, to).execute(stream, from, to);
+  stream.wait();
+  return out;
+}
+
+// The epilogues the kernels fuse: 0 none, 1 bias + Relu, 2 bias + Clip(-0.5, 0.75), 3 bias +
+// residual + Relu.
+inline onednn::StreamConvEpilogue test_epilogue(int kind, const std::vector<float>& bias) {
+  using Act = onednn::StreamConvEpilogue::Act;
+  onednn::StreamConvEpilogue e;
+  if (kind >= 1) e.bias = bias.data();
+  e.act = kind == 2 ? Act::Clip : kind >= 1 ? Act::Relu : Act::None;
+  e.lo = -0.5f;
+  e.hi = 0.75f;
+  e.accumulate = kind == 3;
+  return e;
+}
+
+// y = act(conv(x, w) + bias + residual) in double, NHWC; w OIHW.
+inline std::vector<float> naive_conv(const onednn::StreamConvShape& s, const std::vector<float>& x,
+                                     const std::vector<float>& oihw, const onednn::StreamConvEpilogue& e,
+                                     const std::vector<float>& residual) {
+  using Act = onednn::StreamConvEpilogue::Act;
+  std::vector<float> y(static_cast<std::size_t>(s.n * s.oh * s.ow * s.oc));
+  for (std::int64_t n = 0; n < s.n; ++n)
+    for (std::int64_t oy = 0; oy < s.oh; ++oy)
+      for (std::int64_t ox = 0; ox < s.ow; ++ox)
+        for (std::int64_t o = 0; o < s.oc; ++o) {
+          double sum = e.bias ? e.bias[o] : 0.0;
+          for (std::int64_t fy = 0; fy < s.kh; ++fy)
+            for (std::int64_t fx = 0; fx < s.kw; ++fx) {
+              const std::int64_t iy = oy * s.sh - s.ph + fy * s.dh, ix = ox * s.sw - s.pw + fx * s.dw;
+              if (iy < 0 || ix < 0 || iy >= s.ih || ix >= s.iw) continue;
+              for (std::int64_t c = 0; c < s.ic; ++c)
+                sum += static_cast<double>(x[static_cast<std::size_t>(((n * s.ih + iy) * s.iw + ix) * s.ic + c)]) *
+                       oihw[static_cast<std::size_t>(((o * s.ic + c) * s.kh + fy) * s.kw + fx)];
+            }
+          const std::size_t i = static_cast<std::size_t>(((n * s.oh + oy) * s.ow + ox) * s.oc + o);
+          if (e.accumulate) sum += residual[i];
+          if (e.act != Act::None) sum = std::max(sum, static_cast<double>(e.act == Act::Clip ? e.lo : 0.0f));
+          if (e.act == Act::Clip) sum = std::min(sum, static_cast<double>(e.hi));
+          y[i] = static_cast<float>(sum);
+        }
+  return y;
+}
+
+// How far a kernel's output is from the plain convolution's: the largest absolute difference
+// and the relative L2 error over the first want.size() floats.
+struct ConvDiff {
+  double worst = 0, relative_l2 = 0;
+};
+
+inline ConvDiff conv_diff(const std::vector<float>& y, const std::vector<float>& want) {
+  double err = 0, norm = 0, worst = 0;
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    const double d = static_cast<double>(y[i]) - want[i];
+    err += d * d;
+    norm += want[i] * static_cast<double>(want[i]);
+    worst = std::max(worst, std::abs(d));
+  }
+  return {worst, std::sqrt(err / std::max(norm, 1e-30))};
+}
+
+}  // namespace wpk::testing

@@ -1,0 +1,149 @@
+// wpk's AVX2 direct convolution (backends/onednn/avx2_conv.hpp): the kernel itself on weights
+// packed by oneDNN as Acdb16a against a plain double-precision convolution, at 1-3 threads (each
+// way of splitting the work); and FusedConvs through the oneDNN backend, which runs them on it
+// on CPUs without AVX-512, against the reference backend. The kernel runs on any CPU with AVX2
+// and FMA, so AVX-512 machines test it too, though their sessions do not use it.
+#include <catch2/catch.hpp>
+
+#ifdef WPK_WITH_ONEDNN
+#include <dnnl.hpp>
+
+#include <string>
+#include <vector>
+
+#include "backends/onednn/avx2_conv.hpp"
+#include "backends/onednn/onednn_backend.hpp"
+#include "runtime/threads.hpp"
+#include "support/backend_tester.hpp"
+#include "support/conv_kernel_check.hpp"
+
+using wpk::onednn::StreamConvEpilogue;
+using wpk::onednn::StreamConvShape;
+using wpk::testing::conv_shape;
+using wpk::testing::random_floats;
+
+namespace {
+
+bool cpu_runs_avx2_kernel() { return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"); }
+
+// Non-square shapes and asymmetric padding, which conv_shape does not make.
+StreamConvShape rect_shape(std::int64_t n, std::int64_t ih, std::int64_t iw, std::int64_t ic, std::int64_t oc,
+                           std::int64_t kh, std::int64_t kw, std::int64_t sh, std::int64_t sw, std::int64_t ph_begin,
+                           std::int64_t ph_end, std::int64_t pw_begin, std::int64_t pw_end) {
+  StreamConvShape s;
+  s.n = n;
+  s.ih = ih;
+  s.iw = iw;
+  s.ic = ic;
+  s.oc = oc;
+  s.kh = kh;
+  s.kw = kw;
+  s.sh = sh;
+  s.sw = sw;
+  s.ph = ph_begin;
+  s.pw = pw_begin;
+  s.oh = (ih + ph_begin + ph_end - kh) / sh + 1;
+  s.ow = (iw + pw_begin + pw_end - kw) / sw + 1;
+  return s;
+}
+
+const wpk::onednn::OneDnnBackend& onednn() {
+  static const wpk::onednn::OneDnnBackend backend;
+  return backend;
+}
+
+}  // namespace
+
+// Tiles of 1-6 pixels (pixel counts off multiples of 6, across rows and images), output channels
+// off the 16-channel blocks (masked stores), input channels off any vector width, more pixels than
+// one 96-pixel block, padding on every side (taps reading zeros, tiles skipping whole taps),
+// strides, dilation, 1x1, 1x7 and 5x5 kernels, a weight group larger than L2's share, and every
+// epilogue; at 1, 2 and 3 threads.
+TEST_CASE("wpk's AVX2 conv kernel matches a plain convolution", "[onednn][conv][avx2]") {
+  if (!cpu_runs_avx2_kernel()) {
+    WARN("no AVX2 and FMA: wpk's AVX2 conv kernel does not run on this CPU");
+    return;
+  }
+  struct Case {
+    StreamConvShape s;
+    const char* what;
+  };
+  const Case cases[] = {
+      {conv_shape(1, 7, 67, 70, 3, 1, 1, 1), "3x3, 67 -> 70 channels at 7x7 (49 pixels)"},
+      {conv_shape(2, 11, 16, 8, 3, 1, 1, 1), "8 output channels, 242 pixels over two images"},
+      {conv_shape(1, 9, 130, 96, 3, 2, 1, 1), "3x3 stride 2"},
+      {conv_shape(1, 13, 24, 33, 3, 1, 2, 2), "dilation 2, 33 channels"},
+      {conv_shape(3, 5, 40, 64, 1, 1, 0, 1), "1x1, 75 pixels"},
+      {conv_shape(1, 1, 96, 80, 3, 1, 1, 1), "one output pixel reading the centre tap only"},
+      {conv_shape(1, 9, 17, 32, 5, 1, 2, 1), "5x5"},
+      {conv_shape(1, 4, 1100, 16, 3, 1, 1, 1), "3x3 over 1100 channels: 633 KB of weights per block"},
+      {rect_shape(2, 6, 10, 20, 24, 1, 7, 1, 1, 0, 0, 3, 3), "1x7 on 6x10"},
+      {rect_shape(1, 8, 7, 18, 40, 3, 3, 2, 1, 0, 2, 1, 0), "asymmetric padding and strides"},
+  };
+  unsigned seed = 41;
+  for (const int threads : {1, 2, 3}) {
+    const wpk::OmpThreadScope scope(threads);
+    for (const Case& c : cases)
+      for (int epilogue = 0; epilogue < 4; ++epilogue) {
+        const StreamConvShape& s = c.s;
+        const auto x = random_floats(static_cast<std::size_t>(s.n * s.ih * s.iw * s.ic), seed++);
+        const auto w = random_floats(static_cast<std::size_t>(s.oc * s.ic * s.kh * s.kw), seed++);
+        const auto bias = random_floats(static_cast<std::size_t>(s.oc), seed++);
+        const auto residual = random_floats(static_cast<std::size_t>(s.n * s.oh * s.ow * s.oc), seed++);
+        const StreamConvEpilogue e = wpk::testing::test_epilogue(epilogue, bias);
+        // Guard floats after the output catch a store past its end.
+        std::vector<float> y(residual.size() + 16, 12345.0f);
+        if (e.accumulate) std::copy(residual.begin(), residual.end(), y.begin());
+        const auto packed = wpk::testing::pack_weights(w, s, dnnl::memory::format_tag::Acdb16a);
+        wpk::onednn::avx2_conv(s, x.data(), packed.data(), e, y.data());
+        const auto want = wpk::testing::naive_conv(s, x, w, e, residual);
+        INFO(c.what << ", epilogue " << epilogue << ", " << threads << " threads");
+        const wpk::testing::ConvDiff diff = wpk::testing::conv_diff(y, want);
+        // float32 sums of K products in [-1, 1] against double: partial sums grow to ~sqrt(K / 9)
+        // and rounding adds ~eps each step, ~eps * K / 3 in all (2e-4 at K = 9900); a wrong tap,
+        // lane or pixel is O(1).
+        const double terms = static_cast<double>(s.kh * s.kw * s.ic);
+        CHECK(diff.worst < 1e-7 * terms);
+        CHECK(diff.relative_l2 < 1e-5);
+        for (std::size_t i = want.size(); i < y.size(); ++i) CHECK(y[i] == 12345.0f);
+      }
+  }
+}
+
+TEST_CASE("wpk's AVX2 conv kernel takes ungrouped convs of 16+ input channels and up to 64 taps", "[onednn][conv][avx2]") {
+  using wpk::onednn::avx2_conv_pays;
+  if (!wpk::onednn::avx2_conv_available()) {
+    CHECK(!avx2_conv_pays(conv_shape(1, 56, 64, 64, 3, 1, 1, 1)));  // AVX-512 CPUs keep oneDNN's kernels
+    return;
+  }
+  CHECK(avx2_conv_pays(conv_shape(1, 56, 64, 64, 3, 1, 1, 1)));
+  CHECK(avx2_conv_pays(conv_shape(8, 7, 512, 512, 3, 1, 1, 1)));
+  CHECK(avx2_conv_pays(conv_shape(1, 14, 16, 24, 5, 2, 2, 1)));
+  CHECK(!avx2_conv_pays(conv_shape(1, 224, 3, 64, 7, 2, 3, 1)));  // a stem conv: 3 input channels
+  CHECK(!avx2_conv_pays(conv_shape(1, 20, 32, 32, 9, 1, 4, 1)));  // 81 taps
+}
+
+// Through the backend: NHWC FusedConvs larger than 1x1 with each activation the kernel fuses, a
+// residual, padding, stride and batch; on AVX2 CPUs these run on wpk's kernel (the profile
+// tests in onednn_test.cpp check which kernel runs).
+TEST_CASE("FusedConvs on wpk's AVX2 kernel match the reference", "[onednn][conv][avx2]") {
+  unsigned seed = 500;
+  for (const std::string kind : {"", "Relu", "Clip"})
+    for (bool residual : {false, true}) {
+      wpk::testing::OpCase c("FusedConv", "com.wpk");
+      c.input("X", {2, 10, 9, 35})
+          .constant("W", {50, 35, 3, 3})
+          .constant("B", {50})
+          .attr("pads", {1, 0, 1, 2})
+          .attr("strides", {1, 2})
+          .attr("channels_last", std::int64_t{1})
+          .activation(kind)
+          .seed(seed++);
+      if (residual) c.input("Z", {2, 10, 5, 50});
+      INFO(c.describe());
+      // 315-term sums of products in [-1, 1]: near-zero outputs need an absolute tolerance.
+      CHECK(c.check(onednn(), 1e-4, 1e-5) == "");
+    }
+}
+
+#endif  // WPK_WITH_ONEDNN
