@@ -69,30 +69,6 @@ bool stream_conv_enabled() {
   return enabled;
 }
 
-// What the streaming kernel does after the sums, or nothing when it cannot fuse the node's
-// activation (it has none, Relu and Clip).
-std::optional<StreamConvEpilogue> stream_epilogue(const Activation& act, const Tensor& bias, bool residual) {
-  StreamConvEpilogue e;
-  e.bias = bias.empty() ? nullptr : bias.data<float>();
-  e.accumulate = residual;
-  if (act.kind == "Relu") {
-    e.act = StreamConvEpilogue::Act::Relu;
-  } else if (act.kind == "Clip") {
-    e.act = StreamConvEpilogue::Act::Clip;
-    e.lo = act.params[0];
-    e.hi = act.params[1];
-  } else if (!act.kind.empty()) {
-    return std::nullopt;
-  }
-  return e;
-}
-
-// WPK_AVX2_CONV=0 turns wpk's AVX2 convolution off (those convs then run on oneDNN's jit:avx2).
-bool avx2_conv_enabled() {
-  static const bool enabled = switched_on("WPK_AVX2_CONV");
-  return enabled;
-}
-
 // Convs larger than 1x1: on 1x1s oneDNN's AVX2 kernels measured 5-15% faster than wpk's (its
 // tiles reload the sums' inputs per output-channel block where a 1x1 has no taps to amortise
 // that over), on 3x3s wpk's kernel 0-40% faster (below).
@@ -169,7 +145,7 @@ class ConvKernel : public Kernel {
         weights_(w, loaded_weights_desc(w.shape(), node.attr_int("group", 1), false)), b_(std::move(b)),
         act_(read_activation(node)), channels_last_(node.attr_int("channels_last", 0) == 1),
         group_(node.attr_int("group", 1)), has_residual_(has_fused_residual(node)),
-        stream_epilogue_(stream_epilogue(act_, b_, has_residual_)),
+        stream_epilogue_(own_kernel_epilogue(act_, b_, has_residual_)),
         stream_allowed_(stream_conv_enabled() && group_ == 1 && channels_last_ && stream_epilogue_) {}
 
   void run(KernelContext& ctx) const override {
@@ -346,6 +322,27 @@ class ConvKernel : public Kernel {
 };
 
 }  // namespace
+
+std::optional<StreamConvEpilogue> own_kernel_epilogue(const Activation& act, const Tensor& bias, bool residual) {
+  StreamConvEpilogue e;
+  e.bias = bias.empty() ? nullptr : bias.data<float>();
+  e.accumulate = residual;
+  if (act.kind == "Relu") {
+    e.act = StreamConvEpilogue::Act::Relu;
+  } else if (act.kind == "Clip") {
+    e.act = StreamConvEpilogue::Act::Clip;
+    e.lo = act.params[0];
+    e.hi = act.params[1];
+  } else if (!act.kind.empty()) {
+    return std::nullopt;
+  }
+  return e;
+}
+
+bool avx2_conv_enabled() {
+  static const bool enabled = switched_on("WPK_AVX2_CONV");
+  return enabled;
+}
 
 std::string conv_unsupported(const Node& node, const Graph& graph) {
   if (node.inputs.size() < 2) return "needs weights";

@@ -4,6 +4,7 @@
 #include <optional>
 
 #include "backends/onednn/onednn_common.hpp"
+#include "backends/onednn/stream_conv.hpp"
 
 namespace wpk::onednn {
 
@@ -35,6 +36,11 @@ std::unique_ptr<Kernel> make_conv(const Node& node, const Graph& graph, ConvAlgo
 // True when the heuristic may run this conv other than directly (Winograd, matmul), for some
 // input shape the graph allows (no matmul when the batch is fixed at 1). Call after conv_unsupported() returned "".
 bool conv_has_algorithm_choice(const Node& node, const Graph& graph);
+// What wpk's own kernels (stream_conv.hpp, avx2_conv.hpp) do after the sums: bias, residual
+// (y holds it on entry) and activation; nullopt for activations they lack (all but Relu, Clip).
+std::optional<StreamConvEpilogue> own_kernel_epilogue(const Activation& act, const Tensor& bias, bool residual);
+// False when WPK_AVX2_CONV=0: wpk's AVX2 kernel (avx2_conv.hpp) then runs nothing.
+bool avx2_conv_enabled();
 
 std::string matmul_unsupported(const Node& node, const Graph& graph);  // matmul.cpp
 std::unique_ptr<Kernel> make_matmul(const Node& node, const Graph& graph);

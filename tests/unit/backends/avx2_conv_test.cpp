@@ -16,6 +16,7 @@
 #include "runtime/threads.hpp"
 #include "support/backend_tester.hpp"
 #include "support/conv_kernel_check.hpp"
+#include "wpk/wpk.hpp"
 
 using wpk::onednn::StreamConvEpilogue;
 using wpk::onednn::StreamConvShape;
@@ -144,6 +145,50 @@ TEST_CASE("FusedConvs on wpk's AVX2 kernel match the reference", "[onednn][conv]
       // 315-term sums of products in [-1, 1]: near-zero outputs need an absolute tolerance.
       CHECK(c.check(onednn(), 1e-4, 1e-5) == "");
     }
+}
+
+// Products with constant B run on the same kernel as 1x1 convolutions of their rows (matmul.cpp):
+// a session with a symbolic row count runs 5 and then 70 rows (a second plan, reading the B
+// packed at load) and a Relu'd product with bias and a residual matches a double-precision
+// evaluation at both; the profile names the kernel on CPUs that use it.
+TEST_CASE("MatMuls with constant B run on wpk's AVX2 kernel at any row count", "[onednn][matmul][avx2]") {
+  const std::int64_t k = 37, n = 50;
+  const auto b = random_floats(static_cast<std::size_t>(k * n), 601);
+  const auto bias = random_floats(static_cast<std::size_t>(n), 602);
+  wpk::Graph g;
+  g.add_input("a", wpk::DType::Float32, {wpk::Dim("rows"), k});
+  g.add_input("z", wpk::DType::Float32, {wpk::Dim("rows"), n});
+  g.add_initializer("b", wpk::Tensor::from_vector(b, {k, n}));
+  g.add_initializer("bias", wpk::Tensor::from_vector(bias, {n}));
+  g.add_node("MatMul", {"a", "b"}, {"p"});
+  g.add_node("Add", {"p", "bias"}, {"q"});
+  g.add_node("Add", {"q", "z"}, {"r"});
+  g.add_node("Relu", {"r"}, {"y"});
+  g.add_output("y");
+  wpk::SessionOptions o;
+  o.profile = true;
+  const wpk::Session s(g, o);
+  for (const std::int64_t rows : {5, 70}) {
+    INFO(rows << " rows");
+    const auto a = random_floats(static_cast<std::size_t>(rows * k), 603 + static_cast<unsigned>(rows));
+    const auto z = random_floats(static_cast<std::size_t>(rows * n), 703 + static_cast<unsigned>(rows));
+    const wpk::Tensor y = s.run({{"a", wpk::Tensor::from_vector(a, {rows, k})}, {"z", wpk::Tensor::from_vector(z, {rows, n})}})
+                              .at("y");
+    REQUIRE(y.shape() == wpk::Shape{rows, n});
+    double worst = 0;
+    for (std::int64_t i = 0; i < rows; ++i)
+      for (std::int64_t j = 0; j < n; ++j) {
+        double sum = bias[static_cast<std::size_t>(j)] + z[static_cast<std::size_t>(i * n + j)];
+        for (std::int64_t t = 0; t < k; ++t)
+          sum += static_cast<double>(a[static_cast<std::size_t>(i * k + t)]) * b[static_cast<std::size_t>(t * n + j)];
+        worst = std::max(worst, std::abs(std::max(sum, 0.0) - y.data<float>()[i * n + j]));
+      }
+    CHECK(worst < 1e-5);  // 39-term float32 sums of values in [-1, 1]: ~1e-6 off at most
+    std::string backend;
+    for (const wpk::StepProfile& step : s.last_profile().steps)
+      if (step.op == "com.wpk.FusedMatMul") backend = step.backend;
+    CHECK(backend == (wpk::onednn::avx2_conv_available() ? "onednn:avx2" : "onednn"));
+  }
 }
 
 #endif  // WPK_WITH_ONEDNN
