@@ -55,15 +55,16 @@ inline std::vector<float> pack_weights(const std::vector<float>& oihw, const one
 }
 
 // The epilogues the kernels fuse: 0 none, 1 bias + Relu, 2 bias + Clip(-0.5, 0.75), 3 bias +
-// residual + Relu.
+// residual + Relu; the AVX2 kernel's GELUs: 4 bias + Gelu, 5 bias + residual + GeluTanh.
 inline onednn::StreamConvEpilogue test_epilogue(int kind, const std::vector<float>& bias) {
   using Act = onednn::StreamConvEpilogue::Act;
+  const Act acts[] = {Act::None, Act::Relu, Act::Clip, Act::Relu, Act::Gelu, Act::GeluTanh};
   onednn::StreamConvEpilogue e;
   if (kind >= 1) e.bias = bias.data();
-  e.act = kind == 2 ? Act::Clip : kind >= 1 ? Act::Relu : Act::None;
+  e.act = acts[kind];
   e.lo = -0.5f;
   e.hi = 0.75f;
-  e.accumulate = kind == 3;
+  e.accumulate = kind == 3 || kind == 5;
   return e;
 }
 
@@ -88,8 +89,14 @@ inline std::vector<float> naive_conv(const onednn::StreamConvShape& s, const std
             }
           const std::size_t i = static_cast<std::size_t>(((n * s.oh + oy) * s.ow + ox) * s.oc + o);
           if (e.accumulate) sum += residual[i];
-          if (e.act != Act::None) sum = std::max(sum, static_cast<double>(e.act == Act::Clip ? e.lo : 0.0f));
+          if (e.act == Act::Relu || e.act == Act::Clip)
+            sum = std::max(sum, static_cast<double>(e.act == Act::Clip ? e.lo : 0.0f));
           if (e.act == Act::Clip) sum = std::min(sum, static_cast<double>(e.hi));
+          if (e.act == Act::Gelu) sum = 0.5 * sum * (1.0 + std::erf(sum / std::sqrt(2.0)));
+          if (e.act == Act::GeluTanh) {
+            const double u = std::sqrt(2.0 / 3.14159265358979323846) * (sum + 0.044715 * sum * sum * sum);
+            sum = 0.5 * sum * (1.0 + std::tanh(u));
+          }
           y[i] = static_cast<float>(sum);
         }
   return y;

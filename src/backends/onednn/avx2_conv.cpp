@@ -74,6 +74,48 @@ WPK_AVX2 __m256i lane_mask(int n) {
   return _mm256_cmpgt_epi32(_mm256_set1_epi32(std::clamp(n, 0, 8)), lanes);
 }
 
+// e^x for x in float range (clamped to [-87.3, 88.3]: no infinities, no denormals): x = n ln 2
+// + r with |r| <= ln 2 / 2, e^r by its degree-7 Taylor polynomial (truncation ~5e-9 relative),
+// 2^n from the exponent bits.
+WPK_AVX2 __m256 exp_ps(__m256 x) {
+  x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.3f)), _mm256_set1_ps(88.3f));
+  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504f)),
+                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  // ln 2 in two parts, so that n * ln2_hi is exact and r keeps its low bits.
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693145752f), x);
+  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(1.42860677e-6f), r);
+  __m256 p = _mm256_set1_ps(1.0f / 5040);
+  for (const float c : {1.0f / 720, 1.0f / 120, 1.0f / 24, 1.0f / 6, 0.5f, 1.0f, 1.0f})
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(c));
+  const __m256i bits = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+  return _mm256_mul_ps(p, _mm256_castsi256_ps(bits));
+}
+
+// GELU, x * (1 + erf(x / sqrt 2)) / 2, with erfc(|z|) from Abramowitz and Stegun's 7.1.26
+// (absolute error <= 1.5e-7): 1 + erf(z) = erfc(-z) is that value for z < 0 (no cancellation)
+// and 2 minus it for z >= 0.
+WPK_AVX2 __m256 gelu_ps(__m256 x) {
+  const __m256 z = _mm256_mul_ps(x, _mm256_set1_ps(0.707106781f));
+  const __m256 a = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), z);  // |z|
+  const __m256 t = _mm256_div_ps(_mm256_set1_ps(1.0f), _mm256_fmadd_ps(a, _mm256_set1_ps(0.3275911f), _mm256_set1_ps(1.0f)));
+  __m256 p = _mm256_set1_ps(1.061405429f);
+  for (const float c : {-1.453152027f, 1.421413741f, -0.284496736f, 0.254829592f})
+    p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(c));
+  const __m256 erfc = _mm256_mul_ps(_mm256_mul_ps(p, t), exp_ps(_mm256_mul_ps(_mm256_sub_ps(_mm256_setzero_ps(), a), a)));
+  const __m256 negative = _mm256_cmp_ps(z, _mm256_setzero_ps(), _CMP_LT_OQ);
+  const __m256 one_plus_erf = _mm256_blendv_ps(_mm256_sub_ps(_mm256_set1_ps(2.0f), erfc), erfc, negative);
+  return _mm256_mul_ps(_mm256_mul_ps(x, _mm256_set1_ps(0.5f)), one_plus_erf);
+}
+
+// GELU's tanh form, x * (1 + tanh(u)) / 2 with u = sqrt(2 / pi) (x + 0.044715 x^3), written
+// as x / (1 + e^(-2u)).
+WPK_AVX2 __m256 gelu_tanh_ps(__m256 x) {
+  const __m256 x3 = _mm256_mul_ps(_mm256_mul_ps(x, x), x);
+  const __m256 u = _mm256_mul_ps(_mm256_fmadd_ps(x3, _mm256_set1_ps(0.044715f), x), _mm256_set1_ps(0.797884561f));
+  const __m256 e = exp_ps(_mm256_mul_ps(u, _mm256_set1_ps(-2.0f)));
+  return _mm256_div_ps(x, _mm256_add_ps(_mm256_set1_ps(1.0f), e));
+}
+
 struct TileArgs {
   const float* const* a;  // [MR][taps]: pixel r's input for tap t, or `zeros` in the padding
   const float* zeros;
@@ -130,13 +172,21 @@ WPK_AVX2 void tile(const TileArgs& t, const StreamConvEpilogue& e) {
       v0 = _mm256_add_ps(v0, full ? _mm256_loadu_ps(out) : _mm256_maskload_ps(out, m0));
       v1 = _mm256_add_ps(v1, full ? _mm256_loadu_ps(out + 8) : _mm256_maskload_ps(out + 8, m1));
     }
-    if (e.act != StreamConvEpilogue::Act::None) {
+    if (e.act == StreamConvEpilogue::Act::Relu || e.act == StreamConvEpilogue::Act::Clip) {
       v0 = _mm256_max_ps(v0, lo);
       v1 = _mm256_max_ps(v1, lo);
     }
     if (e.act == StreamConvEpilogue::Act::Clip) {
       v0 = _mm256_min_ps(v0, hi);
       v1 = _mm256_min_ps(v1, hi);
+    }
+    if (e.act == StreamConvEpilogue::Act::Gelu) {
+      v0 = gelu_ps(v0);
+      v1 = gelu_ps(v1);
+    }
+    if (e.act == StreamConvEpilogue::Act::GeluTanh) {
+      v0 = gelu_tanh_ps(v0);
+      v1 = gelu_tanh_ps(v1);
     }
     if (full) {
       _mm256_storeu_ps(out, v0);

@@ -5,7 +5,7 @@
 // what a register-blocked loop gets from the same FMA units. This kernel computes tiles of 6
 // output pixels x 16 output channels (12 of the 16 vector registers hold sums), reading NHWC
 // activations in place (no reorders) and the weights oneDNN packed as Acdb16a ([oc / 16][kh]
-// [kw][ic][16], zero-padded), with bias, residual and ReLU/Clip applied before the one store.
+// [kw][ic][16], zero-padded), with bias, residual and ReLU/Clip/GELU applied before the one store.
 // Products with a constant B run on it too, as 1x1 convolutions of their rows (matmul.cpp).
 #include <cstdint>
 

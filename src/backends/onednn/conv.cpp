@@ -145,8 +145,9 @@ class ConvKernel : public Kernel {
         weights_(w, loaded_weights_desc(w.shape(), node.attr_int("group", 1), false)), b_(std::move(b)),
         act_(read_activation(node)), channels_last_(node.attr_int("channels_last", 0) == 1),
         group_(node.attr_int("group", 1)), has_residual_(has_fused_residual(node)),
-        stream_epilogue_(own_kernel_epilogue(act_, b_, has_residual_)),
-        stream_allowed_(stream_conv_enabled() && group_ == 1 && channels_last_ && stream_epilogue_) {}
+        own_epilogue_(own_kernel_epilogue(act_, b_, has_residual_)),
+        stream_allowed_(stream_conv_enabled() && group_ == 1 && channels_last_ && own_epilogue_ &&
+                        stream_conv_fuses(*own_epilogue_)) {}
 
   void run(KernelContext& ctx) const override {
     guarded(ctx, [&] {
@@ -157,8 +158,8 @@ class ConvKernel : public Kernel {
         ctx.note_variant(plan->avx2 ? "avx2" : "stream");
         if (has_residual_) accumulate_residual_into(ctx, 3, y);
         const auto* w = static_cast<const float*>(plan->weights.get_data_handle());
-        if (plan->avx2) avx2_conv(plan->own, x.data<float>(), w, *stream_epilogue_, y.data<float>());
-        else stream_conv(plan->own, x.data<float>(), w, plan->stream_block, *stream_epilogue_, y.data<float>());
+        if (plan->avx2) avx2_conv(plan->own, x.data<float>(), w, *own_epilogue_, y.data<float>());
+        else stream_conv(plan->own, x.data<float>(), w, plan->stream_block, *own_epilogue_, y.data<float>());
         return;
       }
       const dnnl::memory x_mem = wrap_arg(plan->primitive, DNNL_ARG_SRC, plan->src, x),
@@ -229,7 +230,7 @@ class ConvKernel : public Kernel {
     const StreamConvShape own{nchw[0], nchw[2], nchw[3], nchw[1], win.out[1], win.out[2], ws[0],
                               ws[2], ws[3], win.stride[1], win.stride[2], win.pad_begin[1], win.pad_begin[2],
                               win.dilation[1], win.dilation[2]};
-    if (avx2_ && stream_epilogue_ && avx2_conv_pays(own)) {
+    if (avx2_ && own_epilogue_ && avx2_conv_pays(own)) {
       plan.weights_view = loaded_weights_desc(ws, group_, false);
       plan.weights = weights_.pack_for(f32_desc(w_dims, Tag::Acdb16a), plan.weights_view);
       plan.avx2 = true;
@@ -316,7 +317,7 @@ class ConvKernel : public Kernel {
   bool channels_last_;
   std::int64_t group_;
   bool has_residual_;
-  std::optional<StreamConvEpilogue> stream_epilogue_;  // bias, residual, activation; fixed at load
+  std::optional<StreamConvEpilogue> own_epilogue_;  // bias, residual, activation; fixed at load
   bool stream_allowed_;  // the weight-streaming kernel may run shapes where it pays
   ShapeCache<ConvPlan> cache_;
 };
@@ -333,6 +334,10 @@ std::optional<StreamConvEpilogue> own_kernel_epilogue(const Activation& act, con
     e.act = StreamConvEpilogue::Act::Clip;
     e.lo = act.params[0];
     e.hi = act.params[1];
+  } else if (act.kind == "Gelu") {
+    e.act = StreamConvEpilogue::Act::Gelu;
+  } else if (act.kind == "GeluTanh") {
+    e.act = StreamConvEpilogue::Act::GeluTanh;
   } else if (!act.kind.empty()) {
     return std::nullopt;
   }

@@ -37,7 +37,8 @@ std::unique_ptr<Kernel> make_conv(const Node& node, const Graph& graph, ConvAlgo
 // input shape the graph allows (no matmul when the batch is fixed at 1). Call after conv_unsupported() returned "".
 bool conv_has_algorithm_choice(const Node& node, const Graph& graph);
 // What wpk's own kernels (stream_conv.hpp, avx2_conv.hpp) do after the sums: bias, residual
-// (y holds it on entry) and activation; nullopt for activations they lack (all but Relu, Clip).
+// (y holds it on entry) and activation; nullopt for activations they lack (all but Relu, Clip
+// and GELU's two forms, which only the AVX2 kernel has: stream_conv_fuses).
 std::optional<StreamConvEpilogue> own_kernel_epilogue(const Activation& act, const Tensor& bias, bool residual);
 // False when WPK_AVX2_CONV=0: wpk's AVX2 kernel (avx2_conv.hpp) then runs nothing.
 bool avx2_conv_enabled();

@@ -19,7 +19,8 @@ struct StreamConvShape {
 };
 
 struct StreamConvEpilogue {
-  enum class Act { None, Relu, Clip };
+  // Gelu (erf) and GeluTanh: wpk's AVX2 kernel only (avx2_conv.hpp); streaming takes the others.
+  enum class Act { None, Relu, Clip, Gelu, GeluTanh };
   const float* bias = nullptr;  // [oc], or null
   bool accumulate = false;      // y holds the residual on entry: y = act(conv + bias + y)
   Act act = Act::None;
@@ -33,6 +34,12 @@ bool stream_conv_available();
 // kw] weights (zero-padded to whole blocks), else 0.
 int stream_weights_block(const dnnl::memory::desc& weights, std::int64_t oc, std::int64_t ic, std::int64_t kh,
                          std::int64_t kw);
+
+// True when the streaming kernel applies this epilogue's activation (none, Relu, Clip).
+inline bool stream_conv_fuses(const StreamConvEpilogue& e) {
+  return e.act == StreamConvEpilogue::Act::None || e.act == StreamConvEpilogue::Act::Relu ||
+         e.act == StreamConvEpilogue::Act::Clip;
+}
 
 // True for the shapes where streaming beats oneDNN inside a model, with weights in blocks of
 // `block` (0: a layout it does not read): few output pixels (at most 64 over the batch) against

@@ -8,6 +8,7 @@
 #ifdef WPK_WITH_ONEDNN
 #include <dnnl.hpp>
 
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -59,7 +60,7 @@ const wpk::onednn::OneDnnBackend& onednn() {
 // off the 16-channel blocks (masked stores), input channels off any vector width, more pixels than
 // one 96-pixel block, padding on every side (taps reading zeros, tiles skipping whole taps),
 // strides, dilation, 1x1, 1x7 and 5x5 kernels, a weight group larger than L2's share, and every
-// epilogue; at 1, 2 and 3 threads.
+// epilogue (both GELUs included); at 1, 2 and 3 threads.
 TEST_CASE("wpk's AVX2 conv kernel matches a plain convolution", "[onednn][conv][avx2]") {
   if (!cpu_runs_avx2_kernel()) {
     WARN("no AVX2 and FMA: wpk's AVX2 conv kernel does not run on this CPU");
@@ -85,7 +86,7 @@ TEST_CASE("wpk's AVX2 conv kernel matches a plain convolution", "[onednn][conv][
   for (const int threads : {1, 2, 3}) {
     const wpk::OmpThreadScope scope(threads);
     for (const Case& c : cases)
-      for (int epilogue = 0; epilogue < 4; ++epilogue) {
+      for (int epilogue = 0; epilogue < 6; ++epilogue) {
         const StreamConvShape& s = c.s;
         const auto x = random_floats(static_cast<std::size_t>(s.n * s.ih * s.iw * s.ic), seed++);
         const auto w = random_floats(static_cast<std::size_t>(s.oc * s.ic * s.kh * s.kw), seed++);
@@ -111,6 +112,40 @@ TEST_CASE("wpk's AVX2 conv kernel matches a plain convolution", "[onednn][conv][
   }
 }
 
+// The GELU epilogues on sums spread over the float range: an identity 1x1 conv (16 channels)
+// passes 4096 values from -1e4 to 1e4 (dense near 0) to the activation unchanged.
+TEST_CASE("the AVX2 kernel's GELU epilogues are accurate from -1e4 to 1e4", "[onednn][conv][avx2]") {
+  if (!cpu_runs_avx2_kernel()) return;
+  using Act = StreamConvEpilogue::Act;
+  const StreamConvShape s = conv_shape(1, 16, 16, 16, 1, 1, 0, 1);  // 256 pixels x 16 channels
+  std::vector<float> x(static_cast<std::size_t>(256 * 16));
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    const double u = (static_cast<double>(i) / (x.size() - 1)) * 2 - 1;  // -1 .. 1
+    x[i] = static_cast<float>(u * u * u * u * u * 1e4);
+  }
+  std::vector<float> identity(16 * 16, 0.0f);
+  for (int c = 0; c < 16; ++c) identity[static_cast<std::size_t>(c * 16 + c)] = 1.0f;
+  const auto packed = wpk::testing::pack_weights(identity, s, dnnl::memory::format_tag::Acdb16a);
+  for (const Act act : {Act::Gelu, Act::GeluTanh}) {
+    StreamConvEpilogue e;
+    e.act = act;
+    std::vector<float> y(x.size());
+    wpk::onednn::avx2_conv(s, x.data(), packed.data(), e, y.data());
+    double worst = 0;
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      const double v = x[i];
+      const double want = act == Act::Gelu ? 0.5 * v * (1 + std::erf(v / std::sqrt(2.0)))
+                                           : 0.5 * v * (1 + std::tanh(0.7978845608028654 * (v + 0.044715 * v * v * v)));
+      REQUIRE(std::isfinite(y[i]));
+      // erf's approximation is 1.5e-7 off at most (absolute: it shows where GELU is tiny, at
+      // x < -3), times |x| / 2; float32 rounding and e^x ~1e-7 relative.
+      worst = std::max(worst, std::abs(y[i] - want) / (0.75e-7 * std::abs(v) + 1e-6 * std::abs(want) + 1e-30));
+    }
+    INFO((act == Act::Gelu ? "Gelu" : "GeluTanh"));
+    CHECK(worst <= 1.0);
+  }
+}
+
 TEST_CASE("wpk's AVX2 conv kernel takes ungrouped convs of 16+ input channels and up to 64 taps", "[onednn][conv][avx2]") {
   using wpk::onednn::avx2_conv_pays;
   if (!wpk::onednn::avx2_conv_available()) {
@@ -129,7 +164,7 @@ TEST_CASE("wpk's AVX2 conv kernel takes ungrouped convs of 16+ input channels an
 // tests in onednn_test.cpp check which kernel runs).
 TEST_CASE("FusedConvs on wpk's AVX2 kernel match the reference", "[onednn][conv][avx2]") {
   unsigned seed = 500;
-  for (const std::string kind : {"", "Relu", "Clip"})
+  for (const std::string kind : {"", "Relu", "Clip", "Gelu", "GeluTanh"})
     for (bool residual : {false, true}) {
       wpk::testing::OpCase c("FusedConv", "com.wpk");
       c.input("X", {2, 10, 9, 35})
