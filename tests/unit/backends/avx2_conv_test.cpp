@@ -13,15 +13,16 @@
 #include <vector>
 
 #include "backends/onednn/avx2_conv.hpp"
-#include "backends/onednn/onednn_backend.hpp"
 #include "runtime/threads.hpp"
 #include "support/backend_tester.hpp"
+#include "support/onednn_isa.hpp"
 #include "support/conv_kernel_check.hpp"
 #include "wpk/wpk.hpp"
 
 using wpk::onednn::StreamConvEpilogue;
 using wpk::onednn::StreamConvShape;
 using wpk::testing::conv_shape;
+using wpk::testing::onednn_backend;
 using wpk::testing::random_floats;
 
 namespace {
@@ -47,11 +48,6 @@ StreamConvShape rect_shape(std::int64_t n, std::int64_t ih, std::int64_t iw, std
   s.oh = (ih + ph_begin + ph_end - kh) / sh + 1;
   s.ow = (iw + pw_begin + pw_end - kw) / sw + 1;
   return s;
-}
-
-const wpk::onednn::OneDnnBackend& onednn() {
-  static const wpk::onednn::OneDnnBackend backend;
-  return backend;
 }
 
 }  // namespace
@@ -178,7 +174,7 @@ TEST_CASE("FusedConvs on wpk's AVX2 kernel match the reference", "[onednn][conv]
       if (residual) c.input("Z", {2, 10, 5, 50});
       INFO(c.describe());
       // 315-term sums of products in [-1, 1]: near-zero outputs need an absolute tolerance.
-      CHECK(c.check(onednn(), 1e-4, 1e-5) == "");
+      CHECK(c.check(onednn_backend(), 1e-4, 1e-5) == "");
     }
 }
 

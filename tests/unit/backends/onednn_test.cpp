@@ -6,7 +6,6 @@
 #include <dnnl.hpp>
 
 #include "backends/onednn/avx2_conv.hpp"
-#include "backends/onednn/onednn_backend.hpp"
 #include "backends/onednn/onednn_common.hpp"
 #include "backends/reference/reference_backend.hpp"
 #include "runtime/session_factory.hpp"
@@ -20,16 +19,12 @@
 using wpk::Attribute;
 using wpk::Shape;
 using wpk::testing::OpCase;
+using wpk::testing::onednn_backend;
 
 namespace {
 
-const wpk::onednn::OneDnnBackend& onednn() {
-  static const wpk::onednn::OneDnnBackend backend;
-  return backend;
-}
-
 void expect_ok(const OpCase& c) {
-  const std::string why = c.check(onednn());
+  const std::string why = c.check(onednn_backend());
   INFO(c.describe());
   CHECK(why == "");
 }
@@ -173,7 +168,7 @@ TEST_CASE("oneDNN Winograd convs match the reference", "[onednn][conv]") {
                 .seed(seed++);
             c.activation(kind);
             INFO(c.describe());
-            CHECK(c.check(onednn(), 1e-4, 5e-5) == "");
+            CHECK(c.check(onednn_backend(), 1e-4, 5e-5) == "");
           }
 }
 
@@ -354,7 +349,7 @@ TEST_CASE("a batch-1 Winograd conv with a whole-image scratchpad runs direct", "
                             .constant("W", {c.c_out, c.c_in, 3, 3})
                             .attr("activation", "Relu")
                             .attr("channels_last", std::int64_t{1});
-    CHECK(conv.check(onednn(), 1e-4, 1e-4) == "");
+    CHECK(conv.check(onednn_backend(), 1e-4, 1e-4) == "");
     // oneDNN 2.6 has Winograd kernels for AVX-512 only; without them both run on wpk's AVX2
     // kernel in NHWC (next test).
     if (wpk::testing::onednn_has_avx512())
@@ -397,7 +392,7 @@ TEST_CASE("without AVX-512, 3x3 convs run on wpk's AVX2 kernel, or direct in nCh
                               .attr("activation", activation)
                               .attr("channels_last", std::int64_t{1});
       INFO(conv.describe());
-      CHECK(conv.check(onednn(), 1e-4, 1e-4) == "");
+      CHECK(conv.check(onednn_backend(), 1e-4, 1e-4) == "");
     }
   }
 }
@@ -467,7 +462,7 @@ TEST_CASE("NHWC max pooling on wpk's own loop matches the reference", "[onednn][
     OpCase pool = OpCase("MaxPool").input("X", c.x).attr("kernel_shape", c.kernel).attr("strides", c.strides)
                       .attr("pads", c.pads).attr("ceil_mode", c.ceil).attr("channels_last", std::int64_t{1});
     INFO(pool.describe());
-    CHECK(pool.check(onednn(), 0, 0) == "");
+    CHECK(pool.check(onednn_backend(), 0, 0) == "");
   }
   wpk::Graph g;  // in a session (after a conv, which makes the region NHWC), the profile names the loop
   g.add_input("x", wpk::DType::Float32, {1, 8, 12, 12});
@@ -511,13 +506,13 @@ TEST_CASE("binary ops over trailing-dim operands match the reference exactly", "
           OpCase(op).input("A", {1, 1, c}).input("B", {7, 1, c})};          // output from both
       for (const OpCase& c_ : cases) {
         INFO(c_.describe());
-        CHECK(c_.check(onednn(), 0.0, 0.0) == "");
+        CHECK(c_.check(onednn_backend(), 0.0, 0.0) == "");
       }
     }
   for (const std::string op : {"Add", "Mul"}) {  // commutative: the full operand may come second
     const OpCase c = OpCase(op).input("A", {1, 1, 1, 48}).input("B", {1, 9, 9, 48});
     INFO(c.describe());
-    CHECK(c.check(onednn(), 0.0, 0.0) == "");
+    CHECK(c.check(onednn_backend(), 0.0, 0.0) == "");
   }
 }
 
@@ -562,7 +557,7 @@ TEST_CASE("a conv fed more shapes than its plan cache holds stays correct when s
   g.add_node("Conv", {"x", "w"}, {"y"}, {{"pads", std::vector<std::int64_t>{1, 1, 1, 1}}});
   g.add_output("y");
   static const wpk::reference::ReferenceBackend reference;
-  const wpk::Session fast = wpk::SessionFactory::create(g, {}, {&onednn(), &reference});
+  const wpk::Session fast = wpk::SessionFactory::create(g, {}, {&onednn_backend(), &reference});
   const wpk::Session slow = wpk::SessionFactory::create(g, {}, {&reference});
   REQUIRE(fast.graph().initializer(fast.graph().value_id("w")) == nullptr);  // only the packed copy
   bool conv_on_onednn = false;

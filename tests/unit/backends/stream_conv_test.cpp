@@ -10,10 +10,10 @@
 #include <vector>
 
 #include "backends/onednn/avx2_conv.hpp"
-#include "backends/onednn/onednn_backend.hpp"
 #include "backends/onednn/stream_conv.hpp"
 #include "runtime/threads.hpp"
 #include "support/backend_tester.hpp"
+#include "support/onednn_isa.hpp"
 #include "support/conv_kernel_check.hpp"
 #include "support/tensor_compare.hpp"
 #include "wpk/wpk.hpp"
@@ -22,6 +22,7 @@ using wpk::onednn::StreamConvEpilogue;
 using wpk::onednn::StreamConvShape;
 
 using wpk::testing::conv_shape;
+using wpk::testing::onednn_backend;
 using wpk::testing::random_floats;
 
 namespace {
@@ -29,11 +30,6 @@ namespace {
 dnnl::memory::format_tag block_tag(int block) {
   using Tag = dnnl::memory::format_tag;
   return block == 16 ? Tag::Acdb16a : block == 32 ? Tag::Acdb32a : block == 48 ? Tag::Acdb48a : Tag::Acdb64a;
-}
-
-const wpk::onednn::OneDnnBackend& onednn() {
-  static const wpk::onednn::OneDnnBackend backend;
-  return backend;
 }
 
 }  // namespace
@@ -145,7 +141,7 @@ TEST_CASE("FusedConvs on the streaming kernel match the reference", "[onednn][co
       if (residual) c.input("Z", {1, 7, 7, 272});
       INFO(c.describe());
       // 2304-term sums of products in [-1, 1]: near-zero outputs need an absolute tolerance.
-      CHECK(c.check(onednn(), 1e-4, 1e-4) == "");
+      CHECK(c.check(onednn_backend(), 1e-4, 1e-4) == "");
     }
 }
 
