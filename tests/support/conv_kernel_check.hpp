@@ -1,6 +1,6 @@
 #pragma once
 // For tests of wpk's own NHWC convolution kernels (backends/onednn: stream_conv, avx2_conv):
-// random data, weights packed by oneDNN as the kernels read them, the four epilogues they fuse,
+// random data, shapes, weights packed by oneDNN as the kernels read them, the four epilogues they fuse,
 // and a plain double-precision convolution to compare with.
 #include <dnnl.hpp>
 
@@ -35,6 +35,31 @@ inline onednn::StreamConvShape conv_shape(std::int64_t n, std::int64_t size, std
   s.ph = s.pw = pad;
   s.dh = s.dw = dilation;
   s.oh = s.ow = (size + 2 * pad - dilation * (k - 1) - 1) / stride + 1;
+  return s;
+}
+
+// True when this CPU runs wpk's AVX2 kernels (they need AVX2 and FMA, not the missing AVX-512).
+inline bool cpu_runs_avx2_kernel() { return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"); }
+
+// Non-square shapes and asymmetric padding, which conv_shape does not make.
+inline onednn::StreamConvShape rect_shape(std::int64_t n, std::int64_t ih, std::int64_t iw, std::int64_t ic,
+                                          std::int64_t oc, std::int64_t kh, std::int64_t kw, std::int64_t sh,
+                                          std::int64_t sw, std::int64_t ph_begin, std::int64_t ph_end,
+                                          std::int64_t pw_begin, std::int64_t pw_end) {
+  onednn::StreamConvShape s;
+  s.n = n;
+  s.ih = ih;
+  s.iw = iw;
+  s.ic = ic;
+  s.oc = oc;
+  s.kh = kh;
+  s.kw = kw;
+  s.sh = sh;
+  s.sw = sw;
+  s.ph = ph_begin;
+  s.pw = pw_begin;
+  s.oh = (ih + ph_begin + ph_end - kh) / sh + 1;
+  s.ow = (iw + pw_begin + pw_end - kw) / sw + 1;
   return s;
 }
 

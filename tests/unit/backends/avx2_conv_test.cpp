@@ -22,35 +22,10 @@
 using wpk::onednn::StreamConvEpilogue;
 using wpk::onednn::StreamConvShape;
 using wpk::testing::conv_shape;
+using wpk::testing::cpu_runs_avx2_kernel;
 using wpk::testing::onednn_backend;
 using wpk::testing::random_floats;
-
-namespace {
-
-bool cpu_runs_avx2_kernel() { return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"); }
-
-// Non-square shapes and asymmetric padding, which conv_shape does not make.
-StreamConvShape rect_shape(std::int64_t n, std::int64_t ih, std::int64_t iw, std::int64_t ic, std::int64_t oc,
-                           std::int64_t kh, std::int64_t kw, std::int64_t sh, std::int64_t sw, std::int64_t ph_begin,
-                           std::int64_t ph_end, std::int64_t pw_begin, std::int64_t pw_end) {
-  StreamConvShape s;
-  s.n = n;
-  s.ih = ih;
-  s.iw = iw;
-  s.ic = ic;
-  s.oc = oc;
-  s.kh = kh;
-  s.kw = kw;
-  s.sh = sh;
-  s.sw = sw;
-  s.ph = ph_begin;
-  s.pw = pw_begin;
-  s.oh = (ih + ph_begin + ph_end - kh) / sh + 1;
-  s.ow = (iw + pw_begin + pw_end - kw) / sw + 1;
-  return s;
-}
-
-}  // namespace
+using wpk::testing::rect_shape;
 
 // Tiles of 1-6 pixels (pixel counts off multiples of 6, across rows and images), output channels
 // off the 16-channel blocks (masked stores), input channels off any vector width, more pixels than

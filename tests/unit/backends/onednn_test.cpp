@@ -359,8 +359,8 @@ TEST_CASE("a batch-1 Winograd conv with a whole-image scratchpad runs direct", "
   }
 }
 
-// Without AVX-512, 3x3 convs run on wpk's AVX2 kernel in NHWC (avx2_conv_test.cpp tests the
-// kernel); those with an activation it does not fuse (Sigmoid here), 64+ channels in and out
+// Without AVX-512, 3x3 convs run on wpk's AVX2 kernels in NHWC (avx2_conv_test.cpp tests the
+// direct kernel); those with an activation it does not fuse (Sigmoid here), 64+ channels in and out
 // and no residual run oneDNN's direct kernel in nChw8c.
 TEST_CASE("without AVX-512, 3x3 convs run on wpk's AVX2 kernel, or direct in nChw8c", "[onednn][conv]") {
   if (wpk::testing::onednn_has_avx512()) {
@@ -368,12 +368,16 @@ TEST_CASE("without AVX-512, 3x3 convs run on wpk's AVX2 kernel, or direct in nCh
     CHECK(session_conv_layout(64, 64, 7) == "NHWC");
     CHECK(session_conv_layout(64, 64, 14) == "NHWC>nChw16c");
   } else {
-    for (const std::string after : {"", "Add"}) {
-      INFO("fused: " << after);
-      const wpk::StepProfile step = session_conv_step(64, 64, 14, after);
-      CHECK(step.layout == "NHWC");
-      CHECK(step.backend == (wpk::onednn::avx2_conv_available() ? "onednn:avx2" : "onednn"));
-    }
+    // Stride-1 3x3s with 16+ tiles of 4x4 outputs (14x14) run on its Winograd kernel, those with
+    // fewer (7x7: 4 tiles) direct (avx2_winograd_test.cpp tests the Winograd kernel).
+    const bool avx2 = wpk::onednn::avx2_conv_available();
+    for (const std::string after : {"", "Add"})
+      for (const std::int64_t size : {7, 14}) {
+        INFO("fused: " << after << ", " << size << "x" << size);
+        const wpk::StepProfile step = session_conv_step(64, 64, size, after);
+        CHECK(step.layout == "NHWC");
+        CHECK(step.backend == (!avx2 ? "onednn" : size == 14 ? "onednn:winograd" : "onednn:avx2"));
+      }
     CHECK(session_conv_layout(64, 64, 7, "Sigmoid") == "NHWC>nChw8c");
     CHECK(session_conv_layout(64, 96, 14, "Sigmoid") == "NHWC>nChw8c");
   }

@@ -1,0 +1,36 @@
+#pragma once
+// wpk's Winograd convolution F(4x4, 3x3) for CPUs with AVX2 and FMA but no AVX-512, where
+// oneDNN 2.6 has no Winograd kernel. A 3x3 stride-1 conv computes each 4x4 block of output
+// pixels (a tile) from the 6x6 input patch under it as 36 independent channel products (one per
+// point of the transformed patch) instead of 16 x 9: 2.25 multiply-adds per output where direct
+// convolution needs 9. Per block of tiles a thread transforms the input patches (B^T d B), runs
+// the 36 products [tiles x ic] x [ic x oc] on avx2_tile.hpp's register tile, and transforms the
+// sums back (A^T m A) with bias, residual and activation fused into the one store. The weights
+// are transformed once at load (G g G^T, in double precision): 4x the direct weights' bytes.
+// Its rounding differs from direct convolution's (the transforms scale by up to 8 and 1/24), a
+// relative error of ~1e-6 on ResNet-50's convs, well inside the 1e-4 the models are held to.
+#include <cstddef>
+#include <cstdint>
+
+#include "backends/onednn/stream_conv.hpp"
+
+namespace wpk::onednn {
+
+// True for the convs this kernel takes on a CPU where avx2_conv_available(): 3x3, stride 1,
+// undilated, input channels a multiple of 8 and at least 32, and at least 16 output tiles over
+// the batch (ResNet-50's 14x14 at batch 1; at 7x7 and batch 1 its four tiles would read 37 MB of
+// transformed weights for what the direct kernel does in 1.5 ms from 9.4).
+bool avx2_winograd_pays(const StreamConvShape& s);
+
+// Floats of the transformed weights: [36][ceil(oc / 16)][ic][16].
+std::size_t avx2_winograd_weights_size(const StreamConvShape& s);
+
+// Transforms 3x3 weights packed Acdb16a ([oc / 16][3][3][ic][16], zero-padded) into `u`
+// (avx2_winograd_weights_size floats).
+void avx2_winograd_weights(const StreamConvShape& s, const float* acdb16a, float* u);
+
+// y = act(conv(x, w) + bias [+ y]) in an OpenMP parallel region of the calling thread's thread
+// count; x, y NHWC float32; u from avx2_winograd_weights.
+void avx2_winograd_conv(const StreamConvShape& s, const float* x, const float* u, const StreamConvEpilogue& e, float* y);
+
+}  // namespace wpk::onednn

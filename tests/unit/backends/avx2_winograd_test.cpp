@@ -1,0 +1,98 @@
+// wpk's Winograd F(4x4, 3x3) convolution for AVX2 CPUs (backends/onednn/avx2_winograd.hpp):
+// the kernel on weights it transformed from oneDNN's Acdb16a packing against a plain
+// double-precision convolution, at 1-3 threads (tiles split over threads, and output channels
+// too when tiles are few), and the shapes it takes. FusedConvs through the backend run on it on
+// CPUs without AVX-512 in onednn_test.cpp's Winograd cases. The kernel runs on any CPU with AVX2
+// and FMA, so AVX-512 machines test it too, though their sessions do not use it.
+#include <catch2/catch.hpp>
+
+#ifdef WPK_WITH_ONEDNN
+#include <dnnl.hpp>
+
+#include <vector>
+
+#include "backends/onednn/avx2_conv.hpp"
+#include "backends/onednn/avx2_winograd.hpp"
+#include "runtime/threads.hpp"
+#include "support/conv_kernel_check.hpp"
+
+using wpk::onednn::StreamConvEpilogue;
+using wpk::onednn::StreamConvShape;
+using wpk::testing::conv_shape;
+using wpk::testing::cpu_runs_avx2_kernel;
+using wpk::testing::random_floats;
+using wpk::testing::rect_shape;
+
+// Tiles cut by the output's edge (sizes off multiples of 4, across images), padding on every side
+// and none, output channels off the 16-channel blocks and the 8-lane vectors, blocks of tiles
+// (128 tiles), 16 tiles (output channels split over threads), sums over 1024 input channels, and
+// every epilogue; at 1, 2 and 3 threads.
+TEST_CASE("wpk's AVX2 Winograd kernel matches a plain convolution", "[onednn][conv][avx2]") {
+  if (!cpu_runs_avx2_kernel()) {
+    WARN("no AVX2 and FMA: wpk's AVX2 Winograd kernel does not run on this CPU");
+    return;
+  }
+  struct Case {
+    StreamConvShape s;
+    const char* what;
+  };
+  const Case cases[] = {
+      {conv_shape(1, 14, 64, 64, 3, 1, 1, 1), "64 channels at 14x14: 16 tiles"},
+      {conv_shape(2, 11, 32, 40, 3, 1, 1, 1), "two 11x11 images, 40 output channels"},
+      {conv_shape(1, 18, 48, 70, 3, 1, 0, 1), "no padding, 70 output channels"},
+      {rect_shape(1, 13, 22, 40, 24, 3, 3, 1, 1, 0, 2, 1, 0), "asymmetric padding, 13x21 output"},
+      {conv_shape(2, 30, 64, 16, 3, 1, 1, 1), "128 tiles in blocks"},
+      {conv_shape(1, 16, 1024, 24, 3, 1, 1, 1), "1024 input channels"},
+  };
+  unsigned seed = 71;
+  for (const int threads : {1, 2, 3}) {
+    const wpk::OmpThreadScope scope(threads);
+    for (const Case& c : cases)
+      for (int epilogue = 0; epilogue < 6; ++epilogue) {
+        const StreamConvShape& s = c.s;
+        REQUIRE(wpk::onednn::avx2_winograd_pays(s) == wpk::onednn::avx2_conv_available());
+        const auto x = random_floats(static_cast<std::size_t>(s.n * s.ih * s.iw * s.ic), seed++);
+        const auto w = random_floats(static_cast<std::size_t>(s.oc * s.ic * 9), seed++);
+        const auto bias = random_floats(static_cast<std::size_t>(s.oc), seed++);
+        const auto residual = random_floats(static_cast<std::size_t>(s.n * s.oh * s.ow * s.oc), seed++);
+        const StreamConvEpilogue e = wpk::testing::test_epilogue(epilogue, bias);
+        std::vector<float> y(residual.size() + 16, 12345.0f);  // guard floats catch a store past the end
+        if (e.accumulate) std::copy(residual.begin(), residual.end(), y.begin());
+        const auto packed = wpk::testing::pack_weights(w, s, dnnl::memory::format_tag::Acdb16a);
+        std::vector<float> u(wpk::onednn::avx2_winograd_weights_size(s));
+        wpk::onednn::avx2_winograd_weights(s, packed.data(), u.data());
+        wpk::onednn::avx2_winograd_conv(s, x.data(), u.data(), e, y.data());
+        const auto want = wpk::testing::naive_conv(s, x, w, e, residual);
+        INFO(c.what << ", epilogue " << epilogue << ", " << threads << " threads");
+        const wpk::testing::ConvDiff diff = wpk::testing::conv_diff(y, want);
+        // Winograd rounds in the transforms as well as in the sums: on these cases its worst
+        // error measured 0.3e-7-1.2e-7 x terms and its relative L2 0.5e-6-2.9e-6, 1.1-2.7x the
+        // direct kernel's; a wrong point, lane, tile edge or pixel is O(1).
+        const double terms = 9.0 * s.ic;
+        CHECK(diff.worst < 2e-7 * terms);
+        // Clip's outputs are small beside the sums it clips, so its relative error is larger
+        // (measured up to 1.7e-5).
+        CHECK(diff.relative_l2 < (epilogue == 2 ? 5e-5 : 5e-6));
+        for (std::size_t i = want.size(); i < y.size(); ++i) CHECK(y[i] == 12345.0f);
+      }
+  }
+}
+
+TEST_CASE("wpk's AVX2 Winograd kernel takes 3x3 stride-1 convs of 16+ tiles", "[onednn][conv][avx2]") {
+  using wpk::onednn::avx2_winograd_pays;
+  if (!wpk::onednn::avx2_conv_available()) {
+    CHECK(!avx2_winograd_pays(conv_shape(1, 56, 64, 64, 3, 1, 1, 1)));  // AVX-512 CPUs keep oneDNN's kernels
+    return;
+  }
+  CHECK(avx2_winograd_pays(conv_shape(1, 56, 64, 64, 3, 1, 1, 1)));
+  CHECK(avx2_winograd_pays(conv_shape(1, 14, 256, 256, 3, 1, 1, 1)));  // 16 tiles
+  CHECK(avx2_winograd_pays(conv_shape(8, 7, 512, 512, 3, 1, 1, 1)));    // 32 tiles
+  CHECK(!avx2_winograd_pays(conv_shape(1, 7, 512, 512, 3, 1, 1, 1)));   // 4 tiles: direct
+  CHECK(!avx2_winograd_pays(conv_shape(1, 28, 128, 128, 3, 2, 1, 1)));  // stride 2
+  CHECK(!avx2_winograd_pays(conv_shape(1, 28, 128, 128, 3, 1, 2, 2)));  // dilated
+  CHECK(!avx2_winograd_pays(conv_shape(1, 28, 128, 128, 5, 1, 2, 1)));  // 5x5
+  CHECK(!avx2_winograd_pays(conv_shape(1, 28, 16, 64, 3, 1, 1, 1)));    // 16 input channels
+  CHECK(!avx2_winograd_pays(conv_shape(1, 28, 67, 64, 3, 1, 1, 1)));    // off the 8-lane vectors
+}
+
+#endif  // WPK_WITH_ONEDNN
