@@ -234,21 +234,26 @@ void avx2_winograd_weights(const StreamConvShape& s, const float* acdb16a, float
   double G[kAlpha][3];
   for (int i = 0; i < kAlpha; ++i)
     for (int k = 0; k < 3; ++k) G[i][k] = g_row(i, k);
+// Whole 16-lane rows at a time: each (block, input channel) reads 9 rows of 16 and writes 36
+// rows of 16, so the writes land in 36 sequential streams instead of scattered floats.
 #pragma omp parallel for
   for (std::int64_t b = 0; b < blocks; ++b)
-    for (std::int64_t c = 0; c < s.ic; ++c)
-      for (int lane = 0; lane < kBlock; ++lane) {
-        double g[3][3], gg[kAlpha][3];  // the 3x3 filter, then G g
-        for (int i = 0; i < 3; ++i)
-          for (int k = 0; k < 3; ++k) g[i][k] = acdb16a[((b * 9 + i * 3 + k) * s.ic + c) * kBlock + lane];
-        for (int i = 0; i < kAlpha; ++i)
-          for (int k = 0; k < 3; ++k) gg[i][k] = G[i][0] * g[0][k] + G[i][1] * g[1][k] + G[i][2] * g[2][k];
-        for (int i = 0; i < kAlpha; ++i)
-          for (int k = 0; k < kAlpha; ++k) {
-            const double value = gg[i][0] * G[k][0] + gg[i][1] * G[k][1] + gg[i][2] * G[k][2];
-            u[(((i * kAlpha + k) * blocks + b) * s.ic + c) * kBlock + lane] = static_cast<float>(value);
-          }
-      }
+    for (std::int64_t c = 0; c < s.ic; ++c) {
+      double g[3][3][kBlock], gg[kAlpha][3][kBlock];  // the 3x3 filters, then G g
+      for (int i = 0; i < 3; ++i)
+        for (int k = 0; k < 3; ++k)
+          for (int lane = 0; lane < kBlock; ++lane) g[i][k][lane] = acdb16a[((b * 9 + i * 3 + k) * s.ic + c) * kBlock + lane];
+      for (int i = 0; i < kAlpha; ++i)
+        for (int k = 0; k < 3; ++k)
+          for (int lane = 0; lane < kBlock; ++lane)
+            gg[i][k][lane] = G[i][0] * g[0][k][lane] + G[i][1] * g[1][k][lane] + G[i][2] * g[2][k][lane];
+      for (int i = 0; i < kAlpha; ++i)
+        for (int k = 0; k < kAlpha; ++k) {
+          float* out = u + (((i * kAlpha + k) * blocks + b) * s.ic + c) * kBlock;
+          for (int lane = 0; lane < kBlock; ++lane)
+            out[lane] = static_cast<float>(gg[i][0][lane] * G[k][0] + gg[i][1][lane] * G[k][1] + gg[i][2][lane] * G[k][2]);
+        }
+    }
 }
 
 void avx2_winograd_conv(const StreamConvShape& s, const float* x, const float* u, const StreamConvEpilogue& e, float* y) {
