@@ -144,4 +144,34 @@ inline ConvDiff conv_diff(const std::vector<float>& y, const std::vector<float>&
   return {worst, std::sqrt(err / std::max(norm, 1e-30))};
 }
 
+// One case of a kernel test: random input, OIHW weights, bias and residual for shape `s` (seeds
+// drawn from `seed` in that order), the epilogue of kind `epilogue` (test_epilogue), the output
+// buffer the kernel writes (holding the residual when the epilogue accumulates) followed by
+// guard floats that catch a store past its end, and the double-precision answer.
+struct ConvKernelCase {
+  static constexpr float kGuard = 12345.0f;
+  std::vector<float> x, w, bias, residual, y, want;
+  onednn::StreamConvEpilogue e;
+
+  ConvKernelCase(const onednn::StreamConvShape& s, int epilogue, unsigned& seed)
+      : x(random_floats(static_cast<std::size_t>(s.n * s.ih * s.iw * s.ic), seed++)),
+        w(random_floats(static_cast<std::size_t>(s.oc * s.ic * s.kh * s.kw), seed++)),
+        bias(random_floats(static_cast<std::size_t>(s.oc), seed++)),
+        residual(random_floats(static_cast<std::size_t>(s.n * s.oh * s.ow * s.oc), seed++)),
+        y(residual.size() + 16, kGuard),
+        e(test_epilogue(epilogue, bias)) {
+    if (e.accumulate) std::copy(residual.begin(), residual.end(), y.begin());
+    want = naive_conv(s, x, w, e, residual);
+  }
+  ConvKernelCase(const ConvKernelCase&) = delete;  // e.bias points into bias
+  ConvKernelCase& operator=(const ConvKernelCase&) = delete;
+
+  ConvDiff diff() const { return conv_diff(y, want); }
+  // Guard floats the kernel overwrote.
+  std::size_t guards_changed() const {
+    return static_cast<std::size_t>(std::count_if(y.begin() + static_cast<std::ptrdiff_t>(want.size()), y.end(),
+                                                  [](float v) { return v != kGuard; }));
+  }
+};
+
 }  // namespace wpk::testing

@@ -97,6 +97,17 @@ inline WPK_AVX2 __m256 activate(__m256 v, const StreamConvEpilogue& e, __m256 lo
   return v;
 }
 
+// The epilogue for 8 output channels at `out`: act(sum + bias [+ *out]), stored to the lanes
+// `mask` selects (all 8 when `full`); lo, hi as activate() takes them.
+inline WPK_AVX2 void store_result(float* out, __m256 sum, __m256 bias, __m256i mask, bool full,
+                                  const StreamConvEpilogue& e, __m256 lo, __m256 hi) {
+  __m256 v = _mm256_add_ps(sum, bias);
+  if (e.accumulate) v = _mm256_add_ps(v, full ? _mm256_loadu_ps(out) : _mm256_maskload_ps(out, mask));
+  v = activate(v, e, lo, hi);
+  if (full) _mm256_storeu_ps(out, v);
+  else _mm256_maskstore_ps(out, mask, v);
+}
+
 struct TileArgs {
   const float* const* a;  // [MR][taps]: pixel r's input for tap t, or `zeros` in the padding
   const float* zeros;
@@ -148,20 +159,8 @@ WPK_AVX2 void tile(const TileArgs& t, const StreamConvEpilogue& e) {
 #pragma GCC unroll 6
   for (int r = 0; r < MR; ++r) {
     float* out = t.y + r * t.ldy;
-    __m256 v0 = _mm256_add_ps(acc[r][0], b0), v1 = _mm256_add_ps(acc[r][1], b1);
-    if (e.accumulate) {
-      v0 = _mm256_add_ps(v0, full ? _mm256_loadu_ps(out) : _mm256_maskload_ps(out, m0));
-      v1 = _mm256_add_ps(v1, full ? _mm256_loadu_ps(out + 8) : _mm256_maskload_ps(out + 8, m1));
-    }
-    v0 = activate(v0, e, lo, hi);
-    v1 = activate(v1, e, lo, hi);
-    if (full) {
-      _mm256_storeu_ps(out, v0);
-      _mm256_storeu_ps(out + 8, v1);
-    } else {
-      _mm256_maskstore_ps(out, m0, v0);
-      _mm256_maskstore_ps(out + 8, m1, v1);
-    }
+    store_result(out, acc[r][0], b0, m0, full, e, lo, hi);
+    store_result(out + 8, acc[r][1], b1, m1, full, e, lo, hi);
   }
 }
 

@@ -164,14 +164,14 @@ WPK_AVX2 void transform_outputs(const Job& job, Range blocks, std::int64_t first
                                 std::int64_t ldm) {
   const StreamConvShape& s = job.s;
   const StreamConvEpilogue& e = job.e;
-  const __m256 lo = avx2::activation_floor(e), hi = _mm256_set1_ps(e.hi);
+  const __m256 lo = activation_floor(e), hi = _mm256_set1_ps(e.hi);
   for (std::int64_t j = 0; j < count; ++j) {
     const TileOrigin o = origin(job, first + j);
     const int valid_rows = static_cast<int>(std::min<std::int64_t>(kOut, s.oh - o.oy));
     const int valid_cols = static_cast<int>(std::min<std::int64_t>(kOut, s.ow - o.ox));
     for (std::int64_t oc = blocks.begin * kBlock; oc < std::min(s.oc, blocks.end * kBlock); oc += 8) {
       const int lanes = static_cast<int>(std::min<std::int64_t>(8, s.oc - oc));
-      const __m256i mask = avx2::lane_mask(lanes);
+      const __m256i mask = lane_mask(lanes);
       const float* sums = m + j * ldm + (oc - blocks.begin * kBlock);
       __m256 p[kAlpha][kAlpha], t[kOut][kAlpha];
       for (int point = 0; point < kPoints; ++point) p[point / kAlpha][point % kAlpha] = _mm256_loadu_ps(sums + point * count * ldm);
@@ -184,14 +184,8 @@ WPK_AVX2 void transform_outputs(const Job& job, Range blocks, std::int64_t first
       for (int i = 0; i < valid_rows; ++i) {
         __m256 r[kOut];
         output_rows(&t[i][0], 1, r);
-        for (int k = 0; k < valid_cols; ++k) {
-          float* out = job.y + ((o.n * s.oh + o.oy + i) * s.ow + o.ox + k) * s.oc + oc;
-          __m256 value = _mm256_add_ps(r[k], bias);
-          if (e.accumulate) value = _mm256_add_ps(value, lanes == 8 ? _mm256_loadu_ps(out) : _mm256_maskload_ps(out, mask));
-          value = avx2::activate(value, e, lo, hi);
-          if (lanes == 8) _mm256_storeu_ps(out, value);
-          else _mm256_maskstore_ps(out, mask, value);
-        }
+        float* row = job.y + ((o.n * s.oh + o.oy + i) * s.ow + o.ox) * s.oc + oc;
+        for (int k = 0; k < valid_cols; ++k) store_result(row + k * s.oc, r[k], bias, mask, lanes == 8, e, lo, hi);
       }
     }
   }

@@ -7,8 +7,8 @@
 // the 36 products [tiles x ic] x [ic x oc] on avx2_tile.hpp's register tile, and transforms the
 // sums back (A^T m A) with bias, residual and activation fused into the one store. The weights
 // are transformed once at load (G g G^T, in double precision): 4x the direct weights' bytes.
-// Its rounding differs from direct convolution's (the transforms scale by up to 8 and 1/24), a
-// relative error of ~1e-6 on ResNet-50's convs, well inside the 1e-4 the models are held to.
+// The transforms add rounding of their own: on the kernel test's convs a relative L2 error of
+// 0.5e-6-2.9e-6, 1.1-2.7x direct convolution's, well inside the 1e-4 models are held to.
 #include <cstddef>
 #include <cstdint>
 
