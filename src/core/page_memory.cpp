@@ -2,6 +2,7 @@
 
 #include <sys/mman.h>
 
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -11,6 +12,9 @@
 namespace wpk {
 namespace {
 
+constexpr std::size_t kSmallPageBytes = 4096;
+constexpr std::size_t kHugePageBytes = std::size_t(2) << 20;
+
 [[noreturn]] void out_of_memory(std::size_t bytes) {
   throw Error(ErrorCode::InvalidArgument, "out of memory allocating " + std::to_string(bytes) + " bytes");
 }
@@ -19,6 +23,29 @@ std::size_t rounded_size(std::size_t bytes) {
   const std::size_t rounded = bytes == 0 ? 64 : (bytes + 63) / 64 * 64;
   if (rounded < bytes) out_of_memory(bytes);
   return rounded;
+}
+
+// Maps `length` bytes (whole small pages, at least kHugePageBytes) from a huge-page boundary,
+// asks for transparent huge pages there and populates them; null when the system refuses.
+void* map_huge(std::size_t length) {
+  const std::size_t span = length + kHugePageBytes;
+  if (span < length) return nullptr;
+  void* raw = ::mmap(nullptr, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (raw == MAP_FAILED) return nullptr;
+  const std::uintptr_t first = reinterpret_cast<std::uintptr_t>(raw), last = first + span;
+  const std::uintptr_t start = (first + kHugePageBytes - 1) / kHugePageBytes * kHugePageBytes, end = start + length;
+  if (start > first) ::munmap(raw, start - first);
+  if (last > end) ::munmap(reinterpret_cast<void*>(end), last - end);
+  void* p = reinterpret_cast<void*>(start);
+  // Advice only: where transparent huge pages are off, the block is small pages as before.
+  ::madvise(p, length, MADV_HUGEPAGE);
+#ifdef MADV_POPULATE_WRITE
+  if (::madvise(p, length, MADV_POPULATE_WRITE) == 0) return p;
+#endif
+  // Kernels before 5.14: touch every small page (within a huge page only the first faults).
+  volatile char* bytes = static_cast<volatile char*>(p);
+  for (std::size_t i = 0; i < length; i += kSmallPageBytes) bytes[i] = 0;
+  return p;
 }
 
 }  // namespace
@@ -34,6 +61,13 @@ std::shared_ptr<void> heap_zeroed(std::size_t bytes) {
 std::shared_ptr<void> long_lived_zeroed(std::size_t bytes) {
   const std::size_t rounded = rounded_size(bytes);
   if (!kLongLivedUsesPages || rounded < kPageMemoryMinBytes) return heap_zeroed(bytes);
+  // Huge pages: populating costs ~0.1 instead of ~0.45 ms per MB here, and the weights a run
+  // streams through need 1/512 of the TLB entries. Only whole 2 MB stretches become huge pages,
+  // so a block takes no more memory than with small ones.
+  const std::size_t length = (rounded + kSmallPageBytes - 1) / kSmallPageBytes * kSmallPageBytes;
+  if (length >= kHugePageBytes) {
+    if (void* p = map_huge(length)) return std::shared_ptr<void>(p, [length](void* q) { ::munmap(q, length); });
+  }
   // Fresh anonymous pages read as zeros and are page aligned. Populated at once: the block is
   // about to be written whole (a weight copy, a packing, an arena), and mapping every page in
   // one call costs half of taking a fault per page (~0.45 vs ~0.9 ms per MB here).

@@ -89,6 +89,36 @@ TEST_CASE("freed long-lived blocks leave the process's resident memory", "[tenso
   CHECK(before - after >= 15 * block);
 }
 
+// Blocks of 2 MB and more start on a huge-page boundary (where transparent huge pages are on,
+// whole 2 MB stretches of them are huge pages) without taking more memory than small pages
+// would: the slack mapped to align them is given back, and no block is rounded up to 2 MB.
+TEST_CASE("big long-lived blocks are huge-page aligned and cost only their own pages", "[tensor][memory]") {
+  if (!kLongLivedUsesPages) return;
+  const std::size_t huge = std::size_t(2) << 20;
+  const auto mapped_bytes = [] {
+    std::ifstream statm("/proc/self/statm");
+    std::size_t size = 0;
+    statm >> size;
+    return size * static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+  };
+  for (std::size_t bytes : {huge, huge + 100, 3 * huge + (std::size_t(1) << 20)}) {
+    const std::size_t mapped_before = mapped_bytes(), resident_before = resident_bytes();
+    {
+      const std::shared_ptr<void> p = long_lived_zeroed(bytes);
+      CHECK(reinterpret_cast<std::uintptr_t>(p.get()) % huge == 0);
+      CHECK(all_zero(p.get(), bytes));
+      std::memset(p.get(), 0x5A, bytes);
+      const std::size_t page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+      const std::size_t whole_pages = (bytes + page - 1) / page * page;
+      INFO(bytes << " bytes: mapped +" << mapped_bytes() - mapped_before << ", resident +"
+                 << resident_bytes() - resident_before);
+      CHECK(mapped_bytes() - mapped_before <= whole_pages);
+      CHECK(resident_bytes() - resident_before <= whole_pages + (std::size_t(256) << 10));
+    }
+    CHECK(mapped_bytes() <= mapped_before);  // unmapped whole when freed
+  }
+}
+
 namespace {
 
 // x [N, 256, 7, 7] -> 3x3 Conv (2.4 MB of weights) -> y: weights worth packing, and at batch

@@ -17,6 +17,7 @@
 #include "backends/onednn/avx2_winograd.hpp"
 #include "backends/onednn/onednn_kernels.hpp"
 #include "backends/onednn/stream_conv.hpp"
+#include "core/page_memory.hpp"
 #include "graph/fused_ops.hpp"
 #include "backends/reference/conv_pool.hpp"
 
@@ -43,7 +44,7 @@ struct ConvPlan {
   // wpk's AVX2 kernel (avx2_conv.hpp) on weights packed Acdb16a, instead of the primitive;
   // with `transformed`, its Winograd kernel (avx2_winograd.hpp) on those weights transformed.
   bool avx2 = false;
-  std::shared_ptr<const std::vector<float>> transformed;
+  std::shared_ptr<const float> transformed;
   StreamConvShape own;  // the shape either of wpk's kernels computes
 };
 
@@ -173,7 +174,7 @@ class ConvKernel : public Kernel {
         if (has_residual_) accumulate_residual_into(ctx, 3, y);
         const auto* w = static_cast<const float*>(plan->weights.get_data_handle());
         if (plan->transformed)
-          avx2_winograd_conv(plan->own, x.data<float>(), plan->transformed->data(), *own_epilogue_, y.data<float>());
+          avx2_winograd_conv(plan->own, x.data<float>(), plan->transformed.get(), *own_epilogue_, y.data<float>());
         else if (plan->avx2) avx2_conv(plan->own, x.data<float>(), w, *own_epilogue_, y.data<float>());
         else stream_conv(plan->own, x.data<float>(), w, plan->stream_block, *own_epilogue_, y.data<float>());
         return;
@@ -315,12 +316,14 @@ class ConvKernel : public Kernel {
 
   // The weights transformed for the Winograd kernel: made once, from the Acdb16a packing, on
   // the first plan that runs it (at load for the declared shape), and shared by later plans.
-  std::shared_ptr<const std::vector<float>> winograd_weights(const ConvPlan& plan) const {
+  std::shared_ptr<const float> winograd_weights(const ConvPlan& plan) const {
     const std::lock_guard<std::mutex> lock(transformed_mutex_);
     if (!transformed_) {
-      auto u = std::make_shared<std::vector<float>>(avx2_winograd_weights_size(plan.own));
-      avx2_winograd_weights(plan.own, static_cast<const float*>(plan.weights.get_data_handle()), u->data());
-      transformed_ = std::move(u);
+      // Long-lived pages, like the packings: huge pages where the system has them.
+      const std::shared_ptr<void> bytes = long_lived_zeroed(avx2_winograd_weights_size(plan.own) * sizeof(float));
+      float* u = static_cast<float*>(bytes.get());
+      avx2_winograd_weights(plan.own, static_cast<const float*>(plan.weights.get_data_handle()), u);
+      transformed_ = std::shared_ptr<const float>(bytes, u);
     }
     return transformed_;
   }
@@ -350,7 +353,7 @@ class ConvKernel : public Kernel {
   bool stream_allowed_;  // the weight-streaming kernel may run shapes where it pays
   ShapeCache<ConvPlan> cache_;
   mutable std::mutex transformed_mutex_;
-  mutable std::shared_ptr<const std::vector<float>> transformed_;  // see winograd_weights()
+  mutable std::shared_ptr<const float> transformed_;  // see winograd_weights()
 };
 
 }  // namespace
