@@ -1,6 +1,7 @@
 #include "core/page_memory.hpp"
 
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <cstdint>
 #include <cstdlib>
@@ -12,8 +13,12 @@
 namespace wpk {
 namespace {
 
-constexpr std::size_t kSmallPageBytes = 4096;
 constexpr std::size_t kHugePageBytes = std::size_t(2) << 20;
+
+std::size_t small_page_bytes() {
+  static const std::size_t bytes = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+  return bytes;
+}
 
 [[noreturn]] void out_of_memory(std::size_t bytes) {
   throw Error(ErrorCode::InvalidArgument, "out of memory allocating " + std::to_string(bytes) + " bytes");
@@ -44,7 +49,7 @@ void* map_huge(std::size_t length) {
 #endif
   // Kernels before 5.14: touch every small page (within a huge page only the first faults).
   volatile char* bytes = static_cast<volatile char*>(p);
-  for (std::size_t i = 0; i < length; i += kSmallPageBytes) bytes[i] = 0;
+  for (std::size_t i = 0; i < length; i += small_page_bytes()) bytes[i] = 0;
   return p;
 }
 
@@ -64,7 +69,8 @@ std::shared_ptr<void> long_lived_zeroed(std::size_t bytes) {
   // Huge pages: populating costs ~0.1 instead of ~0.45 ms per MB here, and the weights a run
   // streams through need 1/512 of the TLB entries. Only whole 2 MB stretches become huge pages,
   // so a block takes no more memory than with small ones.
-  const std::size_t length = (rounded + kSmallPageBytes - 1) / kSmallPageBytes * kSmallPageBytes;
+  const std::size_t page = small_page_bytes();
+  const std::size_t length = (rounded + page - 1) / page * page;
   if (length >= kHugePageBytes) {
     if (void* p = map_huge(length)) return std::shared_ptr<void>(p, [length](void* q) { ::munmap(q, length); });
   }
