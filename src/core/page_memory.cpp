@@ -3,6 +3,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -31,7 +32,8 @@ std::size_t rounded_size(std::size_t bytes) {
 }
 
 // Maps `length` bytes (whole small pages, at least kHugePageBytes) from a huge-page boundary,
-// asks for transparent huge pages there and populates them; null when the system refuses.
+// asks for transparent huge pages there and populates them; null when the system refuses the
+// mapping, wpk::Error when it cannot populate it.
 void* map_huge(std::size_t length) {
   const std::size_t span = length + kHugePageBytes;
   if (span < length) return nullptr;
@@ -46,6 +48,10 @@ void* map_huge(std::size_t length) {
   ::madvise(p, length, MADV_HUGEPAGE);
 #ifdef MADV_POPULATE_WRITE
   if (::madvise(p, length, MADV_POPULATE_WRITE) == 0) return p;
+  if (errno == ENOMEM) {  // an error now rather than the OOM killer at first touch
+    ::munmap(p, length);
+    out_of_memory(length);
+  }
 #endif
   // Kernels before 5.14: touch every small page (within a huge page only the first faults).
   volatile char* bytes = static_cast<volatile char*>(p);
