@@ -110,10 +110,10 @@ TEST_CASE("big long-lived blocks are huge-page aligned and cost only their own p
       std::memset(p.get(), 0x5A, bytes);
       const std::size_t page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
       const std::size_t whole_pages = (bytes + page - 1) / page * page;
-      INFO(bytes << " bytes: mapped +" << mapped_bytes() - mapped_before << ", resident +"
-                 << resident_bytes() - resident_before);
-      CHECK(mapped_bytes() - mapped_before <= whole_pages);
-      CHECK(resident_bytes() - resident_before <= whole_pages + (std::size_t(256) << 10));
+      INFO(bytes << " bytes: mapped " << mapped_before << " -> " << mapped_bytes() << ", resident "
+                 << resident_before << " -> " << resident_bytes());
+      CHECK(mapped_bytes() <= mapped_before + whole_pages);
+      CHECK(resident_bytes() <= resident_before + whole_pages + (std::size_t(256) << 10));
     }
     CHECK(mapped_bytes() <= mapped_before);  // unmapped whole when freed
   }
