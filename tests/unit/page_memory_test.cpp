@@ -15,13 +15,18 @@ using namespace wpk;
 
 namespace {
 
-// Resident bytes of this process (/proc/self/statm, second field, in pages).
-std::size_t resident_bytes() {
+std::size_t page_bytes() { return static_cast<std::size_t>(sysconf(_SC_PAGESIZE)); }
+
+// Field `field` of /proc/self/statm (0: the process's mapped size, 1: its resident set), in bytes.
+std::size_t statm_bytes(int field) {
   std::ifstream statm("/proc/self/statm");
-  std::size_t size = 0, resident = 0;
-  statm >> size >> resident;
-  return resident * static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+  std::size_t pages = 0;
+  for (int i = 0; i <= field; ++i) statm >> pages;
+  return pages * page_bytes();
 }
+
+std::size_t mapped_bytes() { return statm_bytes(0); }
+std::size_t resident_bytes() { return statm_bytes(1); }
 
 // Bytes malloc holds for its callers: in its heap and in blocks it mapped itself.
 std::size_t malloc_held_bytes() {
@@ -95,12 +100,6 @@ TEST_CASE("freed long-lived blocks leave the process's resident memory", "[tenso
 TEST_CASE("big long-lived blocks are huge-page aligned and cost only their own pages", "[tensor][memory]") {
   if (!kLongLivedUsesPages) return;
   const std::size_t huge = std::size_t(2) << 20;
-  const auto mapped_bytes = [] {
-    std::ifstream statm("/proc/self/statm");
-    std::size_t size = 0;
-    statm >> size;
-    return size * static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
-  };
   for (std::size_t bytes : {huge, huge + 100, 3 * huge + (std::size_t(1) << 20)}) {
     const std::size_t mapped_before = mapped_bytes(), resident_before = resident_bytes();
     {
@@ -108,8 +107,7 @@ TEST_CASE("big long-lived blocks are huge-page aligned and cost only their own p
       CHECK(reinterpret_cast<std::uintptr_t>(p.get()) % huge == 0);
       CHECK(all_zero(p.get(), bytes));
       std::memset(p.get(), 0x5A, bytes);
-      const std::size_t page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
-      const std::size_t whole_pages = (bytes + page - 1) / page * page;
+      const std::size_t whole_pages = (bytes + page_bytes() - 1) / page_bytes() * page_bytes();
       INFO(bytes << " bytes: mapped " << mapped_before << " -> " << mapped_bytes() << ", resident "
                  << resident_before << " -> " << resident_bytes());
       CHECK(mapped_bytes() <= mapped_before + whole_pages);
