@@ -32,12 +32,18 @@
 // Attention(Q, K, V, [Mask]) -> Y
 //   Y = softmax(Q @ K^T * scale + Mask, axis=-1) @ V over the last two dims; Q [..., S, D],
 //   K [..., T, D] (not transposed), V [..., T, Dv], Mask broadcastable to [..., S, T].
-//   Attribute: scale (float).
+//   Attributes: scale (float); interleaved_heads (ints [q, k, v, y], default all 0): 1 where
+//   that rank-4 operand holds the heads after the sequence, [B, S, H, D] (a projection's output
+//   reshaped to heads) instead of [B, H, S, D], so Q, K and V are read without the Transpose
+//   that splits off the heads and Y is written without the one that merges them back.
 //
 // The layout pass also sets channels_last = 1 on ONNX ops it moves to NHWC (MaxPool,
 // AveragePool, GlobalAveragePool, inference BatchNormalization), with the same meaning as above.
+#include <cstdint>
 #include <string>
+#include <vector>
 
+#include "wpk/error.hpp"
 #include "wpk/graph.hpp"
 
 namespace wpk {
@@ -48,6 +54,18 @@ constexpr const char* kWpkDomain = "com.wpk";
 inline bool has_fused_residual(const Node& node) {
   return node.domain == kWpkDomain && (node.op_type == "FusedConv" || node.op_type == "FusedMatMul") &&
          node.inputs.size() > 3 && node.inputs[3] != kNoValue;
+}
+
+// Attention's interleaved_heads: operand i (0: Q, 1: K, 2: V, 3: Y) is [B, S, H, D]. Throws
+// Error(InvalidModel) for a list that is not 4 entries of 0 or 1.
+inline bool attention_heads_interleaved(const Node& attention, int operand) {
+  if (!attention.has_attr("interleaved_heads")) return false;
+  const std::vector<std::int64_t> flags = attention.attr_ints("interleaved_heads");
+  bool valid = flags.size() == 4;
+  for (std::int64_t f : flags) valid = valid && (f == 0 || f == 1);
+  if (!valid)
+    throw Error(ErrorCode::InvalidModel, "node '" + attention.name + "': interleaved_heads must be 4 entries of 0 or 1");
+  return flags[static_cast<std::size_t>(operand)] == 1;
 }
 
 // The `activation` kind a com.wpk Gelu computes, for the fusions and kernels that run it:

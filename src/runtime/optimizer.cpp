@@ -34,6 +34,7 @@ const std::vector<PassEntry>& pass_table() {
       {"fuse_layernorm", OptimizationLevel::All, passes::fuse_layernorm},
       {"fuse_gelu", OptimizationLevel::All, passes::fuse_gelu},
       {"fuse_attention", OptimizationLevel::All, passes::fuse_attention},
+      {"attention_heads", OptimizationLevel::All, passes::read_attention_heads_in_place},
       {"fuse_conv_epilogue", OptimizationLevel::All, passes::fuse_conv_epilogue},
       {"fuse_matmul_epilogue", OptimizationLevel::All, passes::fuse_matmul_epilogue},
       {"fuse_batchnorm_relu", OptimizationLevel::All, passes::fuse_batchnorm_relu},

@@ -6,8 +6,6 @@
 #include <omp.h>
 
 #include <algorithm>
-#include <cstdlib>
-#include <cstring>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -47,12 +45,6 @@ struct ConvPlan {
   std::shared_ptr<const float> transformed;
   StreamConvShape own;  // the shape either of wpk's kernels computes
 };
-
-// False when environment variable `name` is "0": the switches that turn a conv algorithm off.
-bool switched_on(const char* name) {
-  const char* v = std::getenv(name);
-  return !(v && std::strcmp(v, "0") == 0);
-}
 
 // oneDNN 2.6's Winograd F(2x2, 3x3) convolution (jit_fp32_wino_2x3) on 3x3, stride-1 convs
 // of 64+ channels and outputs of 14x14 or more: measured 15-40% faster than the direct brgemm

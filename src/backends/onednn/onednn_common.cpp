@@ -1,6 +1,7 @@
 #include "backends/onednn/onednn_common.hpp"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 
@@ -9,6 +10,11 @@
 #include <omp.h>
 
 namespace wpk::onednn {
+
+bool switched_on(const char* name) {
+  const char* v = std::getenv(name);
+  return !(v && std::strcmp(v, "0") == 0);
+}
 
 dnnl::engine& engine() {
   static dnnl::engine eng(dnnl::engine::kind::cpu, 0);

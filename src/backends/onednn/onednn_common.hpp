@@ -108,6 +108,10 @@ dnnl::memory thread_memory(int slot, const dnnl::memory::desc& desc);
 // after another.
 void execute(const dnnl::primitive& p, Args args);
 
+// False when environment variable `name` is "0": the switches that turn one of wpk's kernels or
+// a oneDNN algorithm off (WPK_AVX2_WINOGRAD=0, ...).
+bool switched_on(const char* name);
+
 // The fused activation of a com.wpk op (graph/fused_ops.hpp) as a oneDNN post-op.
 struct Activation {
   std::string kind;  // "" = none

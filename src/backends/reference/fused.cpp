@@ -217,9 +217,30 @@ void gelu_kernel(KernelContext& ctx) {
   });
 }
 
-// softmax(Q @ K^T * scale + Mask) @ V, composed of the reference MatMul and Softmax.
+// softmax(Q @ K^T * scale + Mask) @ V, composed of the reference MatMul and Softmax; operands
+// flagged in interleaved_heads ([B, S, H, D]) are transposed to [B, H, S, D] and back.
 void attention(KernelContext& ctx) {
-  const Tensor& k = ctx.input(1);
+  const auto heads_interleaved = [&](int operand) {
+    try {
+      return attention_heads_interleaved(ctx.node(), operand);
+    } catch (const Error& e) {
+      ctx.fail(e.code(), e.what());
+    }
+  };
+  const std::vector<int> swap_heads = {0, 2, 1, 3};
+  std::vector<Tensor> logical(3);
+  for (int i = 0; i < 3; ++i) {
+    const Tensor& t = ctx.input(i);
+    if (!heads_interleaved(i)) {
+      logical[static_cast<std::size_t>(i)] = t;
+      continue;
+    }
+    if (t.rank() != 4)
+      ctx.fail(ErrorCode::InvalidArgument, std::string("interleaved_heads needs rank-4 ") + "QKV"[i] + ", got " +
+                                               shape_to_string(t.shape()));
+    logical[static_cast<std::size_t>(i)] = permuted(t, swap_heads);
+  }
+  const Tensor& k = logical[1];
   if (k.rank() < 2)
     ctx.fail(ErrorCode::InvalidArgument, "K must have rank 2 or more, got " + shape_to_string(k.shape()));
   const Attribute* scale = ctx.node().find_attr("scale");
@@ -228,7 +249,7 @@ void attention(KernelContext& ctx) {
   std::iota(perm.begin(), perm.end(), 0);
   std::swap(perm[perm.size() - 1], perm[perm.size() - 2]);
   const Tensor k_t = permuted(k, perm);
-  Tensor scores = run_plain(plain.matmul, ctx.node(), {&ctx.input(0), &k_t}, ctx.opset());
+  Tensor scores = run_plain(plain.matmul, ctx.node(), {&logical[0], &k_t}, ctx.opset());
   dispatch_float(scores.dtype(), ctx, [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T s = static_cast<T>(scale->f());
@@ -242,7 +263,13 @@ void attention(KernelContext& ctx) {
   softmax.outputs = ctx.node().outputs;
   softmax.attributes.emplace("axis", Attribute(std::int64_t{-1}));
   const Tensor probs = run_plain(plain.softmax, softmax, {&scores}, 13);  // opset 13: along one axis
-  ctx.set_output(0, run_plain(plain.matmul, ctx.node(), {&probs, &ctx.input(2)}, ctx.opset()));
+  Tensor y = run_plain(plain.matmul, ctx.node(), {&probs, &logical[2]}, ctx.opset());
+  if (heads_interleaved(3)) {
+    if (y.rank() != 4)
+      ctx.fail(ErrorCode::InvalidArgument, "interleaved_heads needs a rank-4 Y, got " + shape_to_string(y.shape()));
+    y = permuted(y, swap_heads);
+  }
+  ctx.set_output(0, std::move(y));
 }
 
 // Pooling in either layout: channels_last = 1 transposes around the NCHW kernel.

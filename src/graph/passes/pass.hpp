@@ -30,6 +30,7 @@ bool fold_pad(Graph& g, const PassContext& ctx);              // fold_pad.cpp
 bool fuse_layernorm(Graph& g, const PassContext& ctx);        // fuse_layernorm.cpp
 bool fuse_gelu(Graph& g, const PassContext& ctx);             // fuse_gelu.cpp
 bool fuse_attention(Graph& g, const PassContext& ctx);        // fuse_attention.cpp
+bool read_attention_heads_in_place(Graph& g, const PassContext& ctx);  // attention_heads.cpp
 bool fuse_conv_epilogue(Graph& g, const PassContext& ctx);    // fuse_conv_epilogue.cpp
 bool fuse_matmul_epilogue(Graph& g, const PassContext& ctx);  // fuse_matmul_epilogue.cpp
 bool fuse_batchnorm_relu(Graph& g, const PassContext& ctx);   // fuse_batchnorm_relu.cpp

@@ -230,6 +230,29 @@ std::optional<DimList> matmul_dims(const DimList* a, const DimList* b) {
   return out;
 }
 
+// com.wpk Attention's Y from Q [..., S, D], K, V [..., T, Dv], each rank-4 operand flagged in
+// interleaved_heads read as [B, S, H, D] (Y then written so); nullopt for a bad attribute.
+std::optional<DimList> attention_dims(const Node& n, DimList q, DimList k, DimList v) {
+  const auto logical = [&](DimList& d, int operand) {
+    if (!attention_heads_interleaved(n, operand)) return true;
+    if (d.size() != 4) return false;
+    std::swap(d[1], d[2]);
+    return true;
+  };
+  try {
+    if (!logical(q, 0) || !logical(k, 1) || !logical(v, 2)) return std::nullopt;
+    const DimList qb(q.begin(), q.end() - 2), kb(k.begin(), k.end() - 2), vb(v.begin(), v.end() - 2);
+    auto y = broadcast({&qb, &kb, &vb});
+    if (!y) return std::nullopt;
+    y->push_back(q[q.size() - 2]);
+    y->push_back(v.back());
+    if (!logical(*y, 3)) return std::nullopt;
+    return y;
+  } catch (const Error&) {
+    return std::nullopt;  // the kernel reports the attribute
+  }
+}
+
 // Reshape to `target` (entries may be symbolic): 0 copies the input dim (unless allowzero), and
 // -1 is inferred when the input and the other entries agree on every symbol.
 DimList reshape_dims(const DimList* in, const IntData& target, bool allowzero) {
@@ -332,14 +355,8 @@ void StaticShapes::infer(const Graph& g, const Node& n) {
     if (op == "FusedConv" && in(1) && !in(1)->empty()) set_dims(out, window_dims(n, in(0), in(1), (*in(1))[0]));
     if (op == "ConcatBatchNorm") set_dims(out, concat_batchnorm_dims(n, [&](std::size_t i) { return in(i); }));
     if (op == "Attention" && in(0) && in(1) && in(2) && rank0 >= 2 && rank(n.inputs[1]) >= 2 &&
-        rank(n.inputs[2]) >= 2) {
-      const DimList q(in(0)->begin(), in(0)->end() - 2), k(in(1)->begin(), in(1)->end() - 2),
-          v(in(2)->begin(), in(2)->end() - 2);
-      auto d = broadcast({&q, &k, &v});
-      d->push_back((*in(0))[rank0 - 2]);
-      d->push_back(in(2)->back());
-      set_dims(out, d);
-    }
+        rank(n.inputs[2]) >= 2)
+      set_dims(out, attention_dims(n, *in(0), *in(1), *in(2)));
     return;
   }
   if (!n.domain.empty() && n.domain != "ai.onnx") return;

@@ -52,6 +52,11 @@ TEST_CASE("BERT: Gelu, attention and the linear-layer epilogues fuse", "[model]"
   CHECK(count_activation(opt, "FusedMatMul", "Gelu") == 12);
   CHECK(count_with_residual(opt, "FusedMatMul") == 24);  // output projection and second feed-forward
   CHECK(count_op(opt, "LayerNormalization") == 25);
+  // Each attention reads Q, K and V and writes its output with the heads interleaved: the 48
+  // head Transposes are gone.
+  CHECK(count_op(opt, "Transpose") == 0);
+  for (const Node& n : opt.nodes())
+    if (n.op_type == "Attention") CHECK(n.attr_ints("interleaved_heads") == std::vector<std::int64_t>{1, 1, 1, 1});
 }
 
 TEST_CASE("ResNet-50 and MobileNetV2: every Relu, Clip and residual Add joins a Conv", "[model]") {
