@@ -190,15 +190,19 @@ void avx2_attention(const AttentionShape& s, const AttentionOperand& q, const At
   const std::int64_t chunk = ceil_div(ceil_div(s.rows, per_entry), kTile) * kTile;
   const Job job{s, q, k, v, mask, y, y_offsets, y_row_stride, chunk, ceil_div(s.rows, chunk)};
   const std::int64_t items = s.batch * job.chunks;
-#pragma omp parallel
-  {
-    Scratch w;
+  // Allocated here, where std::bad_alloc reaches the caller; thrown inside the parallel region
+  // it would terminate the process.
+  std::vector<Scratch> scratch(static_cast<std::size_t>(threads));
+  for (Scratch& w : scratch) {
     w.ld = ceil_div(s.cols, kBlock) * kBlock;
     w.keys.resize(static_cast<std::size_t>(w.ld * s.d));
     w.values.resize(static_cast<std::size_t>(ceil_div(s.dv, kBlock) * kBlock * s.cols));
     w.scores.resize(static_cast<std::size_t>(kTile * w.ld));
-    const Range mine = part(items, omp_get_num_threads(), omp_get_thread_num());
-    run_items(job, mine, w);
+  }
+#pragma omp parallel num_threads(static_cast<int>(threads))
+  {
+    const int t = omp_get_thread_num();
+    run_items(job, part(items, omp_get_num_threads(), t), scratch[static_cast<std::size_t>(t)]);
   }
 #else
   (void)s, (void)q, (void)k, (void)v, (void)mask, (void)y, (void)y_offsets, (void)y_row_stride;
