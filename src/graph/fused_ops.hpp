@@ -39,8 +39,10 @@
 //
 // The layout pass also sets channels_last = 1 on ONNX ops it moves to NHWC (MaxPool,
 // AveragePool, GlobalAveragePool, inference BatchNormalization), with the same meaning as above.
+#include <array>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "wpk/error.hpp"
@@ -56,16 +58,27 @@ inline bool has_fused_residual(const Node& node) {
          node.inputs.size() > 3 && node.inputs[3] != kNoValue;
 }
 
-// Attention's interleaved_heads: operand i (0: Q, 1: K, 2: V, 3: Y) is [B, S, H, D]. Throws
-// Error(InvalidModel) for a list that is not 4 entries of 0 or 1.
-inline bool attention_heads_interleaved(const Node& attention, int operand) {
-  if (!attention.has_attr("interleaved_heads")) return false;
+// Attention's interleaved_heads: per operand (0: Q, 1: K, 2: V, 3: Y), true where it is
+// [B, S, H, D]. Throws Error(InvalidModel) for a list that is not 4 entries of 0 or 1.
+inline std::array<bool, 4> attention_interleaved_heads(const Node& attention) {
+  std::array<bool, 4> interleaved{};
+  if (!attention.has_attr("interleaved_heads")) return interleaved;
   const std::vector<std::int64_t> flags = attention.attr_ints("interleaved_heads");
   bool valid = flags.size() == 4;
   for (std::int64_t f : flags) valid = valid && (f == 0 || f == 1);
   if (!valid)
     throw Error(ErrorCode::InvalidModel, "node '" + attention.name + "': interleaved_heads must be 4 entries of 0 or 1");
-  return flags[static_cast<std::size_t>(operand)] == 1;
+  for (std::size_t i = 0; i < 4; ++i) interleaved[i] = flags[i] == 1;
+  return interleaved;
+}
+
+// An interleaved attention operand's dims [B, S, H, D] as [B, H, S, D], or back (swaps axes 1
+// and 2, for Shape or DimList); false, leaving them, when they are not rank 4.
+template <typename Dims>
+bool swap_heads(Dims& dims) {
+  if (dims.size() != 4) return false;
+  std::swap(dims[1], dims[2]);
+  return true;
 }
 
 // The `activation` kind a com.wpk Gelu computes, for the fusions and kernels that run it:

@@ -151,15 +151,15 @@ class AttentionKernel : public Kernel {
     std::array<dnnl::memory, 4> mem;
     const std::array<const dnnl::memory::desc*, 4> descs = {&plan.q, &plan.k_t, &plan.v, &plan.y};
     for (int o = 0; o < 4; ++o) {
-      void* data = o == kY ? y.raw() : const_cast<void*>(in[static_cast<std::size_t>(o)]->raw());
+      const Tensor& t = o == kY ? y : *in[static_cast<std::size_t>(o)];
       if (!plan.interleaved[o]) {
-        mem[o] = dnnl::memory(*descs[o], engine(), data);
+        mem[o] = wrap(*descs[o], t);
         continue;
       }
       copies[o].resize(plan.plain[o].get_size() / sizeof(float));
       mem[o] = dnnl::memory(*descs[o], engine(), copies[o].data());
       if (o == kY) continue;
-      execute(plan.reorders[o], {{DNNL_ARG_FROM, dnnl::memory(plan.lies[o], engine(), data)},
+      execute(plan.reorders[o], {{DNNL_ARG_FROM, wrap(plan.lies[o], t)},
                                  {DNNL_ARG_TO, dnnl::memory(plan.plain[o], engine(), copies[o].data())}});
     }
     const std::int64_t n_scores = sh.batch * sh.rows * sh.cols;
@@ -171,7 +171,7 @@ class AttentionKernel : public Kernel {
     execute(plan.context, {{DNNL_ARG_SRC, s_mem}, {DNNL_ARG_WEIGHTS, mem[kV]}, {DNNL_ARG_DST, mem[kY]}});
     if (plan.interleaved[kY])
       execute(plan.reorders[kY], {{DNNL_ARG_FROM, dnnl::memory(plan.plain[kY], engine(), copies[kY].data())},
-                                  {DNNL_ARG_TO, dnnl::memory(plan.lies[kY], engine(), y.raw())}});
+                                  {DNNL_ARG_TO, wrap(plan.lies[kY], y)}});
   }
 
   AttentionPlan build(const KernelContext& ctx, const Shape& q, const Shape& k, const Shape& v) const {
@@ -180,12 +180,9 @@ class AttentionKernel : public Kernel {
     const std::array<const Shape*, 3> given = {&q, &k, &v};
     for (int o = 0; o < 3; ++o) {
       Shape s = *given[static_cast<std::size_t>(o)];
-      if (p.interleaved[o]) {
-        if (s.size() != 4)
-          ctx.fail(ErrorCode::InvalidArgument, std::string("interleaved_heads needs rank-4 ") + "QKV"[o] + ", got " +
-                                                   shape_to_string(s));
-        std::swap(s[1], s[2]);
-      }
+      if (p.interleaved[o] && !swap_heads(s))
+        ctx.fail(ErrorCode::InvalidArgument, std::string("interleaved_heads needs rank-4 ") + "QKV"[o] + ", got " +
+                                                 shape_to_string(s));
       p.logical[o] = s;
     }
     const Shape &lq = p.logical[kQ], &lk = p.logical[kK], &lv = p.logical[kV];
@@ -210,7 +207,7 @@ class AttentionKernel : public Kernel {
     p.scores_shape = lq;
     p.scores_shape.back() = sh.cols;
     p.y_shape = p.logical[kY];
-    if (p.interleaved[kY]) std::swap(p.y_shape[1], p.y_shape[2]);
+    if (p.interleaved[kY]) swap_heads(p.y_shape);
     p.own = avx2_attention_available() && avx2_attention_enabled();
     if (p.own) return p;
 
@@ -252,9 +249,7 @@ std::string attention_unsupported(const Node& node, const Graph& graph) {
 }
 
 std::unique_ptr<Kernel> make_attention(const Node& node, const Graph&) {
-  std::array<bool, 4> interleaved{};
-  for (int o = 0; o < 4; ++o) interleaved[static_cast<std::size_t>(o)] = attention_heads_interleaved(node, o);
-  return std::make_unique<AttentionKernel>(node.attr_float("scale", 1.0f), interleaved);
+  return std::make_unique<AttentionKernel>(node.attr_float("scale", 1.0f), attention_interleaved_heads(node));
 }
 
 }  // namespace wpk::onednn

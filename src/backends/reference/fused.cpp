@@ -220,25 +220,24 @@ void gelu_kernel(KernelContext& ctx) {
 // softmax(Q @ K^T * scale + Mask) @ V, composed of the reference MatMul and Softmax; operands
 // flagged in interleaved_heads ([B, S, H, D]) are transposed to [B, H, S, D] and back.
 void attention(KernelContext& ctx) {
-  const auto heads_interleaved = [&](int operand) {
-    try {
-      return attention_heads_interleaved(ctx.node(), operand);
-    } catch (const Error& e) {
-      ctx.fail(e.code(), e.what());
-    }
-  };
-  const std::vector<int> swap_heads = {0, 2, 1, 3};
+  std::array<bool, 4> interleaved;
+  try {
+    interleaved = attention_interleaved_heads(ctx.node());
+  } catch (const Error& e) {
+    ctx.fail(e.code(), e.what());
+  }
+  const std::vector<int> heads_first = {0, 2, 1, 3};  // its own inverse
   std::vector<Tensor> logical(3);
   for (int i = 0; i < 3; ++i) {
     const Tensor& t = ctx.input(i);
-    if (!heads_interleaved(i)) {
+    if (!interleaved[static_cast<std::size_t>(i)]) {
       logical[static_cast<std::size_t>(i)] = t;
       continue;
     }
     if (t.rank() != 4)
       ctx.fail(ErrorCode::InvalidArgument, std::string("interleaved_heads needs rank-4 ") + "QKV"[i] + ", got " +
                                                shape_to_string(t.shape()));
-    logical[static_cast<std::size_t>(i)] = permuted(t, swap_heads);
+    logical[static_cast<std::size_t>(i)] = permuted(t, heads_first);
   }
   const Tensor& k = logical[1];
   if (k.rank() < 2)
@@ -264,10 +263,10 @@ void attention(KernelContext& ctx) {
   softmax.attributes.emplace("axis", Attribute(std::int64_t{-1}));
   const Tensor probs = run_plain(plain.softmax, softmax, {&scores}, 13);  // opset 13: along one axis
   Tensor y = run_plain(plain.matmul, ctx.node(), {&probs, &logical[2]}, ctx.opset());
-  if (heads_interleaved(3)) {
+  if (interleaved[3]) {
     if (y.rank() != 4)
       ctx.fail(ErrorCode::InvalidArgument, "interleaved_heads needs a rank-4 Y, got " + shape_to_string(y.shape()));
-    y = permuted(y, swap_heads);
+    y = permuted(y, heads_first);
   }
   ctx.set_output(0, std::move(y));
 }

@@ -4,6 +4,8 @@
 // Attention reading such a Transpose's input instead, or writing such a Transpose's output
 // itself, flags that operand in interleaved_heads (graph/fused_ops.hpp), and its kernels read
 // and write those layouts through strides. A Transpose left without readers goes with dead code.
+#include <algorithm>
+
 #include "graph/fused_ops.hpp"
 #include "graph/passes/match.hpp"
 #include "graph/passes/static_shapes.hpp"
@@ -25,12 +27,11 @@ bool read_attention_heads_in_place(Graph& g, const PassContext&) {
     const Node& att = g.nodes()[i];
     if (att.domain != kWpkDomain || att.op_type != "Attention" || att.inputs.size() < 3 || att.outputs.empty()) return;
     std::vector<std::int64_t> flags(4, 0);
-    for (int o = 0; o < 4; ++o) {
-      try {
-        flags[static_cast<std::size_t>(o)] = attention_heads_interleaved(att, o) ? 1 : 0;
-      } catch (const Error&) {
-        return;  // a bad attribute: the kernels report it
-      }
+    try {
+      const std::array<bool, 4> interleaved = attention_interleaved_heads(att);
+      std::copy(interleaved.begin(), interleaved.end(), flags.begin());
+    } catch (const Error&) {
+      return;  // a bad attribute: the kernels report it
     }
     for (int o = 0; o < 3; ++o)
       if (shapes.rank(att.inputs[static_cast<std::size_t>(o)]) != 4) return;

@@ -233,24 +233,21 @@ std::optional<DimList> matmul_dims(const DimList* a, const DimList* b) {
 // com.wpk Attention's Y from Q [..., S, D], K, V [..., T, Dv], each rank-4 operand flagged in
 // interleaved_heads read as [B, S, H, D] (Y then written so); nullopt for a bad attribute.
 std::optional<DimList> attention_dims(const Node& n, DimList q, DimList k, DimList v) {
-  const auto logical = [&](DimList& d, int operand) {
-    if (!attention_heads_interleaved(n, operand)) return true;
-    if (d.size() != 4) return false;
-    std::swap(d[1], d[2]);
-    return true;
-  };
+  std::array<bool, 4> interleaved;
   try {
-    if (!logical(q, 0) || !logical(k, 1) || !logical(v, 2)) return std::nullopt;
-    const DimList qb(q.begin(), q.end() - 2), kb(k.begin(), k.end() - 2), vb(v.begin(), v.end() - 2);
-    auto y = broadcast({&qb, &kb, &vb});
-    if (!y) return std::nullopt;
-    y->push_back(q[q.size() - 2]);
-    y->push_back(v.back());
-    if (!logical(*y, 3)) return std::nullopt;
-    return y;
+    interleaved = attention_interleaved_heads(n);
   } catch (const Error&) {
     return std::nullopt;  // the kernel reports the attribute
   }
+  if ((interleaved[0] && !swap_heads(q)) || (interleaved[1] && !swap_heads(k)) || (interleaved[2] && !swap_heads(v)))
+    return std::nullopt;
+  const DimList qb(q.begin(), q.end() - 2), kb(k.begin(), k.end() - 2), vb(v.begin(), v.end() - 2);
+  auto y = broadcast({&qb, &kb, &vb});
+  if (!y) return std::nullopt;
+  y->push_back(q[q.size() - 2]);
+  y->push_back(v.back());
+  if (interleaved[3] && !swap_heads(*y)) return std::nullopt;
+  return y;
 }
 
 // Reshape to `target` (entries may be symbolic): 0 copies the input dim (unless allowzero), and
