@@ -89,6 +89,11 @@ void run_part(const Job& job, Range blocks, Range pixels, std::vector<const floa
   args.taps = static_cast<int>(job.taps);
   args.ic = s.ic;
   args.ldy = s.oc;
+  // The GELUs go in a pass over each group's outputs after its tiles (avx2_tile.hpp's
+  // activate_rows); the tiles apply the rest of the epilogue.
+  const bool deferred = job.e.act == StreamConvEpilogue::Act::Gelu || job.e.act == StreamConvEpilogue::Act::GeluTanh;
+  StreamConvEpilogue in_tile = job.e;
+  if (deferred) in_tile.act = StreamConvEpilogue::Act::None;
   const std::int64_t pixel_blocks = ceil_div(pixels.end - pixels.begin, kPixelBlock);
   for (std::int64_t g0 = blocks.begin; g0 < blocks.end; g0 += job.group) {
     const std::int64_t g1 = std::min(blocks.end, g0 + job.group);
@@ -106,8 +111,12 @@ void run_part(const Job& job, Range blocks, Range pixels, std::vector<const floa
           const Range r = part(count, tiles, i);
           args.a = table.data() + r.begin * job.taps;
           args.y = job.y + (first + r.begin) * s.oc + b * kBlock;
-          kTiles[r.end - r.begin - 1](args, job.e);
+          kTiles[r.end - r.begin - 1](args, in_tile);
         }
+      }
+      if (deferred) {
+        const std::int64_t c0 = g0 * kBlock, c1 = std::min(s.oc, g1 * kBlock);
+        activate_rows(job.y + first * s.oc + c0, count, c1 - c0, s.oc, job.e);
       }
     }
   }
