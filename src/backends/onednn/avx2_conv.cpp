@@ -145,11 +145,16 @@ void avx2_conv(const StreamConvShape& s, const float* x, const float* w, const S
   const std::int64_t taps = s.kh * s.kw, blocks = ceil_div(s.oc, kBlock);
   const std::int64_t group = std::max<std::int64_t>(1, kGroupBytes / (4 * taps * s.ic * kBlock));
   const Job job{s, x, w, e, y, zeros.data(), taps, s.n * s.oh * s.ow, blocks, group};
-#pragma omp parallel
+  // Per thread, allocated here where std::bad_alloc reaches the caller (inside the parallel
+  // region it would terminate the process).
+  const std::int64_t max_threads = omp_get_max_threads();
+  std::vector<std::vector<const float*>> tables(static_cast<std::size_t>(max_threads),
+                                                std::vector<const float*>(static_cast<std::size_t>(kPixelBlock * taps)));
+#pragma omp parallel num_threads(max_threads)
   {
     const std::int64_t threads = omp_get_num_threads(), t = omp_get_thread_num();
     const Split split = choose_split(s, blocks, group, threads);
-    std::vector<const float*> table(static_cast<std::size_t>(kPixelBlock * taps));
+    std::vector<const float*>& table = tables[static_cast<std::size_t>(t)];
     const std::int64_t tiles = ceil_div(job.pixels, kTile);
     const Range tile_range = part(tiles, split.pixel_parts, t % split.pixel_parts);
     const Range pixels{tile_range.begin * kTile, std::min(job.pixels, tile_range.end * kTile)};

@@ -2,6 +2,8 @@
 
 #include <omp.h>
 
+#include <atomic>
+#include <new>
 #include <vector>
 
 #include "backends/onednn/avx2_conv.hpp"
@@ -94,6 +96,7 @@ struct Job {
   float* y;
   Tiling tiles;
   std::int64_t blocks;  // 16-channel output blocks
+  std::atomic<bool>& out_of_memory;  // set by a thread whose scratch could not grow
 };
 
 // Where tile `t` starts: its image and its top-left output pixel.
@@ -199,8 +202,14 @@ void run_part(const Job& job, Range blocks, Range tiles) {
   block_tiles = std::min({block_tiles, kMaxBlockTiles, tiles.end - tiles.begin});
   // Grown once per thread and kept: a fresh allocation per call costs page faults each run.
   thread_local std::vector<float> scratch;
-  if (scratch.size() < static_cast<std::size_t>(block_tiles * per_tile))
-    scratch.resize(static_cast<std::size_t>(block_tiles * per_tile));
+  if (scratch.size() < static_cast<std::size_t>(block_tiles * per_tile)) {
+    try {
+      scratch.resize(static_cast<std::size_t>(block_tiles * per_tile));
+    } catch (const std::bad_alloc&) {  // thrown out of the parallel region it would terminate
+      job.out_of_memory = true;
+      return;
+    }
+  }
   float* v = scratch.data();
   float* m = v + block_tiles * kPoints * job.s.ic;
   for (std::int64_t first = tiles.begin; first < tiles.end; first += block_tiles) {
@@ -252,7 +261,8 @@ void avx2_winograd_weights(const StreamConvShape& s, const float* acdb16a, float
 
 void avx2_winograd_conv(const StreamConvShape& s, const float* x, const float* u, const StreamConvEpilogue& e, float* y) {
 #ifdef WPK_AVX2_KERNELS
-  const Job job{s, x, u, e, y, tiling(s), ceil_div(s.oc, kBlock)};
+  std::atomic<bool> out_of_memory{false};
+  const Job job{s, x, u, e, y, tiling(s), ceil_div(s.oc, kBlock), out_of_memory};
 #pragma omp parallel
   {
     // Tiles over the threads; with too few tiles for that (under 2 blocks of the minimum
@@ -267,6 +277,7 @@ void avx2_winograd_conv(const StreamConvShape& s, const float* x, const float* u
     const Range blocks = part(job.blocks, oc_parts, t / tile_parts);
     if (tiles.begin < tiles.end && blocks.begin < blocks.end) run_part(job, blocks, tiles);
   }
+  if (out_of_memory) throw std::bad_alloc();
 #else
   (void)s, (void)x, (void)u, (void)e, (void)y;
 #endif
