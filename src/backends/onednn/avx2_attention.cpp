@@ -91,7 +91,18 @@ WPK_AVX2 void softmax_row(float* s, std::int64_t cols, const float* mask, std::i
   }
   const __m256 shift = _mm256_set1_ps(max), floor = _mm256_set1_ps(kExpFloor);
   __m256 vsum = _mm256_setzero_ps();
-  for (std::int64_t j = 0; j < cols; j += 8) {
+  std::int64_t j = 0;
+  for (; j + 16 <= cols; j += 16) {  // two vectors in lockstep (avx2_tile.hpp's exp_n)
+    Vecs<2> x = {_mm256_sub_ps(_mm256_loadu_ps(s + j), shift), _mm256_sub_ps(_mm256_loadu_ps(s + j + 8), shift)};
+    const __m256 keep0 = _mm256_cmp_ps(x[0], floor, _CMP_GE_OQ), keep1 = _mm256_cmp_ps(x[1], floor, _CMP_GE_OQ);
+    exp_n<2>(x);
+    x[0] = _mm256_and_ps(x[0], keep0);
+    x[1] = _mm256_and_ps(x[1], keep1);
+    _mm256_storeu_ps(s + j, x[0]);
+    _mm256_storeu_ps(s + j + 8, x[1]);
+    vsum = _mm256_add_ps(vsum, _mm256_add_ps(x[0], x[1]));
+  }
+  for (; j < cols; j += 8) {
     const std::int64_t n = cols - j;
     const __m256 x = _mm256_sub_ps(load_lanes(s + j, n), shift);
     __m256 keep = _mm256_cmp_ps(x, floor, _CMP_GE_OQ);
