@@ -1,8 +1,15 @@
-// LayerNormalization over the last axis on oneDNN, with constant scale and bias.
+// LayerNormalization over the last axis on oneDNN, with constant scale and bias; on CPUs
+// without AVX-512, wpk's AVX2 kernel (avx2_layernorm.hpp) instead.
+#include "backends/onednn/avx2_layernorm.hpp"
 #include "backends/onednn/onednn_kernels.hpp"
 
 namespace wpk::onednn {
 namespace {
+
+bool avx2_layernorm_enabled() {
+  static const bool enabled = switched_on("WPK_AVX2_LAYERNORM");
+  return enabled;
+}
 
 struct LayerNormPlan {
   dnnl::layer_normalization_forward primitive;
@@ -21,8 +28,15 @@ class LayerNormKernel : public Kernel {
       if (x.rank() < 1 || x.shape().back() != scale_.numel())
         ctx.fail(ErrorCode::InvalidArgument, "input " + shape_to_string(x.shape()) + " does not end in the scale's size " +
                                                  std::to_string(scale_.numel()));
-      auto plan = cache_.get(shape_key({&x.shape()}), [&] { return build(x.shape()); });
       Tensor& y = ctx.allocate_output(0, DType::Float32, x.shape());
+      if (own_) {
+        ctx.note_variant("avx2");
+        const std::int64_t cols = scale_.numel();
+        avx2_layernorm(x.data<float>(), y.data<float>(), cols ? x.numel() / cols : 0, cols, scale_.data<float>(),
+                       bias_.empty() ? nullptr : bias_.data<float>(), epsilon_);
+        return;
+      }
+      auto plan = cache_.get(shape_key({&x.shape()}), [&] { return build(x.shape()); });
       Args args = {{DNNL_ARG_SRC, wrap_arg(plan->primitive, DNNL_ARG_SRC, plan->x, x)},
                    {DNNL_ARG_DST, wrap_arg(plan->primitive, DNNL_ARG_DST, plan->x, y)},
                    {DNNL_ARG_SCALE, wrap_arg(plan->primitive, DNNL_ARG_SCALE, plan->param, scale_)}};
@@ -47,6 +61,7 @@ class LayerNormKernel : public Kernel {
 
   Tensor scale_, bias_;
   float epsilon_;
+  bool own_ = avx2_layernorm_available() && avx2_layernorm_enabled();
   ShapeCache<LayerNormPlan> cache_;
 };
 
