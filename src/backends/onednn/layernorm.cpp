@@ -75,12 +75,16 @@ std::string layernorm_unsupported(const Node& node, const Graph& graph) {
   if (axis != -1 && (!x.dims || axis != static_cast<std::int64_t>(x.dims->size()) - 1)) return "only the last axis";
   for (std::size_t o = 1; o < node.outputs.size(); ++o)
     if (node.outputs[o] != kNoValue) return "Mean/InvStdDev outputs";
-  if (node.inputs.size() < 2) return "needs a scale";
+  if (node.inputs.size() < 2 || node.inputs[1] == kNoValue) return "needs a scale";
   for (std::size_t i = 1; i < node.inputs.size() && i < 3; ++i) {
     if (node.inputs[i] == kNoValue) continue;
     const Tensor* t = graph.initializer(node.inputs[i]);
     if (!t || t->dtype() != DType::Float32 || t->rank() != 1) return "scale and bias must be constant float32 vectors";
   }
+  // Both are read for every column the scale has (the reference reports other lengths).
+  if (node.inputs.size() > 2 && node.inputs[2] != kNoValue &&
+      graph.initializer(node.inputs[2])->numel() != graph.initializer(node.inputs[1])->numel())
+    return "bias and scale differ in length";
   return "";
 }
 
