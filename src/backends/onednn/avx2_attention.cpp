@@ -57,17 +57,6 @@ WPK_AVX2 float horizontal_sum(__m256 v) {
   return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
 }
 
-// The first n floats at p (all 8 when n >= 8), the others 0. Masked loads and stores only at a
-// row's end: a masked store costs ~10x a plain one on Zen 3.
-WPK_AVX2 __m256 load_lanes(const float* p, std::int64_t n) {
-  return n >= 8 ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, lane_mask(static_cast<int>(n)));
-}
-
-WPK_AVX2 void store_lanes(float* p, std::int64_t n, __m256 v) {
-  if (n >= 8) _mm256_storeu_ps(p, v);
-  else _mm256_maskstore_ps(p, lane_mask(static_cast<int>(n)), v);
-}
-
 // s[0, cols) = softmax(s + mask), with mask[j * mask_step] when mask is not null; NaN
 // throughout when a score is NaN or the largest is infinite (as the reference's softmax).
 WPK_AVX2 void softmax_row(float* s, std::int64_t cols, const float* mask, std::int64_t mask_step) {
@@ -105,9 +94,7 @@ WPK_AVX2 void softmax_row(float* s, std::int64_t cols, const float* mask, std::i
   for (; j < cols; j += 8) {
     const std::int64_t n = cols - j;
     const __m256 x = _mm256_sub_ps(load_lanes(s + j, n), shift);
-    __m256 keep = _mm256_cmp_ps(x, floor, _CMP_GE_OQ);
-    if (n < 8) keep = _mm256_and_ps(keep, _mm256_castsi256_ps(lane_mask(static_cast<int>(n))));
-    const __m256 e = _mm256_and_ps(exp_ps(x), keep);
+    const __m256 e = keep_lanes(_mm256_and_ps(exp_ps(x), _mm256_cmp_ps(x, floor, _CMP_GE_OQ)), n);
     store_lanes(s + j, n, e);
     vsum = _mm256_add_ps(vsum, e);
   }

@@ -14,11 +14,6 @@ namespace {
 #ifdef WPK_AVX2_KERNELS
 using namespace avx2;
 
-// The 8 floats at p, the lanes past n (n < 8) zero.
-WPK_AVX2 __m256 load_floats(const float* p, std::int64_t n) {
-  return n >= 8 ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, lane_mask(static_cast<int>(n)));
-}
-
 // The sum of 8 floats as 4 doubles, added to acc.
 WPK_AVX2 __m256d add_widened(__m256d acc, __m256 v) {
   acc = _mm256_add_pd(acc, _mm256_cvtps_pd(_mm256_castps256_ps128(v)));
@@ -28,11 +23,6 @@ WPK_AVX2 __m256d add_widened(__m256d acc, __m256 v) {
 WPK_AVX2 double horizontal_sum(__m256d v) {
   const __m128d pair = _mm_add_pd(_mm256_castpd256_pd128(v), _mm256_extractf128_pd(v, 1));
   return _mm_cvtsd_f64(_mm_add_sd(pair, _mm_unpackhi_pd(pair, pair)));
-}
-
-// Lanes [0, n) of v (n < 8: the rest zeroed), as a row's last vector.
-WPK_AVX2 __m256 keep_lanes(__m256 v, std::int64_t n) {
-  return n >= 8 ? v : _mm256_and_ps(v, _mm256_castsi256_ps(lane_mask(static_cast<int>(n))));
 }
 
 // Float sums of at most kFlush vectors at a time, each then added to a double: the float parts
@@ -48,7 +38,7 @@ WPK_AVX2 void normalize_row(const float* x, float* y, std::int64_t cols, const f
   for (std::int64_t j0 = 0; j0 < cols; j0 += 8 * kFlush) {
     __m256 sum = _mm256_setzero_ps();
     for (std::int64_t j = j0; j < std::min(cols, j0 + 8 * kFlush); j += 8)
-      sum = _mm256_add_ps(sum, keep_lanes(_mm256_sub_ps(load_floats(x + j, cols - j), first), cols - j));
+      sum = _mm256_add_ps(sum, keep_lanes(_mm256_sub_ps(load_lanes(x + j, cols - j), first), cols - j));
     total += horizontal_sum(add_widened(_mm256_setzero_pd(), sum));
   }
   const double mean = x[0] + total / static_cast<double>(cols);
@@ -61,7 +51,7 @@ WPK_AVX2 void normalize_row(const float* x, float* y, std::int64_t cols, const f
   for (std::int64_t j0 = 0; j0 < cols; j0 += 8 * kFlush) {
     __m256 sum = _mm256_setzero_ps();
     for (std::int64_t j = j0; j < std::min(cols, j0 + 8 * kFlush); j += 8) {
-      const __m256 d = keep_lanes(_mm256_sub_ps(_mm256_sub_ps(load_floats(x + j, cols - j), vm), vc), cols - j);
+      const __m256 d = keep_lanes(_mm256_sub_ps(_mm256_sub_ps(load_lanes(x + j, cols - j), vm), vc), cols - j);
       sum = _mm256_fmadd_ps(d, d, sum);
     }
     squares += horizontal_sum(add_widened(_mm256_setzero_pd(), sum));
@@ -70,11 +60,10 @@ WPK_AVX2 void normalize_row(const float* x, float* y, std::int64_t cols, const f
   const __m256 inverse = _mm256_set1_ps(static_cast<float>(1.0 / std::sqrt(variance + static_cast<double>(epsilon))));
   for (std::int64_t j = 0; j < cols; j += 8) {
     const std::int64_t n = cols - j;
-    const __m256 normalized = _mm256_mul_ps(_mm256_sub_ps(_mm256_sub_ps(load_floats(x + j, n), vm), vc), inverse);
-    const __m256 shift = bias ? load_floats(bias + j, n) : _mm256_setzero_ps();
-    const __m256 out = _mm256_fmadd_ps(normalized, load_floats(scale + j, n), shift);
-    if (n >= 8) _mm256_storeu_ps(y + j, out);
-    else _mm256_maskstore_ps(y + j, lane_mask(static_cast<int>(n)), out);
+    const __m256 normalized = _mm256_mul_ps(_mm256_sub_ps(_mm256_sub_ps(load_lanes(x + j, n), vm), vc), inverse);
+    const __m256 shift = bias ? load_lanes(bias + j, n) : _mm256_setzero_ps();
+    const __m256 out = _mm256_fmadd_ps(normalized, load_lanes(scale + j, n), shift);
+    store_lanes(y + j, n, out);
   }
 }
 #endif
