@@ -104,6 +104,15 @@ void run_part(const Job& job, Range blocks, Range pixels, std::vector<const floa
       // Tiles of near-equal size, at most kTile pixels each.
       const std::int64_t tiles = ceil_div(count, kTile);
       for (std::int64_t b = g0; b < g1; ++b) {
+        // While this block's tiles run, each fetches into L2 a slice of the block whose weights
+        // would come next from memory (in the first pixel block the group's next block, in the
+        // last the next group's block in this place): spread over the tiles, the fetches overlap
+        // the sums instead of stalling each block's first tile (BERT-base: ~2.5 ms a run).
+        std::int64_t next = -1;
+        if (pb == 0 && (b + 1 < g1 || pixel_blocks == 1)) next = b + 1;
+        else if (pb == pixel_blocks - 1) next = b + (g1 - g0);
+        const char* pf = next >= 0 && next < blocks.end ? reinterpret_cast<const char*>(job.w + next * panel) : nullptr;
+        const std::int64_t pf_bytes = pf ? 4 * panel : 0, pf_per_tile = ceil_div(ceil_div(pf_bytes, 64), tiles) * 64;
         args.w = job.w + b * panel;
         args.bias = job.e.bias ? job.e.bias + b * kBlock : nullptr;
         args.cols = static_cast<int>(std::min<std::int64_t>(kBlock, s.oc - b * kBlock));
@@ -111,7 +120,9 @@ void run_part(const Job& job, Range blocks, Range pixels, std::vector<const floa
           const Range r = part(count, tiles, i);
           args.a = table.data() + r.begin * job.taps;
           args.y = job.y + (first + r.begin) * s.oc + b * kBlock;
-          kTiles[r.end - r.begin - 1](args, in_tile);
+          args.prefetch = pf ? pf + std::min(pf_bytes, i * pf_per_tile) : nullptr;
+          args.prefetch_end = pf ? pf + std::min(pf_bytes, (i + 1) * pf_per_tile) : nullptr;
+          kPrefetchingTiles[r.end - r.begin - 1](args, in_tile);
         }
       }
       if (deferred) {
