@@ -104,7 +104,7 @@ void run_part(const Job& job, Range blocks, Range pixels, std::vector<const floa
       // Tiles of near-equal size, at most kTile pixels each.
       const std::int64_t tiles = ceil_div(count, kTile);
       for (std::int64_t b = g0; b < g1; ++b) {
-        // While this block's tiles run, each fetches into L2 a slice of the block whose weights
+        // While this block's tiles run, each prefetches a slice of the block whose weights
         // would come next from memory (in the first pixel block the group's next block, in the
         // last the next group's block in this place): spread over the tiles, the fetches overlap
         // the sums instead of stalling each block's first tile (BERT-base: ~2.5 ms a run).

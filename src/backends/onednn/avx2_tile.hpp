@@ -214,8 +214,9 @@ struct TileArgs {
   int cols;           // valid output channels of the block (16 but at the end)
   float* y;           // pixel 0's first channel of the block
   std::int64_t ldy;   // floats from one output pixel to the next
-  // Weights a later tile reads first, fetched into L2 one cache line per kPrefetchEvery input
-  // channels while this tile computes (null: none): see avx2_conv.cpp's run_part.
+  // Weights a later tile reads first, prefetched (hint T1: the outer caches) one cache line per
+  // kPrefetchEvery input channels while this tile computes (null: none): see avx2_conv.cpp's
+  // run_part.
   const char* prefetch;
   const char* prefetch_end;
 };
@@ -236,7 +237,7 @@ WPK_AVX2_INLINE void tile_step(__m256 (&acc)[MR][2], const float* const (&p)[MR]
 
 // MR output pixels x 16 output channels: all taps and input channels, then the epilogue; with
 // kPrefetch, fetching t.prefetch's lines on the way (a separate loop: the kernels that never
-// prefetch, attention's and Winograd's, measured ~4% slower in the chunked one).
+// prefetch, attention's and Winograd's, measured 4-8% slower in the chunked one).
 template <int MR, bool kPrefetch>
 WPK_AVX2 void tile(const TileArgs& t, const StreamConvEpilogue& e) {
   __m256 acc[MR][2];
