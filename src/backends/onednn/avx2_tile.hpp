@@ -1,7 +1,9 @@
 #pragma once
-// The vector pieces wpk's AVX2 kernels share (avx2_conv.cpp, avx2_winograd.cpp): lane masks,
-// e^x and both GELUs, and the register tile, MR output rows x 16 output channels summed over
-// taps x input channels, with bias, residual and activation applied before its one store.
+// The vector pieces wpk's AVX2 kernels share (avx2_conv.cpp, avx2_winograd.cpp,
+// avx2_attention.cpp, avx2_layernorm.cpp): lane masks and a row's tail vector, e^x and both
+// GELUs, and the register tile, MR output rows x 16 output channels summed over taps x input
+// channels, with bias, residual and activation applied before its one store (and, in the
+// product/conv kernel's instantiation, later weights prefetched on the way).
 // Compiled for AVX2 + FMA by function attribute, so callers check the CPU first.
 #include <algorithm>
 #include <cstdint>
