@@ -13,6 +13,7 @@ enum class ErrorCode {
   InvalidModel,     // the model file is corrupt, truncated, or breaks the ONNX rules
   Unsupported,      // a valid model uses an op, attribute or dtype wpk does not run
   Io,               // reading or writing a file failed
+  ResourceExhausted,  // a model or run would cross a limit (rank, elements, memory): see SessionOptions
   Internal,         // a wpk bug: please report it
 };
 

@@ -19,6 +19,9 @@ enum class LogLevel { Trace, Debug, Info, Warn, Error, Off };
 struct OptimizerOptions {
   OptimizationLevel level = OptimizationLevel::All;
   std::vector<std::string> disabled_passes;  // pass names, as `wpk info --optimized` lists them
+  // Bytes constant folding may create over the whole model (and at most 16 MiB per node): a
+  // node whose folded outputs would cross it is left to run at run time. Negative is an error.
+  std::int64_t folding_budget = std::int64_t(256) << 20;
 };
 
 struct SessionOptions {
@@ -44,6 +47,15 @@ struct SessionOptions {
   // Where the tuning database lives; empty: $WPK_CACHE_DIR, else $XDG_CACHE_HOME/wpk, else
   // $HOME/.cache/wpk. An unusable folder only warns: tuning then lasts for the session.
   std::string cache_dir;
+  // Bounds a model cannot cross, checked where shapes are computed (at load when the shapes are
+  // known then, else at run() before anything is allocated); crossing one is an Error with code
+  // ResourceExhausted naming the node. Values below 1 are an error, except memory_limit = 0.
+  int max_rank = 64;
+  std::int64_t max_tensor_elements = std::int64_t(1) << 32;
+  // Bytes this session may hold: weights as loaded and folded, plus what runs in flight hold for
+  // intermediates (arenas, or one allocation per value while a run records its memory plan).
+  // 0 = 3/4 of the machine's memory, or of the cgroup's limit when that is lower.
+  std::int64_t memory_limit = 0;
   // Log level for this session; unset means: WPK_LOG_LEVEL from the environment, else Warn.
   bool log_level_set = false;
   LogLevel log_level = LogLevel::Warn;

@@ -9,6 +9,9 @@
 // intermediate memory and gives the same results as a call from one thread.
 // Ownership: a Session owns its graph and weights; input tensors are borrowed for the duration of
 // `run`; returned tensors own their memory (never a view of the run's arena or of an input).
+// Errors: every failure, at load or in `run`, is a wpk::Error; a model or run that would cross
+// SessionOptions' bounds (rank, elements, memory_limit) or run out of memory is one with code
+// ResourceExhausted, raised before the allocation.
 #include <map>
 #include <memory>
 #include <string>
@@ -98,6 +101,7 @@ class Session {
   // Over a chosen backend list instead of registered_backends() (tests of dispatch and tuning).
   Session(Graph graph, SessionOptions options, const std::vector<const Backend*>& backends);
   friend struct SessionFactory;  // src/runtime/session_factory.hpp
+  TensorMap run_checked(const TensorMap& inputs, RunProfile* profile) const;
 
   struct Impl;
   std::unique_ptr<Impl> impl_;

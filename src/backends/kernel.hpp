@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "core/limits.hpp"
 #include "wpk/error.hpp"
 #include "wpk/graph.hpp"
 #include "wpk/tensor.hpp"
@@ -39,7 +40,12 @@ class KernelContext {
   bool has_input(std::size_t i) const { return i < inputs_.size() && inputs_[i] != nullptr; }
   // Input i; throws a node-naming Error when it is missing.
   const Tensor& input(std::size_t i) const;
-  // Creates output i with the given dtype and shape and returns it for writing.
+  // The session's shape bounds. allocate_output checks every output against them; a kernel that
+  // builds a shape from data (Reshape's target, ConstantOfShape, ...) checks its rank first.
+  const ShapeLimits& limits() const { return limits_; }
+  void set_limits(const ShapeLimits& limits) { limits_ = limits; }
+  // Creates output i with the given dtype and shape and returns it for writing; a shape over
+  // the limits is an Error (ResourceExhausted) before anything is allocated.
   Tensor& allocate_output(std::size_t i, DType dtype, const Shape& shape);
   // Sets output i to an existing tensor (e.g. a view sharing an input's bytes).
   void set_output(std::size_t i, Tensor t);
@@ -74,6 +80,7 @@ class KernelContext {
   Allocator allocator_;
   OutputAllocator output_allocator_;
   std::int64_t opset_ = 17;
+  ShapeLimits limits_;
   const char* internal_layout_ = nullptr;
   int internal_reorders_ = 0;
   const char* variant_ = nullptr;

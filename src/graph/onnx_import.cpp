@@ -11,6 +11,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "core/api_boundary.hpp"
 #include "graph/dtype_inference.hpp"
 #include "graph/onnx_tensor.hpp"
 #include "wpk/wpk.hpp"
@@ -186,9 +187,13 @@ Graph import_model(onnx::ModelProto& model, const std::string& base_dir) {
 }  // namespace
 
 Graph load_from_bytes(const std::string& bytes, const std::string& base_dir) {
-  onnx::ModelProto model;
-  parse_message(bytes, model, "the model");
-  return import_model(model, base_dir);
+  try {
+    onnx::ModelProto model;
+    parse_message(bytes, model, "the model");
+    return import_model(model, base_dir);
+  } catch (...) {
+    rethrow_as_error();
+  }
 }
 
 Graph load(const std::string& path) {
@@ -199,6 +204,8 @@ Graph load(const std::string& path) {
     return import_model(model, dir.empty() ? "." : dir);
   } catch (const Error& e) {
     throw Error(e.code(), "'" + path + "': " + e.what());
+  } catch (...) {
+    rethrow_as_error("'" + path + "': ");
   }
 }
 
@@ -209,6 +216,8 @@ Tensor load_tensor(const std::string& path) {
     return onnx_import::tensor_from_proto(proto, "", "tensor");
   } catch (const Error& e) {
     throw Error(e.code(), "'" + path + "': " + e.what());
+  } catch (...) {
+    rethrow_as_error("'" + path + "': ");
   }
 }
 

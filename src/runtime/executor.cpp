@@ -16,7 +16,7 @@ double us_between(std::chrono::steady_clock::time_point a, std::chrono::steady_c
 
 Executor::Executor(const Graph& graph, const ExecutionPlan& plan, RunMemory memory)
     : graph_(graph), plan_(plan), memory_(std::move(memory)), slots_(graph.values().size()),
-      choices_(plan.steps().size(), 0) {
+      charged_(graph.values().size(), 0), choices_(plan.steps().size(), 0) {
   if (memory_.plan && memory_.plan->memory_planned && memory_.arena) {
     arena_base_ = static_cast<char*>(memory_.arena.get());
     arena_bytes_ = memory_.plan->arena_bytes;
@@ -59,6 +59,11 @@ KernelContext::OutputAllocator Executor::allocator_for(const Node& node) {
         char* p = arena_base_ + slot.offset;
         return Tensor::wrap(memory_.arena, p, dtype, shape);
       }
+    }
+    if (memory_.reservation) {
+      const std::int64_t bytes = shape_numel(shape) * static_cast<std::int64_t>(dtype_size(dtype));
+      memory_.reservation->reserve(bytes, node_label(node) + "output " + std::to_string(i) + ": ");
+      if (v != kNoValue) charged_[static_cast<std::size_t>(v)] += bytes;
     }
     const bool poison = intermediate ? memory_.poison : memory_.poison_outputs;
     const bool recorded = memory_.recorder && intermediate;
@@ -110,7 +115,9 @@ void Executor::run_step(std::size_t s) {
   }
   const Candidate& cand = step.candidates[static_cast<std::size_t>(choose(s, ins))];
   KernelContext ctx(node, ins);
-  if (arena_base_ || memory_.recorder || memory_.poison_outputs) ctx.set_output_allocator(allocator_for(node));
+  ctx.set_limits(memory_.limits);
+  if (arena_base_ || memory_.recorder || memory_.poison_outputs || memory_.reservation)
+    ctx.set_output_allocator(allocator_for(node));
 
   const auto t0 = profile_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
   try {
@@ -118,7 +125,7 @@ void Executor::run_step(std::size_t s) {
   } catch (const Error&) {
     throw;
   } catch (const std::bad_alloc&) {
-    throw Error(ErrorCode::InvalidArgument, node_label(node) + "out of memory");
+    throw Error(ErrorCode::ResourceExhausted, node_label(node) + "out of memory");
   } catch (const std::exception& e) {
     throw Error(ErrorCode::Internal, node_label(node) + e.what());
   }
@@ -140,7 +147,12 @@ void Executor::run_step(std::size_t s) {
       throw Error(ErrorCode::Internal, node_label(node) + "kernel produced no output " + std::to_string(o));
     keep_output(node, o, std::move(ctx.outputs()[o]));
   }
-  for (ValueId v : step.release_after) slots_[static_cast<std::size_t>(v)] = Tensor();
+  for (ValueId v : step.release_after) {
+    slots_[static_cast<std::size_t>(v)] = Tensor();
+    std::int64_t& charged = charged_[static_cast<std::size_t>(v)];
+    if (charged != 0) memory_.reservation->release(charged);
+    charged = 0;
+  }
 }
 
 }  // namespace wpk

@@ -10,7 +10,9 @@
 #include <memory>
 #include <vector>
 
+#include "core/limits.hpp"
 #include "runtime/execution_plan.hpp"
+#include "runtime/memory_budget.hpp"
 #include "runtime/memory_recorder.hpp"
 #include "runtime/plan_cache.hpp"
 
@@ -22,6 +24,9 @@ struct RunMemory {
   MemoryRecorder* recorder = nullptr;   // recording mode
   bool poison = false;                  // 0xFF-fill intermediates the heap provides
   bool poison_outputs = false;          // the same for graph outputs (diagnostic)
+  ShapeLimits limits;                   // every kernel's outputs are checked against them
+  // Where the run's heap tensors are charged (each until the run drops it); none: not charged.
+  RunReservation* reservation = nullptr;
 };
 
 class Executor {
@@ -52,6 +57,7 @@ class Executor {
   char* arena_base_ = nullptr;
   std::size_t arena_bytes_ = 0;
   std::vector<Tensor> slots_;
+  std::vector<std::int64_t> charged_;  // bytes reserved for each value's heap tensor
   std::vector<int> choices_;
   Chooser chooser_;
   RunProfile* profile_ = nullptr;

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "backends/reference/reference_backend.hpp"
+#include "core/api_boundary.hpp"
 #include "graph/dtype_inference.hpp"
 #include "graph/passes/pass.hpp"
 #include "graph/passes/static_shapes.hpp"
@@ -46,14 +47,24 @@ const std::vector<PassEntry>& pass_table() {
   return table;
 }
 
-std::vector<Tensor> evaluate_on_reference(const Node& node, const std::vector<const Tensor*>& inputs, std::int64_t opset) {
+// Runs a node for constant folding; its outputs may take at most what is left of the budget
+// (and kMaxFoldedNodeBytes), refused before they are allocated.
+std::vector<Tensor> evaluate_on_reference(const Node& node, const std::vector<const Tensor*>& inputs, std::int64_t opset,
+                                          std::int64_t& budget_left) {
   static const reference::ReferenceBackend backend;
   Graph scratch;  // why_unsupported/prepare only read the opset from the graph
   scratch.set_opset(opset);
   if (!backend.why_unsupported(node, scratch).empty()) throw Error(ErrorCode::Unsupported, "cannot fold");
   auto kernel = backend.prepare(node, scratch);
-  KernelContext ctx(node, inputs);
+  std::int64_t node_bytes = 0;
+  const std::int64_t cap = std::min(budget_left, passes::kMaxFoldedNodeBytes);
+  KernelContext ctx(node, inputs, [&](DType dtype, const Shape& shape) {
+    node_bytes += shape_numel(shape) * static_cast<std::int64_t>(dtype_size(dtype));
+    if (node_bytes > cap) throw Error(ErrorCode::ResourceExhausted, "folded outputs over the folding budget");
+    return Tensor::zeros(dtype, shape);
+  });
   kernel->run(ctx);
+  budget_left -= node_bytes;
   return std::move(ctx.outputs());
 }
 
@@ -65,6 +76,9 @@ Optimizer::Optimizer(OptimizerOptions options) : options_(std::move(options)) {
     if (std::none_of(all.begin(), all.end(), [&](const PassEntry& p) { return name == p.name; }))
       throw Error(ErrorCode::InvalidArgument, "unknown optimizer pass '" + name + "'");
   }
+  if (options_.folding_budget < 0)
+    throw Error(ErrorCode::InvalidArgument,
+                "OptimizerOptions::folding_budget must be >= 0, got " + std::to_string(options_.folding_budget));
 }
 
 std::vector<std::string> Optimizer::all_pass_names() {
@@ -83,9 +97,12 @@ std::vector<std::string> Optimizer::pass_names() const {
   return names;
 }
 
-Graph Optimizer::optimize(Graph graph) const {
+Graph Optimizer::optimize(Graph graph) const try {
   infer_dtypes(graph);  // graphs built in code declare no intermediate dtypes
-  passes::PassContext ctx{evaluate_on_reference};
+  std::int64_t folding_left = options_.folding_budget;
+  passes::PassContext ctx{[&folding_left](const Node& n, const std::vector<const Tensor*>& ins, std::int64_t opset) {
+    return evaluate_on_reference(n, ins, opset, folding_left);
+  }};
   const auto names = pass_names();
   // Passes enable each other (folding exposes dead code and new constants); repeat to a fixed
   // point, bounded so a pair of passes that undo each other cannot loop forever.
@@ -102,6 +119,8 @@ Graph Optimizer::optimize(Graph graph) const {
   infer_dtypes(graph);  // values the passes created
   passes::annotate_static_shapes(graph);
   return graph;
+} catch (...) {
+  rethrow_as_error("optimizing the model: ");
 }
 
 }  // namespace wpk

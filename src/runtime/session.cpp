@@ -3,11 +3,14 @@
 #include <chrono>
 #include <mutex>
 
+#include "core/api_boundary.hpp"
+#include "graph/shape_limits.hpp"
 #include "runtime/arena_pool.hpp"
 #include "runtime/executor.hpp"
 #include "runtime/execution_plan.hpp"
 #include "runtime/input_check.hpp"
 #include "runtime/logging.hpp"
+#include "runtime/memory_budget.hpp"
 #include "runtime/plan_cache.hpp"
 #include "runtime/threads.hpp"
 #include "runtime/tuner.hpp"
@@ -28,6 +31,9 @@ struct Session::Impl {
   bool poison_outputs = false;
   std::unique_ptr<TuningDb> tuning_db;
   std::unique_ptr<Tuner> tuner;
+  ShapeLimits limits;
+  std::unique_ptr<MemoryBudget> budget;
+  std::int64_t weight_bytes = 0;  // what the budget holds for the weights
   mutable std::mutex profile_mutex;
   RunProfile last_profile;
 };
@@ -56,6 +62,20 @@ TensorMap collect_outputs(const Graph& g, const TensorMap& inputs, const Executo
   return out;
 }
 
+ShapeLimits resolve_shape_limits(const SessionOptions& o, std::int64_t memory_limit) {
+  if (o.max_rank < 1) throw Error(ErrorCode::InvalidArgument, "SessionOptions::max_rank must be >= 1, got " + std::to_string(o.max_rank));
+  if (o.max_tensor_elements < 1)
+    throw Error(ErrorCode::InvalidArgument,
+                "SessionOptions::max_tensor_elements must be >= 1, got " + std::to_string(o.max_tensor_elements));
+  return ShapeLimits{o.max_rank, o.max_tensor_elements, memory_limit};
+}
+
+std::int64_t initializer_bytes(const Graph& g) {
+  std::int64_t bytes = 0;
+  for (const auto& kv : g.initializers()) bytes += static_cast<std::int64_t>(kv.second.nbytes());
+  return bytes;
+}
+
 double us_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
 }
@@ -65,11 +85,15 @@ double us_since(std::chrono::steady_clock::time_point t0) {
 Session::Session(Graph graph, SessionOptions options)
     : Session(std::move(graph), options, options.tuning ? tuning_backends() : registered_backends()) {}
 
-Session::Session(Graph graph, SessionOptions options, const std::vector<const Backend*>& backends)
+Session::Session(Graph graph, SessionOptions options, const std::vector<const Backend*>& backends) try
     : impl_(std::make_unique<Impl>()) {
   apply_log_level(options);
   const auto t0 = std::chrono::steady_clock::now();
   impl_->threads = resolve_threads(options.threads);
+  impl_->budget = std::make_unique<MemoryBudget>(resolve_memory_limit(options.memory_limit));
+  impl_->limits = resolve_shape_limits(options, impl_->budget->limit());
+  impl_->weight_bytes = initializer_bytes(graph);
+  impl_->budget->reserve(impl_->weight_bytes, "the model's weights: ");
   log_openmp_wait_policy();
   check_graph_interface(graph);
   fix_symbolic_dims(graph, options.fixed_dims);
@@ -80,6 +104,11 @@ Session::Session(Graph graph, SessionOptions options, const std::vector<const Ba
                                             (bad.size() > 1 ? " (and " + std::to_string(bad.size() - 1) + " more nodes)" : ""));
   impl_->graph = Optimizer(options.optimizer).optimize(std::move(graph));
   const Graph& g = impl_->graph;
+  // Folding may have grown the weights (within its budget); charge what the session now holds.
+  impl_->budget->release(impl_->weight_bytes);
+  impl_->weight_bytes = initializer_bytes(g);
+  impl_->budget->reserve(impl_->weight_bytes, "the model's weights and folded constants: ");
+  check_shape_limits(g, impl_->limits);
   for (ValueId v : g.inputs()) impl_->inputs.push_back(g.value(v));
   for (ValueId v : g.outputs()) impl_->outputs.push_back(g.value(v));
   {
@@ -96,6 +125,8 @@ Session::Session(Graph graph, SessionOptions options, const std::vector<const Ba
   impl_->options = std::move(options);
   logger().debug("session ready: {} nodes, {} steps, {} threads, {:.1f} ms", g.nodes().size(), impl_->plan->steps().size(),
                  impl_->threads, us_since(t0) / 1000);
+} catch (...) {
+  rethrow_as_error("loading the session: ");
 }
 
 Session::~Session() = default;
@@ -110,6 +141,14 @@ int Session::threads() const { return impl_->threads; }
 TensorMap Session::run(const TensorMap& inputs) const { return run(inputs, nullptr); }
 
 TensorMap Session::run(const TensorMap& inputs, RunProfile* profile) const {
+  try {
+    return run_checked(inputs, profile);
+  } catch (...) {
+    rethrow_as_error();
+  }
+}
+
+TensorMap Session::run_checked(const TensorMap& inputs, RunProfile* profile) const {
   const auto t0 = std::chrono::steady_clock::now();
   const Impl& im = *impl_;
   const Graph& g = im.graph;
@@ -121,13 +160,19 @@ TensorMap Session::run(const TensorMap& inputs, RunProfile* profile) const {
 
   const ShapeSignature signature = shape_signature(g, inputs);
   const std::shared_ptr<const SignaturePlan> known = im.plans.find(signature);
+  RunReservation reservation(im.budget.get());
   RunMemory memory;
   memory.poison = im.arenas->poison();
   memory.poison_outputs = im.poison_outputs;
+  memory.limits = im.limits;
+  memory.reservation = &reservation;
   std::unique_ptr<MemoryRecorder> recorder;
   if (known) {
     memory.plan = known.get();
-    if (known->memory_planned && known->arena_bytes > 0) memory.arena = im.arenas->acquire(known->arena_bytes);
+    if (known->memory_planned && known->arena_bytes > 0) {
+      reservation.reserve(static_cast<std::int64_t>(known->arena_bytes), "the run's arena: ");
+      memory.arena = im.arenas->acquire(known->arena_bytes);
+    }
   } else if (im.options.plan_memory) {
     recorder = std::make_unique<MemoryRecorder>(g, *im.plan);
     memory.recorder = recorder.get();

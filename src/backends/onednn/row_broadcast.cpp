@@ -16,10 +16,9 @@ float apply(float a, float b) {
   return a / b;
 }
 
-// Compiled for AVX-512 and for the baseline ISA, picked at load by the CPU it runs on.
 template <RowOp Op>
-__attribute__((target_clones("avx512f", "default"))) void rows_of(const float* x, const float* s, float* y,
-                                                                   std::int64_t r0, std::int64_t r1, std::int64_t inner) {
+__attribute__((always_inline)) inline void rows_with(const float* x, const float* s, float* y, std::int64_t r0,
+                                                     std::int64_t r1, std::int64_t inner) {
   for (std::int64_t r = r0; r < r1; ++r) {
     const float* xr = x + r * inner;
     float* yr = y + r * inner;
@@ -28,24 +27,26 @@ __attribute__((target_clones("avx512f", "default"))) void rows_of(const float* x
   }
 }
 
-template <RowOp Op>
-void run(const float* x, const float* s, float* y, std::int64_t rows, std::int64_t inner) {
-  const int threads = rows * inner >= kParallelElements ? omp_get_max_threads() : 1;
-#pragma omp parallel num_threads(threads) if (threads > 1)
-  {
-    const std::int64_t n = omp_get_num_threads(), t = omp_get_thread_num();
-    rows_of<Op>(x, s, y, rows * t / n, rows * (t + 1) / n, inner);
+// Compiled for AVX-512 and for the baseline ISA, picked at load by the CPU it runs on. Not a
+// template: clang cannot multiversion those, so the op is a switch around inlined loops.
+__attribute__((target_clones("avx512f", "default"))) void rows_of(RowOp op, const float* x, const float* s, float* y,
+                                                                   std::int64_t r0, std::int64_t r1, std::int64_t inner) {
+  switch (op) {
+    case RowOp::Add: return rows_with<RowOp::Add>(x, s, y, r0, r1, inner);
+    case RowOp::Sub: return rows_with<RowOp::Sub>(x, s, y, r0, r1, inner);
+    case RowOp::Mul: return rows_with<RowOp::Mul>(x, s, y, r0, r1, inner);
+    case RowOp::Div: return rows_with<RowOp::Div>(x, s, y, r0, r1, inner);
   }
 }
 
 }  // namespace
 
 void row_broadcast(RowOp op, const float* x, const float* s, float* y, std::int64_t rows, std::int64_t inner) {
-  switch (op) {
-    case RowOp::Add: return run<RowOp::Add>(x, s, y, rows, inner);
-    case RowOp::Sub: return run<RowOp::Sub>(x, s, y, rows, inner);
-    case RowOp::Mul: return run<RowOp::Mul>(x, s, y, rows, inner);
-    case RowOp::Div: return run<RowOp::Div>(x, s, y, rows, inner);
+  const int threads = rows * inner >= kParallelElements ? omp_get_max_threads() : 1;
+#pragma omp parallel num_threads(threads) if (threads > 1)
+  {
+    const std::int64_t n = omp_get_num_threads(), t = omp_get_thread_num();
+    rows_of(op, x, s, y, rows * t / n, rows * (t + 1) / n, inner);
   }
 }
 

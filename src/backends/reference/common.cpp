@@ -59,6 +59,11 @@ std::vector<std::int64_t> read_int_list(const Tensor& t, const KernelContext& ct
   return v;
 }
 
+std::vector<std::int64_t> read_shape(const Tensor& t, const KernelContext& ctx) {
+  check_rank(static_cast<std::size_t>(t.numel()), ctx.limits(), node_label(ctx.node()) + "the shape it is given: ");
+  return read_int_list(t, ctx);
+}
+
 double read_scalar_as_double(const Tensor& t, const KernelContext& ctx) {
   if (t.numel() < 1) ctx.fail(ErrorCode::InvalidModel, "expected a scalar, got an empty tensor");
   double v = 0;

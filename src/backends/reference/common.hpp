@@ -71,6 +71,9 @@ std::vector<std::int64_t> broadcast_strides(const Shape& in, const Shape& out_sh
 
 // Reads an int tensor (int32 or int64) as int64 values: shapes, axes, indices given as inputs.
 std::vector<std::int64_t> read_int_list(const Tensor& t, const KernelContext& ctx);
+// read_int_list for a tensor holding a shape (one entry per dim): longer than the session's
+// rank limit is an Error (ResourceExhausted) before any of it is read.
+std::vector<std::int64_t> read_shape(const Tensor& t, const KernelContext& ctx);
 // Reads a float/double/int tensor scalar as double.
 double read_scalar_as_double(const Tensor& t, const KernelContext& ctx);
 

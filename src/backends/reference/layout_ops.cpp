@@ -215,7 +215,7 @@ void eye_like(KernelContext& ctx) {
 }
 
 void constant_of_shape(KernelContext& ctx) {
-  const auto shape = read_int_list(ctx.input(0), ctx);
+  const auto shape = read_shape(ctx.input(0), ctx);
   for (auto d : shape)
     if (d < 0) ctx.fail(ErrorCode::InvalidArgument, "shape " + shape_to_string(shape) + " has a negative dimension");
   DType dtype = DType::Float32;

@@ -116,7 +116,7 @@ void range(KernelContext& ctx) {
     if constexpr (std::is_floating_point_v<T>) {
       const double len = std::ceil((static_cast<double>(l) - s) / d);
       if (std::isnan(len) || len > static_cast<double>(std::int64_t(1) << 48))
-        ctx.fail(ErrorCode::InvalidArgument, "range has too many elements");
+        ctx.fail(ErrorCode::ResourceExhausted, "range has too many elements");
       n = len > 0 ? static_cast<std::int64_t>(len) : 0;
     } else {
       // Unsigned differences cannot overflow where signed ones could (e.g. INT64_MIN..INT64_MAX).
@@ -125,7 +125,7 @@ void range(KernelContext& ctx) {
         const U diff = d > 0 ? U(l) - U(s) : U(s) - U(l);
         const U step = d > 0 ? U(d) : U(0) - U(d);
         const U count = diff / step + (diff % step != 0 ? 1 : 0);
-        if (count > (U(1) << 48)) ctx.fail(ErrorCode::InvalidArgument, "range has too many elements");
+        if (count > (U(1) << 48)) ctx.fail(ErrorCode::ResourceExhausted, "range has too many elements");
         n = static_cast<std::int64_t>(count);
       }
     }

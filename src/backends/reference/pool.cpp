@@ -256,7 +256,7 @@ void max_unpool(KernelContext& ctx) {
   }
   Shape shape = inferred;
   if (ctx.has_input(2)) {
-    shape = read_int_list(ctx.input(2), ctx);
+    shape = read_shape(ctx.input(2), ctx);
     if (shape.size() != x.shape().size() || shape[0] != x.dim(0) || shape[1] != x.dim(1))
       ctx.fail(ErrorCode::InvalidArgument, "output_shape " + shape_to_string(shape) + " does not fit input " +
                                                shape_to_string(x.shape()));

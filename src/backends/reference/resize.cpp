@@ -336,7 +336,7 @@ void resize(KernelContext& ctx) {
     if (o.coord == Coord::TfCropAndResize && ctx.has_input(1) && ctx.input(1).numel() > 0)
       roi = read_floats(ctx.input(1), ctx, "roi");
     if (ctx.has_input(2) && ctx.input(2).numel() > 0) scales = read_floats(ctx.input(2), ctx, "scales");
-    if (ctx.has_input(3) && ctx.input(3).numel() > 0) sizes = read_int_list(ctx.input(3), ctx);
+    if (ctx.has_input(3) && ctx.input(3).numel() > 0) sizes = read_shape(ctx.input(3), ctx);
   }
   if (scales.empty() == sizes.empty())
     ctx.fail(ErrorCode::InvalidModel, "exactly one of 'scales' and 'sizes' must be given");

@@ -21,7 +21,7 @@ void reshape(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
   const Tensor& shape_t = ctx.input(1);
   if (shape_t.rank() != 1) ctx.fail(ErrorCode::InvalidModel, "shape input must be 1-D, got rank " + std::to_string(shape_t.rank()));
-  const auto spec = read_int_list(shape_t, ctx);
+  const auto spec = read_shape(shape_t, ctx);
   const bool allowzero = ctx.node().attr_int("allowzero", 0) != 0;
   Shape out(spec.size());
   int infer = -1;
@@ -289,7 +289,7 @@ void slice(KernelContext& ctx) {
 
 void tile(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
-  const auto repeats = read_int_list(ctx.input(1), ctx);
+  const auto repeats = read_shape(ctx.input(1), ctx);
   const int r = x.rank();
   if (static_cast<int>(repeats.size()) != r)
     ctx.fail(ErrorCode::InvalidModel, "repeats " + shape_to_string(repeats) + " must have one entry per input axis (rank " +
@@ -310,7 +310,7 @@ void tile(KernelContext& ctx) {
 
 void expand(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
-  const auto shape = read_int_list(ctx.input(1), ctx);
+  const auto shape = read_shape(ctx.input(1), ctx);
   for (auto d : shape)
     if (d < 0) ctx.fail(ErrorCode::InvalidArgument, "shape " + shape_to_string(shape) + " has a negative dimension");
   const Shape out = broadcast_shapes({x.shape(), shape}, ctx);

@@ -5,10 +5,6 @@
 
 namespace wpk::passes {
 namespace {
-// Folding must not bloat the model: a ConstantOfShape or Expand of a small input can yield a
-// large tensor that is cheaper to compute at run time than to keep resident.
-constexpr std::size_t kMaxFoldedBytes = std::size_t(16) << 20;
-
 bool foldable(const Node& n, const Graph& g) {
   if (n.has_attr("__has_subgraph") || !n.domain.empty()) return false;
   // Random ops must stay random at every run.
@@ -42,7 +38,7 @@ bool fold_constants(Graph& g, const PassContext& ctx) {
     }
     std::size_t bytes = 0;
     for (const Tensor& t : outs) bytes += t.nbytes();
-    if (bytes > kMaxFoldedBytes) {
+    if (bytes > static_cast<std::size_t>(kMaxFoldedNodeBytes)) {  // views of large constants
       ++i;
       continue;
     }

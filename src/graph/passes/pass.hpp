@@ -8,8 +8,14 @@
 
 namespace wpk::passes {
 
+// The most bytes one node's folded outputs may take (the optimizer's folding_budget bounds all
+// of them): a ConstantOfShape or Expand of a small input can yield a large tensor that is
+// cheaper to compute at run time than to keep resident.
+constexpr std::int64_t kMaxFoldedNodeBytes = std::int64_t(16) << 20;
+
 struct PassContext {
-  // Runs one node on constant inputs (the runtime supplies the reference backend); returns its
+  // Runs one node on constant inputs (the runtime supplies the reference backend, which refuses
+  // outputs past kMaxFoldedNodeBytes or the folding budget before allocating them); returns its
   // outputs, or throws Error when the node cannot be evaluated.
   std::function<std::vector<Tensor>(const Node&, const std::vector<const Tensor*>&, std::int64_t opset)> evaluate;
 };

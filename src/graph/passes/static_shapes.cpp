@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <initializer_list>
+#include <limits>
 #include <set>
 #include <string>
 
@@ -21,6 +22,10 @@ bool all_static(const DimList& d) {
 namespace {
 
 Dim unknown_dim() { return Dim(std::int64_t{-1}); }
+
+// No rule builds a longer dim list: a hostile model's Reshape to a shape of 2^50 entries stays
+// unknown here, and the session's rank limit (graph/shape_limits.hpp) reports it.
+constexpr std::int64_t kMaxInferredRank = 1024;
 
 bool known(const Dim& d) { return d.is_static() || !d.symbol.empty(); }
 
@@ -140,7 +145,8 @@ Dim product(DimList::const_iterator begin, DimList::const_iterator end) {
   if (end - begin == 1) return *begin;
   std::int64_t p = 1;
   for (auto it = begin; it != end; ++it) {
-    if (!it->is_static()) return unknown_dim();
+    if (!it->is_static() || (it->value != 0 && p > std::numeric_limits<std::int64_t>::max() / it->value))
+      return unknown_dim();
     p *= it->value;
   }
   return Dim(p);
@@ -180,6 +186,9 @@ std::optional<std::vector<std::int64_t>> axes_of(const Graph& g, const Node& n) 
 Dim window_out(const Dim& in, std::int64_t k, std::int64_t stride, std::int64_t dilation, std::int64_t pad_begin,
                std::int64_t pad_end, const std::string& auto_pad, bool ceil_mode) {
   if (!in.is_static() || stride < 1 || k < 1) return unknown_dim();
+  const std::int64_t big = std::int64_t(1) << 31;  // beyond any real window: no overflow below
+  for (std::int64_t v : {in.value, k, stride, dilation, pad_begin, pad_end})
+    if (v > big || v < -big) return unknown_dim();
   if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") return Dim((in.value + stride - 1) / stride);
   if (auto_pad == "VALID") pad_begin = pad_end = 0;
   const std::int64_t span = in.value + pad_begin + pad_end - ((k - 1) * dilation + 1);
@@ -402,9 +411,11 @@ void StaticShapes::infer(const Graph& g, const Node& n) {
     if (static_cast<int>(pads.size()) == 2 * rank0 && rank0 > 0) {
       DimList d = *in(0);
       for (int i = 0; i < rank0; ++i) {
-        const std::int64_t grow = pads[i] + pads[rank0 + i];
-        if (grow == 0) continue;
-        d[i] = d[i].is_static() ? Dim(d[i].value + grow) : Dim(std::int64_t{-1});
+        std::int64_t grown = 0;
+        if (pads[i] == 0 && pads[rank0 + i] == 0) continue;
+        const bool fits = d[i].is_static() && !__builtin_add_overflow(d[i].value, pads[i], &grown) &&
+                          !__builtin_add_overflow(grown, pads[rank0 + i], &grown) && grown >= 0;
+        d[i] = fits ? Dim(grown) : unknown_dim();
       }
       set_dims(out, d);
     }
@@ -419,7 +430,7 @@ void StaticShapes::infer(const Graph& g, const Node& n) {
   } else if (op == "Reshape") {
     if (in_data(1) && in(1) && in(1)->size() == 1)
       set_dims(out, reshape_dims(in(0), *in_data(1), n.attr_int("allowzero", 0) != 0));
-    else if (in(1) && in(1)->size() == 1 && (*in(1))[0].is_static())
+    else if (in(1) && in(1)->size() == 1 && (*in(1))[0].is_static() && (*in(1))[0].value <= kMaxInferredRank)
       set_dims(out, DimList(static_cast<std::size_t>((*in(1))[0].value), unknown_dim()));
   } else if (op == "ConstantOfShape" && in_data(0)) {
     set_dims(out, to_dims(*in_data(0)));

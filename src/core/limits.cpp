@@ -1,0 +1,69 @@
+#include "core/limits.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <fstream>
+#include <limits>
+
+#include "wpk/error.hpp"
+
+namespace wpk {
+
+void check_rank(std::size_t rank, const ShapeLimits& limits, const std::string& where) {
+  if (rank > static_cast<std::size_t>(limits.max_rank))
+    throw Error(ErrorCode::ResourceExhausted, where + "rank " + std::to_string(rank) + " exceeds the limit of " +
+                                                  std::to_string(limits.max_rank) + " (SessionOptions::max_rank)");
+}
+
+std::int64_t check_elements(const Shape& shape, const ShapeLimits& limits, const std::string& where, DType dtype) {
+  std::int64_t n = 1;
+  bool overflow = false;
+  for (std::int64_t d : shape) {
+    if (d < 0) throw Error(ErrorCode::InvalidArgument, where + "negative dimension in shape " + shape_to_string(shape));
+    if (d == 0) return 0;
+    if (overflow || n > std::numeric_limits<std::int64_t>::max() / d)
+      overflow = true;
+    else
+      n *= d;
+  }
+  if (overflow || n > limits.max_elements) {
+    std::string dims = shape.size() <= 8 ? shape_to_string(shape) : "of rank " + std::to_string(shape.size());
+    throw Error(ErrorCode::ResourceExhausted, where + "a tensor " + dims + " has more than the limit of " +
+                                                  std::to_string(limits.max_elements) +
+                                                  " elements (SessionOptions::max_tensor_elements)");
+  }
+  const std::int64_t elem = dtype == DType::Undefined ? 0 : static_cast<std::int64_t>(dtype_size(dtype));
+  if (elem > 0 && n > limits.max_bytes / elem)
+    throw Error(ErrorCode::ResourceExhausted, where + "a " + dtype_name(dtype) + " tensor of " + std::to_string(n) +
+                                                  " elements is larger than the session's memory limit of " +
+                                                  std::to_string(limits.max_bytes >> 20) + " MiB (SessionOptions::memory_limit)");
+  return n;
+}
+
+namespace {
+// cgroup v2 (memory.max) or v1 (memory.limit_in_bytes); "max" or absurd values mean no limit.
+std::int64_t cgroup_memory_limit() {
+  for (const char* path : {"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"}) {
+    std::ifstream f(path);
+    std::string text;
+    if (!(f >> text) || text == "max") continue;
+    try {
+      const long long v = std::stoll(text);
+      if (v > 0 && v < (std::int64_t(1) << 50)) return v;
+    } catch (const std::exception&) {
+    }
+  }
+  return 0;
+}
+}  // namespace
+
+std::int64_t machine_memory_bytes() {
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
+  const std::int64_t physical = pages > 0 && page > 0 ? std::int64_t(pages) * page : 0;
+  const std::int64_t cgroup = cgroup_memory_limit();
+  if (physical == 0) return cgroup;
+  return cgroup > 0 ? std::min(physical, cgroup) : physical;
+}
+
+}  // namespace wpk
