@@ -1,47 +1,13 @@
 #include "runtime/cache_key.hpp"
 
-#include <unistd.h>
-
 #include <cstdio>
 #include <cstring>
-#include <fstream>
-#include <set>
-#include <sstream>
 
+#include "core/cpu_features.hpp"
 #include "runtime/execution_plan.hpp"
 
 namespace wpk {
 namespace {
-
-// ISA features that change which kernels a backend picks (oneDNN dispatches on them).
-const std::set<std::string>& relevant_flags() {
-  static const std::set<std::string> flags = {
-      "sse4_2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512cd",
-      "avx512_vnni", "avx512_bf16", "avx512_fp16", "avx_vnni", "amx_tile", "amx_int8", "amx_bf16", "amx_fp16"};
-  return flags;
-}
-
-std::string read_device_fingerprint() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line, model = "unknown", flags;
-  while (std::getline(in, line)) {
-    const auto colon = line.find(':');
-    if (colon == std::string::npos) continue;
-    std::string key = line.substr(0, colon);
-    key.erase(key.find_last_not_of(" \t") + 1);
-    const std::string value = colon + 2 <= line.size() ? line.substr(colon + 2) : "";
-    if (key == "model name" && model == "unknown") model = value;
-    if (key == "flags" && flags.empty()) {
-      std::istringstream words(value);
-      std::set<std::string> present;
-      for (std::string w; words >> w;)
-        if (relevant_flags().count(w)) present.insert(w);
-      for (const auto& f : present) flags += (flags.empty() ? "" : ",") + f;
-    }
-  }
-  const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-  return "model=" + model + ";flags=" + flags + ";cpus=" + std::to_string(cpus);
-}
 
 void append_attribute(std::string& out, const Attribute& a) {
   using K = Attribute::Kind;
@@ -99,7 +65,7 @@ std::string hex64(std::uint64_t v) {
 }
 
 const std::string& device_fingerprint() {
-  static const std::string fp = read_device_fingerprint();
+  static const std::string fp = cpu_features().fingerprint();
   return fp;
 }
 

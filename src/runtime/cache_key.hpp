@@ -21,7 +21,7 @@ constexpr int kCacheFormatVersion = 1;
 std::uint64_t fnv1a64(const std::string& bytes);
 std::string hex64(std::uint64_t v);
 
-// "model=...;flags=avx2,avx512f,...;cpus=N" from /proc/cpuinfo (computed once).
+// "model=...;flags=avx2,avx512f,...;cpus=N" from the CPU probe (core/cpu_features.hpp).
 const std::string& device_fingerprint();
 // Device fingerprint + compiler + cache-format version.
 const std::string& environment_key();

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "backends/onednn/stream_conv.hpp"
+#include "core/cpu_features.hpp"
 
 namespace wpk::testing {
 
@@ -39,7 +40,7 @@ inline onednn::StreamConvShape conv_shape(std::int64_t n, std::int64_t size, std
 }
 
 // True when this CPU runs wpk's AVX2 kernels (they need AVX2 and FMA, not the missing AVX-512).
-inline bool cpu_runs_avx2_kernel() { return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"); }
+inline bool cpu_runs_avx2_kernel() { return cpu_features().avx2_fma(); }
 
 // Non-square shapes and asymmetric padding, which conv_shape does not make.
 inline onednn::StreamConvShape rect_shape(std::int64_t n, std::int64_t ih, std::int64_t iw, std::int64_t ic,

@@ -2,7 +2,7 @@
 // whose expected plan depends on it (oneDNN 2.6's Winograd kernels exist for AVX-512 only).
 #pragma once
 
-#include <dnnl.hpp>
+#include "core/cpu_features.hpp"
 
 #include "backends/onednn/onednn_backend.hpp"
 
@@ -14,10 +14,6 @@ inline const onednn::OneDnnBackend& onednn_backend() {
   return backend;
 }
 
-inline bool onednn_has_avx512() {
-  const auto isa = dnnl::get_effective_cpu_isa();
-  return isa == dnnl::cpu_isa::avx512_core || isa == dnnl::cpu_isa::avx512_core_vnni ||
-         isa == dnnl::cpu_isa::avx512_core_bf16 || isa == dnnl::cpu_isa::avx512_core_amx;
-}
+inline bool onednn_has_avx512() { return cpu_features().avx512_core(); }
 
 }  // namespace wpk::testing

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "backends/onednn/avx2_tile.hpp"
+#include "core/cpu_features.hpp"
 
 namespace wpk::onednn {
 namespace {
@@ -138,8 +139,7 @@ void run_part(const Job& job, Range blocks, Range pixels, std::vector<const floa
 
 bool avx2_conv_available() {
 #ifdef WPK_AVX2_KERNELS
-  static const bool available =
-      __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && !__builtin_cpu_supports("avx512f");
+  static const bool available = cpu_features().avx2_fma() && !cpu_features().avx512f;
   return available;
 #else
   return false;

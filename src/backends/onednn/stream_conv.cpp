@@ -7,6 +7,8 @@
 #include <cstring>
 #include <utility>
 
+#include "core/cpu_features.hpp"
+
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 #define WPK_STREAM_CONV 1
@@ -215,7 +217,7 @@ void run_group(const Job& job, std::int64_t group, float* c) {
 
 bool stream_conv_available() {
 #ifdef WPK_STREAM_CONV
-  static const bool available = __builtin_cpu_supports("avx512f");
+  static const bool available = cpu_features().avx512f;
   return available;
 #else
   return false;

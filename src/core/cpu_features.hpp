@@ -1,0 +1,30 @@
+#pragma once
+// The one CPU probe: what the processor (and the operating system, which must save the wider
+// registers) lets code use, read once with CPUID. Kernels say what they need from it; cache keys
+// and tests read the same answers. Whether a kernel the CPU can run *should* run is not decided
+// here: that is the search's and the cost model's question.
+#include <string>
+
+namespace wpk {
+
+struct CpuFeatures {
+  std::string model;  // the CPUID brand string, e.g. "AMD EPYC 7B13 64-Core Processor"
+  int cpus = 1;       // online CPUs
+  bool sse4_2 = false, avx = false, avx2 = false, fma = false, f16c = false;
+  bool avx512f = false, avx512bw = false, avx512vl = false, avx512dq = false, avx512cd = false;
+  bool avx512_vnni = false, avx512_bf16 = false, avx512_fp16 = false, avx_vnni = false;
+  bool amx_tile = false, amx_int8 = false, amx_bf16 = false;
+
+  // AVX2 with FMA: what wpk's 8-lane kernels need.
+  bool avx2_fma() const { return avx2 && fma; }
+  // AVX-512 F, BW, VL and DQ: what wpk's and oneDNN's 16-lane kernels need.
+  bool avx512_core() const { return avx512f && avx512bw && avx512vl && avx512dq; }
+  // The features present, by their /proc/cpuinfo names, sorted: "avx,avx2,avx512f,...".
+  std::string flags() const;
+  // "model=...;flags=...;cpus=N": the device part of every cache key.
+  std::string fingerprint() const;
+};
+
+const CpuFeatures& cpu_features();
+
+}  // namespace wpk
