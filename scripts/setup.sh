@@ -9,17 +9,7 @@ build_dir=${1:-build}
 packages=(build-essential cmake ccache pkg-config
   libdnnl-dev ocl-icd-opencl-dev libeigen3-dev libspdlog-dev catch2 libprotobuf-dev protobuf-compiler
   libonnx-dev libonnx-testdata python3-torch python3-torchvision python3-onnx python3-numpy)
-missing=()
-for p in "${packages[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-  echo "setup: installing ${missing[*]}"
-  sudo_cmd=""
-  [ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
-  $sudo_cmd apt-get update -q
-  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -q --no-install-recommends "${missing[@]}"
-fi
+scripts/install_packages.sh "${packages[@]}"
 
 cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=Release -DWPK_WERROR=ON \
   -DWPK_TEST_MODELS_DIR="$PWD/$build_dir/models" > "$build_dir.cmake.log" 2>&1 || { cat "$build_dir.cmake.log"; exit 1; }

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Builds wpk and runs the whole test suite: unit tests, the ONNX conformance suite and the
-# whole-model tests against PyTorch (models exported on first use into build/models).
+# whole-model tests against PyTorch (models exported on first use into build/models), then
+# builds the fuzzers and runs each for 60 s (scripts/fuzz.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh build
 /usr/bin/python3 scripts/export_models.py build/models
-cd build && ctest --output-on-failure --timeout 1500
+(cd build && ctest --output-on-failure --timeout 1500)
+scripts/fuzz.sh 60
