@@ -9,7 +9,7 @@
 #include <random>
 #include <vector>
 
-#include "backends/onednn/stream_conv.hpp"
+#include "backends/cpu/stream_conv.hpp"
 #include "core/cpu_features.hpp"
 
 namespace wpk::testing {
@@ -23,10 +23,10 @@ inline std::vector<float> random_floats(std::size_t n, unsigned seed) {
 }
 
 // A square conv: batch n, size x size input, k x k kernel.
-inline onednn::StreamConvShape conv_shape(std::int64_t n, std::int64_t size, std::int64_t ic, std::int64_t oc,
+inline cpu::StreamConvShape conv_shape(std::int64_t n, std::int64_t size, std::int64_t ic, std::int64_t oc,
                                           std::int64_t k, std::int64_t stride, std::int64_t pad,
                                           std::int64_t dilation) {
-  onednn::StreamConvShape s;
+  cpu::StreamConvShape s;
   s.n = n;
   s.ih = s.iw = size;
   s.ic = ic;
@@ -43,11 +43,11 @@ inline onednn::StreamConvShape conv_shape(std::int64_t n, std::int64_t size, std
 inline bool cpu_runs_avx2_kernel() { return cpu_features().avx2_fma(); }
 
 // Non-square shapes and asymmetric padding, which conv_shape does not make.
-inline onednn::StreamConvShape rect_shape(std::int64_t n, std::int64_t ih, std::int64_t iw, std::int64_t ic,
+inline cpu::StreamConvShape rect_shape(std::int64_t n, std::int64_t ih, std::int64_t iw, std::int64_t ic,
                                           std::int64_t oc, std::int64_t kh, std::int64_t kw, std::int64_t sh,
                                           std::int64_t sw, std::int64_t ph_begin, std::int64_t ph_end,
                                           std::int64_t pw_begin, std::int64_t pw_end) {
-  onednn::StreamConvShape s;
+  cpu::StreamConvShape s;
   s.n = n;
   s.ih = ih;
   s.iw = iw;
@@ -66,7 +66,7 @@ inline onednn::StreamConvShape rect_shape(std::int64_t n, std::int64_t ih, std::
 
 // OIHW weights into oneDNN's blocked `tag` (Acdb16a and friends: output channels innermost, in
 // zero-padded blocks).
-inline std::vector<float> pack_weights(const std::vector<float>& oihw, const onednn::StreamConvShape& s,
+inline std::vector<float> pack_weights(const std::vector<float>& oihw, const cpu::StreamConvShape& s,
                                        dnnl::memory::format_tag tag) {
   const dnnl::engine eng(dnnl::engine::kind::cpu, 0);
   dnnl::stream stream(eng);
@@ -82,10 +82,10 @@ inline std::vector<float> pack_weights(const std::vector<float>& oihw, const one
 
 // The epilogues the kernels fuse: 0 none, 1 bias + Relu, 2 bias + Clip(-0.5, 0.75), 3 bias +
 // residual + Relu; the AVX2 kernel's GELUs: 4 bias + Gelu, 5 bias + residual + GeluTanh.
-inline onednn::StreamConvEpilogue test_epilogue(int kind, const std::vector<float>& bias) {
-  using Act = onednn::StreamConvEpilogue::Act;
+inline cpu::StreamConvEpilogue test_epilogue(int kind, const std::vector<float>& bias) {
+  using Act = cpu::StreamConvEpilogue::Act;
   const Act acts[] = {Act::None, Act::Relu, Act::Clip, Act::Relu, Act::Gelu, Act::GeluTanh};
-  onednn::StreamConvEpilogue e;
+  cpu::StreamConvEpilogue e;
   if (kind >= 1) e.bias = bias.data();
   e.act = acts[kind];
   e.lo = -0.5f;
@@ -95,10 +95,10 @@ inline onednn::StreamConvEpilogue test_epilogue(int kind, const std::vector<floa
 }
 
 // y = act(conv(x, w) + bias + residual) in double, NHWC; w OIHW.
-inline std::vector<float> naive_conv(const onednn::StreamConvShape& s, const std::vector<float>& x,
-                                     const std::vector<float>& oihw, const onednn::StreamConvEpilogue& e,
+inline std::vector<float> naive_conv(const cpu::StreamConvShape& s, const std::vector<float>& x,
+                                     const std::vector<float>& oihw, const cpu::StreamConvEpilogue& e,
                                      const std::vector<float>& residual) {
-  using Act = onednn::StreamConvEpilogue::Act;
+  using Act = cpu::StreamConvEpilogue::Act;
   std::vector<float> y(static_cast<std::size_t>(s.n * s.oh * s.ow * s.oc));
   for (std::int64_t n = 0; n < s.n; ++n)
     for (std::int64_t oy = 0; oy < s.oh; ++oy)
@@ -152,9 +152,9 @@ inline ConvDiff conv_diff(const std::vector<float>& y, const std::vector<float>&
 struct ConvKernelCase {
   static constexpr float kGuard = 12345.0f;
   std::vector<float> x, w, bias, residual, y, want;
-  onednn::StreamConvEpilogue e;
+  cpu::StreamConvEpilogue e;
 
-  ConvKernelCase(const onednn::StreamConvShape& s, int epilogue, unsigned& seed)
+  ConvKernelCase(const cpu::StreamConvShape& s, int epilogue, unsigned& seed)
       : x(random_floats(static_cast<std::size_t>(s.n * s.ih * s.iw * s.ic), seed++)),
         w(random_floats(static_cast<std::size_t>(s.oc * s.ic * s.kh * s.kw), seed++)),
         bias(random_floats(static_cast<std::size_t>(s.oc), seed++)),

@@ -8,7 +8,7 @@
 #include <memory>
 #include <utility>
 
-#include "backends/onednn/avx2_attention.hpp"
+#include "backends/cpu/avx2_attention.hpp"
 #include "backends/onednn/onednn_kernels.hpp"
 #include "backends/reference/common.hpp"
 #include "graph/fused_ops.hpp"

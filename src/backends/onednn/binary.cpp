@@ -6,7 +6,7 @@
 // keeps as a fallback. The memory planner may alias the output with a same-sized
 // operand: every element is read at the index it is written, so that is safe.
 #include "backends/onednn/onednn_kernels.hpp"
-#include "backends/onednn/row_broadcast.hpp"
+#include "backends/cpu/row_broadcast.hpp"
 #include "backends/reference/common.hpp"
 #include "backends/reference/reference_backend.hpp"
 

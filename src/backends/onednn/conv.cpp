@@ -11,10 +11,10 @@
 #include <optional>
 #include <vector>
 
-#include "backends/onednn/avx2_conv.hpp"
-#include "backends/onednn/avx2_winograd.hpp"
+#include "backends/cpu/avx2_conv.hpp"
+#include "backends/cpu/avx2_winograd.hpp"
 #include "backends/onednn/onednn_kernels.hpp"
-#include "backends/onednn/stream_conv.hpp"
+#include "backends/cpu/stream_conv.hpp"
 #include "core/page_memory.hpp"
 #include "graph/fused_ops.hpp"
 #include "backends/reference/conv_pool.hpp"

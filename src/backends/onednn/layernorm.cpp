@@ -1,6 +1,6 @@
 // LayerNormalization over the last axis on oneDNN, with constant scale and bias; on CPUs
 // without AVX-512, wpk's AVX2 kernel (avx2_layernorm.hpp) instead.
-#include "backends/onednn/avx2_layernorm.hpp"
+#include "backends/cpu/avx2_layernorm.hpp"
 #include "backends/onednn/onednn_kernels.hpp"
 
 namespace wpk::onednn {

@@ -3,7 +3,7 @@
 //                          residual add and activation fused as post-ops. On CPUs without
 //                          AVX-512 wpk's AVX2 kernel computes it instead (below).
 //   variable B:            batched product over equal leading dims (attention's Q·Kᵀ, P·V).
-#include "backends/onednn/avx2_conv.hpp"
+#include "backends/cpu/avx2_conv.hpp"
 #include "backends/onednn/onednn_kernels.hpp"
 #include "graph/fused_ops.hpp"
 #include "backends/reference/reference_backend.hpp"

@@ -180,6 +180,12 @@ class ShapeCache {
 // Cache key: the OpenMP thread count, then the shapes with separators.
 std::vector<std::int64_t> shape_key(std::initializer_list<const Shape*> shapes);
 
+// The block (16, 32, 48 or 64) when `weights` is oneDNN's Acdb{block}a layout of [oc, ic, kh,
+// kw] weights (zero-padded to whole blocks), else 0: the layouts wpk's weight-streaming
+// kernel (backends/cpu/stream_conv.hpp) reads.
+int stream_weights_block(const dnnl::memory::desc& weights, std::int64_t oc, std::int64_t ic, std::int64_t kh,
+                         std::int64_t kw);
+
 // Runs `body` translating dnnl::error into wpk::Error naming the node.
 template <typename Body>
 void guarded(const KernelContext& ctx, Body&& body) {

@@ -4,9 +4,12 @@
 #include <optional>
 
 #include "backends/onednn/onednn_common.hpp"
-#include "backends/onednn/stream_conv.hpp"
+#include "backends/cpu/stream_conv.hpp"
 
 namespace wpk::onednn {
+
+// wpk's own kernels (backends/cpu) that some oneDNN kernels still hand shapes to.
+using namespace wpk::cpu;
 
 // The declared shape of a value with symbolic dims taken as 1 (the batch-1 case a session is
 // most often run at); nullopt when the rank or a dim is unknown.

@@ -3,7 +3,7 @@
 // (max_pool_nhwc.hpp) unless a window lies wholly in the padding.
 #include <algorithm>
 
-#include "backends/onednn/max_pool_nhwc.hpp"
+#include "backends/cpu/max_pool_nhwc.hpp"
 #include "backends/onednn/onednn_kernels.hpp"
 #include "backends/reference/conv_pool.hpp"
 

@@ -1,4 +1,4 @@
-// wpk's AVX2 attention kernel (backends/onednn/avx2_attention.hpp): the kernel itself against a
+// wpk's AVX2 attention kernel (backends/cpu/avx2_attention.hpp): the kernel itself against a
 // double-precision attention at 1-3 threads, with operands contiguous and with heads
 // interleaved, every kind of mask broadcast, and the rows the softmax must make NaN; and
 // Attention nodes through the oneDNN backend (which runs them on it on CPUs without AVX-512)
@@ -12,15 +12,15 @@
 #include <string>
 #include <vector>
 
-#include "backends/onednn/avx2_attention.hpp"
+#include "backends/cpu/avx2_attention.hpp"
 #include "runtime/threads.hpp"
 #include "support/backend_tester.hpp"
 #include "support/conv_kernel_check.hpp"
 #include "support/onednn_isa.hpp"
 #include "wpk/wpk.hpp"
 
-using wpk::onednn::AttentionOperand;
-using wpk::onednn::AttentionShape;
+using wpk::cpu::AttentionOperand;
+using wpk::cpu::AttentionShape;
 using wpk::testing::cpu_runs_avx2_kernel;
 using wpk::testing::onednn_backend;
 using wpk::testing::OpCase;
@@ -152,7 +152,7 @@ TEST_CASE("wpk's AVX2 attention kernel matches a double-precision attention", "[
       std::vector<float> y(static_cast<std::size_t>(n + guard), 1234.5f);
       const AttentionOperand yv = view(y.data(), c, c.rows, c.dv);
       const AttentionShape shape{batch, c.rows, c.cols, c.d, c.dv, scale};
-      wpk::onednn::avx2_attention(shape, qv, kv, vv, mask, y.data(), yv.batch_offsets, yv.row_stride);
+      wpk::cpu::avx2_attention(shape, qv, kv, vv, mask, y.data(), yv.batch_offsets, yv.row_stride);
 
       const std::vector<double> want = attention_in_double(c, qv, kv, vv, mask, scale);
       double worst = 0;

@@ -1,4 +1,4 @@
-// wpk's AVX2 direct convolution (backends/onednn/avx2_conv.hpp): the kernel itself on weights
+// wpk's AVX2 direct convolution (backends/cpu/avx2_conv.hpp): the kernel itself on weights
 // packed by oneDNN as Acdb16a against a plain double-precision convolution, at 1-3 threads (each
 // way of splitting the work); and FusedConvs through the oneDNN backend, which runs them on it
 // on CPUs without AVX-512, against the reference backend. The kernel runs on any CPU with AVX2
@@ -12,15 +12,15 @@
 #include <string>
 #include <vector>
 
-#include "backends/onednn/avx2_conv.hpp"
+#include "backends/cpu/avx2_conv.hpp"
 #include "runtime/threads.hpp"
 #include "support/backend_tester.hpp"
 #include "support/onednn_isa.hpp"
 #include "support/conv_kernel_check.hpp"
 #include "wpk/wpk.hpp"
 
-using wpk::onednn::StreamConvEpilogue;
-using wpk::onednn::StreamConvShape;
+using wpk::cpu::StreamConvEpilogue;
+using wpk::cpu::StreamConvShape;
 using wpk::testing::conv_shape;
 using wpk::testing::cpu_runs_avx2_kernel;
 using wpk::testing::onednn_backend;
@@ -61,7 +61,7 @@ TEST_CASE("wpk's AVX2 conv kernel matches a plain convolution", "[onednn][conv][
         const StreamConvShape& s = c.s;
         wpk::testing::ConvKernelCase k(s, epilogue, seed);
         const auto packed = wpk::testing::pack_weights(k.w, s, dnnl::memory::format_tag::Acdb16a);
-        wpk::onednn::avx2_conv(s, k.x.data(), packed.data(), k.e, k.y.data());
+        wpk::cpu::avx2_conv(s, k.x.data(), packed.data(), k.e, k.y.data());
         INFO(c.what << ", epilogue " << epilogue << ", " << threads << " threads");
         const wpk::testing::ConvDiff diff = k.diff();
         // float32 sums of K products in [-1, 1] against double: partial sums grow to ~sqrt(K / 9)
@@ -93,7 +93,7 @@ TEST_CASE("the AVX2 kernel's GELU epilogues are accurate from -1e4 to 1e4", "[on
     StreamConvEpilogue e;
     e.act = act;
     std::vector<float> y(x.size());
-    wpk::onednn::avx2_conv(s, x.data(), packed.data(), e, y.data());
+    wpk::cpu::avx2_conv(s, x.data(), packed.data(), e, y.data());
     double worst = 0;
     for (std::size_t i = 0; i < x.size(); ++i) {
       const double v = x[i];
@@ -110,8 +110,8 @@ TEST_CASE("the AVX2 kernel's GELU epilogues are accurate from -1e4 to 1e4", "[on
 }
 
 TEST_CASE("wpk's AVX2 conv kernel takes ungrouped convs of 16+ input channels and up to 64 taps", "[onednn][conv][avx2]") {
-  using wpk::onednn::avx2_conv_pays;
-  if (!wpk::onednn::avx2_conv_available()) {
+  using wpk::cpu::avx2_conv_pays;
+  if (!wpk::cpu::avx2_conv_available()) {
     CHECK(!avx2_conv_pays(conv_shape(1, 56, 64, 64, 3, 1, 1, 1)));  // AVX-512 CPUs keep oneDNN's kernels
     return;
   }
@@ -185,7 +185,7 @@ TEST_CASE("MatMuls with constant B run on wpk's AVX2 kernel at any row count", "
     std::string backend;
     for (const wpk::StepProfile& step : s.last_profile().steps)
       if (step.op == "com.wpk.FusedMatMul") backend = step.backend;
-    CHECK(backend == (wpk::onednn::avx2_conv_available() ? "onednn:avx2" : "onednn"));
+    CHECK(backend == (wpk::cpu::avx2_conv_available() ? "onednn:avx2" : "onednn"));
   }
 }
 

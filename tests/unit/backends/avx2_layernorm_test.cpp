@@ -1,4 +1,4 @@
-// wpk's AVX2 layer normalization (backends/onednn/avx2_layernorm.hpp): the kernel against a
+// wpk's AVX2 layer normalization (backends/cpu/avx2_layernorm.hpp): the kernel against a
 // double-precision layer norm at 1-3 threads, and LayerNormalization nodes through the oneDNN
 // backend (which runs them on it on CPUs without AVX-512) against the reference backend. The
 // kernel runs on any CPU with AVX2 and FMA, so AVX-512 machines test it too.
@@ -8,7 +8,7 @@
 #include <cmath>
 #include <vector>
 
-#include "backends/onednn/avx2_layernorm.hpp"
+#include "backends/cpu/avx2_layernorm.hpp"
 #include "runtime/threads.hpp"
 #include "support/backend_tester.hpp"
 #include "support/conv_kernel_check.hpp"
@@ -66,7 +66,7 @@ TEST_CASE("wpk's AVX2 layer norm matches a double-precision layer norm", "[onedn
       constexpr float kGuard = -7.25f;
       std::vector<float> y(x.size() + 8, kGuard);
       if (c.in_place) std::copy(x.begin(), x.end(), y.begin());
-      wpk::onednn::avx2_layernorm(c.in_place ? y.data() : x.data(), y.data(), c.rows, c.cols, scale.data(), b, 1e-5f);
+      wpk::cpu::avx2_layernorm(c.in_place ? y.data() : x.data(), y.data(), c.rows, c.cols, scale.data(), b, 1e-5f);
       double worst = 0;
       for (std::int64_t r = 0; r < c.rows; ++r) {
         const std::vector<double> want = layernorm_row(x.data() + r * c.cols, c.cols, scale.data(), b, 1e-5f);

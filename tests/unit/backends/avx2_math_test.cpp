@@ -1,10 +1,10 @@
-// The vector math wpk's AVX2 kernels share (backends/onednn/avx2_tile.hpp) against double
+// The vector math wpk's AVX2 kernels share (backends/cpu/avx2_tile.hpp) against double
 // precision: e^x over its whole clamped range, one vector and N in lockstep alike, and the GELU
 // pass over a tile's outputs with columns off the 16-float pairs (masked tails, other columns
 // left alone). The GELUs inside whole kernels: avx2_conv_test.cpp.
 #include <catch2/catch.hpp>
 
-#include "backends/onednn/avx2_tile.hpp"
+#include "backends/cpu/avx2_tile.hpp"
 
 #ifdef WPK_AVX2_KERNELS
 #include <cmath>
@@ -13,8 +13,8 @@
 #include "support/conv_kernel_check.hpp"
 
 namespace {
-using namespace wpk::onednn::avx2;
-using wpk::onednn::StreamConvEpilogue;
+using namespace wpk::cpu::avx2;
+using wpk::cpu::StreamConvEpilogue;
 
 // e^x of 8 * n floats: one vector at a time (exp_ps), or three in lockstep (exp_n<3>).
 WPK_AVX2 void exp_floats(const float* x, float* y, std::size_t n, bool lockstep) {

@@ -1,4 +1,4 @@
-// wpk's Winograd F(4x4, 3x3) convolution for AVX2 CPUs (backends/onednn/avx2_winograd.hpp):
+// wpk's Winograd F(4x4, 3x3) convolution for AVX2 CPUs (backends/cpu/avx2_winograd.hpp):
 // the kernel on weights it transformed from oneDNN's Acdb16a packing against a plain
 // double-precision convolution, at 1-3 threads (tiles split over threads, and output channels
 // too when tiles are few), and the shapes it takes. FusedConvs through the backend run on it on
@@ -11,12 +11,12 @@
 
 #include <vector>
 
-#include "backends/onednn/avx2_conv.hpp"
-#include "backends/onednn/avx2_winograd.hpp"
+#include "backends/cpu/avx2_conv.hpp"
+#include "backends/cpu/avx2_winograd.hpp"
 #include "runtime/threads.hpp"
 #include "support/conv_kernel_check.hpp"
 
-using wpk::onednn::StreamConvShape;
+using wpk::cpu::StreamConvShape;
 using wpk::testing::conv_shape;
 using wpk::testing::cpu_runs_avx2_kernel;
 using wpk::testing::rect_shape;
@@ -48,12 +48,12 @@ TEST_CASE("wpk's AVX2 Winograd kernel matches a plain convolution", "[onednn][co
     for (const Case& c : cases)
       for (int epilogue = 0; epilogue < 6; ++epilogue) {
         const StreamConvShape& s = c.s;
-        REQUIRE(wpk::onednn::avx2_winograd_pays(s) == wpk::onednn::avx2_conv_available());
+        REQUIRE(wpk::cpu::avx2_winograd_pays(s) == wpk::cpu::avx2_conv_available());
         wpk::testing::ConvKernelCase k(s, epilogue, seed);
         const auto packed = wpk::testing::pack_weights(k.w, s, dnnl::memory::format_tag::Acdb16a);
-        std::vector<float> u(wpk::onednn::avx2_winograd_weights_size(s));
-        wpk::onednn::avx2_winograd_weights(s, packed.data(), u.data());
-        wpk::onednn::avx2_winograd_conv(s, k.x.data(), u.data(), k.e, k.y.data());
+        std::vector<float> u(wpk::cpu::avx2_winograd_weights_size(s));
+        wpk::cpu::avx2_winograd_weights(s, packed.data(), u.data());
+        wpk::cpu::avx2_winograd_conv(s, k.x.data(), u.data(), k.e, k.y.data());
         INFO(c.what << ", epilogue " << epilogue << ", " << threads << " threads");
         const wpk::testing::ConvDiff diff = k.diff();
         // Winograd rounds in the transforms as well as in the sums: on these cases its worst
@@ -70,8 +70,8 @@ TEST_CASE("wpk's AVX2 Winograd kernel matches a plain convolution", "[onednn][co
 }
 
 TEST_CASE("wpk's AVX2 Winograd kernel takes 3x3 stride-1 convs of 16+ tiles", "[onednn][conv][avx2]") {
-  using wpk::onednn::avx2_winograd_pays;
-  if (!wpk::onednn::avx2_conv_available()) {
+  using wpk::cpu::avx2_winograd_pays;
+  if (!wpk::cpu::avx2_conv_available()) {
     CHECK(!avx2_winograd_pays(conv_shape(1, 56, 64, 64, 3, 1, 1, 1)));  // AVX-512 CPUs keep oneDNN's kernels
     return;
   }

@@ -5,7 +5,7 @@
 #ifdef WPK_WITH_ONEDNN
 #include <dnnl.hpp>
 
-#include "backends/onednn/avx2_conv.hpp"
+#include "backends/cpu/avx2_conv.hpp"
 #include "backends/onednn/onednn_common.hpp"
 #include "backends/reference/reference_backend.hpp"
 #include "runtime/session_factory.hpp"
@@ -286,7 +286,7 @@ TEST_CASE("tuning offers onednn-direct on a 3x3 conv only when its output may re
     const auto before = wpk::tuning_measurements();
     s.run({{"x", wpk::Tensor::zeros(wpk::DType::Float32, {1, 64, size, size})}});
     INFO("output " << size << "x" << size);
-    const bool choice = size >= 14 || wpk::onednn::avx2_conv_available();
+    const bool choice = size >= 14 || wpk::cpu::avx2_conv_available();
     CHECK(wpk::tuning_measurements() - before == 2 + (choice ? 3 : 2) + 2);
   }
 }
@@ -370,7 +370,7 @@ TEST_CASE("without AVX-512, 3x3 convs run on wpk's AVX2 kernel, or direct in nCh
   } else {
     // Stride-1 3x3s with 16+ tiles of 4x4 outputs (14x14) run on its Winograd kernel, those with
     // fewer (7x7: 4 tiles) direct (avx2_winograd_test.cpp tests the Winograd kernel).
-    const bool avx2 = wpk::onednn::avx2_conv_available();
+    const bool avx2 = wpk::cpu::avx2_conv_available();
     for (const std::string after : {"", "Add"})
       for (const std::int64_t size : {7, 14}) {
         INFO("fused: " << after << ", " << size << "x" << size);

@@ -1,4 +1,4 @@
-// The oneDNN backend's weight-streaming convolution (backends/onednn/stream_conv.hpp): the kernel
+// The oneDNN backend's weight-streaming convolution (backends/cpu/stream_conv.hpp): the kernel
 // itself on weights packed by oneDNN in each block layout it reads, against a plain
 // double-precision convolution; and the FusedConv kernel that picks it, against the reference
 // backend and against oneDNN's primitive on the same packed weights.
@@ -9,8 +9,9 @@
 
 #include <vector>
 
-#include "backends/onednn/avx2_conv.hpp"
-#include "backends/onednn/stream_conv.hpp"
+#include "backends/cpu/avx2_conv.hpp"
+#include "backends/cpu/stream_conv.hpp"
+#include "backends/onednn/onednn_common.hpp"
 #include "runtime/threads.hpp"
 #include "support/backend_tester.hpp"
 #include "support/onednn_isa.hpp"
@@ -18,7 +19,7 @@
 #include "support/tensor_compare.hpp"
 #include "wpk/wpk.hpp"
 
-using wpk::onednn::StreamConvShape;
+using wpk::cpu::StreamConvShape;
 
 using wpk::testing::conv_shape;
 using wpk::testing::onednn_backend;
@@ -37,7 +38,7 @@ dnnl::memory::format_tag block_tag(int block) {
 // channels off the 64-row k chunks, padding, strides, dilation, a batch, more output pixels than
 // one 64-row block, a single pixel (fewer row groups than vectors), and every epilogue.
 TEST_CASE("the weight-streaming conv kernel matches a plain convolution", "[onednn][conv][stream]") {
-  if (!wpk::onednn::stream_conv_available()) {
+  if (!wpk::cpu::stream_conv_available()) {
     WARN("no AVX-512F: the weight-streaming kernel does not run on this CPU");
     return;
   }
@@ -63,7 +64,7 @@ TEST_CASE("the weight-streaming conv kernel matches a plain convolution", "[oned
         REQUIRE(wpk::onednn::stream_weights_block(
                     dnnl::memory::desc({s.oc, s.ic, s.kh, s.kw}, dnnl::memory::data_type::f32, block_tag(block)), s.oc,
                     s.ic, s.kh, s.kw) == block);
-        wpk::onednn::stream_conv(s, k.x.data(), packed.data(), block, k.e, k.y.data());
+        wpk::cpu::stream_conv(s, k.x.data(), packed.data(), block, k.e, k.y.data());
         INFO(c.what << ", block " << block << ", epilogue " << epilogue);
         const wpk::testing::ConvDiff diff = k.diff();
         // float32 sums of up to 1170 products in [-1, 1] against double: rounding alone reaches
@@ -75,8 +76,8 @@ TEST_CASE("the weight-streaming conv kernel matches a plain convolution", "[oned
 }
 
 TEST_CASE("streaming pays only for few output pixels, large weights over many k rows and an even split", "[onednn][conv][stream]") {
-  if (!wpk::onednn::stream_conv_available()) return;
-  using wpk::onednn::stream_conv_pays;
+  if (!wpk::cpu::stream_conv_available()) return;
+  using wpk::cpu::stream_conv_pays;
   CHECK(stream_conv_pays(conv_shape(1, 7, 512, 512, 3, 1, 1, 1), 32, 2));     // ResNet-50's layer4, 9.4 MB
   CHECK(stream_conv_pays(conv_shape(1, 7, 2048, 512, 1, 1, 0, 1), 48, 2));    // 240 + 272 channels: 6% over
   CHECK(!stream_conv_pays(conv_shape(8, 7, 512, 512, 3, 1, 1, 1), 32, 2));    // batch 8: 392 pixels
@@ -96,7 +97,7 @@ namespace {
 // Whether the conv kernel streams an NHWC 3x3 conv (pads 1, stride 1) at `threads`: what
 // oneDNN's direct kernel packs its weights as, and whether streaming pays for that layout.
 bool expect_stream(std::int64_t size, std::int64_t ic, std::int64_t oc, int threads) {
-  if (!wpk::onednn::stream_conv_available()) return false;
+  if (!wpk::cpu::stream_conv_available()) return false;
   using Tag = dnnl::memory::format_tag;
   const auto f32 = dnnl::memory::data_type::f32;
   const dnnl::engine eng(dnnl::engine::kind::cpu, 0);
@@ -107,7 +108,7 @@ bool expect_stream(std::int64_t size, std::int64_t ic, std::int64_t oc, int thre
                                       weights, bias, dst, {1, 1}, {1, 1}, {1, 1}),
       eng);
   const int block = wpk::onednn::stream_weights_block(pd.weights_desc(), oc, ic, 3, 3);
-  return wpk::onednn::stream_conv_pays(conv_shape(1, size, ic, oc, 3, 1, 1, 1), block, threads);
+  return wpk::cpu::stream_conv_pays(conv_shape(1, size, ic, oc, 3, 1, 1, 1), block, threads);
 }
 
 }  // namespace
@@ -168,7 +169,7 @@ TEST_CASE("a session streams a batch-1 conv and runs larger batches on oneDNN", 
   const wpk::Session s(wide_conv_graph(), o);
   const auto x = random_floats(3 * 256 * 49, 13);
   const wpk::Tensor all = s.run({{"x", wpk::Tensor::borrow(const_cast<float*>(x.data()), {3, 256, 7, 7})}}).at("y");
-  const std::string direct = wpk::onednn::avx2_conv_available() ? "onednn:avx2" : "onednn";
+  const std::string direct = wpk::cpu::avx2_conv_available() ? "onednn:avx2" : "onednn";
   CHECK(conv_backend(s.last_profile()) == direct);
   const bool streams = expect_stream(7, 256, 256, 2);
   if (!streams) WARN("this CPU or oneDNN build does not stream the test conv; only results are compared");

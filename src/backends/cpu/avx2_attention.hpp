@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <vector>
 
-namespace wpk::onednn {
+namespace wpk::cpu {
 
 // An operand seen as [batch][rows][cols] floats: element (b, i, j) at
 // data[batch_offsets[b] + i * row_stride + j * col_stride].
@@ -41,4 +41,4 @@ void avx2_attention(const AttentionShape& s, const AttentionOperand& q, const At
                     const AttentionOperand& v, const AttentionOperand& mask, float* y,
                     const std::vector<std::int64_t>& y_offsets, std::int64_t y_row_stride);
 
-}  // namespace wpk::onednn
+}  // namespace wpk::cpu

@@ -7,11 +7,11 @@
 // bit for bit, and y may be x (in place).
 #include <cstdint>
 
-namespace wpk::onednn {
+namespace wpk::cpu {
 
 enum class RowOp { Add, Sub, Mul, Div };
 
 // Rows are split over the calling thread's OpenMP thread count when there are enough of them.
 void row_broadcast(RowOp op, const float* x, const float* s, float* y, std::int64_t rows, std::int64_t inner);
 
-}  // namespace wpk::onednn
+}  // namespace wpk::cpu

@@ -9,9 +9,9 @@
 // Products with a constant B run on it too, as 1x1 convolutions of their rows (matmul.cpp).
 #include <cstdint>
 
-#include "backends/onednn/stream_conv.hpp"
+#include "backends/cpu/stream_conv.hpp"
 
-namespace wpk::onednn {
+namespace wpk::cpu {
 
 // True when this CPU has AVX2 and FMA and lacks AVX-512F (with AVX-512 oneDNN's kernels win).
 bool avx2_conv_available();
@@ -24,4 +24,4 @@ bool avx2_conv_pays(const StreamConvShape& s);
 // count; x, y NHWC float32; w blocked Acdb16a.
 void avx2_conv(const StreamConvShape& s, const float* x, const float* w, const StreamConvEpilogue& e, float* y);
 
-}  // namespace wpk::onednn
+}  // namespace wpk::cpu

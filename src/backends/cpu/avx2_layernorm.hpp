@@ -8,7 +8,7 @@
 // nothing to a rounded mean).
 #include <cstdint>
 
-namespace wpk::onednn {
+namespace wpk::cpu {
 
 bool avx2_layernorm_available();
 
@@ -17,4 +17,4 @@ bool avx2_layernorm_available();
 void avx2_layernorm(const float* x, float* y, std::int64_t rows, std::int64_t cols, const float* scale,
                     const float* bias, float epsilon);
 
-}  // namespace wpk::onednn
+}  // namespace wpk::cpu

@@ -8,9 +8,7 @@
 // chunk of them into L2 while it computes on the current one, so the transfer overlaps the FMAs.
 #include <cstdint>
 
-#include <dnnl.hpp>
-
-namespace wpk::onednn {
+namespace wpk::cpu {
 
 struct StreamConvShape {
   std::int64_t n = 0, ih = 0, iw = 0, ic = 0;  // input, NHWC
@@ -29,11 +27,6 @@ struct StreamConvEpilogue {
 
 // True when this CPU runs the kernel (AVX-512F).
 bool stream_conv_available();
-
-// The block (16, 32, 48 or 64) when `weights` is oneDNN's Acdb{block}a layout of [oc, ic, kh,
-// kw] weights (zero-padded to whole blocks), else 0.
-int stream_weights_block(const dnnl::memory::desc& weights, std::int64_t oc, std::int64_t ic, std::int64_t kh,
-                         std::int64_t kw);
 
 // True when the streaming kernel applies this epilogue's activation (none, Relu, Clip).
 inline bool stream_conv_fuses(const StreamConvEpilogue& e) {
@@ -55,4 +48,4 @@ bool stream_conv_pays(const StreamConvShape& s, int block, int threads);
 void stream_conv(const StreamConvShape& s, const float* x, const float* w, int block, const StreamConvEpilogue& e,
                  float* y);
 
-}  // namespace wpk::onednn
+}  // namespace wpk::cpu

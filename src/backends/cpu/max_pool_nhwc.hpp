@@ -7,7 +7,7 @@
 // output row that covers it instead of once per window. Exact: max picks an input element.
 #include <cstdint>
 
-namespace wpk::onednn {
+namespace wpk::cpu {
 
 struct MaxPoolShape {
   std::int64_t n = 0, h = 0, w = 0, c = 0;  // input [n, h, w, c]
@@ -22,4 +22,4 @@ bool max_pool_nhwc_covers(const MaxPoolShape& s);
 // y = max pool of x; rows of output split over the calling thread's OpenMP thread count.
 void max_pool_nhwc(const MaxPoolShape& s, const float* x, float* y);
 
-}  // namespace wpk::onednn
+}  // namespace wpk::cpu

@@ -1,11 +1,11 @@
-#include "backends/onednn/max_pool_nhwc.hpp"
+#include "backends/cpu/max_pool_nhwc.hpp"
 
 #include <omp.h>
 
 #include <algorithm>
 #include <vector>
 
-namespace wpk::onednn {
+namespace wpk::cpu {
 namespace {
 
 // Below this many output floats one thread does it all: waking the others costs more.
@@ -79,4 +79,4 @@ void max_pool_nhwc(const MaxPoolShape& s, const float* x, float* y) {
   }
 }
 
-}  // namespace wpk::onednn
+}  // namespace wpk::cpu

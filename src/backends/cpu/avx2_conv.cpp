@@ -1,14 +1,14 @@
-#include "backends/onednn/avx2_conv.hpp"
+#include "backends/cpu/avx2_conv.hpp"
 
 #include <omp.h>
 
 #include <algorithm>
 #include <vector>
 
-#include "backends/onednn/avx2_tile.hpp"
+#include "backends/cpu/avx2_tile.hpp"
 #include "core/cpu_features.hpp"
 
-namespace wpk::onednn {
+namespace wpk::cpu {
 namespace {
 
 using namespace avx2;  // the shared tile, vector math and work-split helpers
@@ -177,4 +177,4 @@ void avx2_conv(const StreamConvShape& s, const float* x, const float* w, const S
 #endif
 }
 
-}  // namespace wpk::onednn
+}  // namespace wpk::cpu

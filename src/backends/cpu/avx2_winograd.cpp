@@ -1,4 +1,4 @@
-#include "backends/onednn/avx2_winograd.hpp"
+#include "backends/cpu/avx2_winograd.hpp"
 
 #include <omp.h>
 
@@ -6,10 +6,10 @@
 #include <new>
 #include <vector>
 
-#include "backends/onednn/avx2_conv.hpp"
-#include "backends/onednn/avx2_tile.hpp"
+#include "backends/cpu/avx2_conv.hpp"
+#include "backends/cpu/avx2_tile.hpp"
 
-namespace wpk::onednn {
+namespace wpk::cpu {
 namespace {
 
 using namespace avx2;  // the shared tile, vector math and work-split helpers
@@ -283,4 +283,4 @@ void avx2_winograd_conv(const StreamConvShape& s, const float* x, const float* u
 #endif
 }
 
-}  // namespace wpk::onednn
+}  // namespace wpk::cpu

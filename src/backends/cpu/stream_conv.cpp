@@ -1,4 +1,4 @@
-#include "backends/onednn/stream_conv.hpp"
+#include "backends/cpu/stream_conv.hpp"
 
 #include <omp.h>
 
@@ -15,7 +15,7 @@
 #define WPK_AVX512 __attribute__((target("avx512f")))
 #endif
 
-namespace wpk::onednn {
+namespace wpk::cpu {
 namespace {
 
 // The work is cut into column groups of 64 output channels (four 16-float vectors; 48 with
@@ -224,15 +224,6 @@ bool stream_conv_available() {
 #endif
 }
 
-int stream_weights_block(const dnnl::memory::desc& weights, std::int64_t oc, std::int64_t ic, std::int64_t kh,
-                         std::int64_t kw) {
-  using Tag = dnnl::memory::format_tag;
-  const std::pair<int, Tag> blocked[] = {{16, Tag::Acdb16a}, {32, Tag::Acdb32a}, {48, Tag::Acdb48a}, {64, Tag::Acdb64a}};
-  for (const auto& [block, tag] : blocked)
-    if (weights == dnnl::memory::desc({oc, ic, kh, kw}, dnnl::memory::data_type::f32, tag)) return block;
-  return 0;
-}
-
 bool stream_conv_pays(const StreamConvShape& s, int block, int threads) {
   if (!stream_conv_available() || (block != 16 && block != 32 && block != 48 && block != 64)) return false;
   const std::int64_t rows = s.n * s.oh * s.ow;
@@ -274,4 +265,4 @@ void stream_conv(const StreamConvShape& s, const float* x, const float* w, int b
 #endif
 }
 
-}  // namespace wpk::onednn
+}  // namespace wpk::cpu

@@ -1,8 +1,8 @@
-#include "backends/onednn/row_broadcast.hpp"
+#include "backends/cpu/row_broadcast.hpp"
 
 #include <omp.h>
 
-namespace wpk::onednn {
+namespace wpk::cpu {
 namespace {
 
 // Below this many elements one thread does it all: waking the others costs more.
@@ -50,4 +50,4 @@ void row_broadcast(RowOp op, const float* x, const float* s, float* y, std::int6
   }
 }
 
-}  // namespace wpk::onednn
+}  // namespace wpk::cpu

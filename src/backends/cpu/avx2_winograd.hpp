@@ -12,9 +12,9 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "backends/onednn/stream_conv.hpp"
+#include "backends/cpu/stream_conv.hpp"
 
-namespace wpk::onednn {
+namespace wpk::cpu {
 
 // True for the convs this kernel takes on a CPU where avx2_conv_available(): 3x3, stride 1,
 // undilated, input channels a multiple of 8 and at least 32, and at least 16 output tiles over
@@ -33,4 +33,4 @@ void avx2_winograd_weights(const StreamConvShape& s, const float* acdb16a, float
 // count; x, y NHWC float32; u from avx2_winograd_weights.
 void avx2_winograd_conv(const StreamConvShape& s, const float* x, const float* u, const StreamConvEpilogue& e, float* y);
 
-}  // namespace wpk::onednn
+}  // namespace wpk::cpu

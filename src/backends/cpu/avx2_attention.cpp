@@ -1,4 +1,4 @@
-#include "backends/onednn/avx2_attention.hpp"
+#include "backends/cpu/avx2_attention.hpp"
 
 #include <omp.h>
 
@@ -6,10 +6,10 @@
 #include <cmath>
 #include <limits>
 
-#include "backends/onednn/avx2_conv.hpp"
-#include "backends/onednn/avx2_tile.hpp"
+#include "backends/cpu/avx2_conv.hpp"
+#include "backends/cpu/avx2_tile.hpp"
 
-namespace wpk::onednn {
+namespace wpk::cpu {
 namespace {
 
 #ifdef WPK_AVX2_KERNELS
@@ -207,4 +207,4 @@ void avx2_attention(const AttentionShape& s, const AttentionOperand& q, const At
 #endif
 }
 
-}  // namespace wpk::onednn
+}  // namespace wpk::cpu

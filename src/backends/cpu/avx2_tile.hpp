@@ -8,9 +8,9 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "backends/onednn/stream_conv.hpp"
+#include "backends/cpu/stream_conv.hpp"
 
-namespace wpk::onednn::avx2 {
+namespace wpk::cpu::avx2 {
 constexpr int kTile = 6;    // output rows per tile: 6 x 2 vectors of sums, 2 of weights, 1 input
 constexpr int kBlock = 16;  // output channels per tile (Acdb16a's block)
 
@@ -23,7 +23,7 @@ struct Range {
 inline Range part(std::int64_t count, std::int64_t parts, std::int64_t i) {
   return {count * i / parts, count * (i + 1) / parts};
 }
-}  // namespace wpk::onednn::avx2
+}  // namespace wpk::cpu::avx2
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
@@ -33,7 +33,7 @@ inline Range part(std::int64_t count, std::int64_t parts, std::int64_t i) {
 // For helpers that take arrays of vectors by reference: inlined, the arrays stay in registers.
 #define WPK_AVX2_INLINE __attribute__((target("avx2,fma"), always_inline)) inline
 
-namespace wpk::onednn::avx2 {
+namespace wpk::cpu::avx2 {
 
 // Lanes [0, n) of an 8-float vector set (n clamped to 0..8), for masked loads and stores.
 inline WPK_AVX2 __m256i lane_mask(int n) {
@@ -289,5 +289,5 @@ inline const TileFn kTiles[kTile] = {&tile<1, false>, &tile<2, false>, &tile<3, 
 inline const TileFn kPrefetchingTiles[kTile] = {&tile<1, true>, &tile<2, true>, &tile<3, true>,
                                                 &tile<4, true>, &tile<5, true>, &tile<6, true>};
 
-}  // namespace wpk::onednn::avx2
+}  // namespace wpk::cpu::avx2
 #endif

@@ -1,14 +1,14 @@
-#include "backends/onednn/avx2_layernorm.hpp"
+#include "backends/cpu/avx2_layernorm.hpp"
 
 #include <omp.h>
 
 #include <algorithm>
 #include <cmath>
 
-#include "backends/onednn/avx2_conv.hpp"
-#include "backends/onednn/avx2_tile.hpp"
+#include "backends/cpu/avx2_conv.hpp"
+#include "backends/cpu/avx2_tile.hpp"
 
-namespace wpk::onednn {
+namespace wpk::cpu {
 namespace {
 
 #ifdef WPK_AVX2_KERNELS
@@ -83,4 +83,4 @@ void avx2_layernorm(const float* x, float* y, std::int64_t rows, std::int64_t co
 #endif
 }
 
-}  // namespace wpk::onednn
+}  // namespace wpk::cpu
