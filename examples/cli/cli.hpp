@@ -24,7 +24,8 @@ Args parse_args(int argc, char** argv, int first, const std::vector<std::string>
 // bools random; symbolic dims take `dims[symbol]`, else `batch` for the first dim, else 1.
 TensorMap make_random_inputs(const Session& session, std::int64_t batch, const std::map<std::string, std::int64_t>& dims);
 // SessionOptions from the flags every command shares: --disable PASS[,PASS] switches optimizer
-// passes off by name (an unknown name is an error when the Session is built).
+// passes off by name, --disable-kernels BACKEND[:KERNEL][,...] leaves candidates out (an
+// unknown name is an error when the Session is built).
 SessionOptions base_options(const Args& args);
 // Parses repeated "--dim name=value" settings.
 std::map<std::string, std::int64_t> parse_dims(const Args& args);

@@ -70,6 +70,8 @@ SessionOptions base_options(const Args& args) {
   SessionOptions options;
   for (const std::string& pass : comma_items(args.get("--disable", "")))
     if (!pass.empty()) options.optimizer.disabled_passes.push_back(pass);
+  for (const std::string& kernel : comma_items(args.get("--disable-kernels", "")))
+    if (!kernel.empty()) options.disabled_kernels.push_back(kernel);
   static_cast<void>(Optimizer(options.optimizer));  // an unknown pass name is an error, optimized or not
   return options;
 }

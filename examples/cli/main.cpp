@@ -15,7 +15,9 @@ const char* kUsage =
     "  wpk bench MODEL [--threads N] [--batch B] [--iters K] [--warmup W] [--dim NAME=SIZE] [--json]\n"
     "                  [--fix-dims] [--profile] [--trace FILE.json] [--tune] [--idle MS] [--disable PASS,...]\n"
     "  wpk info MODEL [--optimized [--batch B] [--dim NAME=SIZE] [--disable PASS,...]]\n"
-    "  --disable switches optimizer passes off by name; `wpk info --optimized` lists them\n";
+    "  all three: [--disable-kernels BACKEND[:KERNEL],...]\n"
+    "  --disable switches optimizer passes off by name; `wpk info --optimized` lists them\n"
+    "  --disable-kernels leaves candidates out, as profiles name them: cpu, onednn, cpu:f32_maxpool_nhwc\n";
 }
 
 int main(int argc, char** argv) {
@@ -26,11 +28,11 @@ int main(int argc, char** argv) {
   }
   const std::string cmd = argv[1];
   try {
-    if (cmd == "run") return cmd_run(parse_args(argc, argv, 2, {}, {"--inputs", "--outputs", "--batch", "--dim", "--disable"}));
+    if (cmd == "run") return cmd_run(parse_args(argc, argv, 2, {}, {"--inputs", "--outputs", "--batch", "--dim", "--disable", "--disable-kernels"}));
     if (cmd == "bench")
       return cmd_bench(parse_args(argc, argv, 2, {"--json", "--profile", "--tune", "--fix-dims"},
-                                  {"--threads", "--batch", "--iters", "--warmup", "--dim", "--trace", "--idle", "--disable"}));
-    if (cmd == "info") return cmd_info(parse_args(argc, argv, 2, {"--optimized"}, {"--batch", "--dim", "--disable"}));
+                                  {"--threads", "--batch", "--iters", "--warmup", "--dim", "--trace", "--idle", "--disable", "--disable-kernels"}));
+    if (cmd == "info") return cmd_info(parse_args(argc, argv, 2, {"--optimized"}, {"--batch", "--dim", "--disable", "--disable-kernels"}));
     std::fprintf(stderr, "wpk: unknown command '%s'\n%s", cmd.c_str(), kUsage);
     return 2;
   } catch (const wpk::Error& e) {

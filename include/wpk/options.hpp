@@ -44,6 +44,10 @@ struct SessionOptions {
   // fastest whose result matches the reference backend; choices persist in the tuning database.
   // Off: each node runs on the first backend (in registration order) that supports it.
   bool tuning = false;
+  // Candidates to leave out: "backend" (every kernel of "cpu", "onednn", ...) or
+  // "backend:kernel" (one kernel, as profiles name it: "cpu:f32_layernorm__avx2"). Added to the
+  // comma-separated list in $WPK_DISABLE_KERNELS. A node no remaining candidate runs is an error.
+  std::vector<std::string> disabled_kernels;
   // Where the tuning database lives; empty: $WPK_CACHE_DIR, else $XDG_CACHE_HOME/wpk, else
   // $HOME/.cache/wpk. An unusable folder only warns: tuning then lasts for the session.
   std::string cache_dir;

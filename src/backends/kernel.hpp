@@ -86,10 +86,22 @@ class KernelContext {
   const char* variant_ = nullptr;
 };
 
+// How a kernel computes, for the cost model (search/cost_model.hpp) that picks among a node's
+// candidates before any is measured.
+struct KernelProfile {
+  std::string name;          // "f32_layernorm__avx2": dtype, op, ISA, tile; "" for a library's
+  int vector_bits = 32;      // the widest vectors its inner loops use
+  double efficiency = 0.25;  // the share of those vectors' peak it sustains where compute-bound
+};
+
 class Kernel {
  public:
   virtual ~Kernel() = default;
   virtual void run(KernelContext& ctx) const = 0;
+  // False when the kernel cannot run these inputs (a shape its code does not cover): another
+  // candidate then runs this input-shape signature. Inputs as run() would see them.
+  virtual bool runs(const std::vector<const Tensor*>& /*inputs*/) const { return true; }
+  virtual KernelProfile profile() const { return {}; }
   // True when the kernel keeps its own copy of constant input i (weights packed into its
   // backend's layout) and never reads it from the context: the session may then free the
   // graph's copy, and runs pass no tensor for it.

@@ -1,6 +1,7 @@
-// The backends this build runs, in order of preference: the first that supports a node is the
-// default choice (tuning may pick another). Registered here explicitly, guarded by build
-// options, so a static link cannot drop one.
+// The backends this build runs. Each one that supports a node offers a candidate; the cost model
+// (or, with tuning, measurement) picks among them, and this order breaks its ties. Registered
+// here explicitly, guarded by build options, so a static link cannot drop one.
+#include "backends/cpu/cpu_backend.hpp"
 #include "backends/reference/reference_backend.hpp"
 #include "runtime/execution_plan.hpp"
 #ifdef WPK_WITH_ONEDNN
@@ -10,12 +11,13 @@
 namespace wpk {
 
 std::vector<const Backend*> registered_backends() {
+  static const cpu::CpuBackend cpu_backend;
   static const reference::ReferenceBackend reference_backend;
 #ifdef WPK_WITH_ONEDNN
   static const onednn::OneDnnBackend onednn_backend;
-  return {&onednn_backend, &reference_backend};
+  return {&cpu_backend, &onednn_backend, &reference_backend};
 #else
-  return {&reference_backend};
+  return {&cpu_backend, &reference_backend};
 #endif
 }
 
@@ -23,7 +25,7 @@ std::vector<const Backend*> tuning_backends() {
   std::vector<const Backend*> backends = registered_backends();
 #ifdef WPK_WITH_ONEDNN
   static const onednn::OneDnnDirectConvBackend direct_conv_backend;
-  backends.insert(backends.begin() + 1, &direct_conv_backend);
+  backends.insert(backends.end() - 1, &direct_conv_backend);
 #endif
   return backends;
 }

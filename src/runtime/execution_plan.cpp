@@ -1,5 +1,7 @@
 #include "runtime/execution_plan.hpp"
 
+#include <algorithm>
+#include <cstdlib>
 #include <set>
 
 #include "runtime/logging.hpp"
@@ -39,15 +41,52 @@ std::string qualified_op(const Node& node) {
   return node.domain + "." + node.op_type;
 }
 
+std::vector<std::string> resolve_disabled_kernels(const std::vector<std::string>& configured,
+                                                  const std::vector<const Backend*>& backends) {
+  std::vector<std::string> all = configured;
+  if (const char* env = std::getenv("WPK_DISABLE_KERNELS")) {
+    std::string item;
+    for (const char* c = env;; ++c) {
+      if (*c == ',' || *c == '\0') {
+        if (!item.empty()) all.push_back(item);
+        item.clear();
+        if (*c == '\0') break;
+      } else if (*c != ' ') {
+        item += *c;
+      }
+    }
+  }
+  for (const std::string& entry : all) {
+    const std::string backend = entry.substr(0, entry.find(':'));
+    const bool known = std::any_of(backends.begin(), backends.end(), [&](const Backend* b) { return b->name() == backend; });
+    if (!known) {
+      std::string names;
+      for (const Backend* b : backends) names += (names.empty() ? "" : ", ") + b->name();
+      throw Error(ErrorCode::InvalidArgument, "disabled kernel '" + entry + "' names no backend (there are " + names + ")");
+    }
+  }
+  return all;
+}
+
+namespace {
+
+bool listed(const std::vector<std::string>& disabled, const std::string& name) {
+  return std::find(disabled.begin(), disabled.end(), name) != disabled.end();
+}
+
+}  // namespace
+
 ExecutionPlan::ExecutionPlan(const Graph& graph, const std::vector<const Backend*>& backends) {
-  prepare_steps(graph, backends, nullptr);
+  prepare_steps(graph, backends, nullptr, {});
 }
 
-ExecutionPlan::ExecutionPlan(Graph& graph, const std::vector<const Backend*>& backends, bool release_owned_constants) {
-  prepare_steps(graph, backends, release_owned_constants ? &graph : nullptr);
+ExecutionPlan::ExecutionPlan(Graph& graph, const std::vector<const Backend*>& backends, bool release_owned_constants,
+                             const std::vector<std::string>& disabled) {
+  prepare_steps(graph, backends, release_owned_constants ? &graph : nullptr, disabled);
 }
 
-void ExecutionPlan::prepare_steps(const Graph& graph, const std::vector<const Backend*>& backends, Graph* release_from) {
+void ExecutionPlan::prepare_steps(const Graph& graph, const std::vector<const Backend*>& backends, Graph* release_from,
+                                  const std::vector<std::string>& disabled) {
   // Readers of each constant not yet known to own it; 0 means it can go.
   std::vector<int> unowned_readers(graph.values().size(), 0);
   released_.assign(graph.values().size(), false);
@@ -62,13 +101,20 @@ void ExecutionPlan::prepare_steps(const Graph& graph, const std::vector<const Ba
     PlanStep step{i, {}, {}, node_layout(n)};
     std::string why;
     for (const Backend* b : backends) {
+      if (listed(disabled, b->name())) continue;
       const std::string reason = b->why_unsupported(n, graph);
       if (!reason.empty()) {
         why = reason;  // the last backend's reason: the reference backend names op and opset
         continue;
       }
       try {
-        step.candidates.push_back({b, b->prepare(n, graph)});
+        std::unique_ptr<Kernel> kernel = b->prepare(n, graph);
+        const std::string kernel_name = kernel->profile().name;
+        if (!kernel_name.empty() && listed(disabled, b->name() + ":" + kernel_name)) {
+          why = b->name() + ":" + kernel_name + " is disabled";
+          continue;
+        }
+        step.candidates.push_back({b, std::move(kernel)});
       } catch (const Error& e) {
         // A backend that accepted the node but cannot prepare it is skipped, not fatal, when
         // another backend can run the node.

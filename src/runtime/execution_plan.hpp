@@ -32,7 +32,10 @@ class ExecutionPlan {
   // candidates of those steps (they would need the constant). Freeing while preparing, not
   // after, keeps a model's weights from being resident twice (as loaded and as packed) even at
   // the load peak.
-  ExecutionPlan(Graph& graph, const std::vector<const Backend*>& backends, bool release_owned_constants);
+  // `disabled` names candidates to leave out (SessionOptions::disabled_kernels): "backend" for
+  // every kernel of a backend, "backend:kernel" for one kernel (KernelProfile::name).
+  ExecutionPlan(Graph& graph, const std::vector<const Backend*>& backends, bool release_owned_constants,
+                const std::vector<std::string>& disabled = {});
   const std::vector<PlanStep>& steps() const { return steps_; }
 
   // The step that writes v, or -1 for graph inputs and initializers.
@@ -46,7 +49,8 @@ class ExecutionPlan {
   std::size_t released_bytes() const { return released_bytes_; }
 
  private:
-  void prepare_steps(const Graph& graph, const std::vector<const Backend*>& backends, Graph* release_from);
+  void prepare_steps(const Graph& graph, const std::vector<const Backend*>& backends, Graph* release_from,
+                     const std::vector<std::string>& disabled);
   void release_if_owned(Graph& graph, std::size_t step, std::vector<int>& unowned_readers);
   void compute_lifetimes(const Graph& graph);
 
@@ -63,6 +67,11 @@ std::vector<const Backend*> registered_backends();
 // With SessionOptions::tuning: the registered backends plus algorithm alternatives only the
 // tuner chooses (oneDNN's direct convolution beside its Winograd/matmul heuristics).
 std::vector<const Backend*> tuning_backends();
+
+// SessionOptions::disabled_kernels and $WPK_DISABLE_KERNELS (comma-separated) together; throws
+// InvalidArgument for an entry whose backend part names no backend of `backends`.
+std::vector<std::string> resolve_disabled_kernels(const std::vector<std::string>& configured,
+                                                  const std::vector<const Backend*>& backends);
 
 // Why no backend runs `node`, or "" when one does.
 std::string why_unsupported(const Node& node, const Graph& graph);

@@ -92,6 +92,7 @@ Session::Session(Graph graph, SessionOptions options, const std::vector<const Ba
   impl_->threads = resolve_threads(options.threads);
   impl_->budget = std::make_unique<MemoryBudget>(resolve_memory_limit(options.memory_limit));
   impl_->limits = resolve_shape_limits(options, impl_->budget->limit());
+  const std::vector<std::string> disabled = resolve_disabled_kernels(options.disabled_kernels, backends);
   impl_->weight_bytes = initializer_bytes(graph);
   impl_->budget->reserve(impl_->weight_bytes, "the model's weights: ");
   log_openmp_wait_policy();
@@ -114,7 +115,7 @@ Session::Session(Graph graph, SessionOptions options, const std::vector<const Ba
   {
     OmpThreadScope scope(impl_->threads);  // backends may size their kernels to the thread count
     // Tuning compares candidates against the reference, which needs the weights as loaded.
-    impl_->plan = std::make_unique<ExecutionPlan>(impl_->graph, backends, !options.tuning);
+    impl_->plan = std::make_unique<ExecutionPlan>(impl_->graph, backends, !options.tuning, disabled);
   }
   logger().debug("freed {:.1f} MiB of weights that kernels keep packed",
                  static_cast<double>(impl_->plan->released_bytes()) / (1 << 20));

@@ -8,6 +8,7 @@
 #include "core/float_values.hpp"
 #include "runtime/cache_key.hpp"
 #include "runtime/logging.hpp"
+#include "runtime/workload.hpp"
 
 namespace wpk {
 namespace {
@@ -69,14 +70,35 @@ std::string Tuner::key_for(const PlanStep& step, const Node& node, const std::ve
   return key + ";" + environment_key();
 }
 
+int Tuner::predicted_best(std::size_t s, const std::vector<const Tensor*>& inputs) const {
+  const PlanStep& step = plan_.steps()[s];
+  if (step.candidates.size() < 2) return 0;
+  const search::Workload work = estimate_workload(graph_.nodes()[step.node_index], inputs);
+  const search::Machine machine{threads_};
+  int best = -1;
+  double best_seconds = 0;
+  for (std::size_t c = 0; c < step.candidates.size(); ++c) {
+    const Kernel& kernel = *step.candidates[c].kernel;
+    if (!kernel.runs(inputs)) continue;
+    const KernelProfile p = kernel.profile();
+    const double seconds = search::predict_seconds(work, {p.vector_bits, p.efficiency}, machine);
+    if (best < 0 || seconds < best_seconds) {  // ties: the earlier registered backend
+      best = static_cast<int>(c);
+      best_seconds = seconds;
+    }
+  }
+  return best < 0 ? 0 : best;
+}
+
 int Tuner::choose(std::size_t s, const std::vector<const Tensor*>& inputs) const {
   const PlanStep& step = plan_.steps()[s];
-  if (!db_ || step.candidates.size() < 2) return 0;
+  if (!db_ || step.candidates.size() < 2) return predicted_best(s, inputs);
   const Node& node = graph_.nodes()[step.node_index];
   const std::string key = key_for(step, node, inputs);
   if (auto winner = db_->lookup(key)) {
     for (std::size_t c = 0; c < step.candidates.size(); ++c)
-      if (step.candidates[c].backend->name() == *winner) return static_cast<int>(c);
+      if (step.candidates[c].backend->name() == *winner && step.candidates[c].kernel->runs(inputs))
+        return static_cast<int>(c);
   }
   return measure(s, inputs, key);
 }
@@ -94,6 +116,7 @@ int Tuner::measure(std::size_t s, const std::vector<const Tensor*>& inputs, cons
   std::vector<double> median_us(n, -1);
   for (std::size_t c = 0; c < n; ++c) {
     const Kernel& kernel = *step.candidates[c].kernel;
+    if (!kernel.runs(inputs)) continue;
     g_measurements.fetch_add(1);
     try {
       double spent = time_once(kernel, node, inputs, outputs[c]);  // warm-up: caches, lazy compiles
@@ -123,7 +146,7 @@ int Tuner::measure(std::size_t s, const std::vector<const Tensor*>& inputs, cons
     }
     if (best < 0 || median_us[c] < median_us[static_cast<std::size_t>(best)]) best = static_cast<int>(c);
   }
-  if (best < 0) return 0;  // nothing ran correctly: the default reports the error when it runs
+  if (best < 0) return predicted_best(s, inputs);  // nothing ran correctly: that one reports the error
   const std::string& winner = step.candidates[static_cast<std::size_t>(best)].backend->name();
   logger().debug("{}tuning: {} wins ({:.1f} us)", node_label(node), winner, median_us[static_cast<std::size_t>(best)]);
   db_->store(key, winner, median_us[static_cast<std::size_t>(best)], op_summary(node, inputs));

@@ -1,7 +1,7 @@
 #pragma once
 // Tuner: picks, per step and input-shape signature, which backend's kernel runs a node.
-// With tuning off, or one candidate, the default (the first registered backend that supports
-// the node). With tuning on: the tuning database's choice when it has one; otherwise each
+// With tuning off, or one candidate, the cost model's choice (search/cost_model.hpp) among the
+// candidates that run these inputs (Kernel::runs), ties to the first registered. With tuning on: the tuning database's choice when it has one; otherwise each
 // candidate runs on the node's real inputs (one warm-up, then timed repetitions, median), a
 // candidate whose outputs differ from the reference backend's beyond tolerance is rejected, the
 // fastest remaining one wins and is stored. Thread-safe (the database is; the rest is const).
@@ -22,6 +22,7 @@ class Tuner {
   int choose(std::size_t step, const std::vector<const Tensor*>& inputs) const;
 
  private:
+  int predicted_best(std::size_t step, const std::vector<const Tensor*>& inputs) const;
   int measure(std::size_t step, const std::vector<const Tensor*>& inputs, const std::string& key) const;
   std::string key_for(const PlanStep& step, const Node& node, const std::vector<const Tensor*>& inputs) const;
 

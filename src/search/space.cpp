@@ -72,6 +72,7 @@ std::optional<Point> Space::parse(const std::string& text) const {
   Point p;
   std::size_t pos = 0;
   for (const Knob& k : knobs_) {
+    if (pos > text.size()) return std::nullopt;  // fewer items than knobs
     const std::size_t end = std::min(text.find(',', pos), text.size());
     const std::string item = text.substr(pos, end - pos);
     const std::size_t eq = item.find('=');

@@ -150,7 +150,9 @@ std::string OpCase::check(const Backend& backend, double rtol, double atol) cons
 
   auto guard = std::make_shared<GuardedAllocator>();
   KernelContext actual_ctx(n, ptrs, [guard](DType d, const Shape& s) { return guard->allocate(d, s); });
-  backend.prepare(n, g)->run(actual_ctx);
+  const auto kernel = backend.prepare(n, g);
+  if (!kernel->runs(ptrs)) return backend.name() + "'s kernel declines the inputs of " + describe() + " (Kernel::runs)";
+  kernel->run(actual_ctx);
   if (!guard->intact(actual_ctx.outputs())) return describe() + ": wrote outside its output";
   const std::string diff = compare_allclose(actual_ctx.outputs()[0], expected_ctx.outputs()[0], rtol, atol);
   return diff.empty() ? "" : describe() + ": " + diff;

@@ -27,7 +27,8 @@ class OpCase {
   OpCase& activation(const std::string& kind);
   OpCase& seed(unsigned s);
   // Runs on `backend` and on the reference; "" when outputs match within rtol/atol, else why.
-  // The case must be supported by `backend` (a case it declines is reported as a failure).
+  // The case must be supported by `backend`, and its kernel must run these inputs (a case it
+  // declines either way is reported as a failure).
   std::string check(const Backend& backend, double rtol = 1e-4, double atol = 1e-5) const;
   std::string describe() const;
 

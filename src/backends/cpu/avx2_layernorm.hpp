@@ -1,6 +1,5 @@
 #pragma once
-// wpk's own LayerNormalization over the last axis for CPUs with AVX2 and FMA but no AVX-512 (the
-// rule of the other AVX2 kernels). oneDNN 2.6's layer normalization took ~35 us for BERT-base's
+// wpk's own LayerNormalization over the last axis for CPUs with AVX2 and FMA. oneDNN 2.6's layer normalization took ~35 us for BERT-base's
 // 128 x 768 rows on two Zen 3 cores, a few times what the rows' traffic needs; this kernel keeps
 // each row in L1 for its three passes: the mean, the variance around it, then y = (x - mean) /
 // sqrt(var + epsilon) * scale + bias; sums in double over float sums of 64 (long rows lose
@@ -10,6 +9,7 @@
 
 namespace wpk::cpu {
 
+// True when this CPU runs the kernel (AVX2 and FMA).
 bool avx2_layernorm_available();
 
 // y[r, :] = layer-normalized x[r, :] for rows r < rows of `cols` floats each (contiguous), in

@@ -111,7 +111,7 @@ dnnl::memory::desc interleaved_desc(const Shape& logical) {
   return dnnl::memory::desc(Dims(logical.begin(), logical.end()), dnnl::memory::data_type::f32, Dims{s * h * d, d, h * d, 1});
 }
 
-class AttentionKernel : public Kernel {
+class AttentionKernel : public OneDnnKernel {
  public:
   AttentionKernel(float scale, std::array<bool, 4> interleaved) : scale_(scale), interleaved_(interleaved) {}
 

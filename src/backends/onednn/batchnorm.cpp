@@ -11,7 +11,7 @@ struct BatchNormPlan {
   dnnl::memory::desc x;
 };
 
-class BatchNormKernel : public Kernel {
+class BatchNormKernel : public OneDnnKernel {
  public:
   BatchNormKernel(const Node& node, std::vector<Tensor> params)
       : params_(std::move(params)), epsilon_(node.attr_float("epsilon", 1e-5f)),
@@ -67,19 +67,6 @@ std::string batchnorm_unsupported(const Node& node, const Graph& graph) {
   const ValueInfo& x = graph.value(node.inputs[0]);
   if (x.dtype != DType::Float32 || !x.dims || x.dims->size() != 4) return "input is not a known 4-D float32 tensor";
   return batchnorm_params_unsupported(node, graph, 1);
-}
-
-std::string batchnorm_params_unsupported(const Node& node, const Graph& graph, std::size_t first) {
-  const std::string act = node.attr_string("activation", "");
-  if (!act.empty() && act != "Relu") return "activation " + act;
-  std::int64_t c = -1;
-  for (std::size_t i = first; i < first + 4; ++i) {
-    const Tensor* t = graph.initializer(node.inputs[i]);
-    if (!t || t->dtype() != DType::Float32 || t->rank() != 1 || (c >= 0 && t->numel() != c))
-      return "parameters are not constant float32 vectors of one length";
-    c = t->numel();
-  }
-  return "";
 }
 
 std::unique_ptr<Kernel> make_batchnorm(const Node& node, const Graph& graph) {

@@ -1,12 +1,10 @@
 // Add, Sub, Mul and Div of two float32 tensors on oneDNN's binary primitive, with
 // numpy broadcasting where oneDNN has it: the first operand (after swapping a commutative op)
 // must already have the output's shape, the second may be 1 along any dim (EfficientNet's
-// squeeze-excite scaling, bias-like adds); an operand spanning only trailing dims runs on
-// wpk's own loop (row_broadcast.hpp). Other shapes run on the reference kernel the backend
+// squeeze-excite scaling, bias-like adds). Other shapes run on the reference kernel the backend
 // keeps as a fallback. The memory planner may alias the output with a same-sized
 // operand: every element is read at the index it is written, so that is safe.
 #include "backends/onednn/onednn_kernels.hpp"
-#include "backends/cpu/row_broadcast.hpp"
 #include "backends/reference/common.hpp"
 #include "backends/reference/reference_backend.hpp"
 
@@ -16,46 +14,16 @@ namespace {
 struct BinaryPlan {
   bool supported = false;
   bool swapped = false;  // the operands exchange places (commutative ops only)
-  // Set when the second operand spans only the output's trailing `inner` elements: then
-  // row_broadcast runs instead of the primitive (which is not created).
-  std::int64_t rows = 0, inner = 0;
   dnnl::binary primitive;
   dnnl::memory::desc src0, src1;
   Shape y_shape;
 };
 
-RowOp op_of(const std::string& op_type) {
-  if (op_type == "Add") return RowOp::Add;
-  if (op_type == "Sub") return RowOp::Sub;
-  if (op_type == "Mul") return RowOp::Mul;
-  return RowOp::Div;
-}
-
-dnnl::algorithm algorithm_of(RowOp op) {
-  switch (op) {
-    case RowOp::Add: return dnnl::algorithm::binary_add;
-    case RowOp::Sub: return dnnl::algorithm::binary_sub;
-    case RowOp::Mul: return dnnl::algorithm::binary_mul;
-    case RowOp::Div: break;
-  }
+dnnl::algorithm algorithm_of(const std::string& op_type) {
+  if (op_type == "Add") return dnnl::algorithm::binary_add;
+  if (op_type == "Sub") return dnnl::algorithm::binary_sub;
+  if (op_type == "Mul") return dnnl::algorithm::binary_mul;
   return dnnl::algorithm::binary_div;
-}
-
-// Rows of 16 or more floats: shorter ones (a scalar, a few channels) stay on oneDNN.
-constexpr std::int64_t kMinRowBroadcastInner = 16;
-
-// The trailing elements `second` spans when it equals `full` along its last dims and is 1
-// before them, with at least one such 1 against a longer dim; 0 otherwise.
-std::int64_t trailing_span(const Dims& full, const Dims& second) {
-  std::size_t k = full.size();
-  std::int64_t inner = 1;
-  while (k > 0 && second[k - 1] == full[k - 1]) inner *= full[--k];
-  bool broadcasts = false;
-  for (std::size_t i = 0; i < k; ++i) {
-    if (second[i] != 1) return 0;
-    broadcasts = broadcasts || full[i] > 1;
-  }
-  return broadcasts ? inner : 0;
 }
 
 Dims aligned(const Shape& s, std::size_t rank) {
@@ -64,11 +32,11 @@ Dims aligned(const Shape& s, std::size_t rank) {
   return d;
 }
 
-class BinaryKernel : public Kernel {
+class BinaryKernel : public OneDnnKernel {
  public:
   BinaryKernel(const Node& node, std::unique_ptr<Kernel> fallback)
-      : op_(op_of(node.op_type)),
-        commutative_(op_ == RowOp::Add || op_ == RowOp::Mul),
+      : algorithm_(algorithm_of(node.op_type)),
+        commutative_(node.op_type == "Add" || node.op_type == "Mul"),
         fallback_(std::move(fallback)) {}
 
   void run(KernelContext& ctx) const override {
@@ -81,11 +49,6 @@ class BinaryKernel : public Kernel {
       Tensor& y = ctx.allocate_output(0, DType::Float32, plan->y_shape);
       const Tensor& first = plan->swapped ? b : a;
       const Tensor& second = plan->swapped ? a : b;
-      if (plan->inner) {
-        ctx.note_variant("rows");
-        row_broadcast(op_, first.data<float>(), second.data<float>(), y.data<float>(), plan->rows, plan->inner);
-        return;
-      }
       execute(plan->primitive, {{DNNL_ARG_SRC_0, wrap_arg(plan->primitive, DNNL_ARG_SRC_0, plan->src0, first)},
                                 {DNNL_ARG_SRC_1, wrap_arg(plan->primitive, DNNL_ARG_SRC_1, plan->src1, second)},
                                 {DNNL_ARG_DST, wrap_arg(plan->primitive, DNNL_ARG_DST, plan->src0, y)}});
@@ -107,20 +70,14 @@ class BinaryKernel : public Kernel {
     }
     plan.y_shape = y;
     plan.supported = true;
-    const std::int64_t inner = trailing_span(full, second);
-    if (inner >= kMinRowBroadcastInner) {
-      plan.inner = inner;
-      plan.rows = shape_numel(y) / inner;
-      return plan;
-    }
     plan.src0 = f32_desc(full, plain_tag(rank));
     plan.src1 = f32_desc(second, plain_tag(rank));
-    dnnl::binary::desc desc(algorithm_of(op_), plan.src0, plan.src1, plan.src0);
+    dnnl::binary::desc desc(algorithm_, plan.src0, plan.src1, plan.src0);
     plan.primitive = dnnl::binary(dnnl::binary::primitive_desc(desc, make_attr(), engine()));
     return plan;
   }
 
-  RowOp op_;
+  dnnl::algorithm algorithm_;
   bool commutative_;
   std::unique_ptr<Kernel> fallback_;
   ShapeCache<BinaryPlan> cache_;

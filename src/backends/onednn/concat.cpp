@@ -17,7 +17,7 @@ struct ConcatPlan {
   Shape y_shape;
 };
 
-class ConcatKernel : public Kernel {
+class ConcatKernel : public OneDnnKernel {
  public:
   ConcatKernel(const Node& node, std::unique_ptr<Kernel> fallback)
       : axis_(node.attr_int("axis", 0)), fallback_(std::move(fallback)) {}

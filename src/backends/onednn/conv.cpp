@@ -140,7 +140,7 @@ dnnl::memory::desc loaded_weights_desc(const Shape& ws, std::int64_t group, bool
   return f32_desc({group, ws[0] / group, ws[1], ws[2], ws[3]}, Tag::goihw);
 }
 
-class ConvKernel : public Kernel {
+class ConvKernel : public OneDnnKernel {
  public:
   ConvKernel(const Node& node, const Tensor& w, Tensor b, ConvAlgorithms algorithms)
       : pointwise_(algorithms == ConvAlgorithms::Heuristic && is_pointwise_nhwc(node, w.shape())),

@@ -39,7 +39,7 @@ struct EltwisePlan {
   dnnl::memory::desc x;
 };
 
-class EltwiseKernel : public Kernel {
+class EltwiseKernel : public OneDnnKernel {
  public:
   explicit EltwiseKernel(EltwiseOp op) : op_(op) {}
 

@@ -58,7 +58,7 @@ dnnl::memory::desc loaded_b_desc(const Shape& b, bool transposed) {
   return transposed ? f32_desc({b[1], b[0]}, Tag::ba) : f32_desc({b[0], b[1]}, Tag::ab);
 }
 
-class MatMulKernel : public Kernel {
+class MatMulKernel : public OneDnnKernel {
  public:
   // `b` empty = variable B (input 1). `transposed_b`: B is stored [N, K] (Gemm transB=1).
   // `fallback` (the reference kernel) runs variable-B products oneDNN's matmul has no form for

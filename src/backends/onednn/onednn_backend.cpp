@@ -6,7 +6,7 @@
 namespace wpk::onednn {
 namespace {
 
-enum class Family { None, Conv, MatMul, Pool, Transpose, Attention, LayerNorm, Binary, BatchNorm, Eltwise, Softmax, Concat, ConcatBatchNorm };
+enum class Family { None, Conv, MatMul, Pool, Transpose, Attention, LayerNorm, Binary, BatchNorm, Eltwise, Softmax, Concat };
 
 Family family_of(const Node& node) {
   const bool onnx = node.domain.empty() || node.domain == "ai.onnx";
@@ -27,7 +27,6 @@ Family family_of(const Node& node) {
   if (is_eltwise(node)) return Family::Eltwise;
   if (onnx && node.op_type == "Softmax") return Family::Softmax;
   if (onnx && node.op_type == "Concat") return Family::Concat;
-  if (wpk_op && node.op_type == "ConcatBatchNorm") return Family::ConcatBatchNorm;
   return Family::None;
 }
 
@@ -75,7 +74,6 @@ std::string OneDnnBackend::why_unsupported(const Node& node, const Graph& graph)
     case Family::Eltwise: return eltwise_unsupported(node, graph);
     case Family::Softmax: return softmax_unsupported(node, graph);
     case Family::Concat: return concat_unsupported(node, graph);
-    case Family::ConcatBatchNorm: return concat_batchnorm_unsupported(node, graph);
     case Family::None: break;
   }
   return "oneDNN backend does not run " + node.op_type;
@@ -105,7 +103,6 @@ std::unique_ptr<Kernel> OneDnnBackend::prepare(const Node& node, const Graph& gr
     case Family::Eltwise: return make_eltwise(node, graph);
     case Family::Softmax: return make_softmax(node, graph);
     case Family::Concat: return make_concat(node, graph);
-    case Family::ConcatBatchNorm: return make_concat_batchnorm(node, graph);
     case Family::None: break;
   }
   throw Error(ErrorCode::Internal, node_label(node) + "no oneDNN kernel");

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <mutex>
 
+#include "core/cpu_features.hpp"
 #include "core/page_memory.hpp"
 
 #include <omp.h>
@@ -261,6 +262,11 @@ int stream_weights_block(const dnnl::memory::desc& weights, std::int64_t oc, std
   for (const auto& [block, tag] : blocked)
     if (weights == dnnl::memory::desc({oc, ic, kh, kw}, dnnl::memory::data_type::f32, tag)) return block;
   return 0;
+}
+
+KernelProfile OneDnnKernel::profile() const {
+  const CpuFeatures& cpu = cpu_features();
+  return {"", cpu.avx512_core() ? 512 : cpu.avx2_fma() ? 256 : 128, 0.5};
 }
 
 }  // namespace wpk::onednn

@@ -16,6 +16,13 @@
 namespace wpk::onednn {
 
 using Tag = dnnl::memory::format_tag;
+
+// Every oneDNN kernel: its library's vectors are the widest this CPU has (oneDNN dispatches on
+// the ISA itself), which is what the cost model needs to know of it.
+class OneDnnKernel : public Kernel {
+ public:
+  KernelProfile profile() const override;
+};
 using Dims = dnnl::memory::dims;
 
 dnnl::engine& engine();

@@ -4,6 +4,7 @@
 #include <optional>
 
 #include "backends/onednn/onednn_common.hpp"
+#include "backends/op_support.hpp"
 #include "backends/cpu/stream_conv.hpp"
 
 namespace wpk::onednn {
@@ -65,10 +66,6 @@ Tag plain_tag(std::size_t rank);
 
 std::string batchnorm_unsupported(const Node& node, const Graph& graph);  // batchnorm.cpp
 std::unique_ptr<Kernel> make_batchnorm(const Node& node, const Graph& graph);
-// Why the activation or the four parameters (scale, B, mean, var from input `first` on) of a
-// BatchNorm-like com.wpk node keep it off oneDNN: "" when they are Relu-or-none and constant
-// float32 vectors of one length.
-std::string batchnorm_params_unsupported(const Node& node, const Graph& graph, std::size_t first);
 
 bool is_eltwise(const Node& node);  // eltwise.cpp
 std::string eltwise_unsupported(const Node& node, const Graph& graph);
@@ -79,9 +76,6 @@ std::unique_ptr<Kernel> make_softmax(const Node& node, const Graph& graph);
 
 std::string concat_unsupported(const Node& node, const Graph& graph);  // concat.cpp
 std::unique_ptr<Kernel> make_concat(const Node& node, const Graph& graph);
-
-std::string concat_batchnorm_unsupported(const Node& node, const Graph& graph);  // concat_batchnorm.cpp
-std::unique_ptr<Kernel> make_concat_batchnorm(const Node& node, const Graph& graph);
 
 std::string pool_unsupported(const Node& node, const Graph& graph);  // pool.cpp
 std::unique_ptr<Kernel> make_pool(const Node& node, const Graph& graph);

@@ -1,9 +1,7 @@
 // MaxPool, AveragePool and GlobalAveragePool on oneDNN: 2-D, float32, NCHW or NHWC
-// (channels_last, set by the layout pass). NHWC max pooling runs wpk's own loop
-// (max_pool_nhwc.hpp) unless a window lies wholly in the padding.
+// (channels_last, set by the layout pass).
 #include <algorithm>
 
-#include "backends/cpu/max_pool_nhwc.hpp"
 #include "backends/onednn/onednn_kernels.hpp"
 #include "backends/reference/conv_pool.hpp"
 
@@ -11,14 +9,12 @@ namespace wpk::onednn {
 namespace {
 
 struct PoolPlan {
-  bool own_max = false;  // max_pool_nhwc instead of the primitive, which is then not created
-  MaxPoolShape max_shape;
   dnnl::pooling_forward primitive;
   dnnl::memory::desc src, dst;
   Shape y_shape;
 };
 
-class PoolKernel : public Kernel {
+class PoolKernel : public OneDnnKernel {
  public:
   explicit PoolKernel(const Node& node)
       : global_(node.op_type == "GlobalAveragePool"), max_(node.op_type == "MaxPool"),
@@ -30,10 +26,6 @@ class PoolKernel : public Kernel {
       const Tensor& x = image_input(ctx);
       auto plan = cache_.get(shape_key({&x.shape()}), [&] { return build(ctx, x.shape()); });
       Tensor& y = ctx.allocate_output(0, DType::Float32, plan->y_shape);
-      if (plan->own_max) {
-        ctx.note_variant("rows");
-        return max_pool_nhwc(plan->max_shape, x.data<float>(), y.data<float>());
-      }
       execute(plan->primitive, {{DNNL_ARG_SRC, wrap_arg(plan->primitive, DNNL_ARG_SRC, plan->src, x)},
                                 {DNNL_ARG_DST, wrap_arg(plan->primitive, DNNL_ARG_DST, plan->dst, y)}});
     });
@@ -59,12 +51,6 @@ class PoolKernel : public Kernel {
     const Tag tag = channels_last_ ? Tag::nhwc : Tag::nchw;
     PoolPlan plan;
     plan.y_shape = channels_last_ ? Shape{nchw[0], out[0], out[1], nchw[1]} : Shape{nchw[0], nchw[1], out[0], out[1]};
-    if (max_ && channels_last_ && !global_) {
-      plan.max_shape = {nchw[0], nchw[2], nchw[3], nchw[1], out[0], out[1],
-                        kernel[0], kernel[1], strides[0], strides[1], pad_l[0], pad_l[1]};
-      plan.own_max = max_pool_nhwc_covers(plan.max_shape);
-      if (plan.own_max) return plan;
-    }
     plan.src = f32_desc({nchw[0], nchw[1], nchw[2], nchw[3]}, tag);
     plan.dst = f32_desc({nchw[0], nchw[1], out[0], out[1]}, tag);
     const auto algo = max_ ? dnnl::algorithm::pooling_max

@@ -12,7 +12,7 @@ struct SoftmaxPlan {
   dnnl::memory::desc x;
 };
 
-class SoftmaxKernel : public Kernel {
+class SoftmaxKernel : public OneDnnKernel {
  public:
   SoftmaxKernel(const Node& node, std::int64_t opset, std::unique_ptr<Kernel> fallback)
       : axis_(node.attr_int("axis", opset >= 13 ? -1 : 1)), fallback_(std::move(fallback)) {}

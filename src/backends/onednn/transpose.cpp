@@ -12,7 +12,7 @@ struct TransposePlan {
   Shape y_shape;
 };
 
-class TransposeKernel : public Kernel {
+class TransposeKernel : public OneDnnKernel {
  public:
   explicit TransposeKernel(std::vector<std::int64_t> perm) : perm_(std::move(perm)) {}
 

@@ -5,17 +5,11 @@
 // y = x * a + b (a = scale / sqrt(var + epsilon), b = B - mean * a) is computed once, at prepare.
 #include <cmath>
 
-#include "backends/onednn/onednn_kernels.hpp"
+#include "backends/cpu/cpu_kernels.hpp"
+#include "backends/op_support.hpp"
 
-namespace wpk::onednn {
+namespace wpk::cpu {
 namespace {
-
-// x86-64 builds carry AVX-512 and AVX2 copies of the loops, picked by the CPU at load.
-#if defined(__x86_64__) && defined(__GNUC__)
-#define WPK_CPU_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define WPK_CPU_CLONES
-#endif
 
 // y[i] = act(x[i] * a[i] + b[i]) for one run of channels.
 WPK_CPU_CLONES void affine_row(const float* x, const float* a, const float* b, float* y, std::int64_t n, bool relu) {
@@ -59,6 +53,8 @@ class ConcatBatchNormKernel : public Kernel {
       b_[i] = static_cast<float>(bias.data<float>()[i] - mean.data<float>()[i] * a);
     }
   }
+
+  KernelProfile profile() const override { return {"f32_concat_batchnorm", clones_vector_bits(), 0.5}; }
 
   void run(KernelContext& ctx) const override {
     const int axis = channels_last_ ? 3 : 1;
@@ -130,4 +126,4 @@ std::unique_ptr<Kernel> make_concat_batchnorm(const Node& node, const Graph& gra
   return std::make_unique<ConcatBatchNormKernel>(node, graph);
 }
 
-}  // namespace wpk::onednn
+}  // namespace wpk::cpu

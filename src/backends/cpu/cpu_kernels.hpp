@@ -1,0 +1,36 @@
+#pragma once
+// The cpu backend's op families (cpu_backend.cpp dispatches to them): each says why it cannot
+// run a node ("" = it can) and builds the kernel. The kernels' own code lives beside them
+// (avx2_layernorm.hpp, max_pool_nhwc.hpp, row_broadcast.hpp, ...).
+#include <memory>
+#include <string>
+
+#include "backends/kernel.hpp"
+
+namespace wpk::cpu {
+
+// x86-64 builds carry AVX-512 and AVX2 copies of a loop, picked by the CPU at load.
+#if defined(__x86_64__) && defined(__GNUC__)
+#define WPK_CPU_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define WPK_CPU_CLONES
+#endif
+// The vectors the WPK_CPU_CLONES copy this CPU runs uses.
+int clones_vector_bits();
+
+// Fails naming the node when a run-time tensor is not float32.
+void require_f32(const KernelContext& ctx, const Tensor& t, const char* what);
+
+std::string concat_batchnorm_unsupported(const Node& node, const Graph& graph);  // concat_batchnorm.cpp
+std::unique_ptr<Kernel> make_concat_batchnorm(const Node& node, const Graph& graph);
+
+std::string layernorm_unsupported(const Node& node, const Graph& graph);  // layernorm_kernel.cpp
+std::unique_ptr<Kernel> make_layernorm(const Node& node, const Graph& graph);
+
+std::string max_pool_unsupported(const Node& node, const Graph& graph);  // max_pool_kernel.cpp
+std::unique_ptr<Kernel> make_max_pool(const Node& node, const Graph& graph);
+
+std::string row_broadcast_unsupported(const Node& node, const Graph& graph);  // row_broadcast_kernel.cpp
+std::unique_ptr<Kernel> make_row_broadcast(const Node& node, const Graph& graph);
+
+}  // namespace wpk::cpu

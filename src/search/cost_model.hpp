@@ -1,0 +1,33 @@
+#pragma once
+// The analytic cost model: how long a kernel should take on a workload, from the work (FLOPs
+// and bytes moved) and how the kernel computes (vector width, the share of peak it sustains),
+// on a nominal machine. It ranks a node's candidates before any is measured: without tuning it
+// alone picks which one runs; with tuning it orders what the search tries first. Absolute
+// values are rough; only comparisons between candidates of one workload mean anything.
+//
+// Compute and memory time add up: the kernels wpk runs overlap them only in part, and the sum
+// keeps the vector width visible on memory-bound ops, where two kernels differ mostly in it.
+namespace wpk::search {
+
+struct Workload {
+  double flops = 0;  // arithmetic operations (a fused multiply-add counts 2)
+  double bytes = 0;  // bytes read and written from memory
+};
+
+struct KernelTraits {
+  int vector_bits = 32;      // the widest vectors its inner loops use
+  double efficiency = 0.25;  // the share of those vectors' peak it sustains where compute-bound
+};
+
+struct Machine {
+  int threads = 1;
+  // Per thread, nominal: two FMA pipes at ~3 GHz per 32-bit lane, and a share of the memory
+  // bandwidth. Refined from tuning records later; the ranking rarely depends on them.
+  double flops_per_lane = 12e9;
+  double bytes_per_second = 10e9;
+};
+
+// Predicted seconds.
+double predict_seconds(const Workload& w, const KernelTraits& k, const Machine& m);
+
+}  // namespace wpk::search
