@@ -17,8 +17,9 @@ cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=
   -DWPK_BUILD_TESTS=OFF > build-fuzz.cmake.log 2>&1 || { cat build-fuzz.cmake.log; exit 1; }
 cmake --build build-fuzz -j2 --target $(printf 'wpk_%s_fuzz ' "${targets[@]}")
 
-# Seeds: the inputs fuzzing once failed on, and ONNX node tests (models and tensor files from
-# libonnx-testdata) covering the ops that build shapes from data, convs, products and norms.
+# Seeds: the inputs fuzzing once failed on, small models with constant weights that the oneDNN
+# and cpu backends prepare kernels for (scripts/make_fuzz_seeds.py), and ONNX node tests (models
+# and tensor files from libonnx-testdata) covering the ops that build shapes from data.
 node_tests=/usr/share/libonnx-testdata/data/node
 import_seeds=(reshape_extended_dims reshape_negative_dim expand_dim_changed constantofshape_int_zeros tile
   range_float_type_positive_delta_expanded resize_upsample_sizes_nearest constant_pad edge_pad slice concat_1d_axis_0
@@ -28,7 +29,7 @@ import_seeds=(reshape_extended_dims reshape_negative_dim expand_dim_changed cons
   transpose_all_permutations_0 reduce_mean_keepdims_example lrn instancenorm_example)
 seeds_for() {
   case "$1" in
-    import) echo tests/fuzz/regressions; for s in "${import_seeds[@]}"; do [ -d "$node_tests/test_$s" ] && echo "$node_tests/test_$s"; done ;;
+    import) echo tests/fuzz/regressions tests/fuzz/seeds/import; for s in "${import_seeds[@]}"; do [ -d "$node_tests/test_$s" ] && echo "$node_tests/test_$s"; done ;;
     tensor) for s in add cast_FLOAT_to_FLOAT16 gather_1 reshape_extended_dims; do echo "$node_tests/test_$s/test_data_set_0"; done ;;
     cache) echo tests/fuzz/seeds/cache ;;
   esac

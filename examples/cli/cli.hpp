@@ -43,5 +43,8 @@ double idle_cpu_ms(int sleep_ms);
 int cmd_run(const Args& args);
 int cmd_bench(const Args& args);
 int cmd_info(const Args& args);
+int cmd_tune(const Args& args);
+// wpk cache ls|clear|prune [--dir DIR] (cmd_cache.cpp): parses its own arguments from argv[2].
+int cmd_cache(int argc, char** argv);
 
 }  // namespace wpk::cli

@@ -6,7 +6,9 @@
 // compiling and packing for them.
 // Load (file to first-run-ready session), warm-up runs, then K timed runs. --profile prints a
 // per-node table, --trace writes the timed runs as a Chrome trace; both time every step, which
-// the plain timings do not. --tune turns tuning on (SessionOptions::tuning). --idle sleeps MS
+// the plain timings do not. --tune turns tuning at load on (SessionOptions::tuning) for the
+// benchmarked sizes (fixed at load). --json adds the configurations this process measured, the
+// kernels it compiled and the nodes on tuned configurations. --idle sleeps MS
 // after the last run and reports the CPU time other threads (OpenMP workers) spent meanwhile.
 #include <sys/resource.h>
 
@@ -56,7 +58,8 @@ int cmd_bench(const Args& args) {
 
   const auto t0 = std::chrono::steady_clock::now();
   Graph graph = load(path);
-  if (args.has("--fix-dims")) options.fixed_dims = input_dim_sizes(graph, batch, dims);
+  // Tuning at load tunes the sizes fixed at load: --tune fixes the benchmarked ones.
+  if (args.has("--fix-dims") || args.has("--tune")) options.fixed_dims = input_dim_sizes(graph, batch, dims);
   Session session(std::move(graph), options);
   const double load_ms = ms_since(t0);
   const TensorMap inputs = make_random_inputs(session, batch, dims);
@@ -78,8 +81,11 @@ int cmd_bench(const Args& args) {
   if (args.has("--json")) {
     std::printf(
         "{\"model\": \"%s\", \"runtime\": \"wpk\", \"threads\": %d, \"batch\": %d, \"load_ms\": %.3f, \"median_ms\": %.3f, "
-        "\"p90_ms\": %.3f, \"min_ms\": %.3f, \"peak_rss_mb\": %.1f}\n",
-        json_escape(model).c_str(), threads, batch, load_ms, median, p90, times.front(), peak_rss_mb());
+        "\"p90_ms\": %.3f, \"min_ms\": %.3f, \"peak_rss_mb\": %.1f, \"measured_candidates\": %llu, "
+        "\"compiled_kernels\": %llu, \"tuned_nodes\": %d}\n",
+        json_escape(model).c_str(), threads, batch, load_ms, median, p90, times.front(), peak_rss_mb(),
+        static_cast<unsigned long long>(process_counters().measured_configurations),
+        static_cast<unsigned long long>(process_counters().compiled_kernels), session.tuned_nodes());
   } else {
     std::printf("model %s  batch %d  threads %d\n", model.c_str(), batch, threads);
     std::printf("load %.1f ms  median %.3f ms  p90 %.3f ms  min %.3f ms  (%d runs after %d warm-up)  peak RSS %.1f MB\n",

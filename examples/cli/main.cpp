@@ -2,6 +2,7 @@
 //   wpk run MODEL [--inputs DIR] [--outputs DIR]
 //   wpk bench MODEL [--threads N] [--batch B] [--iters K] [--json] [--profile] [--trace FILE] [--tune]
 //   wpk info MODEL [--optimized]
+//   wpk cache ls|clear|prune [--dir DIR]
 // Errors: one line on stderr and exit code 2.
 #include <cstdio>
 #include <cstring>
@@ -15,9 +16,12 @@ const char* kUsage =
     "  wpk bench MODEL [--threads N] [--batch B] [--iters K] [--warmup W] [--dim NAME=SIZE] [--json]\n"
     "                  [--fix-dims] [--profile] [--trace FILE.json] [--tune] [--idle MS] [--disable PASS,...]\n"
     "  wpk info MODEL [--optimized [--batch B] [--dim NAME=SIZE] [--disable PASS,...]]\n"
-    "  all three: [--disable-kernels BACKEND[:KERNEL],...]\n"
+    "  wpk tune MODEL [--algo ga|rl|random|grid] [--budget-seconds S] [--budget-trials N] [--seed K]\n"
+    "                 [--threads N] [--batch B] [--dim NAME=SIZE] [--iters K] [--disable PASS,...]\n"
+    "  all four: [--disable-kernels BACKEND[:KERNEL],...]\n"
     "  --disable switches optimizer passes off by name; `wpk info --optimized` lists them\n"
-    "  --disable-kernels leaves candidates out, as profiles name them: cpu, onednn, cpu:f32_maxpool_nhwc\n";
+    "  --disable-kernels leaves candidates out, as profiles name them: cpu, onednn, cpu:f32_maxpool_nhwc\n"
+    "  wpk cache ls|clear|prune [--dir DIR]  the tuning cache folder (default: where sessions put it)\n";
 }
 
 int main(int argc, char** argv) {
@@ -32,7 +36,12 @@ int main(int argc, char** argv) {
     if (cmd == "bench")
       return cmd_bench(parse_args(argc, argv, 2, {"--json", "--profile", "--tune", "--fix-dims"},
                                   {"--threads", "--batch", "--iters", "--warmup", "--dim", "--trace", "--idle", "--disable", "--disable-kernels"}));
+    if (cmd == "cache") return cmd_cache(argc, argv);
     if (cmd == "info") return cmd_info(parse_args(argc, argv, 2, {"--optimized"}, {"--batch", "--dim", "--disable", "--disable-kernels"}));
+    if (cmd == "tune")
+      return cmd_tune(parse_args(argc, argv, 2, {},
+                                 {"--algo", "--budget-seconds", "--budget-trials", "--seed", "--threads", "--batch", "--dim",
+                                  "--iters", "--disable", "--disable-kernels"}));
     std::fprintf(stderr, "wpk: unknown command '%s'\n%s", cmd.c_str(), kUsage);
     return 2;
   } catch (const wpk::Error& e) {

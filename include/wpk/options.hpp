@@ -2,6 +2,7 @@
 // Plain option structs with sensible defaults: an empty SessionOptions is the right choice for
 // most programs.
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -24,6 +25,15 @@ struct OptimizerOptions {
   std::int64_t folding_budget = std::int64_t(256) << 20;
 };
 
+// Where tuning at load stands (SessionOptions::on_tuning_progress), after each measured trial.
+struct TuningProgress {
+  int nodes_done = 0;       // nodes whose search has ended
+  int nodes_total = 0;      // nodes with more than one configuration to choose from
+  std::size_t trials = 0;   // configurations measured so far
+  double best_speedup = 1;  // the largest speed-up a node has found over its untuned choice
+  double seconds_left = 0;  // of SessionOptions::tuning_budget
+};
+
 struct SessionOptions {
   OptimizerOptions optimizer;
   // Symbolic input dims fixed at load, by name ({{"N", 8}}): kernels compile and weights pack
@@ -40,10 +50,26 @@ struct SessionOptions {
   bool plan_memory = true;
   // Every run() records per-step timings, read back with Session::last_profile().
   bool profile = false;
-  // The first run per input-shape signature times every backend that runs a node and keeps the
-  // fastest whose result matches the reference backend; choices persist in the tuning database.
-  // Off: each node runs on the first backend (in registration order) that supports it.
+  // Tuning at load: for the input shapes the model declares (symbolic dims as fixed_dims says,
+  // else 1), each node's configurations (candidate kernel x threads for the node) are searched
+  // and measured inside the model; a configuration whose result differs from the reference
+  // backend's is rejected; winners are stored as tuning records in the cache folder. Without it
+  // (and for other shapes) a node runs the record's winner when the cache folder has one, else
+  // the cost model's choice. run() never measures.
   bool tuning = false;
+  // Seconds tuning at load may take; past it, the nodes not yet searched keep the cost model's
+  // choice (a node's search is finished or not used, never half-applied). Must be > 0.
+  double tuning_budget = 600;
+  // The search strategy: "grid" (every configuration), "random", "ga" (genetic), "rl"
+  // (policy gradient); its seed; trials per node (0: the strategy's default, up to 64).
+  std::string tuning_algorithm = "ga";
+  std::uint64_t tuning_seed = 0;
+  std::size_t tuning_trials = 0;
+  // False: ignore the cache folder's tuning records (every node the cost model's choice, unless
+  // tuning measures it): a baseline to compare tuning with.
+  bool use_tuning_records = true;
+  // Called (on the loading thread) after each measured configuration.
+  std::function<void(const TuningProgress&)> on_tuning_progress;
   // Candidates to leave out: "backend" (every kernel of "cpu", "onednn", ...) or
   // "backend:kernel" (one kernel, as profiles name it: "cpu:f32_layernorm__avx2"). Added to the
   // comma-separated list in $WPK_DISABLE_KERNELS. A node no remaining candidate runs is an error.

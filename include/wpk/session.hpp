@@ -36,6 +36,13 @@ std::vector<UnsupportedNode> find_unsupported(const Graph& graph);
 
 class Backend;  // internal (src/backends/kernel.hpp)
 
+// What this process has done so far, over all its sessions (a warm load does neither).
+struct ProcessCounters {
+  std::uint64_t measured_configurations = 0;  // kernel configurations tuning timed
+  std::uint64_t compiled_kernels = 0;         // generated kernels compiled (none yet: wpk has no JIT)
+};
+ProcessCounters process_counters();
+
 // One executed step (a node, possibly a fused group) of one run.
 struct StepProfile {
   std::string node;
@@ -72,6 +79,17 @@ struct PlanSummary {
   std::size_t naive_bytes = 0;  // what one allocation per intermediate would take
 };
 
+// A node that tuning at load searched (SessionOptions::tuning), with what it found.
+struct TunedNode {
+  std::string node;
+  std::string op;       // as in StepProfile, with the input shapes: "Conv float32[1, 3, 224, 224] ..."
+  std::string untuned;  // the cost model's choice, as "backend[:kernel] threads=N"
+  std::string winner;   // the measured winner, in the same form
+  double untuned_us = 0;
+  double winner_us = 0;
+  std::size_t trials = 0;  // configurations measured
+};
+
 class Session {
  public:
   explicit Session(Graph graph, SessionOptions options = {});
@@ -86,6 +104,12 @@ class Session {
   TensorMap run(const TensorMap& inputs, RunProfile* profile) const;
   // With SessionOptions::profile: the profile of the most recent run() to finish.
   RunProfile last_profile() const;
+  // What tuning at load measured and chose, node by node (empty without tuning, or when the
+  // tuning records in the cache folder already had every answer).
+  std::vector<TunedNode> tuning_report() const;
+  // Nodes whose configuration came from measurement or a tuning record, not the cost model (a
+  // node counts once, whatever its shapes).
+  int tuned_nodes() const;
   // Steps, backends and memory plan (see PlanSummary).
   PlanSummary describe() const;
   // OpenMP threads each run uses (SessionOptions::threads resolved).
@@ -102,6 +126,7 @@ class Session {
   Session(Graph graph, SessionOptions options, const std::vector<const Backend*>& backends);
   friend struct SessionFactory;  // src/runtime/session_factory.hpp
   TensorMap run_checked(const TensorMap& inputs, RunProfile* profile) const;
+  void tune_at_load(double budget_seconds);
 
   struct Impl;
   std::unique_ptr<Impl> impl_;

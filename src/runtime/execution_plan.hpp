@@ -16,6 +16,13 @@ struct Candidate {
   std::unique_ptr<Kernel> kernel;
 };
 
+// What runs a step: which of its candidates, on how many of the run's threads (0: all of them;
+// fewer leave the others idle, never more).
+struct StepChoice {
+  int candidate = 0;
+  int threads = 0;
+};
+
 struct PlanStep {
   std::size_t node_index;
   std::vector<Candidate> candidates;   // never empty; [0] is the default choice

@@ -1,9 +1,12 @@
 #include "runtime/executor.hpp"
 
+#include <omp.h>
+
 #include <cstring>
 
 #include "runtime/arena_pool.hpp"
 #include "runtime/logging.hpp"
+#include "runtime/threads.hpp"
 
 namespace wpk {
 namespace {
@@ -16,7 +19,7 @@ double us_between(std::chrono::steady_clock::time_point a, std::chrono::steady_c
 
 Executor::Executor(const Graph& graph, const ExecutionPlan& plan, RunMemory memory)
     : graph_(graph), plan_(plan), memory_(std::move(memory)), slots_(graph.values().size()),
-      charged_(graph.values().size(), 0), choices_(plan.steps().size(), 0) {
+      charged_(graph.values().size(), 0), choices_(plan.steps().size()) {
   if (memory_.plan && memory_.plan->memory_planned && memory_.arena) {
     arena_base_ = static_cast<char*>(memory_.arena.get());
     arena_bytes_ = memory_.plan->arena_bytes;
@@ -41,7 +44,7 @@ void Executor::run(const TensorMap& inputs) {
   for (std::size_t s = 0; s < plan_.steps().size(); ++s) run_step(s);
 }
 
-int Executor::choose(std::size_t s, const std::vector<const Tensor*>& inputs) {
+StepChoice Executor::choose(std::size_t s, const std::vector<const Tensor*>& inputs) {
   if (!memory_.plan && chooser_) choices_[s] = chooser_(s, inputs);
   return choices_[s];
 }
@@ -113,7 +116,8 @@ void Executor::run_step(std::size_t s) {
     if (!init && slots_[static_cast<std::size_t>(v)].empty())
       throw Error(ErrorCode::Internal, node_label(node) + "input '" + graph_.value(v).name + "' was never computed");
   }
-  const Candidate& cand = step.candidates[static_cast<std::size_t>(choose(s, ins))];
+  const StepChoice choice = choose(s, ins);
+  const Candidate& cand = step.candidates[static_cast<std::size_t>(choice.candidate)];
   KernelContext ctx(node, ins);
   ctx.set_limits(memory_.limits);
   if (arena_base_ || memory_.recorder || memory_.poison_outputs || memory_.reservation)
@@ -121,7 +125,12 @@ void Executor::run_step(std::size_t s) {
 
   const auto t0 = profile_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
   try {
-    cand.kernel->run(ctx);
+    if (choice.threads > 0 && choice.threads < omp_get_max_threads()) {
+      const OmpThreadScope fewer(choice.threads);
+      cand.kernel->run(ctx);
+    } else {
+      cand.kernel->run(ctx);
+    }
   } catch (const Error&) {
     throw;
   } catch (const std::bad_alloc&) {

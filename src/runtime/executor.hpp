@@ -32,7 +32,7 @@ struct RunMemory {
 class Executor {
  public:
   // Picks the candidate for a step in a run without a plan (the default, or tuning).
-  using Chooser = std::function<int(std::size_t step, const std::vector<const Tensor*>& inputs)>;
+  using Chooser = std::function<StepChoice(std::size_t step, const std::vector<const Tensor*>& inputs)>;
 
   Executor(const Graph& graph, const ExecutionPlan& plan, RunMemory memory);
   void set_chooser(Chooser chooser) { chooser_ = std::move(chooser); }
@@ -43,11 +43,11 @@ class Executor {
   const Tensor& value(ValueId v) const { return slots_[static_cast<std::size_t>(v)]; }
   // True when `t` shares bytes with this run's arena (it must be copied before it is returned).
   bool in_arena(const Tensor& t) const;
-  const std::vector<int>& choices() const { return choices_; }
+  const std::vector<StepChoice>& choices() const { return choices_; }
 
  private:
   void run_step(std::size_t s);
-  int choose(std::size_t s, const std::vector<const Tensor*>& inputs);
+  StepChoice choose(std::size_t s, const std::vector<const Tensor*>& inputs);
   KernelContext::OutputAllocator allocator_for(const Node& node);
   void keep_output(const Node& node, std::size_t i, Tensor t);
 
@@ -58,7 +58,7 @@ class Executor {
   std::size_t arena_bytes_ = 0;
   std::vector<Tensor> slots_;
   std::vector<std::int64_t> charged_;  // bytes reserved for each value's heap tensor
-  std::vector<int> choices_;
+  std::vector<StepChoice> choices_;
   Chooser chooser_;
   RunProfile* profile_ = nullptr;
   std::chrono::steady_clock::time_point run_start_;

@@ -9,6 +9,7 @@
 #include <mutex>
 #include <vector>
 
+#include "runtime/execution_plan.hpp"
 #include "wpk/session.hpp"
 
 namespace wpk {
@@ -21,7 +22,7 @@ struct ValueSlot {
 };
 
 struct SignaturePlan {
-  std::vector<int> choice;  // per step: index into PlanStep::candidates
+  std::vector<StepChoice> choice;  // per step
   bool memory_planned = false;
   std::vector<ValueSlot> values;  // per ValueId (empty when !memory_planned)
   std::size_t arena_bytes = 0;

@@ -62,6 +62,38 @@ TensorMap collect_outputs(const Graph& g, const TensorMap& inputs, const Executo
   return out;
 }
 
+TuningSettings tuning_settings(const SessionOptions& o) {
+  if (!(o.tuning_budget > 0))
+    throw Error(ErrorCode::InvalidArgument, "SessionOptions::tuning_budget must be > 0 seconds, got " + std::to_string(o.tuning_budget));
+  TuningSettings t;
+  try {
+    t.algorithm = search::parse_algorithm(o.tuning_algorithm);
+  } catch (const std::invalid_argument&) {
+    throw Error(ErrorCode::InvalidArgument,
+                "SessionOptions::tuning_algorithm must be grid, random, ga or rl, got '" + o.tuning_algorithm + "'");
+  }
+  t.seed = o.tuning_seed;
+  t.trials_per_node = o.tuning_trials;
+  t.on_progress = o.on_tuning_progress;
+  return t;
+}
+
+// Inputs of the shapes the session declares (symbolic dims as 1), for tuning at load: floats
+// spread over [-1, 1] from a fixed sequence, everything else zero (a valid index for any table).
+TensorMap declared_inputs(const std::vector<ValueInfo>& inputs) {
+  TensorMap out;
+  for (const ValueInfo& in : inputs) {
+    Shape shape;
+    if (in.dims)
+      for (const Dim& d : *in.dims) shape.push_back(d.is_static() ? d.value : 1);
+    Tensor t = Tensor::zeros(in.dtype, shape);
+    if (in.dtype == DType::Float32)
+      for (std::int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = static_cast<float>((i * 7919) % 2001) / 1000.0f - 1.0f;
+    out[in.name] = std::move(t);
+  }
+  return out;
+}
+
 ShapeLimits resolve_shape_limits(const SessionOptions& o, std::int64_t memory_limit) {
   if (o.max_rank < 1) throw Error(ErrorCode::InvalidArgument, "SessionOptions::max_rank must be >= 1, got " + std::to_string(o.max_rank));
   if (o.max_tensor_elements < 1)
@@ -121,14 +153,40 @@ Session::Session(Graph graph, SessionOptions options, const std::vector<const Ba
                  static_cast<double>(impl_->plan->released_bytes()) / (1 << 20));
   impl_->arenas = ArenaPool::create(arena_poison_from_env());
   impl_->poison_outputs = poison_outputs_from_env();
-  if (options.tuning) impl_->tuning_db = std::make_unique<TuningDb>(resolve_cache_dir(options.cache_dir));
-  impl_->tuner = std::make_unique<Tuner>(g, *impl_->plan, impl_->tuning_db.get(), impl_->threads);
+  if (options.tuning)
+    impl_->tuning_db = std::make_unique<TuningDb>(resolve_cache_dir(options.cache_dir));
+  else if (options.use_tuning_records)
+    impl_->tuning_db = TuningDb::open_for_lookup(resolve_cache_dir(options.cache_dir));
+  impl_->tuner = std::make_unique<Tuner>(g, *impl_->plan, impl_->tuning_db.get(), impl_->threads, tuning_settings(options));
+  const bool tune = options.tuning;
+  const double budget = options.tuning_budget;
   impl_->options = std::move(options);
+  if (tune) tune_at_load(budget);
   logger().debug("session ready: {} nodes, {} steps, {} threads, {:.1f} ms", g.nodes().size(), impl_->plan->steps().size(),
                  impl_->threads, us_since(t0) / 1000);
 } catch (...) {
   rethrow_as_error("loading the session: ");
 }
+
+void Session::tune_at_load(double budget_seconds) {
+  const auto start = std::chrono::steady_clock::now();
+  impl_->tuner->start_measuring(start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                            std::chrono::duration<double>(budget_seconds)));
+  try {
+    run(declared_inputs(impl_->inputs));
+  } catch (const Error& e) {
+    // Declared shapes a run rejects (an input of unknown rank, say): the first real run of each
+    // shape then takes the records or the cost model's choice.
+    logger().warn("could not tune at load: {}", e.what());
+  }
+  impl_->tuner->stop_measuring();
+  logger().debug("tuned at load in {:.1f} ms: {} nodes measured", us_since(start) / 1000, impl_->tuner->report().size());
+}
+
+std::vector<TunedNode> Session::tuning_report() const { return impl_->tuner->report(); }
+int Session::tuned_nodes() const { return impl_->tuner->tuned_nodes(); }
+
+ProcessCounters process_counters() { return {tuning_measurements(), 0}; }
 
 Session::~Session() = default;
 Session::Session(Session&&) noexcept = default;
@@ -213,7 +271,7 @@ PlanSummary Session::describe() const {
   const auto& steps = im.plan->steps();
   for (std::size_t s = 0; s < steps.size(); ++s) {
     const Node& n = im.graph.nodes()[steps[s].node_index];
-    const std::size_t c = latest ? static_cast<std::size_t>(latest->choice[s]) : 0;
+    const std::size_t c = latest ? static_cast<std::size_t>(latest->choice[s].candidate) : 0;
     summary.steps.push_back({n.name, qualified_op(n), n.domain, steps[s].candidates[c].backend->name(), steps[s].layout,
                              n.fused_from});
   }

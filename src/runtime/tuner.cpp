@@ -4,10 +4,12 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "core/float_values.hpp"
 #include "runtime/cache_key.hpp"
 #include "runtime/logging.hpp"
+#include "runtime/threads.hpp"
 #include "runtime/workload.hpp"
 
 namespace wpk {
@@ -23,14 +25,42 @@ double median(std::vector<double> v) {
   return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
 }
 
-// Runs one candidate on `inputs`; the outputs in `out`. Throws what the kernel throws.
-double time_once(const Kernel& kernel, const Node& node, const std::vector<const Tensor*>& inputs, std::vector<Tensor>& out) {
+// Runs one candidate on `inputs` with `threads` OpenMP threads; the outputs in `out`. Throws
+// what the kernel throws.
+double time_once(const Kernel& kernel, const Node& node, const std::vector<const Tensor*>& inputs, int threads,
+                 std::vector<Tensor>& out) {
+  const OmpThreadScope scope(threads);
   KernelContext ctx(node, inputs);
   const auto t0 = std::chrono::steady_clock::now();
   kernel.run(ctx);
   const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
   out = std::move(ctx.outputs());
   return us;
+}
+
+// One warm-up (caches, lazy compiles), then up to kTimedReps timed runs: their median.
+double time_config(const Kernel& kernel, const Node& node, const std::vector<const Tensor*>& inputs, int threads,
+                   std::vector<Tensor>& out) {
+  double spent = time_once(kernel, node, inputs, threads, out);
+  std::vector<double> times;
+  std::vector<Tensor> scratch;
+  for (int r = 0; r < kTimedReps && spent < kRepBudgetUs; ++r) {
+    times.push_back(time_once(kernel, node, inputs, threads, scratch));
+    spent += times.back();
+  }
+  return times.empty() ? spent : median(times);
+}
+
+bool all_agree(const Node& node, const std::vector<Tensor>& got, const std::vector<Tensor>& want) {
+  for (std::size_t o = 0; o < node.outputs.size(); ++o) {
+    if (node.outputs[o] == kNoValue) continue;
+    if (o >= got.size() || o >= want.size() || !outputs_agree(got[o], want[o])) return false;
+  }
+  return true;
+}
+
+double seconds_until(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(t - std::chrono::steady_clock::now()).count();
 }
 
 }  // namespace
@@ -61,8 +91,33 @@ bool outputs_agree(const Tensor& got, const Tensor& want) {
   return true;
 }
 
-Tuner::Tuner(const Graph& graph, const ExecutionPlan& plan, TuningDb* db, int threads)
-    : graph_(graph), plan_(plan), db_(db), threads_(threads) {}
+std::string record_value(const std::string& backend, int threads) {
+  return threads > 0 ? backend + ";threads=" + std::to_string(threads) : backend;
+}
+
+std::pair<std::string, int> parse_record_value(const std::string& value) {
+  const std::size_t semi = value.find(";threads=");
+  if (semi == std::string::npos) return {value, 0};
+  try {
+    return {value.substr(0, semi), std::stoi(value.substr(semi + 9))};
+  } catch (const std::exception&) {
+    return {value.substr(0, semi), 0};
+  }
+}
+
+Tuner::Tuner(const Graph& graph, const ExecutionPlan& plan, TuningDb* db, int threads, TuningSettings settings)
+    : graph_(graph), plan_(plan), db_(db), threads_(threads), settings_(std::move(settings)),
+      tuned_(plan.steps().size(), false) {}
+
+void Tuner::mark_tuned(std::size_t step) const {
+  std::lock_guard<std::mutex> lock(report_mutex_);
+  tuned_[step] = true;
+}
+
+int Tuner::tuned_nodes() const {
+  std::lock_guard<std::mutex> lock(report_mutex_);
+  return static_cast<int>(std::count(tuned_.begin(), tuned_.end(), true));
+}
 
 std::string Tuner::key_for(const PlanStep& step, const Node& node, const std::vector<const Tensor*>& inputs) const {
   std::string key = op_signature(node, graph_, inputs) + ";threads=" + std::to_string(threads_) + ";backends=";
@@ -70,9 +125,16 @@ std::string Tuner::key_for(const PlanStep& step, const Node& node, const std::ve
   return key + ";" + environment_key();
 }
 
-int Tuner::predicted_best(std::size_t s, const std::vector<const Tensor*>& inputs) const {
+std::string Tuner::describe(const PlanStep& step, StepChoice c) const {
+  const Candidate& cand = step.candidates[static_cast<std::size_t>(c.candidate)];
+  const std::string kernel = cand.kernel->profile().name;
+  return cand.backend->name() + (kernel.empty() ? "" : ":" + kernel) + " threads=" +
+         std::to_string(c.threads > 0 ? c.threads : threads_);
+}
+
+StepChoice Tuner::predicted_best(std::size_t s, const std::vector<const Tensor*>& inputs) const {
   const PlanStep& step = plan_.steps()[s];
-  if (step.candidates.size() < 2) return 0;
+  if (step.candidates.size() < 2) return {};
   const search::Workload work = estimate_workload(graph_.nodes()[step.node_index], inputs);
   const search::Machine machine{threads_};
   int best = -1;
@@ -87,70 +149,128 @@ int Tuner::predicted_best(std::size_t s, const std::vector<const Tensor*>& input
       best_seconds = seconds;
     }
   }
-  return best < 0 ? 0 : best;
+  return {best < 0 ? 0 : best, 0};
 }
 
-int Tuner::choose(std::size_t s, const std::vector<const Tensor*>& inputs) const {
+void Tuner::start_measuring(std::chrono::steady_clock::time_point deadline) {
+  deadline_ = deadline;
+  int total = 0;
+  for (const PlanStep& step : plan_.steps()) total += step.candidates.size() > 1 || threads_ > 1;
+  std::lock_guard<std::mutex> lock(report_mutex_);
+  progress_ = TuningProgress{0, total, 0, 1.0, seconds_until(deadline)};
+  measuring_ = true;
+}
+
+void Tuner::stop_measuring() { measuring_ = false; }
+
+std::vector<TunedNode> Tuner::report() const {
+  std::lock_guard<std::mutex> lock(report_mutex_);
+  return report_;
+}
+
+void Tuner::progress(std::size_t trials, double speedup) const {
+  TuningProgress p;
+  {
+    std::lock_guard<std::mutex> lock(report_mutex_);
+    progress_.trials += trials;
+    progress_.best_speedup = std::max(progress_.best_speedup, speedup);
+    progress_.seconds_left = std::max(0.0, seconds_until(deadline_));
+    p = progress_;
+  }
+  if (settings_.on_progress) settings_.on_progress(p);
+}
+
+StepChoice Tuner::choose(std::size_t s, const std::vector<const Tensor*>& inputs) const {
   const PlanStep& step = plan_.steps()[s];
-  if (!db_ || step.candidates.size() < 2) return predicted_best(s, inputs);
+  const StepChoice untuned = predicted_best(s, inputs);
+  if ((step.candidates.size() < 2 && threads_ < 2) || (!db_ && !measuring_)) return untuned;
   const Node& node = graph_.nodes()[step.node_index];
   const std::string key = key_for(step, node, inputs);
-  if (auto winner = db_->lookup(key)) {
+  if (auto value = db_ ? db_->lookup(key) : std::nullopt) {
+    const auto [backend, threads] = parse_record_value(*value);
     for (std::size_t c = 0; c < step.candidates.size(); ++c)
-      if (step.candidates[c].backend->name() == *winner && step.candidates[c].kernel->runs(inputs))
-        return static_cast<int>(c);
+      if (step.candidates[c].backend->name() == backend && step.candidates[c].kernel->runs(inputs)) {
+        mark_tuned(s);
+        if (measuring_) {
+          std::lock_guard<std::mutex> lock(report_mutex_);
+          ++progress_.nodes_done;
+        }
+        return {static_cast<int>(c), std::clamp(threads, 0, threads_)};
+      }
   }
-  return measure(s, inputs, key);
+  if (!measuring_ || seconds_until(deadline_) <= 0) return untuned;
+  return search_node(s, inputs, key, untuned);
 }
 
-int Tuner::measure(std::size_t s, const std::vector<const Tensor*>& inputs, const std::string& key) const {
+StepChoice Tuner::search_node(std::size_t s, const std::vector<const Tensor*>& inputs, const std::string& key,
+                              StepChoice untuned) const {
   const PlanStep& step = plan_.steps()[s];
   const Node& node = graph_.nodes()[step.node_index];
-  const std::size_t n = step.candidates.size();
-  // The reference backend is the oracle; without it, the default candidate is.
-  std::size_t ref = 0;
-  for (std::size_t c = 0; c < n; ++c)
-    if (step.candidates[c].backend->name() == "reference") ref = c;
+  std::vector<std::int64_t> runnable, threads;
+  for (std::size_t c = 0; c < step.candidates.size(); ++c)
+    if (step.candidates[c].kernel->runs(inputs)) runnable.push_back(static_cast<std::int64_t>(c));
+  for (int t = 1; t <= threads_; ++t) threads.push_back(t);
+  if (runnable.empty()) return untuned;
+  const search::Space space({{"candidate", runnable}, {"threads", threads}});
 
-  std::vector<std::vector<Tensor>> outputs(n);
-  std::vector<double> median_us(n, -1);
-  for (std::size_t c = 0; c < n; ++c) {
-    const Kernel& kernel = *step.candidates[c].kernel;
-    if (!kernel.runs(inputs)) continue;
+  // The oracle: the reference backend's result, else the untuned choice's.
+  std::size_t ref = static_cast<std::size_t>(untuned.candidate);
+  for (std::size_t c = 0; c < step.candidates.size(); ++c)
+    if (step.candidates[c].backend->name() == "reference") ref = c;
+  std::vector<Tensor> want;
+  try {
+    time_once(*step.candidates[ref].kernel, node, inputs, threads_, want);
+  } catch (const std::exception& e) {
+    logger().debug("{}tuning: the oracle {} failed: {}", node_label(node), step.candidates[ref].backend->name(), e.what());
+    return untuned;
+  }
+  auto measure = [&](const search::Point& p) {
+    const auto c = static_cast<std::size_t>(space.value(p, 0));
+    const int t = static_cast<int>(space.value(p, 1));
     g_measurements.fetch_add(1);
+    double us = std::numeric_limits<double>::infinity();
     try {
-      double spent = time_once(kernel, node, inputs, outputs[c]);  // warm-up: caches, lazy compiles
-      std::vector<double> times;
-      std::vector<Tensor> scratch;
-      for (int r = 0; r < kTimedReps && spent < kRepBudgetUs; ++r) {
-        times.push_back(time_once(kernel, node, inputs, scratch));
-        spent += times.back();
+      std::vector<Tensor> got;
+      us = time_config(*step.candidates[c].kernel, node, inputs, t, got);
+      if (c != ref && !all_agree(node, got, want)) {
+        logger().debug("{}tuning: {} rejected, its result differs from {}", node_label(node), step.candidates[c].backend->name(),
+                       step.candidates[ref].backend->name());
+        us = std::numeric_limits<double>::infinity();
       }
-      median_us[c] = times.empty() ? spent : median(times);
     } catch (const std::exception& e) {
       logger().debug("{}tuning: {} failed: {}", node_label(node), step.candidates[c].backend->name(), e.what());
     }
+    progress(1, 1.0);
+    return us;
+  };
+
+  const auto at = [&](std::int64_t value, const std::vector<std::int64_t>& values) {
+    return static_cast<int>(std::find(values.begin(), values.end(), value) - values.begin());
+  };
+  const search::Point untuned_point = {at(untuned.candidate, runnable), threads_ - 1};
+  const double untuned_us = measure(untuned_point);
+  const std::size_t wanted = std::min<std::uint64_t>(
+      space.size(), settings_.trials_per_node ? settings_.trials_per_node : TuningSettings::kDefaultTrials);
+  const auto strategy = search::make_strategy(settings_.algorithm, space, settings_.seed + s);
+  const search::SearchResult result = search::run_search(
+      *strategy, measure, search::Budget{wanted > 0 ? wanted - 1 : 0, seconds_until(deadline_)}, {{untuned_point, untuned_us}});
+  // A search the deadline cut short is not used: the node keeps the cost model's choice.
+  if (result.trials.size() + 1 < wanted && seconds_until(deadline_) <= 0) return untuned;
+  if (result.best.empty()) return untuned;
+  const StepChoice winner{static_cast<int>(space.value(result.best, 0)), static_cast<int>(space.value(result.best, 1))};
+  if (db_) db_->store(key, record_value(step.candidates[static_cast<std::size_t>(winner.candidate)].backend->name(), winner.threads),
+             result.best_cost, op_summary(node, inputs));
+  {
+    std::lock_guard<std::mutex> lock(report_mutex_);
+    tuned_[s] = true;
+    report_.push_back({node.name, op_summary(node, inputs), describe(step, untuned), describe(step, winner), untuned_us,
+                       result.best_cost, result.trials.size() + 1});
+    ++progress_.nodes_done;
   }
-  int best = -1;
-  for (std::size_t c = 0; c < n; ++c) {
-    if (median_us[c] < 0) continue;
-    bool agrees = true;
-    for (std::size_t o = 0; o < node.outputs.size() && agrees; ++o) {
-      if (node.outputs[o] == kNoValue || c == ref) continue;
-      agrees = o < outputs[c].size() && o < outputs[ref].size() && outputs_agree(outputs[c][o], outputs[ref][o]);
-    }
-    if (!agrees) {
-      logger().debug("{}tuning: {} rejected, its result differs from {}", node_label(node),
-                     step.candidates[c].backend->name(), step.candidates[ref].backend->name());
-      continue;
-    }
-    if (best < 0 || median_us[c] < median_us[static_cast<std::size_t>(best)]) best = static_cast<int>(c);
-  }
-  if (best < 0) return predicted_best(s, inputs);  // nothing ran correctly: that one reports the error
-  const std::string& winner = step.candidates[static_cast<std::size_t>(best)].backend->name();
-  logger().debug("{}tuning: {} wins ({:.1f} us)", node_label(node), winner, median_us[static_cast<std::size_t>(best)]);
-  db_->store(key, winner, median_us[static_cast<std::size_t>(best)], op_summary(node, inputs));
-  return best;
+  progress(0, std::isfinite(untuned_us) ? untuned_us / result.best_cost : 1.0);
+  logger().debug("{}tuning: {} wins ({:.1f} us; untuned {} {:.1f} us)", node_label(node), describe(step, winner),
+                 result.best_cost, describe(step, untuned), untuned_us);
+  return winner;
 }
 
 }  // namespace wpk

@@ -1,44 +1,83 @@
 #pragma once
-// Tuner: picks, per step and input-shape signature, which backend's kernel runs a node.
-// With tuning off, or one candidate, the cost model's choice (search/cost_model.hpp) among the
-// candidates that run these inputs (Kernel::runs), ties to the first registered. With tuning on: the tuning database's choice when it has one; otherwise each
-// candidate runs on the node's real inputs (one warm-up, then timed repetitions, median), a
-// candidate whose outputs differ from the reference backend's beyond tolerance is rejected, the
-// fastest remaining one wins and is stored. Thread-safe (the database is; the rest is const).
+// Tuner: picks, per step and input-shape signature, what runs a node: which candidate kernel,
+// on how many of the run's threads (StepChoice). In order:
+//   1. the tuning record for this op signature and candidate set, when the database has one;
+//   2. while measuring (tuning at load, SessionOptions::tuning): a search over the node's
+//      configurations (search/strategy.hpp), each measured on the node's real inputs inside the
+//      model (one warm-up, then timed repetitions, median); one whose outputs differ from the
+//      reference backend's is rejected; the fastest is stored as a record;
+//   3. otherwise the cost model's choice (search/cost_model.hpp) among the candidates that run
+//      these inputs (Kernel::runs), on all threads, ties to the first registered.
+// Thread-safe (the database is; the report has a lock; the rest is const).
 #include <atomic>
+#include <chrono>
 #include <cstdint>
+#include <mutex>
 #include <string>
 #include <vector>
 
 #include "runtime/execution_plan.hpp"
 #include "runtime/tuning_db.hpp"
+#include "search/strategy.hpp"
+#include "wpk/session.hpp"
 
 namespace wpk {
 
+struct TuningSettings {
+  search::Algorithm algorithm = search::Algorithm::Genetic;
+  std::uint64_t seed = 0;
+  std::size_t trials_per_node = 0;  // 0: every configuration, up to kDefaultTrials
+  std::function<void(const TuningProgress&)> on_progress;
+  static constexpr std::size_t kDefaultTrials = 64;
+};
+
 class Tuner {
  public:
-  // `db` may be null (tuning off). `threads` is part of every key: timings depend on it.
-  Tuner(const Graph& graph, const ExecutionPlan& plan, TuningDb* db, int threads);
-  int choose(std::size_t step, const std::vector<const Tensor*>& inputs) const;
+  // `db` may be null (no records). `threads` is the session's: part of every key, and the most a
+  // node may use.
+  Tuner(const Graph& graph, const ExecutionPlan& plan, TuningDb* db, int threads, TuningSettings settings = {});
+  StepChoice choose(std::size_t step, const std::vector<const Tensor*>& inputs) const;
+
+  // choose() measures only between these calls, and not past the deadline.
+  void start_measuring(std::chrono::steady_clock::time_point deadline);
+  void stop_measuring();
+  std::vector<TunedNode> report() const;
+  int tuned_nodes() const;
 
  private:
-  int predicted_best(std::size_t step, const std::vector<const Tensor*>& inputs) const;
-  int measure(std::size_t step, const std::vector<const Tensor*>& inputs, const std::string& key) const;
+  StepChoice predicted_best(std::size_t step, const std::vector<const Tensor*>& inputs) const;
+  StepChoice search_node(std::size_t step, const std::vector<const Tensor*>& inputs, const std::string& key,
+                         StepChoice untuned) const;
   std::string key_for(const PlanStep& step, const Node& node, const std::vector<const Tensor*>& inputs) const;
+  std::string describe(const PlanStep& step, StepChoice c) const;
+  void progress(std::size_t trials, double speedup) const;
+  void mark_tuned(std::size_t step) const;
 
   const Graph& graph_;
   const ExecutionPlan& plan_;
   TuningDb* db_;
   int threads_;
+  TuningSettings settings_;
+  std::atomic<bool> measuring_{false};
+  std::chrono::steady_clock::time_point deadline_;
+  mutable std::mutex report_mutex_;
+  mutable std::vector<TunedNode> report_;
+  mutable TuningProgress progress_;
+  mutable std::vector<bool> tuned_;  // per step: a record or a search chose it
 };
 
-// Candidate timings run by every Tuner of this process (tests check that a warm database
-// measures nothing).
+// Candidate configurations measured by every Tuner of this process (tests check that a warm
+// database measures nothing).
 std::uint64_t tuning_measurements();
 
 // True when `got` matches `want` closely enough to stand in for it: same dtype and shape;
 // floats within 1e-3 relative plus 1e-4 of the largest |want| (summation order differs between
 // backends); NaN where `want` has NaN; other types exactly.
 bool outputs_agree(const Tensor& got, const Tensor& want);
+
+// A record's winner as stored ("onednn;threads=1") and parsed back: the backend's name and the
+// threads (0 when the record names none: all of them).
+std::string record_value(const std::string& backend, int threads);
+std::pair<std::string, int> parse_record_value(const std::string& value);
 
 }  // namespace wpk

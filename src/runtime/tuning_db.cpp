@@ -7,6 +7,8 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <set>
 #include <sstream>
 #include <vector>
 
@@ -33,9 +35,32 @@ std::vector<std::string> split_tabs(const std::string& line) {
   }
 }
 
-std::string env_hash() { return hex64(fnv1a64(environment_key())); }
+bool is_hex16(const std::string& s) {
+  if (s.size() != 16) return false;
+  for (char c : s)
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+  return true;
+}
+
+// Whether `key` may be shown and written as the description of environment `hash`.
+bool believable(const std::string& hash, const std::string& key) {
+  if (key.empty() || key.size() > kMaxEnvDescription) return false;
+  for (unsigned char c : key)
+    if (c < 0x20 || c > 0x7e) return false;
+  return hex64(fnv1a64(key)) == hash;
+}
+
+const char kEnvPrefix[] = "# env ";
+constexpr std::size_t kEnvPrefixSize = sizeof kEnvPrefix - 1;
 
 }  // namespace
+
+std::string tuning_file_name(int format) { return "tuning-v" + std::to_string(format) + ".tsv"; }
+
+const std::string& current_env_hash() {
+  static const std::string hash = hex64(fnv1a64(environment_key()));
+  return hash;
+}
 
 std::string resolve_cache_dir(const std::string& configured) {
   if (!configured.empty()) return configured;
@@ -54,7 +79,7 @@ TuningDb::TuningDb(const std::string& dir) {
     disable("no cache folder (set SessionOptions::cache_dir, WPK_CACHE_DIR or HOME)");
     return;
   }
-  path_ = (fs::path(dir) / ("tuning-v" + std::to_string(kCacheFormatVersion) + ".tsv")).string();
+  path_ = (fs::path(dir) / tuning_file_name(kCacheFormatVersion)).string();
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec || !fs::is_directory(dir, ec)) {
@@ -66,7 +91,15 @@ TuningDb::TuningDb(const std::string& dir) {
     return;
   }
   persistent_ = true;
-  read_file(entries_);
+  read_tuning_file(path_, contents_);
+}
+
+std::unique_ptr<TuningDb> TuningDb::open_for_lookup(const std::string& dir) {
+  std::unique_ptr<TuningDb> db(new TuningDb());
+  if (dir.empty()) return db;
+  db->path_ = (fs::path(dir) / tuning_file_name(kCacheFormatVersion)).string();
+  read_tuning_file(db->path_, db->contents_);  // a missing or unreadable file is no records
+  return db;
 }
 
 void TuningDb::disable(const std::string& why) {
@@ -79,12 +112,24 @@ bool TuningDb::persistent() const {
   return persistent_;
 }
 
-void TuningDb::read_file(std::map<std::string, Entry>& into) const {
-  std::ifstream in(path_, std::ios::binary);
+void read_tuning_file(const std::string& path, TuningFile& into) {
+  std::ifstream in(path, std::ios::binary);
   std::string line;
   std::size_t bad = 0;
   while (std::getline(in, line)) {
-    if (line.empty() || line[0] == '#') continue;
+    if (line.empty()) continue;
+    if (line[0] == '#') {
+      if (line.compare(0, kEnvPrefixSize, kEnvPrefix) != 0) continue;  // the header, or a comment
+      // "# env <hash>\t<key>" (a space after the hash is read as well).
+      const std::string hash = line.substr(kEnvPrefixSize, 16);
+      const std::size_t key_at = kEnvPrefixSize + 17;
+      if (line.size() > key_at && is_hex16(hash) && (line[key_at - 1] == ' ' || line[key_at - 1] == '\t') &&
+          believable(hash, line.substr(key_at)))
+        into.environments[hash] = line.substr(key_at);
+      else
+        ++bad;
+      continue;
+    }
     const auto fields = split_tabs(line);
     const std::size_t last_tab = line.rfind('\t');
     // Six fields, and the checksum of everything before the last tab must match the last field.
@@ -93,15 +138,21 @@ void TuningDb::read_file(std::map<std::string, Entry>& into) const {
       ++bad;
       continue;
     }
-    into[fields[1]] = Entry{fields[0], fields[2], line};
+    into.entries[fields[1]] = TuningEntry{fields[0], fields[2], line};
   }
-  if (bad) logger().debug("tuning database {}: ignored {} damaged entries", path_, bad);
+  // Descriptions of environments without entries go: a file of nothing but env lines stays small.
+  std::set<std::string> used;
+  for (const auto& kv : into.entries) used.insert(kv.second.env_hash);
+  for (auto it = into.environments.begin(); it != into.environments.end();)
+    it = used.count(it->first) ? std::next(it) : into.environments.erase(it);
+  into.damaged += bad;
+  if (bad) logger().debug("tuning database {}: ignored {} damaged lines", path, bad);
 }
 
 std::optional<std::string> TuningDb::lookup(const std::string& key) const {
   std::lock_guard<std::mutex> lock(mutex_);
-  auto it = entries_.find(hex64(fnv1a64(key)));
-  if (it == entries_.end() || it->second.env_hash != env_hash()) return std::nullopt;
+  auto it = contents_.entries.find(hex64(fnv1a64(key)));
+  if (it == contents_.entries.end() || it->second.env_hash != current_env_hash()) return std::nullopt;
   return it->second.backend;
 }
 
@@ -109,30 +160,39 @@ void TuningDb::store(const std::string& key, const std::string& backend, double 
   const std::string key_hash = hex64(fnv1a64(key));
   char us[32];
   std::snprintf(us, sizeof us, "%.3f", median_us);
-  std::string line = env_hash() + "\t" + key_hash + "\t" + backend + "\t" + us + "\t" + summary;
+  std::string line = current_env_hash() + "\t" + key_hash + "\t" + backend + "\t" + us + "\t" + summary;
   line += "\t" + hex64(fnv1a64(line));
 
   std::lock_guard<std::mutex> lock(mutex_);
-  if (persistent_) read_file(entries_);  // merge what other processes stored since we read
-  entries_[key_hash] = Entry{env_hash(), backend, line};
-  if (persistent_ && !write_file(entries_)) disable("cannot write '" + path_ + "'");
+  if (persistent_) read_tuning_file(path_, contents_);  // merge what other processes stored since we read
+  contents_.entries[key_hash] = TuningEntry{current_env_hash(), backend, line};
+  if (persistent_ && !write_tuning_file(path_, contents_)) disable("cannot write '" + path_ + "'");
 }
 
-bool TuningDb::write_file(const std::map<std::string, Entry>& entries) const {
+bool write_tuning_file(const std::string& path, const TuningFile& contents) {
   static std::atomic<unsigned> counter{0};
-  const std::string tmp = path_ + ".tmp." + std::to_string(getpid()) + "." + std::to_string(counter++);
+  const std::string tmp = path + ".tmp." + std::to_string(getpid()) + "." + std::to_string(counter++);
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
     if (!out) return false;
     out << "# wpk tuning database, format " << kCacheFormatVersion << ": env\tkey\tbackend\tmedian_us\top\tchecksum\n";
+    const auto& entries = contents.entries;
     std::size_t skip = entries.size() > kMaxEntries ? entries.size() - kMaxEntries : 0;
+    std::set<std::string> written_envs;
     for (const auto& kv : entries) {
       // Over the cap, entries of other environments go first.
-      if (skip && kv.second.env_hash != env_hash()) {
+      if (skip && kv.second.env_hash != current_env_hash()) {
         --skip;
         continue;
       }
       out << kv.second.line << '\n';
+      written_envs.insert(kv.second.env_hash);
+    }
+    for (const std::string& hash : written_envs) {
+      const auto known = contents.environments.find(hash);
+      const std::string& key = hash == current_env_hash() ? environment_key()
+                               : known != contents.environments.end() ? known->second : std::string();
+      if (believable(hash, key)) out << kEnvPrefix << hash << '\t' << key << '\n';
     }
     out.flush();
     if (!out) {
@@ -141,7 +201,7 @@ bool TuningDb::write_file(const std::map<std::string, Entry>& entries) const {
     }
   }
   std::error_code ec;
-  fs::rename(tmp, path_, ec);  // atomic on POSIX: readers see the old file or the new, never half
+  fs::rename(tmp, path, ec);  // atomic on POSIX: readers see the old file or the new, never half
   if (ec) std::remove(tmp.c_str());
   return !ec;
 }

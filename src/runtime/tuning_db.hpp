@@ -8,11 +8,20 @@
 // count and the environment (cache_key.hpp); the checksum covers the rest of the line. Lines
 // that are malformed or fail their checksum are ignored and dropped at the next write; lines of
 // another environment (another CPU, compiler or format sharing the folder) are kept but never
-// match. Writes are atomic: the whole file goes to a temporary in the same folder, then is
-// renamed over the old one; each write first merges what other processes wrote meanwhile.
-// Thread-safe.
+// match. After the entries, one comment line per environment that has entries says what its
+// hash stands for (`wpk cache ls` shows it; readers that predate it skip it as a comment):
+//
+//   # env <environment hash> \t <environment key: model=...;flags=...;cpus=N;compiler=...;format=F>
+//
+// The key is bytes from outside: a line is believed only when the key is printable ASCII, at most
+// kMaxEnvDescription bytes, and hashes to the environment hash (it is its own checksum); writers
+// keep the believed lines of other environments. Writes are atomic: the whole file goes to a
+// temporary in the same folder, then is renamed over the old one; each write first merges what
+// other processes wrote meanwhile. Thread-safe.
+#include <cstddef>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -23,11 +32,42 @@ namespace wpk {
 // ("" when none of them is set).
 std::string resolve_cache_dir(const std::string& configured);
 
+// The file format, shared by TuningDb and the cache-folder tools (cache_folder.hpp).
+constexpr std::size_t kMaxEnvDescription = 2048;
+
+struct TuningEntry {
+  std::string env_hash;
+  std::string backend;
+  std::string line;  // as written, checksum included
+};
+
+struct TuningFile {
+  std::map<std::string, TuningEntry> entries;       // key hash -> entry
+  std::map<std::string, std::string> environments;  // environment hash -> its key (believed lines only)
+  std::size_t damaged = 0;                          // lines ignored while reading
+};
+
+// "tuning-v<format>.tsv".
+std::string tuning_file_name(int format);
+// The hash of this process's environment (cache_key.hpp's environment_key()).
+const std::string& current_env_hash();
+// Merges the file at `path` into `into` (a file's entry replaces one with the same key hash); a
+// missing or unreadable file adds nothing. Never throws on what the file holds.
+void read_tuning_file(const std::string& path, TuningFile& into);
+// Writes `contents` to `path` atomically (temporary `<path>.tmp.<pid>.<n>`, then rename): the
+// header, the entries (over the cap of 50000, other environments' go first), then an env line
+// for every environment with entries whose key is known (this process's always is). False when
+// it could not; the temporary is then removed.
+bool write_tuning_file(const std::string& path, const TuningFile& contents);
+
 class TuningDb {
  public:
   // Never throws: a folder that cannot be created or written is reported once (warn) and the
   // database then lives in memory only, for the life of this object.
   explicit TuningDb(const std::string& dir);
+  // Lookups only (a session without tuning): reads the folder's records if there are any;
+  // creates, writes and warns about nothing.
+  static std::unique_ptr<TuningDb> open_for_lookup(const std::string& dir);
 
   std::optional<std::string> lookup(const std::string& key) const;
   void store(const std::string& key, const std::string& backend, double median_us, const std::string& summary);
@@ -36,20 +76,13 @@ class TuningDb {
   const std::string& path() const { return path_; }
 
  private:
-  struct Entry {
-    std::string env_hash;
-    std::string backend;
-    std::string line;  // as written, checksum included
-  };
-  // Parses the file into `into` (key hash -> entry); bad lines are skipped.
-  void read_file(std::map<std::string, Entry>& into) const;
-  bool write_file(const std::map<std::string, Entry>& entries) const;
+  TuningDb() = default;
   void disable(const std::string& why);
 
   std::string path_;
   bool persistent_ = false;
   mutable std::mutex mutex_;
-  std::map<std::string, Entry> entries_;  // key hash -> entry (this and other environments)
+  TuningFile contents_;  // this and other environments
 };
 
 }  // namespace wpk

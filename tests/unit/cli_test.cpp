@@ -8,6 +8,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "runtime/cache_key.hpp"
+#include "runtime/tuning_db.hpp"
 #include "support/onnx_model_builder.hpp"
 #include "support/tensor_compare.hpp"
 #include "wpk/wpk.hpp"
@@ -136,4 +138,57 @@ TEST_CASE("wpk info --optimized lists the passes that ran; --disable switches th
   REQUIRE(fused.exit_code == 0);
   CHECK(fused.out.find("= MatMul+Add") != std::string::npos);
   CHECK(wpk_cli("run " + model + " --disable fuse_gelu").exit_code == 0);
+}
+
+TEST_CASE("wpk cache ls, prune and clear a cache folder", "[cli][cache]") {
+  namespace fs = std::filesystem;
+  const std::string dir = wpk::testing::temp_dir("cli_cache");
+  const std::string v1 = dir + "/" + wpk::tuning_file_name(wpk::kCacheFormatVersion);
+  wpk::TuningDb(dir).store("op=A", "cpu", 1.0, "A");  // this machine
+  const std::string foreign_key = "model=Foreign CPU 9000;flags=sse2,avx;cpus=4;compiler=11.4.0;format=1";
+  const std::string foreign = wpk::hex64(wpk::fnv1a64(foreign_key));
+  std::string line = foreign + "\t" + wpk::hex64(wpk::fnv1a64("op=F")) + "\tonednn\t1.000\tRelu";
+  line += "\t" + wpk::hex64(wpk::fnv1a64(line));
+  std::ofstream(v1, std::ios::app) << line << "\n# env " << foreign << "\t" << foreign_key << "\n";
+  std::ofstream(dir + "/tuning-v0.tsv") << "old\n";
+  std::ofstream(dir + "/tuning-v1.tsv.tmp.1.0") << "half";
+  std::ofstream(dir + "/notes.txt") << "mine";
+
+  Run r = wpk_cli("cache ls --dir " + dir);
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.err.empty());
+  CHECK(r.out.find(v1 + "  " + std::to_string(fs::file_size(v1)) + " bytes  1 entries  this machine\n") != std::string::npos);
+  CHECK(r.out.find(v1 + "  " + std::to_string(fs::file_size(v1)) +
+                   " bytes  1 entries  another machine: Foreign CPU 9000, 4 cpus, compiler 11.4.0, format 1, flags sse2,avx\n") !=
+        std::string::npos);
+  CHECK(r.out.find(dir + "/tuning-v0.tsv  4 bytes  0 entries  [format 0: unused") != std::string::npos);
+  CHECK(r.out.find(dir + "/tuning-v1.tsv.tmp.1.0  left over") != std::string::npos);
+  CHECK(r.out.find("notes.txt") == std::string::npos);
+
+  r = wpk_cli("cache prune --dir " + dir);
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.out.find("removed " + dir + "/tuning-v0.tsv\n") != std::string::npos);
+  CHECK(r.out.find("removed 1 entries of another machine: Foreign CPU 9000") != std::string::npos);
+  CHECK(r.out.find("kept 1 entries of this machine in " + v1) != std::string::npos);
+  CHECK(wpk::TuningDb(dir).lookup("op=A") == std::optional<std::string>("cpu"));
+  r = wpk_cli("cache ls --dir " + dir);
+  CHECK(r.out.find("this machine") != std::string::npos);
+  CHECK(r.out.find("another machine") == std::string::npos);
+
+  r = wpk_cli("cache clear --dir " + dir);
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.out == "removed " + v1 + "\nremoved " + dir + "/tuning-v1.tsv.tmp.1.0\n");
+  CHECK(slurp(dir + "/notes.txt") == "mine");
+  CHECK(wpk_cli("cache ls --dir " + dir).out == "cache folder " + dir + " is empty\n");
+  CHECK(wpk_cli("cache clear --dir " + dir).out == "nothing to clear in " + dir + "\n");
+  CHECK(wpk_cli("cache ls --dir " + dir + "/missing").exit_code == 0);
+
+  for (const std::string& args : {std::string("cache"), "cache frob --dir " + dir, "cache ls --dir " + dir + "/notes.txt",
+                                  "cache ls prune --dir " + dir, std::string("cache ls --dir")}) {
+    INFO(args);
+    const Run bad = wpk_cli(args);
+    CHECK(bad.exit_code == 2);
+    CHECK(count_lines(bad.err) == 1);
+    CHECK(bad.out.empty());
+  }
 }

@@ -225,18 +225,19 @@ TEST_CASE("a Winograd conv packed for a fixed batch size matches the dynamic ses
 }
 
 // With tuning on, oneDNN's direct convolution is a candidate of its own ("onednn-direct"), so
-// the tuner measures Winograd against it per node and shape: the conv step has three candidates
-// (onednn, onednn-direct, reference), each Transpose at the NHWC region's edges two.
+// tuning at load measures Winograd against it per node and shape: the conv step has three
+// candidates (onednn, onednn-direct, reference), each Transpose at the NHWC region's edges two,
+// each measured on every thread count up to the session's.
 TEST_CASE("tuning measures a Winograd conv against oneDNN's direct convolution", "[onednn][conv][tuning]") {
   wpk::SessionOptions tuned;
   tuned.tuning = true;
   tuned.cache_dir = wpk::testing::temp_dir("tune_wino");
+  const auto before = wpk::tuning_measurements();
   const wpk::Session s(winograd_conv_graph(), tuned);
+  CHECK(wpk::tuning_measurements() - before == (2 + 3 + 2) * static_cast<std::uint64_t>(s.threads()));
   const wpk::Session untuned(winograd_conv_graph());
   const wpk::Tensor x = winograd_conv_input(1);
-  const auto before = wpk::tuning_measurements();
   const wpk::Tensor y = s.run({{"x", x}}).at("y");
-  CHECK(wpk::tuning_measurements() - before == 2 + 3 + 2);
   bool conv_seen = false;
   for (const wpk::StepSummary& step : s.describe().steps)
     if (step.op == "com.wpk.FusedConv") {
@@ -260,11 +261,10 @@ TEST_CASE("tuning offers onednn-direct on a 1x1 conv only when its batch may exc
     wpk::SessionOptions tuned;
     tuned.tuning = true;
     tuned.cache_dir = wpk::testing::temp_dir(fixed ? "tune_pointwise_fixed" : "tune_pointwise");
-    const wpk::Session s(g, tuned);
     const auto before = wpk::tuning_measurements();
-    s.run({{"x", wpk::Tensor::zeros(wpk::DType::Float32, {1, 16, 5, 5})}});
+    const wpk::Session s(g, tuned);  // tunes batch 1
     INFO((fixed ? "batch fixed at 1" : "symbolic batch"));
-    CHECK(wpk::tuning_measurements() - before == 2 + (fixed ? 2 : 3) + 2);
+    CHECK(wpk::tuning_measurements() - before == (2 + (fixed ? 2 : 3) + 2) * static_cast<std::uint64_t>(s.threads()));
   }
 }
 
@@ -282,12 +282,11 @@ TEST_CASE("tuning offers onednn-direct on a 3x3 conv only when its output may re
     wpk::SessionOptions tuned;
     tuned.tuning = true;
     tuned.cache_dir = wpk::testing::temp_dir("tune_3x3_" + std::to_string(size));
-    const wpk::Session s(g, tuned);
     const auto before = wpk::tuning_measurements();
-    s.run({{"x", wpk::Tensor::zeros(wpk::DType::Float32, {1, 64, size, size})}});
+    const wpk::Session s(g, tuned);  // tunes batch 1
     INFO("output " << size << "x" << size);
     const bool choice = size >= 14 || wpk::cpu::avx2_conv_available();
-    CHECK(wpk::tuning_measurements() - before == 2 + (choice ? 3 : 2) + 2);
+    CHECK(wpk::tuning_measurements() - before == (2 + (choice ? 3 : 2) + 2) * static_cast<std::uint64_t>(s.threads()));
   }
 }
 

@@ -1,6 +1,8 @@
-// Dispatch and the tuning database: the default is the first supporting backend; tuning picks
-// the fastest candidate whose result matches the reference, stores it, and a later session with
-// the same cache measures nothing. Damaged, foreign or unwritable caches are survived.
+// Dispatch and the tuning database: without tuning the cost model picks (these test backends all
+// look alike to it, so the first registered); tuning at load searches each node's configurations
+// (candidate x threads), keeps the fastest whose result matches the reference, stores it, and a
+// later session with the same cache measures nothing. run() never measures. Damaged, foreign or
+// unwritable caches are survived.
 #include <catch2/catch.hpp>
 
 #include <filesystem>
@@ -35,13 +37,15 @@ TensorMap input(std::int64_t n) {
 }
 
 // Candidates in this order: slow (the default), wrong (fastest, rejected), reference.
-Session make(const std::string& cache_dir, bool tuning = true) {
-  SessionOptions o;
+Session make(const std::string& cache_dir, bool tuning = true, SessionOptions o = {}) {
   o.tuning = tuning;
   o.cache_dir = cache_dir;
   return SessionFactory::create(relu_graph(), o,
                                 {&runtime_test::slow_backend(), &runtime_test::wrong_backend(), &runtime_test::reference_backend()});
 }
+
+// Configurations of the Relu node: 3 candidates x the session's threads.
+std::uint64_t configurations(const Session& s) { return 3 * static_cast<std::uint64_t>(s.threads()); }
 
 std::string backend_of_relu(const Session& s) { return s.describe().steps.at(0).backend; }
 
@@ -56,7 +60,7 @@ fs::path db_file(const std::string& dir) { return fs::path(dir) / "tuning-v1.tsv
 
 }  // namespace
 
-TEST_CASE("without tuning, a node runs on the first backend that supports it", "[tuning]") {
+TEST_CASE("without tuning, a node runs on the cost model's choice, here the first registered", "[tuning]") {
   const std::string dir = wpk::testing::temp_dir("tune_off");
   const Session s = make(dir, /*tuning=*/false);
   const auto before = tuning_measurements();
@@ -67,60 +71,117 @@ TEST_CASE("without tuning, a node runs on the first backend that supports it", "
   CHECK(!fs::exists(db_file(dir)));
 }
 
-TEST_CASE("tuning picks the fastest correct candidate and a warm database measures nothing", "[tuning]") {
+TEST_CASE("tuning at load picks the fastest correct configuration and a warm database measures nothing", "[tuning]") {
   const std::string dir = wpk::testing::temp_dir("tune");
   {
-    const Session s = make(dir);
     const auto before = tuning_measurements();
-    const Tensor y = s.run(input(2)).at("y");
-    CHECK(tuning_measurements() - before == 3);  // every candidate timed once per signature
-    CHECK(backend_of_relu(s) == "reference");    // "wrong" is faster but its result differs
+    const Session s = make(dir);  // tunes N = 1, the declared shape with its symbolic dim as 1
+    CHECK(tuning_measurements() - before == configurations(s));  // every configuration, once
+    CHECK(backend_of_relu(s) == "reference");  // "wrong" is faster but its result differs
+    const Tensor y = s.run(input(1)).at("y");
     CHECK(y.data<float>()[0] == 0.0f);
-    s.run(input(2));
-    CHECK(tuning_measurements() - before == 3);  // the signature's plan is reused
-    s.run(input(3));
-    CHECK(tuning_measurements() - before == 6);  // a new shape is a new op signature
+    s.run(input(3));  // another shape: the cost model's choice, never a measurement in run()
+    CHECK(tuning_measurements() - before == configurations(s));
+    CHECK(backend_of_relu(s) == "slow");
+    const std::vector<TunedNode> report = s.tuning_report();
+    REQUIRE(report.size() == 1);
+    CHECK(report[0].node == "relu");
+    CHECK(report[0].untuned == "slow threads=" + std::to_string(s.threads()));
+    CHECK(report[0].winner.rfind("reference threads=", 0) == 0);
+    CHECK(report[0].trials == configurations(s));
+    CHECK(report[0].winner_us < report[0].untuned_us);
   }
   REQUIRE(fs::exists(db_file(dir)));
-  CHECK(slurp(db_file(dir)).find("\treference\t") != std::string::npos);
+  CHECK(slurp(db_file(dir)).find("\treference;threads=") != std::string::npos);
   {
-    const Session s = make(dir);
     const auto before = tuning_measurements();
-    s.run(input(2));
-    s.run(input(3));
+    const Session s = make(dir);
+    s.run(input(1));
     CHECK(tuning_measurements() == before);
     CHECK(backend_of_relu(s) == "reference");
+    CHECK(s.tuning_report().empty());
+  }
+  {
+    const Session s = make(dir, /*tuning=*/false);  // records are used without tuning too
+    s.run(input(1));
+    CHECK(backend_of_relu(s) == "reference");
+  }
+}
+
+TEST_CASE("tuning at load tunes the fixed dims, within its trials and its time", "[tuning]") {
+  const std::string dir = wpk::testing::temp_dir("tune_fixed");
+  SessionOptions o;
+  o.fixed_dims = {{"N", 4}};
+  o.tuning_trials = 2;
+  std::vector<TuningProgress> seen;
+  o.on_tuning_progress = [&](const TuningProgress& p) { seen.push_back(p); };
+  const auto before = tuning_measurements();
+  const Session s = make(dir, true, o);
+  CHECK(tuning_measurements() - before == 2);
+  REQUIRE(!seen.empty());
+  CHECK(seen.back().nodes_total == 1);
+  CHECK(seen.back().nodes_done == 1);
+  CHECK(seen.back().trials == 2);
+  CHECK(slurp(db_file(dir)).find("float32[4, 8]") != std::string::npos);
+
+  SessionOptions hurried;
+  hurried.tuning_budget = 1e-9;  // over before the first node: it keeps the cost model's choice
+  const std::string other = wpk::testing::temp_dir("tune_hurried");
+  const Session h = make(other, true, hurried);
+  CHECK(h.tuning_report().empty());
+  CHECK(backend_of_relu(h) == "slow");
+  CHECK(!fs::exists(db_file(other)));
+}
+
+TEST_CASE("tuning options that make no sense are an InvalidArgument error", "[tuning]") {
+  const std::string dir = wpk::testing::temp_dir("tune_args");
+  SessionOptions bad_algorithm, bad_budget;
+  bad_algorithm.tuning_algorithm = "annealing";
+  bad_budget.tuning_budget = 0;
+  for (const SessionOptions& o : {bad_algorithm, bad_budget}) {
+    try {
+      make(dir, true, o);
+      FAIL("accepted");
+    } catch (const Error& e) {
+      CHECK(e.code() == ErrorCode::InvalidArgument);
+    }
   }
 }
 
 TEST_CASE("a damaged or foreign tuning database is ignored and rebuilt", "[tuning]") {
   const std::string dir = wpk::testing::temp_dir("tune_bad");
-  make(dir).run(input(2));
+  make(dir);
   const std::string good = slurp(db_file(dir));
   REQUIRE(!good.empty());
-  const std::string entry = good.substr(good.find('\n') + 1);  // after the header line
-  // "<env>\t<key>\treference\t": what a rebuilt entry for this op must contain again.
-  const std::string rebuilt = entry.substr(0, 34) + "reference\t";
+  // The entry: the line that is no comment (the header and environment lines start with '#').
+  std::string entry;
+  std::istringstream lines(good);
+  for (std::string line; std::getline(lines, line);)
+    if (!line.empty() && line[0] != '#') entry = line + "\n";
+  REQUIRE(!entry.empty());
+  // "<env>\t<key>\treference;threads=": what a rebuilt entry for this op must contain again.
+  const std::string rebuilt = entry.substr(0, 34) + "reference;threads=";
 
   std::string flipped = entry;  // one changed character: the checksum no longer matches
   flipped[flipped.find("reference")] = 'R';
   // Another environment's entry with a valid checksum: kept in the file, never used here.
   std::string foreign = "0123456789abcdef\tfedcba9876543210" + entry.substr(33, entry.rfind('\t') - 33);
   foreign += "\t" + hex64(fnv1a64(foreign)) + "\n";
-  for (const std::string& content : {good.substr(0, good.size() / 2), std::string("\x01\x02garbage\tline\n\n\t\t\t\t\t\n"),
+  const std::string torn = good.substr(0, good.find(entry) + entry.size() / 2);  // a write cut short
+  for (const std::string& content : {torn, std::string("\x01\x02garbage\tline\n\n\t\t\t\t\t\n"),
                                      flipped, foreign, std::string()}) {
     std::ofstream(db_file(dir), std::ios::trunc) << content;
-    const Session s = make(dir);
     const auto before = tuning_measurements();
-    const Tensor y = s.run(input(2)).at("y");
-    CHECK(tuning_measurements() - before == 3);
+    const Session s = make(dir);
+    const Tensor y = s.run(input(1)).at("y");
+    CHECK(tuning_measurements() - before == configurations(s));
     CHECK(backend_of_relu(s) == "reference");
     CHECK(y.data<float>()[0] == 0.0f);
     CHECK(slurp(db_file(dir)).find(rebuilt) != std::string::npos);
   }
   CHECK(slurp(db_file(dir)).find("0123456789abcdef") == std::string::npos);  // overwritten by "" last
   std::ofstream(db_file(dir), std::ios::trunc) << foreign;
-  make(dir).run(input(2));
+  make(dir);
   CHECK(slurp(db_file(dir)).find(foreign) != std::string::npos);  // other machines' entries survive
   CHECK(slurp(db_file(dir)).find(rebuilt) != std::string::npos);
 }
@@ -131,10 +192,9 @@ TEST_CASE("an unusable cache folder warns and tuning still works", "[tuning]") {
   for (const std::string& bad : {dir + "/file/sub", std::string("/proc/wpk-no-such-cache")}) {
     INFO(bad);
     for (int round = 0; round < 2; ++round) {  // nothing persists: every session measures
-      const Session s = make(bad);
       const auto before = tuning_measurements();
-      s.run(input(2));
-      CHECK(tuning_measurements() - before == 3);
+      const Session s = make(bad);
+      CHECK(tuning_measurements() - before == configurations(s));
       CHECK(backend_of_relu(s) == "reference");
     }
   }
@@ -145,7 +205,7 @@ TEST_CASE("the cache folder defaults to WPK_CACHE_DIR", "[tuning]") {
   const char* old = std::getenv("WPK_CACHE_DIR");
   const std::string saved = old ? old : "";
   setenv("WPK_CACHE_DIR", dir.c_str(), 1);
-  make("").run(input(2));
+  make("");
   if (old) setenv("WPK_CACHE_DIR", saved.c_str(), 1);
   else unsetenv("WPK_CACHE_DIR");
   CHECK(fs::exists(db_file(dir)));

@@ -1,0 +1,94 @@
+// wpk tune MODEL [--algo ga|rl|random|grid] [--budget-seconds S] [--budget-trials N] [--seed K]
+//                [--threads N] [--batch B] [--dim NAME=SIZE] [--iters K]
+// Times the model on the cost model's choices alone (tuning records ignored), tunes it at load
+// for the given sizes (fixed at load, so every node is tuned for them) with a progress bar on
+// stderr, then times it again on what tuning chose. Prints one row per tuned node: op and input
+// shapes, winner, its configuration, speed-up over the untuned choice; then both end-to-end
+// medians. The records land in the cache folder, where every later session finds them.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+
+#include "cli.hpp"
+
+namespace wpk::cli {
+namespace {
+
+double median_ms(const Session& s, const TensorMap& inputs, int iters) {
+  for (int i = 0; i < 3; ++i) s.run(inputs);
+  std::vector<double> times;
+  for (int i = 0; i < iters; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    s.run(inputs);
+    times.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  }
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
+}
+
+// Redrawn when a node finishes, else at most ten times a second.
+void draw_progress(const TuningProgress& p) {
+  static int last_done = -1;
+  static auto last_draw = std::chrono::steady_clock::time_point();
+  const auto now = std::chrono::steady_clock::now();
+  if (p.nodes_done == last_done && now - last_draw < std::chrono::milliseconds(100)) return;
+  last_done = p.nodes_done;
+  last_draw = now;
+  std::fprintf(stderr, "\rtuning: nodes %d/%d  trials %zu  best speed-up x%.2f  %.0f s left   ", p.nodes_done,
+               p.nodes_total, p.trials, p.best_speedup, p.seconds_left);
+  std::fflush(stderr);
+}
+
+// "onednn threads=2" -> ("onednn", "threads=2").
+std::pair<std::string, std::string> split_winner(const std::string& w) {
+  const std::size_t space = w.find(' ');
+  if (space == std::string::npos) return {w, ""};
+  return {w.substr(0, space), w.substr(space + 1)};
+}
+
+}  // namespace
+
+int cmd_tune(const Args& args) {
+  const std::string path = args.positional[0];
+  SessionOptions options = base_options(args);
+  options.threads = args.get_int("--threads", 0, 0);
+  options.tuning_algorithm = args.get("--algo", "ga");
+  options.tuning_budget = args.get_int("--budget-seconds", 600, 1);
+  options.tuning_trials = static_cast<std::size_t>(args.get_int("--budget-trials", 0, 0));
+  options.tuning_seed = static_cast<std::uint64_t>(args.get_int("--seed", 0, 0));
+  const int batch = args.get_int("--batch", 1, 1);
+  const int iters = args.get_int("--iters", 20, 1);
+  const auto dims = parse_dims(args);
+
+  Graph graph = load(path);
+  options.fixed_dims = input_dim_sizes(graph, batch, dims);
+  SessionOptions untuned_options = options;
+  untuned_options.use_tuning_records = false;
+  const Session untuned(graph, untuned_options);
+  const TensorMap inputs = make_random_inputs(untuned, batch, dims);
+  const double before_ms = median_ms(untuned, inputs, iters);
+
+  options.tuning = true;
+  options.on_tuning_progress = draw_progress;
+  const auto t0 = std::chrono::steady_clock::now();
+  const Session tuned(std::move(graph), options);
+  const double tune_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::fprintf(stderr, "\n");
+  const double after_ms = median_ms(tuned, inputs, iters);
+
+  const std::vector<TunedNode> report = tuned.tuning_report();
+  std::printf("%-28s %-58s %-30s %-10s %8s %8s %7s\n", "node", "op and inputs", "winner", "config", "untuned", "tuned",
+              "speedup");
+  for (const TunedNode& n : report) {
+    const auto [winner, config] = split_winner(n.winner);
+    std::printf("%-28.28s %-58.58s %-30.30s %-10s %6.1fus %6.1fus %6.2fx\n", n.node.c_str(), n.op.c_str(), winner.c_str(),
+                config.c_str(), n.untuned_us, n.winner_us, n.untuned_us / n.winner_us);
+  }
+  std::printf("%zu nodes measured, %d nodes on tuned configurations (measured or from records), %.1f s of tuning\n",
+              report.size(), tuned.tuned_nodes(), tune_s);
+  std::printf("end to end, batch %d, %d threads: untuned %.3f ms, tuned %.3f ms (x%.2f)\n", batch, tuned.threads(),
+              before_ms, after_ms, before_ms / after_ms);
+  return 0;
+}
+
+}  // namespace wpk::cli

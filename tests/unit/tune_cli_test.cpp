@@ -1,0 +1,70 @@
+// `wpk tune` and `wpk bench --tune --json` on a small model: tuning at load stores records, a
+// second process finds them and measures nothing, and the output says what was chosen.
+#include <catch2/catch.hpp>
+
+#include <sys/wait.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "support/onnx_model_builder.hpp"
+
+namespace {
+
+// Runs the CLI with WPK_CACHE_DIR set; stdout in `out`; returns the exit code.
+int run_cli(const std::string& cache, const std::string& args, std::string& out) {
+  const std::string dir = wpk::testing::temp_dir("tune_cli");
+  const std::string cmd = "WPK_CACHE_DIR=" + cache + " " + std::string(WPK_CLI_PATH) + " " + args + " >" + dir + "/out 2>" +
+                          dir + "/err";
+  const int status = std::system(cmd.c_str());
+  std::ifstream in(dir + "/out");
+  std::stringstream s;
+  s << in.rdbuf();
+  out = s.str();
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+// "key": value as text, from one JSON line.
+std::string json_field(const std::string& json, const std::string& key) {
+  const std::size_t at = json.find("\"" + key + "\": ");
+  if (at == std::string::npos) return "";
+  const std::size_t start = at + key.size() + 4;
+  return json.substr(start, json.find_first_of(",}", start) - start);
+}
+
+std::string small_model(const std::string& dir) {
+  wpk::testing::OnnxModelBuilder b;
+  b.input("x", {-1, 64}).output("y", {-1, 64}).node("Relu", {"x"}, {"r"}).node("Sigmoid", {"r"}, {"y"});
+  return b.save(dir + "/small.onnx");
+}
+
+}  // namespace
+
+TEST_CASE("wpk tune reports each tuned node and both end-to-end times", "[cli][tuning]") {
+  const std::string dir = wpk::testing::temp_dir("tune_cli_model");
+  const std::string cache = wpk::testing::temp_dir("tune_cli_cache");
+  std::string out;
+  REQUIRE(run_cli(cache, "tune " + small_model(dir) + " --algo grid --batch 4 --iters 3", out) == 0);
+  CHECK(out.find("Relu float32[4, 64]") != std::string::npos);
+  CHECK(out.find("Sigmoid float32[4, 64]") != std::string::npos);
+  CHECK(out.find("end to end, batch 4") != std::string::npos);
+  CHECK(out.find("threads=") != std::string::npos);
+  CHECK(run_cli(cache, "tune " + small_model(dir) + " --algo annealing", out) == 2);
+}
+
+TEST_CASE("bench --tune --json: a warm load measures nothing", "[cli][tuning]") {
+  const std::string dir = wpk::testing::temp_dir("bench_tune_model");
+  const std::string cache = wpk::testing::temp_dir("bench_tune_cache");
+  const std::string model = small_model(dir);
+  std::string cold, warm, plain;
+  REQUIRE(run_cli(cache, "bench " + model + " --tune --json --iters 2 --batch 2", cold) == 0);
+  REQUIRE(run_cli(cache, "bench " + model + " --tune --json --iters 2 --batch 2", warm) == 0);
+  REQUIRE(run_cli(cache, "bench " + model + " --json --iters 2 --batch 2", plain) == 0);
+  CHECK(std::stoi(json_field(cold, "measured_candidates")) > 0);
+  CHECK(json_field(warm, "measured_candidates") == "0");
+  CHECK(json_field(plain, "measured_candidates") == "0");
+  CHECK(json_field(cold, "compiled_kernels") == "0");
+  CHECK(json_field(warm, "tuned_nodes") == json_field(cold, "tuned_nodes"));
+}
