@@ -7,8 +7,8 @@
 
 #include "cli.hpp"
 // Internal headers of libwpk that need only the standard library.
-#include "../../src/runtime/cache_folder.hpp"
-#include "../../src/runtime/tuning_db.hpp"
+#include "runtime/cache_folder.hpp"
+#include "runtime/tuning_db.hpp"
 
 namespace wpk::cli {
 namespace {
