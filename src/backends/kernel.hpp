@@ -19,6 +19,9 @@
 
 namespace wpk {
 
+// "node 'conv1' (Conv): " — the prefix every node error starts with.
+std::string node_label(const Node& node);
+
 class KernelContext {
  public:
   // Allocates output memory; the default makes owned, zero-filled tensors.
@@ -115,6 +118,15 @@ class Backend {
   // Empty string when supported; otherwise why not (shown by `wpk info`).
   virtual std::string why_unsupported(const Node& node, const Graph& graph) const = 0;
   virtual std::unique_ptr<Kernel> prepare(const Node& node, const Graph& graph) const = 0;
+  // The configurations this backend can prepare `node` in (an algorithm, a layout, ...), each as
+  // "knob=value,..." (search/space.hpp's form): the first is its default, and prepare(node,
+  // graph) prepares it. One empty string when the backend has no choice to offer for the node.
+  virtual std::vector<std::string> configs(const Node& /*node*/, const Graph& /*graph*/) const { return {""}; }
+  // Prepares `config` (one of configs()); "" is the default.
+  virtual std::unique_ptr<Kernel> prepare(const Node& node, const Graph& graph, const std::string& config) const {
+    if (!config.empty()) throw Error(ErrorCode::Internal, node_label(node) + name() + " has no configuration '" + config + "'");
+    return prepare(node, graph);
+  }
   // Library/code version: part of every on-disk cache key (tuning records), so upgrading a
   // backend invalidates what was measured with the old one.
   virtual std::string version() const { return ""; }
@@ -129,7 +141,5 @@ class Backend {
   virtual bool accumulates_into_residual(const Node& /*node*/) const { return false; }
 };
 
-// "node 'conv1' (Conv): " — the prefix every node error starts with.
-std::string node_label(const Node& node);
 
 }  // namespace wpk

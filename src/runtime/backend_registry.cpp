@@ -21,13 +21,4 @@ std::vector<const Backend*> registered_backends() {
 #endif
 }
 
-std::vector<const Backend*> tuning_backends() {
-  std::vector<const Backend*> backends = registered_backends();
-#ifdef WPK_WITH_ONEDNN
-  static const onednn::OneDnnDirectConvBackend direct_conv_backend;
-  backends.insert(backends.end() - 1, &direct_conv_backend);
-#endif
-  return backends;
-}
-
 }  // namespace wpk

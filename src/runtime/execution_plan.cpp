@@ -77,16 +77,16 @@ bool listed(const std::vector<std::string>& disabled, const std::string& name) {
 }  // namespace
 
 ExecutionPlan::ExecutionPlan(const Graph& graph, const std::vector<const Backend*>& backends) {
-  prepare_steps(graph, backends, nullptr, {});
+  prepare_steps(graph, backends, nullptr, {}, false);
 }
 
 ExecutionPlan::ExecutionPlan(Graph& graph, const std::vector<const Backend*>& backends, bool release_owned_constants,
-                             const std::vector<std::string>& disabled) {
-  prepare_steps(graph, backends, release_owned_constants ? &graph : nullptr, disabled);
+                             const std::vector<std::string>& disabled, bool every_config) {
+  prepare_steps(graph, backends, release_owned_constants ? &graph : nullptr, disabled, every_config);
 }
 
 void ExecutionPlan::prepare_steps(const Graph& graph, const std::vector<const Backend*>& backends, Graph* release_from,
-                                  const std::vector<std::string>& disabled) {
+                                  const std::vector<std::string>& disabled, bool every_config) {
   // Readers of each constant not yet known to own it; 0 means it can go.
   std::vector<int> unowned_readers(graph.values().size(), 0);
   released_.assign(graph.values().size(), false);
@@ -107,20 +107,25 @@ void ExecutionPlan::prepare_steps(const Graph& graph, const std::vector<const Ba
         why = reason;  // the last backend's reason: the reference backend names op and opset
         continue;
       }
-      try {
-        std::unique_ptr<Kernel> kernel = b->prepare(n, graph);
-        const std::string kernel_name = kernel->profile().name;
-        if (!kernel_name.empty() && listed(disabled, b->name() + ":" + kernel_name)) {
-          why = b->name() + ":" + kernel_name + " is disabled";
-          continue;
+      std::vector<std::string> configs = b->configs(n, graph);
+      if (configs.empty()) configs = {""};
+      if (!every_config) configs.resize(1);
+      for (std::size_t c = 0; c < configs.size(); ++c) {
+        try {
+          std::unique_ptr<Kernel> kernel = b->prepare(n, graph, configs[c]);
+          const std::string kernel_name = kernel->profile().name;
+          if (!kernel_name.empty() && listed(disabled, b->name() + ":" + kernel_name)) {
+            why = b->name() + ":" + kernel_name + " is disabled";
+            continue;
+          }
+          step.candidates.push_back({b, std::move(kernel), configs[c], c == 0});
+        } catch (const Error& e) {
+          // A backend that accepted the node but cannot prepare it is skipped, not fatal, when
+          // another backend can run the node.
+          logger().debug("{}backend {} failed to prepare: {}", node_label(n), b->name(), e.what());
+          const std::string msg = e.what(), label = node_label(n);
+          why = msg.rfind(label, 0) == 0 ? msg.substr(label.size()) : msg;
         }
-        step.candidates.push_back({b, std::move(kernel)});
-      } catch (const Error& e) {
-        // A backend that accepted the node but cannot prepare it is skipped, not fatal, when
-        // another backend can run the node.
-        logger().debug("{}backend {} failed to prepare: {}", node_label(n), b->name(), e.what());
-        const std::string msg = e.what(), label = node_label(n);
-        why = msg.rfind(label, 0) == 0 ? msg.substr(label.size()) : msg;
       }
     }
     if (step.candidates.empty()) {

@@ -14,6 +14,11 @@ namespace wpk {
 struct Candidate {
   const Backend* backend;
   std::unique_ptr<Kernel> kernel;
+  std::string config;           // one of backend->configs(); "" when it offers none
+  bool default_config = true;   // the backend's first (what it prepares without a config)
+  // "onednn", or "onednn(algorithm=direct)" for another than the default: how tuning records
+  // and profiles name it.
+  std::string identity() const { return default_config ? backend->name() : backend->name() + "(" + config + ")"; }
 };
 
 // What runs a step: which of its candidates, on how many of the run's threads (0: all of them;
@@ -41,8 +46,9 @@ class ExecutionPlan {
   // the load peak.
   // `disabled` names candidates to leave out (SessionOptions::disabled_kernels): "backend" for
   // every kernel of a backend, "backend:kernel" for one kernel (KernelProfile::name).
+  // With `every_config` (tuning), each of a backend's configs() is a candidate; else its default.
   ExecutionPlan(Graph& graph, const std::vector<const Backend*>& backends, bool release_owned_constants,
-                const std::vector<std::string>& disabled = {});
+                const std::vector<std::string>& disabled = {}, bool every_config = false);
   const std::vector<PlanStep>& steps() const { return steps_; }
 
   // The step that writes v, or -1 for graph inputs and initializers.
@@ -57,7 +63,7 @@ class ExecutionPlan {
 
  private:
   void prepare_steps(const Graph& graph, const std::vector<const Backend*>& backends, Graph* release_from,
-                     const std::vector<std::string>& disabled);
+                     const std::vector<std::string>& disabled, bool every_config);
   void release_if_owned(Graph& graph, std::size_t step, std::vector<int>& unowned_readers);
   void compute_lifetimes(const Graph& graph);
 
@@ -71,9 +77,6 @@ class ExecutionPlan {
 
 // The backends this build registers, in order of preference (explicit, no static registration).
 std::vector<const Backend*> registered_backends();
-// With SessionOptions::tuning: the registered backends plus algorithm alternatives only the
-// tuner chooses (oneDNN's direct convolution beside its Winograd/matmul heuristics).
-std::vector<const Backend*> tuning_backends();
 
 // SessionOptions::disabled_kernels and $WPK_DISABLE_KERNELS (comma-separated) together; throws
 // InvalidArgument for an entry whose backend part names no backend of `backends`.

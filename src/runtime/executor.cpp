@@ -144,7 +144,7 @@ void Executor::run_step(std::size_t s) {
     std::string layout = step.layout;
     if (ctx.internal_layout()) layout += std::string(">") + ctx.internal_layout();
     const int reorders = ctx.internal_reorders() + (node.op_type == "Transpose" && node.domain.empty() ? 1 : 0);
-    std::string backend = cand.backend->name();
+    std::string backend = cand.identity();
     // The kernel that ran: a named kernel of the backend's own, or the code it handed the shape to.
     const std::string kernel_name = cand.kernel->profile().name;
     if (!kernel_name.empty()) backend += ":" + kernel_name;

@@ -115,7 +115,7 @@ double us_since(std::chrono::steady_clock::time_point t0) {
 }  // namespace
 
 Session::Session(Graph graph, SessionOptions options)
-    : Session(std::move(graph), options, options.tuning ? tuning_backends() : registered_backends()) {}
+    : Session(std::move(graph), options, registered_backends()) {}
 
 Session::Session(Graph graph, SessionOptions options, const std::vector<const Backend*>& backends) try
     : impl_(std::make_unique<Impl>()) {
@@ -147,7 +147,7 @@ Session::Session(Graph graph, SessionOptions options, const std::vector<const Ba
   {
     OmpThreadScope scope(impl_->threads);  // backends may size their kernels to the thread count
     // Tuning compares candidates against the reference, which needs the weights as loaded.
-    impl_->plan = std::make_unique<ExecutionPlan>(impl_->graph, backends, !options.tuning, disabled);
+    impl_->plan = std::make_unique<ExecutionPlan>(impl_->graph, backends, !options.tuning, disabled, options.tuning);
   }
   logger().debug("freed {:.1f} MiB of weights that kernels keep packed",
                  static_cast<double>(impl_->plan->released_bytes()) / (1 << 20));
@@ -272,7 +272,7 @@ PlanSummary Session::describe() const {
   for (std::size_t s = 0; s < steps.size(); ++s) {
     const Node& n = im.graph.nodes()[steps[s].node_index];
     const std::size_t c = latest ? static_cast<std::size_t>(latest->choice[s].candidate) : 0;
-    summary.steps.push_back({n.name, qualified_op(n), n.domain, steps[s].candidates[c].backend->name(), steps[s].layout,
+    summary.steps.push_back({n.name, qualified_op(n), n.domain, steps[s].candidates[c].identity(), steps[s].layout,
                              n.fused_from});
   }
   if (latest && latest->memory_planned) {

@@ -121,14 +121,14 @@ int Tuner::tuned_nodes() const {
 
 std::string Tuner::key_for(const PlanStep& step, const Node& node, const std::vector<const Tensor*>& inputs) const {
   std::string key = op_signature(node, graph_, inputs) + ";threads=" + std::to_string(threads_) + ";backends=";
-  for (const Candidate& c : step.candidates) key += c.backend->name() + "@" + c.backend->version() + ",";
+  for (const Candidate& c : step.candidates) key += c.identity() + "@" + c.backend->version() + ",";
   return key + ";" + environment_key();
 }
 
 std::string Tuner::describe(const PlanStep& step, StepChoice c) const {
   const Candidate& cand = step.candidates[static_cast<std::size_t>(c.candidate)];
   const std::string kernel = cand.kernel->profile().name;
-  return cand.backend->name() + (kernel.empty() ? "" : ":" + kernel) + " threads=" +
+  return cand.identity() + (kernel.empty() ? "" : ":" + kernel) + " threads=" +
          std::to_string(c.threads > 0 ? c.threads : threads_);
 }
 
@@ -189,7 +189,7 @@ StepChoice Tuner::choose(std::size_t s, const std::vector<const Tensor*>& inputs
   if (auto value = db_ ? db_->lookup(key) : std::nullopt) {
     const auto [backend, threads] = parse_record_value(*value);
     for (std::size_t c = 0; c < step.candidates.size(); ++c)
-      if (step.candidates[c].backend->name() == backend && step.candidates[c].kernel->runs(inputs)) {
+      if (step.candidates[c].identity() == backend && step.candidates[c].kernel->runs(inputs)) {
         mark_tuned(s);
         if (measuring_) {
           std::lock_guard<std::mutex> lock(report_mutex_);
@@ -258,7 +258,7 @@ StepChoice Tuner::search_node(std::size_t s, const std::vector<const Tensor*>& i
   if (result.trials.size() + 1 < wanted && seconds_until(deadline_) <= 0) return untuned;
   if (result.best.empty()) return untuned;
   const StepChoice winner{static_cast<int>(space.value(result.best, 0)), static_cast<int>(space.value(result.best, 1))};
-  if (db_) db_->store(key, record_value(step.candidates[static_cast<std::size_t>(winner.candidate)].backend->name(), winner.threads),
+  if (db_) db_->store(key, record_value(step.candidates[static_cast<std::size_t>(winner.candidate)].identity(), winner.threads),
              result.best_cost, op_summary(node, inputs));
   {
     std::lock_guard<std::mutex> lock(report_mutex_);

@@ -108,15 +108,16 @@ std::unique_ptr<Kernel> OneDnnBackend::prepare(const Node& node, const Graph& gr
   throw Error(ErrorCode::Internal, node_label(node) + "no oneDNN kernel");
 }
 
-std::string OneDnnDirectConvBackend::why_unsupported(const Node& node, const Graph& graph) const {
-  if (node.inputs.empty() || node.inputs[0] == kNoValue) return "no input";
-  if (family_of(node) != Family::Conv) return "runs convolutions only";
-  const std::string why = conv_unsupported(node, graph);
-  if (!why.empty()) return why;
-  return conv_has_algorithm_choice(node, graph) ? "" : "onednn runs this convolution directly already";
+std::vector<std::string> OneDnnBackend::configs(const Node& node, const Graph& graph) const {
+  if (family_of(node) != Family::Conv || !why_unsupported(node, graph).empty() || !conv_has_algorithm_choice(node, graph))
+    return {""};
+  return {"algorithm=auto", "algorithm=direct"};
 }
 
-std::unique_ptr<Kernel> OneDnnDirectConvBackend::prepare(const Node& node, const Graph& graph) const {
+std::unique_ptr<Kernel> OneDnnBackend::prepare(const Node& node, const Graph& graph, const std::string& config) const {
+  if (config.empty() || config == "algorithm=auto") return prepare(node, graph);
+  if (config != "algorithm=direct" || family_of(node) != Family::Conv)
+    throw Error(ErrorCode::Internal, node_label(node) + "onednn has no configuration '" + config + "'");
   const std::string why = why_unsupported(node, graph);
   if (!why.empty()) throw Error(ErrorCode::Unsupported, node_label(node) + why);
   return make_conv(node, graph, ConvAlgorithms::DirectOnly);

@@ -10,19 +10,14 @@ class OneDnnBackend : public Backend {
   std::string name() const override { return "onednn"; }
   std::string why_unsupported(const Node& node, const Graph& graph) const override;
   std::unique_ptr<Kernel> prepare(const Node& node, const Graph& graph) const override;
+  // Convolutions where its rules may pick Winograd or a matmul for some shape: "algorithm=auto"
+  // (the rules, the default) and "algorithm=direct" (oneDNN's direct convolution everywhere), so
+  // tuning measures which is faster per node and shape.
+  std::vector<std::string> configs(const Node& node, const Graph& graph) const override;
+  std::unique_ptr<Kernel> prepare(const Node& node, const Graph& graph, const std::string& config) const override;
   std::string version() const override;
   // Conv and MatMul residual adds are sum post-ops (onednn_common.hpp).
   bool accumulates_into_residual(const Node& node) const override;
-};
-
-// Convolutions on oneDNN's direct algorithm only: with tuning on, a candidate beside `onednn`,
-// whose heuristics pick Winograd or matmul for some shapes, so the tuner measures which
-// algorithm is faster for each node and shape.
-class OneDnnDirectConvBackend : public OneDnnBackend {
- public:
-  std::string name() const override { return "onednn-direct"; }
-  std::string why_unsupported(const Node& node, const Graph& graph) const override;
-  std::unique_ptr<Kernel> prepare(const Node& node, const Graph& graph) const override;
 };
 
 }  // namespace wpk::onednn

@@ -224,9 +224,9 @@ TEST_CASE("a Winograd conv packed for a fixed batch size matches the dynamic ses
   CHECK(wpk::testing::compare_allclose(a, packed_for_two.run({{"x", x}}).at("y"), 0, 0) == "");  // a second run
 }
 
-// With tuning on, oneDNN's direct convolution is a candidate of its own ("onednn-direct"), so
-// tuning at load measures Winograd against it per node and shape: the conv step has three
-// candidates (onednn, onednn-direct, reference), each Transpose at the NHWC region's edges two,
+// With tuning on, oneDNN's direct convolution is a candidate of its own (the onednn backend's
+// configuration algorithm=direct), so tuning at load measures Winograd against it per node and
+// shape: the conv step has three candidates (onednn, onednn(algorithm=direct), reference), each Transpose at the NHWC region's edges two,
 // each measured on every thread count up to the session's.
 TEST_CASE("tuning measures a Winograd conv against oneDNN's direct convolution", "[onednn][conv][tuning]") {
   wpk::SessionOptions tuned;
@@ -242,7 +242,7 @@ TEST_CASE("tuning measures a Winograd conv against oneDNN's direct convolution",
   for (const wpk::StepSummary& step : s.describe().steps)
     if (step.op == "com.wpk.FusedConv") {
       conv_seen = true;
-      CHECK((step.backend == "onednn" || step.backend == "onednn-direct" || step.backend == "reference"));
+      CHECK((step.backend == "onednn" || step.backend == "onednn(algorithm=direct)" || step.backend == "reference"));
     }
   CHECK(conv_seen);
   CHECK(wpk::testing::compare_allclose(untuned.run({{"x", x}}).at("y"), y, 1e-4, 5e-5) == "");
@@ -250,7 +250,7 @@ TEST_CASE("tuning measures a Winograd conv against oneDNN's direct convolution",
 
 // A 1x1 conv runs as a matmul at batch 2+ only: with a symbolic batch the tuner measures it
 // against the direct convolution, with the batch fixed at 1 there is nothing to choose.
-TEST_CASE("tuning offers onednn-direct on a 1x1 conv only when its batch may exceed 1", "[onednn][conv][tuning]") {
+TEST_CASE("tuning offers oneDNN's direct algorithm on a 1x1 conv only when its batch may exceed 1", "[onednn][conv][tuning]") {
   for (const bool fixed : {false, true}) {
     wpk::Graph g;
     g.add_input("x", wpk::DType::Float32, {fixed ? wpk::Dim(1) : wpk::Dim("N"), 16, 5, 5});
@@ -271,7 +271,7 @@ TEST_CASE("tuning offers onednn-direct on a 1x1 conv only when its batch may exc
 // A 3x3 conv whose declared output is under 14x14 never runs as Winograd, at any batch size:
 // oneDNN's direct convolution is then no alternative and not measured, unless wpk's AVX2
 // kernel (CPUs without AVX-512) may run it.
-TEST_CASE("tuning offers onednn-direct on a 3x3 conv only when its output may reach 14x14 or on AVX2", "[onednn][conv][tuning]") {
+TEST_CASE("tuning offers oneDNN's direct algorithm on a 3x3 conv only when its output may reach 14x14 or on AVX2", "[onednn][conv][tuning]") {
   for (const std::int64_t size : {7, 14}) {
     wpk::Graph g;
     g.add_input("x", wpk::DType::Float32, {wpk::Dim("N"), 64, size, size});
