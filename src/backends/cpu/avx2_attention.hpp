@@ -9,27 +9,14 @@
 #include <cstdint>
 #include <vector>
 
+#include "backends/attention_layout.hpp"
+
 namespace wpk::cpu {
 
-// An operand seen as [batch][rows][cols] floats: element (b, i, j) at
-// data[batch_offsets[b] + i * row_stride + j * col_stride].
-struct AttentionOperand {
-  const float* data = nullptr;
-  std::vector<std::int64_t> batch_offsets;
-  std::int64_t row_stride = 0, col_stride = 1;
-};
+using wpk::AttentionOperand;
+using wpk::AttentionShape;
 
-struct AttentionShape {
-  std::int64_t batch = 0;  // the product of the leading dims (batch x heads)
-  std::int64_t rows = 0;   // queries, S
-  std::int64_t cols = 0;   // keys, T
-  std::int64_t d = 0;      // the Q and K feature size
-  std::int64_t dv = 0;     // the V feature size
-  float scale = 1;
-};
-
-// True when this CPU runs the kernel (AVX2 and FMA, without AVX-512F: there oneDNN's primitives
-// have twice the vector width, and this kernel is unmeasured).
+// True when this CPU runs the kernel (AVX2 and FMA).
 bool avx2_attention_available();
 
 // y (batch x rows x dv, through y_offsets and y_row_stride, columns contiguous) from q [batch,

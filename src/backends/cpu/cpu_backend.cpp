@@ -7,11 +7,12 @@
 namespace wpk::cpu {
 namespace {
 
-enum class Family { None, LayerNorm, MaxPool, RowBroadcast, ConcatBatchNorm };
+enum class Family { None, Attention, LayerNorm, MaxPool, RowBroadcast, ConcatBatchNorm };
 
 Family family_of(const Node& node) {
   const bool onnx = node.domain.empty() || node.domain == "ai.onnx";
   const bool wpk_op = node.domain == kWpkDomain;
+  if (wpk_op && node.op_type == "Attention") return Family::Attention;
   if ((onnx || wpk_op) && node.op_type == "LayerNormalization") return Family::LayerNorm;
   if (onnx && node.op_type == "MaxPool") return Family::MaxPool;
   for (const char* op : {"Add", "Sub", "Mul", "Div"})
@@ -35,6 +36,7 @@ void require_f32(const KernelContext& ctx, const Tensor& t, const char* what) {
 std::string CpuBackend::why_unsupported(const Node& node, const Graph& graph) const {
   if (node.inputs.empty() || node.inputs[0] == kNoValue) return "no input";
   switch (family_of(node)) {
+    case Family::Attention: return attention_unsupported(node, graph);
     case Family::LayerNorm: return layernorm_unsupported(node, graph);
     case Family::MaxPool: return max_pool_unsupported(node, graph);
     case Family::RowBroadcast: return row_broadcast_unsupported(node, graph);
@@ -48,6 +50,7 @@ std::unique_ptr<Kernel> CpuBackend::prepare(const Node& node, const Graph& graph
   const std::string why = why_unsupported(node, graph);
   if (!why.empty()) throw Error(ErrorCode::Unsupported, node_label(node) + why);
   switch (family_of(node)) {
+    case Family::Attention: return make_attention(node, graph);
     case Family::LayerNorm: return make_layernorm(node, graph);
     case Family::MaxPool: return make_max_pool(node, graph);
     case Family::RowBroadcast: return make_row_broadcast(node, graph);

@@ -21,6 +21,9 @@ int clones_vector_bits();
 // Fails naming the node when a run-time tensor is not float32.
 void require_f32(const KernelContext& ctx, const Tensor& t, const char* what);
 
+std::string attention_unsupported(const Node& node, const Graph& graph);  // attention_kernel.cpp
+std::unique_ptr<Kernel> make_attention(const Node& node, const Graph& graph);
+
 std::string concat_batchnorm_unsupported(const Node& node, const Graph& graph);  // concat_batchnorm.cpp
 std::unique_ptr<Kernel> make_concat_batchnorm(const Node& node, const Graph& graph);
 
