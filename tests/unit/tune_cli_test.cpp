@@ -68,3 +68,22 @@ TEST_CASE("bench --tune --json: a warm load measures nothing", "[cli][tuning]") 
   CHECK(json_field(cold, "compiled_kernels") == "0");
   CHECK(json_field(warm, "tuned_nodes") == json_field(cold, "tuned_nodes"));
 }
+
+TEST_CASE("two processes tuning into one cache folder at once leave it consistent", "[cli][tuning]") {
+  const std::string dir = wpk::testing::temp_dir("tune_two_models");
+  const std::string cache = wpk::testing::temp_dir("tune_two_cache");
+  wpk::testing::OnnxModelBuilder other;
+  other.input("x", {-1, 48}).output("y", {-1, 48}).node("Tanh", {"x"}, {"t"}).node("Relu", {"t"}, {"y"});
+  const std::string a = small_model(dir), b = other.save(dir + "/other.onnx");
+  // Both in the background of one shell, so their tuning and their writes overlap.
+  const std::string cli = std::string(WPK_CLI_PATH);
+  const std::string cmd = "export WPK_CACHE_DIR=" + cache + "; (" + cli + " bench " + a + " --tune --iters 2 >/dev/null 2>&1 & " +
+                          cli + " bench " + b + " --tune --iters 2 >/dev/null 2>&1 & wait)";
+  REQUIRE(std::system(cmd.c_str()) == 0);
+  std::string warm_a, warm_b;
+  REQUIRE(run_cli(cache, "bench " + a + " --tune --json --iters 2", warm_a) == 0);
+  REQUIRE(run_cli(cache, "bench " + b + " --tune --json --iters 2", warm_b) == 0);
+  // Each process merged what the other wrote before renaming its file over it: both models' records survive.
+  CHECK(json_field(warm_a, "measured_candidates") == "0");
+  CHECK(json_field(warm_b, "measured_candidates") == "0");
+}
