@@ -115,10 +115,9 @@ std::string OpCase::describe() const {
   return s.str();
 }
 
-std::string OpCase::check(const Backend& backend, double rtol, double atol) const {
+Graph OpCase::build(std::map<std::string, Tensor>& values) const {
   Graph g;
   std::mt19937 rng(seed_);
-  std::map<std::string, Tensor> values;
   std::vector<std::string> ins;
   for (const auto& name : order_) {
     ins.push_back(name);
@@ -134,6 +133,21 @@ std::string OpCase::check(const Backend& backend, double rtol, double atol) cons
   Node& node = g.add_node(op_, ins, {"Y"}, attrs_, "case");
   node.domain = domain_;
   g.add_output("Y");
+  return g;
+}
+
+std::vector<std::string> OpCase::configs(const Backend& backend) const {
+  std::map<std::string, Tensor> values;
+  const Graph g = build(values);
+  if (!backend.why_unsupported(g.nodes().front(), g).empty()) return {};
+  return backend.configs(g.nodes().front(), g);
+}
+
+std::string OpCase::check(const Backend& backend, double rtol, double atol) const { return check(backend, "", rtol, atol); }
+
+std::string OpCase::check(const Backend& backend, const std::string& config, double rtol, double atol) const {
+  std::map<std::string, Tensor> values;
+  const Graph g = build(values);
   const Node n = g.nodes().front();
 
   const std::string why = backend.why_unsupported(n, g);
@@ -150,7 +164,7 @@ std::string OpCase::check(const Backend& backend, double rtol, double atol) cons
 
   auto guard = std::make_shared<GuardedAllocator>();
   KernelContext actual_ctx(n, ptrs, [guard](DType d, const Shape& s) { return guard->allocate(d, s); });
-  const auto kernel = backend.prepare(n, g);
+  const auto kernel = backend.prepare(n, g, config);
   if (!kernel->runs(ptrs)) return backend.name() + "'s kernel declines the inputs of " + describe() + " (Kernel::runs)";
   kernel->run(actual_ctx);
   if (!guard->intact(actual_ctx.outputs())) return describe() + ": wrote outside its output";

@@ -30,9 +30,16 @@ class OpCase {
   // The case must be supported by `backend`, and its kernel must run these inputs (a case it
   // declines either way is reported as a failure).
   std::string check(const Backend& backend, double rtol = 1e-4, double atol = 1e-5) const;
+  // The same for one of the backend's configurations (Backend::configs).
+  std::string check(const Backend& backend, const std::string& config, double rtol, double atol) const;
+  // What the backend offers for this case: configs() when it supports it, else nothing.
+  std::vector<std::string> configs(const Backend& backend) const;
   std::string describe() const;
 
  private:
+  // The one-node graph of this case (node "case", output "Y") and its run-time input values.
+  Graph build(std::map<std::string, Tensor>& values) const;
+
   std::string op_, domain_;
   std::vector<std::string> order_;  // input names in order; "" for omitted
   std::map<std::string, Shape> runtime_inputs_;

@@ -1,0 +1,111 @@
+// Every candidate the search may pick, against the reference: for each op case of the table
+// below, each registered backend that supports it, in each of its configurations (Backend::
+// configs), at sizes on, below and above the kernels' tiles (6 pixels x 16 channels for wpk's
+// AVX2 register tile, 16-float vectors, 6 query rows for attention). One sweep over the registry
+// instead of cases written per kernel; a kernel that declines a shape (Kernel::runs) is counted
+// and reported, never passed silently.
+#include <catch2/catch.hpp>
+
+#include <map>
+
+#include "runtime/execution_plan.hpp"
+#include "support/backend_tester.hpp"
+
+using wpk::Shape;
+using wpk::testing::OpCase;
+
+namespace {
+
+struct SweepCase {
+  OpCase op;
+  double rtol, atol;
+};
+
+// NHWC convs as the layout pass leaves them, with the epilogues kernels fuse.
+std::vector<SweepCase> conv_cases() {
+  std::vector<SweepCase> out;
+  unsigned seed = 100;
+  for (std::int64_t c : {15, 16, 17, 64})
+    for (std::int64_t hw : {5, 6, 7, 14})
+      for (const char* act : {"", "Relu"}) {
+        out.push_back({OpCase("FusedConv", "com.wpk").input("X", {1, hw, hw, c}).constant("W", {c, c, 3, 3}).constant("B", {c})
+                           .attr("pads", std::vector<std::int64_t>{1, 1, 1, 1}).attr("channels_last", std::int64_t{1})
+                           .activation(act).seed(seed++),
+                       1e-4, 1e-4});
+        out.push_back({OpCase("FusedConv", "com.wpk").input("X", {2, hw, hw, c}).constant("W", {32, c, 1, 1})
+                           .attr("channels_last", std::int64_t{1}).activation(act).seed(seed++),
+                       1e-4, 1e-4});
+      }
+  out.push_back({OpCase("FusedConv", "com.wpk").input("X", {1, 15, 15, 32}).constant("W", {48, 32, 3, 3})
+                     .attr("strides", std::vector<std::int64_t>{2, 2}).attr("channels_last", std::int64_t{1}).seed(seed++),
+                 1e-4, 1e-4});
+  out.push_back({OpCase("FusedConv", "com.wpk").input("X", {1, 9, 9, 32}).constant("W", {32, 1, 3, 3})
+                     .attr("group", std::int64_t{32}).attr("pads", std::vector<std::int64_t>{1, 1, 1, 1})
+                     .attr("channels_last", std::int64_t{1}).seed(seed++),
+                 1e-4, 1e-4});
+  out.push_back({OpCase("Conv").input("X", {1, 16, 14, 14}).constant("W", {16, 16, 3, 3})
+                     .attr("pads", std::vector<std::int64_t>{1, 1, 1, 1}).seed(seed++),
+                 1e-4, 1e-4});
+  return out;
+}
+
+std::vector<SweepCase> other_cases() {
+  std::vector<SweepCase> out;
+  unsigned seed = 300;
+  for (std::int64_t rows : {1, 6, 7})
+    for (std::int64_t k : {16, 17})
+      for (std::int64_t n : {15, 16, 33})
+        out.push_back({OpCase("FusedMatMul", "com.wpk").input("A", {rows, k}).constant("B", {k, n}).constant("C", {n})
+                           .seed(seed++),
+                       1e-4, 1e-4});
+  for (std::int64_t c : {15, 16, 17, 768})
+    out.push_back({OpCase("LayerNormalization").input("X", {3, 5, c}).constant("S", {c}).constant("B", {c})
+                       .attr("epsilon", 1e-5f).seed(seed++),
+                   1e-4, 1e-5});
+  for (std::int64_t s : {1, 6, 7, 13})
+    out.push_back({OpCase("Attention", "com.wpk").input("Q", {2, 3, s, 8}).input("K", {2, 3, 19, 8})
+                       .input("V", {2, 3, 19, 5}).input("M", {2, 1, 1, 19}).attr("scale", 0.35f).seed(seed++),
+                   1e-4, 1e-5});
+  for (std::int64_t c : {15, 16, 17})
+    out.push_back({OpCase("MaxPool").input("X", {1, 9, 9, c}).attr("kernel_shape", std::vector<std::int64_t>{3, 3})
+                       .attr("strides", std::vector<std::int64_t>{2, 2}).attr("pads", std::vector<std::int64_t>{1, 1, 1, 1})
+                       .attr("channels_last", std::int64_t{1}).seed(seed++),
+                   0, 0});
+  for (std::int64_t c : {15, 16, 17})
+    for (const char* op : {"Add", "Mul", "Div"})
+      out.push_back({OpCase(op).input("A", {1, 7, 7, c}).input("B", {1, 1, 1, c}).seed(seed++), 0, 0});
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("every candidate of every registered backend matches the reference at tile edges", "[backends][sweep]") {
+  std::vector<SweepCase> cases = conv_cases();
+  for (SweepCase& c : other_cases()) cases.push_back(std::move(c));
+  std::map<std::string, int> checked, declined;
+  for (const SweepCase& c : cases)
+    for (const wpk::Backend* backend : wpk::registered_backends()) {
+      if (backend->name() == "reference") continue;
+      for (const std::string& config : c.op.configs(*backend)) {
+        const std::string name = backend->name() + (config.empty() ? "" : "(" + config + ")");
+        const std::string why = c.op.check(*backend, config, c.rtol, c.atol);
+        INFO(name << ": " << c.op.describe());
+        if (why.find("declines the inputs") != std::string::npos) {
+          ++declined[name];
+          continue;
+        }
+        CHECK(why == "");
+        ++checked[name];
+      }
+    }
+  std::string summary;
+  for (const auto& [name, n] : checked)
+    summary += name + " " + std::to_string(n) + " checked, " + std::to_string(declined[name]) + " declined; ";
+  INFO(summary);
+  CHECK(checked.count("cpu") == 1);  // row broadcast, pooling at least: any CPU runs those
+#ifdef WPK_WITH_ONEDNN
+  CHECK(checked["onednn"] > 0);
+  CHECK(checked["onednn(algorithm=direct)"] > 0);
+#endif
+  WARN(summary);
+}
