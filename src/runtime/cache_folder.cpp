@@ -26,6 +26,8 @@ bool is_tuning_file(const std::string& name) { return name.rfind(kPrefix, 0) == 
 bool is_leftover(const std::string& name) {
   return name.rfind(kPrefix, 0) == 0 && name.find(".tsv.tmp.", kPrefix.size()) != std::string::npos;
 }
+// tuning-v*.tsv.lock: TuningFileLock's, empty; only clear touches it.
+bool is_lock_file(const std::string& name) { return name.rfind(kPrefix, 0) == 0 && ends_with(name, ".tsv.lock"); }
 
 int format_of(const std::string& name) {
   const std::string digits = name.substr(kPrefix.size(), name.size() - kPrefix.size() - 4);
@@ -53,7 +55,7 @@ std::vector<fs::directory_entry> wpk_files(const std::string& dir, bool& exists)
   fs::directory_iterator it(dir, ec), end;
   for (; !ec && it != end; it.increment(ec)) {
     const std::string name = it->path().filename().string();
-    if ((is_tuning_file(name) || is_leftover(name)) && removable(*it)) found.push_back(*it);
+    if ((is_tuning_file(name) || is_leftover(name) || is_lock_file(name)) && removable(*it)) found.push_back(*it);
   }
   if (ec) throw Error(ErrorCode::Io, "cannot list cache folder '" + dir + "': " + ec.message());
   std::sort(found.begin(), found.end(), [](const auto& a, const auto& b) { return a.path() < b.path(); });
@@ -93,6 +95,7 @@ CacheFolderInfo inspect_cache_folder(const std::string& dir) {
   info.dir = dir;
   for (const fs::directory_entry& e : wpk_files(dir, info.exists)) {
     const std::string name = e.path().filename().string();
+    if (is_lock_file(name)) continue;
     if (is_leftover(name)) {
       info.leftovers.push_back(e.path().string());
       continue;
@@ -127,13 +130,14 @@ CacheRemoval prune_cache_folder(const std::string& dir) {
   const std::string current = tuning_file_name(kCacheFormatVersion);
   for (const fs::directory_entry& e : wpk_files(dir, exists)) {
     const std::string name = e.path().filename().string();
-    if (is_leftover(name)) continue;
+    if (is_leftover(name) || is_lock_file(name)) continue;
     if (name != current) {
       remove_file(e.path(), done);
       continue;
     }
     std::error_code ec;
     if (!e.is_regular_file(ec)) continue;
+    const TuningFileLock file_lock(e.path().string());
     TuningFile contents;
     read_tuning_file(e.path().string(), contents);
     TuningFile kept;

@@ -78,6 +78,21 @@ bool all_agree(const Node& node, const std::vector<Tensor>& got, const std::vect
   return true;
 }
 
+// The analytic cost model over a node's {candidate, threads} space: what GA and RL rank their
+// candidates by before measuring any.
+class StepCostModel : public search::CostModel {
+ public:
+  StepCostModel(const PlanStep& step, search::Workload work) : step_(step), work_(work) {}
+  double predict(const search::Space& space, const search::Point& p) const override {
+    const KernelProfile k = step_.candidates[static_cast<std::size_t>(space.value(p, 0))].kernel->profile();
+    return search::predict_seconds(work_, {k.vector_bits, k.efficiency}, search::Machine{static_cast<int>(space.value(p, 1))});
+  }
+
+ private:
+  const PlanStep& step_;
+  search::Workload work_;
+};
+
 double seconds_until(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(t - std::chrono::steady_clock::now()).count();
 }
@@ -270,7 +285,8 @@ StepChoice Tuner::search_node(std::size_t s, const std::vector<const Tensor*>& i
   const double untuned_us = measure(untuned_point);
   const std::size_t wanted = std::min<std::uint64_t>(
       space.size(), settings_.trials_per_node ? settings_.trials_per_node : TuningSettings::kDefaultTrials);
-  const auto strategy = search::make_strategy(settings_.algorithm, space, settings_.seed + s);
+  const StepCostModel model(step, estimate_workload(node, inputs));
+  const auto strategy = search::make_strategy(settings_.algorithm, space, settings_.seed + s, &model);
   const search::SearchResult result = search::run_search(
       *strategy, measure, search::Budget{wanted > 0 ? wanted - 1 : 0, seconds_until(deadline_)}, {{untuned_point, untuned_us}});
   // A search the deadline cut short is not used: the node keeps the cost model's choice.

@@ -1,13 +1,17 @@
 #include "runtime/tuning_db.hpp"
 
+#include <fcntl.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <vector>
@@ -156,6 +160,18 @@ std::optional<std::string> TuningDb::lookup(const std::string& key) const {
   return it->second.backend;
 }
 
+TuningFileLock::TuningFileLock(const std::string& path) {
+  fd_ = ::open((path + ".lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd_ >= 0) {
+    while (::flock(fd_, LOCK_EX) != 0 && errno == EINTR) {
+    }
+  }
+}
+
+TuningFileLock::~TuningFileLock() {
+  if (fd_ >= 0) ::close(fd_);  // closing releases the lock
+}
+
 void TuningDb::store(const std::string& key, const std::string& backend, double median_us, const std::string& summary) {
   const std::string key_hash = hex64(fnv1a64(key));
   char us[32];
@@ -164,6 +180,8 @@ void TuningDb::store(const std::string& key, const std::string& backend, double 
   line += "\t" + hex64(fnv1a64(line));
 
   std::lock_guard<std::mutex> lock(mutex_);
+  std::optional<TuningFileLock> file_lock;
+  if (persistent_) file_lock.emplace(path_);
   if (persistent_) read_tuning_file(path_, contents_);  // merge what other processes stored since we read
   contents_.entries[key_hash] = TuningEntry{current_env_hash(), backend, line};
   if (persistent_ && !write_tuning_file(path_, contents_)) disable("cannot write '" + path_ + "'");

@@ -60,6 +60,20 @@ void read_tuning_file(const std::string& path, TuningFile& into);
 // it could not; the temporary is then removed.
 bool write_tuning_file(const std::string& path, const TuningFile& contents);
 
+// Holds an exclusive advisory lock (flock) on `<path>.lock` for its lifetime, so that a read,
+// merge and rewrite of a tuning file by one process cannot interleave with another's and lose
+// its entries. Where the lock file cannot be opened it locks nothing (the write stays atomic).
+class TuningFileLock {
+ public:
+  explicit TuningFileLock(const std::string& path);
+  ~TuningFileLock();
+  TuningFileLock(const TuningFileLock&) = delete;
+  TuningFileLock& operator=(const TuningFileLock&) = delete;
+
+ private:
+  int fd_ = -1;
+};
+
 class TuningDb {
  public:
   // Never throws: a folder that cannot be created or written is reported once (warn) and the

@@ -177,7 +177,7 @@ TEST_CASE("wpk cache ls, prune and clear a cache folder", "[cli][cache]") {
 
   r = wpk_cli("cache clear --dir " + dir);
   REQUIRE(r.exit_code == 0);
-  CHECK(r.out == "removed " + v1 + "\nremoved " + dir + "/tuning-v1.tsv.tmp.1.0\n");
+  CHECK(r.out == "removed " + v1 + "\nremoved " + v1 + ".lock\nremoved " + dir + "/tuning-v1.tsv.tmp.1.0\n");
   CHECK(slurp(dir + "/notes.txt") == "mine");
   CHECK(wpk_cli("cache ls --dir " + dir).out == "cache folder " + dir + " is empty\n");
   CHECK(wpk_cli("cache clear --dir " + dir).out == "nothing to clear in " + dir + "\n");

@@ -183,7 +183,8 @@ TEST_CASE("prune keeps this machine's entries and nothing else of wpk's", "[cach
 TEST_CASE("clear removes wpk's files and only those", "[cache]") {
   Folder f;
   const CacheRemoval done = clear_cache_folder(f.dir);
-  CHECK(done.files.size() == 3);  // tuning-v0.tsv, tuning-v1.tsv, the leftover temporary
+  CHECK(done.files.size() == 4);  // tuning-v0.tsv, tuning-v1.tsv, its lock file, the leftover temporary
+  CHECK_FALSE(fs::exists(fs::path(f.dir) / "tuning-v1.tsv.lock"));
   CHECK(done.rewritten.empty());
   CHECK_FALSE(fs::exists(f.v1));
   CHECK_FALSE(fs::exists(fs::path(f.dir) / "tuning-v0.tsv"));
@@ -200,7 +201,7 @@ TEST_CASE("clear removes wpk's files and only those", "[cache]") {
   fs::remove(fs::path(f.dir) / "notes.txt");
   fs::remove(fs::path(f.dir) / "tuning-v7.tsv");
   TuningDb(f.dir).store("op=A", "cpu", 1.0, "A");
-  CHECK(clear_cache_folder(f.dir).files.size() == 1);
+  CHECK(clear_cache_folder(f.dir).files.size() == 2);  // the file and its lock file
   CHECK(fs::is_directory(f.dir));
 }
 
