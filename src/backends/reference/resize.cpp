@@ -293,6 +293,7 @@ void resize_common(KernelContext& ctx, const Options& o, const std::vector<doubl
              "roi has " + std::to_string(roi.size()) + " elements, expected " + std::to_string(2 * r));
   Shape out_shape(r);
   std::vector<AxisPlan> plans(r);
+  std::vector<double> axis_scales(r);
   for (std::size_t d = 0; d < r; ++d) {
     const std::int64_t in = x.shape()[d];
     double scale;
@@ -307,17 +308,22 @@ void resize_common(KernelContext& ctx, const Options& o, const std::vector<doubl
         ctx.fail(ErrorCode::InvalidArgument, "scales must be positive and finite, got " + std::to_string(scale));
       const double len = std::floor(scale * static_cast<double>(in));
       if (len > static_cast<double>(std::int64_t(1) << 48))
-        ctx.fail(ErrorCode::InvalidArgument, "scale " + std::to_string(scale) + " makes the output too large");
+        ctx.fail(ErrorCode::ResourceExhausted, "scale " + std::to_string(scale) + " makes the output too large");
       out = static_cast<std::int64_t>(len);
     }
     if (in == 0 && out != 0)
       ctx.fail(ErrorCode::InvalidArgument, "cannot resize an empty axis " + std::to_string(d) + " to a non-empty one");
     out_shape[d] = out;
+    axis_scales[d] = scale;
+  }
+  // The output within the session's limits before the per-axis plans (as long as the output's
+  // axes) are built for it.
+  check_elements(out_shape, ctx.limits(), node_label(ctx.node()) + "output 0: ", x.dtype());
+  for (std::size_t d = 0; d < r; ++d) {
     const double roi_start = crop && !roi.empty() ? roi[d] : 0.0;
     const double roi_end = crop && !roi.empty() ? roi[d + r] : 1.0;
-    plans[d] = plan_axis(in, out, scale, roi_start, roi_end, o);
+    plans[d] = plan_axis(x.shape()[d], out_shape[d], axis_scales[d], roi_start, roi_end, o);
   }
-  shape_numel(out_shape);  // fails cleanly on an overflowing output shape
   dispatch_any(x.dtype(), ctx, [&](auto tag) {
     using T = typename decltype(tag)::type;
     resize_typed<T>(ctx, x, plans, out_shape, o);
