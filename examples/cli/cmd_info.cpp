@@ -46,15 +46,17 @@ void print_optimized(const std::string& path, const Args& args, const SessionOpt
               transposes + inside, transposes, inside, inside_steps);
   int width = 4;  // the node column fits the longest name
   for (const StepSummary& s : plan.steps) width = std::max(width, static_cast<int>(s.node.size()));
-  std::printf("  %-4s %-*s %-26s %-13s %-13s %s\n", "#", width, "node", " op", "backend", "layout", "fused group");
+  std::printf("  %-4s %-*s %-26s %-24s %-13s %s\n", "#", width, "node", " op", "backend", "layout", "fused group");
   for (std::size_t i = 0; i < plan.steps.size(); ++i) {
     const StepSummary& s = plan.steps[i];
     const std::string& layout = i < run.steps.size() ? run.steps[i].layout : s.layout;
-    // The run's backend also names code a kernel picked for these shapes ("onednn:stream").
-    const std::string& backend = i < run.steps.size() ? run.steps[i].backend : s.backend;
+    // The run's backend also names the kernel that ran ("cpu:f32_maxpool_nhwc", "onednn:stream"),
+    // and a configuration on fewer threads than the session's says so.
+    std::string backend = i < run.steps.size() ? run.steps[i].backend : s.backend;
+    if (s.threads > 0 && s.threads < session.threads()) backend += " threads=" + std::to_string(s.threads);
     std::string group;  // what a fused node stands for: "= Conv+BatchNormalization+Relu"
     for (const std::string& op : s.fused_from) group += (group.empty() ? "= " : "+") + op;
-    std::printf("  %-4zu %-*s %-26s %-13s %-13s %s\n", i, width, s.node.c_str(),
+    std::printf("  %-4zu %-*s %-26s %-24s %-13s %s\n", i, width, s.node.c_str(),
                 ((s.domain == "com.wpk" ? "*" : " ") + s.op).c_str(), backend.c_str(), layout.c_str(), group.c_str());
   }
   if (plan.memory_planned)

@@ -71,6 +71,7 @@ struct StepSummary {
   std::string backend;
   std::string layout;
   std::vector<std::string> fused_from;  // the model ops a fused node stands for (Node::fused_from)
+  int threads = 0;  // the threads its configuration runs on; 0: all the session's
 };
 struct PlanSummary {
   std::vector<StepSummary> steps;

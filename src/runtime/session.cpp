@@ -271,9 +271,10 @@ PlanSummary Session::describe() const {
   const auto& steps = im.plan->steps();
   for (std::size_t s = 0; s < steps.size(); ++s) {
     const Node& n = im.graph.nodes()[steps[s].node_index];
-    const std::size_t c = latest ? static_cast<std::size_t>(latest->choice[s].candidate) : 0;
-    summary.steps.push_back({n.name, qualified_op(n), n.domain, steps[s].candidates[c].identity(), steps[s].layout,
-                             n.fused_from});
+    const StepChoice choice = latest ? latest->choice[s] : StepChoice{};
+    summary.steps.push_back({n.name, qualified_op(n), n.domain,
+                             steps[s].candidates[static_cast<std::size_t>(choice.candidate)].identity(), steps[s].layout,
+                             n.fused_from, choice.threads});
   }
   if (latest && latest->memory_planned) {
     summary.memory_planned = true;
