@@ -1,17 +1,13 @@
 #include "runtime/tuner.hpp"
 
-#include <omp.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <cstring>
 #include <limits>
-#include <utility>
 
-#include "core/float_values.hpp"
 #include "runtime/cache_key.hpp"
 #include "runtime/logging.hpp"
+#include "runtime/measurement.hpp"
 #include "runtime/threads.hpp"
 #include "runtime/workload.hpp"
 
@@ -19,64 +15,6 @@ namespace wpk {
 namespace {
 
 std::atomic<std::uint64_t> g_measurements{0};
-
-constexpr int kTimedReps = 5;
-constexpr double kRepBudgetUs = 50000;  // a slow candidate stops repeating after this much time
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
-}
-
-// Runs one candidate on `inputs` with `threads` OpenMP threads; the outputs in `out`. Throws
-// what the kernel throws.
-// Inside a model the step before ran on all the session's threads: the time counts what a step
-// on fewer pays to shrink the OpenMP team and the next step to grow it back. Outputs go to
-// `out`, reusing its tensors where dtype and shape match: inside a model they live in an arena
-// the run has touched before, so allocating and faulting in fresh pages is no part of a step.
-double time_once(const Kernel& kernel, const Node& node, const std::vector<const Tensor*>& inputs, int threads,
-                 std::vector<Tensor>& out) {
-  std::vector<Tensor> previous = std::move(out);
-  KernelContext ctx(node, inputs, [&previous](DType dtype, const Shape& shape) {
-    for (Tensor& t : previous)
-      if (!t.empty() && t.dtype() == dtype && t.shape() == shape) return std::exchange(t, Tensor());
-    return Tensor::zeros(dtype, shape);
-  });
-  const int all = omp_get_max_threads();
-#pragma omp parallel num_threads(all)
-  { (void)0; }
-  const auto t0 = std::chrono::steady_clock::now();
-  {
-    const OmpThreadScope scope(threads);
-    kernel.run(ctx);
-  }
-#pragma omp parallel num_threads(all)
-  { (void)0; }
-  const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
-  out = std::move(ctx.outputs());
-  return us;
-}
-
-// One warm-up (caches, lazy compiles, the outputs' pages), then up to kTimedReps timed runs
-// into the same outputs: their median.
-double time_config(const Kernel& kernel, const Node& node, const std::vector<const Tensor*>& inputs, int threads,
-                   std::vector<Tensor>& out) {
-  double spent = time_once(kernel, node, inputs, threads, out);
-  std::vector<double> times;
-  for (int r = 0; r < kTimedReps && spent < kRepBudgetUs; ++r) {
-    times.push_back(time_once(kernel, node, inputs, threads, out));
-    spent += times.back();
-  }
-  return times.empty() ? spent : median(times);
-}
-
-bool all_agree(const Node& node, const std::vector<Tensor>& got, const std::vector<Tensor>& want) {
-  for (std::size_t o = 0; o < node.outputs.size(); ++o) {
-    if (node.outputs[o] == kNoValue) continue;
-    if (o >= got.size() || o >= want.size() || !outputs_agree(got[o], want[o])) return false;
-  }
-  return true;
-}
 
 // The analytic cost model over a node's {candidate, threads} space: what GA and RL rank their
 // candidates by before measuring any.
@@ -100,30 +38,6 @@ double seconds_until(std::chrono::steady_clock::time_point t) {
 }  // namespace
 
 std::uint64_t tuning_measurements() { return g_measurements.load(); }
-
-bool outputs_agree(const Tensor& got, const Tensor& want) {
-  if (got.empty() || want.empty()) return got.empty() == want.empty();
-  if (got.dtype() != want.dtype() || got.shape() != want.shape()) return false;
-  if (!dtype_is_float(want.dtype())) return got.nbytes() == want.nbytes() && std::memcmp(got.raw(), want.raw(), got.nbytes()) == 0;
-  double scale = 0;
-  for (std::int64_t i = 0; i < want.numel(); ++i) {
-    const double w = float_element(want, i);
-    if (std::isfinite(w)) scale = std::max(scale, std::abs(w));
-  }
-  for (std::int64_t i = 0; i < want.numel(); ++i) {
-    const double w = float_element(want, i), g = float_element(got, i);
-    if (std::isnan(w) || std::isnan(g)) {
-      if (std::isnan(w) != std::isnan(g)) return false;
-      continue;
-    }
-    if (std::isinf(w) || std::isinf(g)) {
-      if (w != g) return false;
-      continue;
-    }
-    if (std::abs(g - w) > 1e-3 * std::abs(w) + 1e-4 * scale) return false;
-  }
-  return true;
-}
 
 std::string record_value(const std::string& backend, int threads) {
   return threads > 0 ? backend + ";threads=" + std::to_string(threads) : backend;

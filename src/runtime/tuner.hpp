@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "runtime/execution_plan.hpp"
+#include "runtime/measurement.hpp"
 #include "runtime/tuning_db.hpp"
 #include "search/strategy.hpp"
 #include "wpk/session.hpp"
@@ -70,10 +71,6 @@ class Tuner {
 // database measures nothing).
 std::uint64_t tuning_measurements();
 
-// True when `got` matches `want` closely enough to stand in for it: same dtype and shape;
-// floats within 1e-3 relative plus 1e-4 of the largest |want| (summation order differs between
-// backends); NaN where `want` has NaN; other types exactly.
-bool outputs_agree(const Tensor& got, const Tensor& want);
 
 // A record's winner as stored ("onednn;threads=1") and parsed back: the backend's name and the
 // threads (0 when the record names none: all of them).

@@ -1,0 +1,31 @@
+#pragma once
+// Measuring a kernel configuration as it would run inside the model, and checking its result
+// against the oracle's: the tuner's measurement (runtime/tuner.hpp).
+#include <vector>
+
+#include "backends/kernel.hpp"
+
+namespace wpk {
+
+// One run of `kernel` on `threads` OpenMP threads between steps on all of them, as in a model:
+// its microseconds; the outputs in `out`, as time_config says.
+double time_once(const Kernel& kernel, const Node& node, const std::vector<const Tensor*>& inputs, int threads,
+                 std::vector<Tensor>& out);
+
+// One warm-up (caches, lazy compiles, the outputs' pages), then up to 5 timed runs into the same
+// outputs: their median in microseconds. The kernel runs on `threads` OpenMP threads, and the
+// time counts what a step on fewer than the session's pays to shrink the team and the next step
+// to grow it back. Outputs land in `out` (its tensors are reused where dtype and shape match:
+// inside a model they live in an arena the run has touched, so fresh pages are no part of a
+// step). Throws what the kernel throws.
+double time_config(const Kernel& kernel, const Node& node, const std::vector<const Tensor*>& inputs, int threads,
+                   std::vector<Tensor>& out);
+
+// True when `got` matches `want` closely enough to stand in for it: same dtype and shape;
+// floats within 1e-3 relative plus 1e-4 of the largest |want| (summation order differs between
+// backends); NaN where `want` has NaN; other types exactly.
+bool outputs_agree(const Tensor& got, const Tensor& want);
+// outputs_agree for every output the node has.
+bool all_agree(const Node& node, const std::vector<Tensor>& got, const std::vector<Tensor>& want);
+
+}  // namespace wpk
