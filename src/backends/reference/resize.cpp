@@ -317,8 +317,11 @@ void resize_common(KernelContext& ctx, const Options& o, const std::vector<doubl
     axis_scales[d] = scale;
   }
   // The output within the session's limits before the per-axis plans (as long as the output's
-  // axes) are built for it.
-  check_elements(out_shape, ctx.limits(), node_label(ctx.node()) + "output 0: ", x.dtype());
+  // axes) are built for it; an empty output needs none, and one of its axes may be of any length.
+  if (check_elements(out_shape, ctx.limits(), node_label(ctx.node()) + "output 0: ", x.dtype()) == 0) {
+    ctx.allocate_output(0, x.dtype(), out_shape);
+    return;
+  }
   for (std::size_t d = 0; d < r; ++d) {
     const double roi_start = crop && !roi.empty() ? roi[d] : 0.0;
     const double roi_end = crop && !roi.empty() ? roi[d + r] : 1.0;
