@@ -1,5 +1,6 @@
 #include "graph/onnx_tensor.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -53,8 +54,21 @@ ExternalSpan locate_external(const onnx::TensorProto& proto, const std::string& 
     if (part == "..") bad(what, "external data location '" + location + "' leaves the model's folder");
   const fs::path file = fs::path(base_dir) / rel;
   std::error_code ec;
+  const fs::file_status status = fs::status(file, ec);
+  if (ec || !fs::exists(status)) throw Error(ErrorCode::NotFound, what + ": external data file '" + file.string() + "' not found");
+  if (!fs::is_regular_file(status))
+    bad(what, "external data location '" + location + "' is not a regular file");
+  // A symbolic link inside the folder must not lead out of it: the file as resolved must lie
+  // under the model's folder as resolved.
+  const fs::path real_file = fs::canonical(file, ec);
+  std::error_code ec_dir;
+  const fs::path real_dir = fs::canonical(base_dir, ec_dir);
+  const auto [dir_end, file_it] =
+      ec || ec_dir ? std::make_pair(real_dir.end(), real_file.end()) : std::mismatch(real_dir.begin(), real_dir.end(), real_file.begin(), real_file.end());
+  if (ec || ec_dir || dir_end != real_dir.end() || file_it == real_file.end())
+    bad(what, "external data location '" + location + "' leaves the model's folder");
   const auto size = fs::file_size(file, ec);
-  if (ec) throw Error(ErrorCode::NotFound, what + ": external data file '" + file.string() + "' not found");
+  if (ec) throw Error(ErrorCode::Io, what + ": cannot read the size of external data file '" + file.string() + "'");
   if (length >= 0 && static_cast<std::uint64_t>(length) != nbytes)
     bad(what, "external data length " + std::to_string(length) + " does not match the " + std::to_string(nbytes) +
                   " bytes its shape needs");

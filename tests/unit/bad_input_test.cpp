@@ -101,6 +101,13 @@ TEST_CASE("external data must stay inside the model's folder and be long enough"
   expect_error([&] { load(with_external("../weights.bin", 8)); }, ErrorCode::InvalidModel, {"leaves the model's folder"});
   expect_error([&] { load(with_external("/etc/passwd", 8)); }, ErrorCode::InvalidModel, {"relative"});
   expect_error([&] { load(with_external("absent.bin", 8)); }, ErrorCode::NotFound, {"absent.bin"});
+  // A symbolic link inside the folder that leads out of it, and a location that is no file.
+  const std::string outside = wpk::testing::temp_dir("external_outside") + "/secret.bin";
+  std::ofstream(outside, std::ios::binary) << std::string(8, 'x');
+  std::filesystem::create_symlink(outside, dir + "/link.bin");
+  expect_error([&] { load(with_external("link.bin", 8)); }, ErrorCode::InvalidModel, {"leaves the model's folder"});
+  std::filesystem::create_directory(dir + "/sub");
+  expect_error([&] { load(with_external("sub", 8)); }, ErrorCode::InvalidModel, {"not a regular file"});
 }
 
 TEST_CASE("run() checks input names, dtypes and shapes", "[errors][session]") {
