@@ -127,6 +127,9 @@ class Backend {
     if (!config.empty()) throw Error(ErrorCode::Internal, node_label(node) + name() + " has no configuration '" + config + "'");
     return prepare(node, graph);
   }
+  // The names its kernels report in KernelProfile::name, for SessionOptions::disabled_kernels
+  // to check "backend:kernel" against (a library's own kernels have none).
+  virtual std::vector<std::string> kernel_names() const { return {}; }
   // Library/code version: part of every on-disk cache key (tuning records), so upgrading a
   // backend invalidates what was measured with the old one.
   virtual std::string version() const { return ""; }

@@ -57,12 +57,22 @@ std::vector<std::string> resolve_disabled_kernels(const std::vector<std::string>
     }
   }
   for (const std::string& entry : all) {
-    const std::string backend = entry.substr(0, entry.find(':'));
-    const bool known = std::any_of(backends.begin(), backends.end(), [&](const Backend* b) { return b->name() == backend; });
-    if (!known) {
+    const std::size_t colon = entry.find(':');
+    const std::string backend = entry.substr(0, colon);
+    const auto found = std::find_if(backends.begin(), backends.end(), [&](const Backend* b) { return b->name() == backend; });
+    if (found == backends.end()) {
       std::string names;
       for (const Backend* b : backends) names += (names.empty() ? "" : ", ") + b->name();
-      throw Error(ErrorCode::InvalidArgument, "disabled kernel '" + entry + "' names no backend (there are " + names + ")");
+      throw Error(ErrorCode::InvalidArgument, "disabled kernel '" + entry + "' names no backend (there are " + names +
+                                                  "; from SessionOptions::disabled_kernels or WPK_DISABLE_KERNELS)");
+    }
+    if (colon == std::string::npos) continue;
+    const std::vector<std::string> kernels = (*found)->kernel_names();
+    if (std::find(kernels.begin(), kernels.end(), entry.substr(colon + 1)) == kernels.end()) {
+      std::string names;
+      for (const std::string& k : kernels) names += (names.empty() ? "" : ", ") + k;
+      throw Error(ErrorCode::InvalidArgument, "disabled kernel '" + entry + "' names no kernel of " + backend +
+                                                  (names.empty() ? " (it has none of its own to leave out)" : " (it has " + names + ")"));
     }
   }
   return all;
@@ -101,7 +111,10 @@ void ExecutionPlan::prepare_steps(const Graph& graph, const std::vector<const Ba
     PlanStep step{i, {}, {}, node_layout(n)};
     std::string why;
     for (const Backend* b : backends) {
-      if (listed(disabled, b->name())) continue;
+      if (listed(disabled, b->name())) {
+        if (why.empty()) why = "every backend that could run it is disabled (disabled_kernels)";
+        continue;
+      }
       const std::string reason = b->why_unsupported(n, graph);
       if (!reason.empty()) {
         why = reason;  // the last backend's reason: the reference backend names op and opset

@@ -150,6 +150,32 @@ StepChoice Tuner::choose(std::size_t s, const std::vector<const Tensor*>& inputs
   return search_node(s, inputs, key, untuned);
 }
 
+std::vector<int> tuning_thread_counts(int threads) {
+  std::vector<int> counts;
+  for (int t = 1; t < threads; t *= 2) counts.push_back(t);
+  counts.push_back(std::max(1, threads));
+  return counts;
+}
+
+bool Tuner::confirmed(const PlanStep& step, const Node& node, const std::vector<const Tensor*>& inputs, StepChoice winner,
+                      StepChoice untuned, double& winner_us, double& untuned_us) const {
+  // Measured again, alternately, twice each: a winner found on one noisy series (another
+  // process taking a core for a while) must not be stored as the node's tuning.
+  const Kernel& w = *step.candidates[static_cast<std::size_t>(winner.candidate)].kernel;
+  const Kernel& u = *step.candidates[static_cast<std::size_t>(untuned.candidate)].kernel;
+  std::vector<Tensor> scratch_w, scratch_u;
+  winner_us = untuned_us = std::numeric_limits<double>::infinity();
+  try {
+    for (int round = 0; round < 2; ++round) {
+      untuned_us = std::min(untuned_us, time_config(u, node, inputs, threads_, scratch_u));
+      winner_us = std::min(winner_us, time_config(w, node, inputs, winner.threads, scratch_w));
+    }
+  } catch (const std::exception&) {
+    return false;
+  }
+  return winner_us < untuned_us * kMinGain;
+}
+
 StepChoice Tuner::search_node(std::size_t s, const std::vector<const Tensor*>& inputs, const std::string& key,
                               StepChoice untuned) const {
   const PlanStep& step = plan_.steps()[s];
@@ -157,7 +183,7 @@ StepChoice Tuner::search_node(std::size_t s, const std::vector<const Tensor*>& i
   std::vector<std::int64_t> runnable, threads;
   for (std::size_t c = 0; c < step.candidates.size(); ++c)
     if (step.candidates[c].kernel->runs(inputs)) runnable.push_back(static_cast<std::int64_t>(c));
-  for (int t = 1; t <= threads_; ++t) threads.push_back(t);
+  for (int t : tuning_thread_counts(threads_)) threads.push_back(t);
   if (runnable.empty()) return untuned;
   const search::Space space({{"candidate", runnable}, {"threads", threads}});
 
@@ -206,19 +232,25 @@ StepChoice Tuner::search_node(std::size_t s, const std::vector<const Tensor*>& i
   // A search the deadline cut short is not used: the node keeps the cost model's choice.
   if (result.trials.size() + 1 < wanted && seconds_until(deadline_) <= 0) return untuned;
   if (result.best.empty()) return untuned;
-  const StepChoice winner{static_cast<int>(space.value(result.best, 0)), static_cast<int>(space.value(result.best, 1))};
+  StepChoice winner{static_cast<int>(space.value(result.best, 0)), static_cast<int>(space.value(result.best, 1))};
+  double winner_us = result.best_cost;
+  double baseline_us = untuned_us;
+  if (result.best != untuned_point && !confirmed(step, node, inputs, winner, untuned, winner_us, baseline_us)) {
+    winner = {untuned.candidate, threads_};
+    winner_us = baseline_us;
+  }
   if (db_) db_->store(key, record_value(step.candidates[static_cast<std::size_t>(winner.candidate)].identity(), winner.threads),
-             result.best_cost, op_summary(node, inputs));
+                      winner_us, op_summary(node, inputs));
   {
     std::lock_guard<std::mutex> lock(report_mutex_);
     tuned_[s] = true;
-    report_.push_back({node.name, op_summary(node, inputs), describe(step, untuned), describe(step, winner), untuned_us,
-                       result.best_cost, result.trials.size() + 1});
+    report_.push_back({node.name, op_summary(node, inputs), describe(step, untuned), describe(step, winner), baseline_us,
+                       winner_us, result.trials.size() + 1});
     ++progress_.nodes_done;
   }
-  progress(0, std::isfinite(untuned_us) ? untuned_us / result.best_cost : 1.0);
-  logger().debug("{}tuning: {} wins ({:.1f} us; untuned {} {:.1f} us)", node_label(node), describe(step, winner),
-                 result.best_cost, describe(step, untuned), untuned_us);
+  progress(0, std::isfinite(baseline_us) ? baseline_us / winner_us : 1.0);
+  logger().debug("{}tuning: {} wins ({:.1f} us; untuned {} {:.1f} us)", node_label(node), describe(step, winner), winner_us,
+                 describe(step, untuned), baseline_us);
   return winner;
 }
 

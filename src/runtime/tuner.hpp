@@ -32,6 +32,13 @@ struct TuningSettings {
   static constexpr std::size_t kDefaultTrials = 64;
 };
 
+// A winner must be at least this much faster than the untuned choice to replace it.
+constexpr double kMinGain = 0.97;
+
+// The thread counts tuning tries for a node of a session of `threads`: the powers of two below
+// it, and itself.
+std::vector<int> tuning_thread_counts(int threads);
+
 class Tuner {
  public:
   // `db` may be null (no records). `threads` is the session's: part of every key, and the most a
@@ -49,6 +56,10 @@ class Tuner {
   StepChoice predicted_best(std::size_t step, const std::vector<const Tensor*>& inputs) const;
   StepChoice search_node(std::size_t step, const std::vector<const Tensor*>& inputs, const std::string& key,
                          StepChoice untuned) const;
+  // True when `winner` still beats `untuned` by kMinGain, both measured again; their new times
+  // come back in winner_us and untuned_us.
+  bool confirmed(const PlanStep& step, const Node& node, const std::vector<const Tensor*>& inputs, StepChoice winner,
+                 StepChoice untuned, double& winner_us, double& untuned_us) const;
   std::string key_for(const PlanStep& step, const Node& node, const std::vector<const Tensor*>& inputs) const;
   std::string describe(const PlanStep& step, StepChoice c) const;
   void progress(std::size_t trials, double speedup) const;

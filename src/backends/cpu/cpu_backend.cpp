@@ -33,6 +33,10 @@ void require_f32(const KernelContext& ctx, const Tensor& t, const char* what) {
     ctx.fail(ErrorCode::InvalidArgument, std::string(what) + " must be float32, got " + dtype_name(t.dtype()));
 }
 
+std::vector<std::string> CpuBackend::kernel_names() const {
+  return {"f32_attention__avx2", "f32_concat_batchnorm", "f32_layernorm__avx2", "f32_maxpool_nhwc", "f32_row_broadcast"};
+}
+
 std::string CpuBackend::why_unsupported(const Node& node, const Graph& graph) const {
   if (node.inputs.empty() || node.inputs[0] == kNoValue) return "no input";
   switch (family_of(node)) {

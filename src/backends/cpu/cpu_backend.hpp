@@ -14,6 +14,7 @@ class CpuBackend : public Backend {
   std::string why_unsupported(const Node& node, const Graph& graph) const override;
   std::unique_ptr<Kernel> prepare(const Node& node, const Graph& graph) const override;
   std::string version() const override { return "1"; }
+  std::vector<std::string> kernel_names() const override;
 };
 
 }  // namespace wpk::cpu

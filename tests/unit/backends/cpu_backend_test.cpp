@@ -164,13 +164,15 @@ TEST_CASE("disabled_kernels leaves a backend, or one of its kernels, out", "[cpu
     CHECK(backend_of(s, "MaxPool").rfind("cpu", 0) == std::string::npos);
     CHECK(y.shape() == Shape{1, 8, 6, 6});
   }
-  o.disabled_kernels = {"gpu"};
-  try {
-    const wpk::Session s(g, o);
-    FAIL("an unknown backend was accepted");
-  } catch (const wpk::Error& e) {
-    CHECK(e.code() == wpk::ErrorCode::InvalidArgument);
-    CHECK(std::string(e.what()).find("'gpu'") != std::string::npos);
+  for (const std::string bad : {"gpu", "cpu:f32_bogus", "reference:eigen"}) {
+    o.disabled_kernels = {bad};
+    try {
+      const wpk::Session s(g, o);
+      FAIL("an unknown backend or kernel was accepted: " + bad);
+    } catch (const wpk::Error& e) {
+      CHECK(e.code() == wpk::ErrorCode::InvalidArgument);
+      CHECK(std::string(e.what()).find("'" + bad + "'") != std::string::npos);
+    }
   }
 #ifdef WPK_WITH_ONEDNN
   o.disabled_kernels = {"cpu", "onednn", "reference"};
@@ -182,5 +184,6 @@ TEST_CASE("disabled_kernels leaves a backend, or one of its kernels, out", "[cpu
     FAIL("a model no candidate runs was accepted");
   } catch (const wpk::Error& e) {
     CHECK(e.code() == wpk::ErrorCode::Unsupported);
+    CHECK(std::string(e.what()).find("disabled") != std::string::npos);
   }
 }

@@ -234,7 +234,7 @@ TEST_CASE("tuning measures a Winograd conv against oneDNN's direct convolution",
   tuned.cache_dir = wpk::testing::temp_dir("tune_wino");
   const auto before = wpk::tuning_measurements();
   const wpk::Session s(winograd_conv_graph(), tuned);
-  CHECK(wpk::tuning_measurements() - before == (2 + 3 + 2) * static_cast<std::uint64_t>(s.threads()));
+  CHECK(wpk::tuning_measurements() - before == (2 + 3 + 2) * static_cast<std::uint64_t>(wpk::tuning_thread_counts(s.threads()).size()));
   const wpk::Session untuned(winograd_conv_graph());
   const wpk::Tensor x = winograd_conv_input(1);
   const wpk::Tensor y = s.run({{"x", x}}).at("y");
@@ -264,7 +264,7 @@ TEST_CASE("tuning offers oneDNN's direct algorithm on a 1x1 conv only when its b
     const auto before = wpk::tuning_measurements();
     const wpk::Session s(g, tuned);  // tunes batch 1
     INFO((fixed ? "batch fixed at 1" : "symbolic batch"));
-    CHECK(wpk::tuning_measurements() - before == (2 + (fixed ? 2 : 3) + 2) * static_cast<std::uint64_t>(s.threads()));
+    CHECK(wpk::tuning_measurements() - before == (2 + (fixed ? 2 : 3) + 2) * static_cast<std::uint64_t>(wpk::tuning_thread_counts(s.threads()).size()));
   }
 }
 
@@ -286,7 +286,7 @@ TEST_CASE("tuning offers oneDNN's direct algorithm on a 3x3 conv only when its o
     const wpk::Session s(g, tuned);  // tunes batch 1
     INFO("output " << size << "x" << size);
     const bool choice = size >= 14 || wpk::cpu::avx2_conv_available();
-    CHECK(wpk::tuning_measurements() - before == (2 + (choice ? 3 : 2) + 2) * static_cast<std::uint64_t>(s.threads()));
+    CHECK(wpk::tuning_measurements() - before == (2 + (choice ? 3 : 2) + 2) * static_cast<std::uint64_t>(wpk::tuning_thread_counts(s.threads()).size()));
   }
 }
 

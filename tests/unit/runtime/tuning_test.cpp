@@ -44,8 +44,8 @@ Session make(const std::string& cache_dir, bool tuning = true, SessionOptions o 
                                 {&runtime_test::slow_backend(), &runtime_test::wrong_backend(), &runtime_test::reference_backend()});
 }
 
-// Configurations of the Relu node: 3 candidates x the session's threads.
-std::uint64_t configurations(const Session& s) { return 3 * static_cast<std::uint64_t>(s.threads()); }
+// Configurations of the Relu node: 3 candidates x the thread counts tuning tries.
+std::uint64_t configurations(const Session& s) { return 3 * tuning_thread_counts(s.threads()).size(); }
 
 std::string backend_of_relu(const Session& s) { return s.describe().steps.at(0).backend; }
 
