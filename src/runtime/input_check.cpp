@@ -1,11 +1,20 @@
 #include "runtime/input_check.hpp"
 
+#include <algorithm>
 #include <map>
 #include <set>
 
 namespace wpk {
 
 void check_graph_interface(const Graph& graph) {
+  // Every op but the recurrent ones (whose Y is optional) has a first output; passes and kernels
+  // rely on it (a fuzzed MatMul without one crashed the matmul epilogue fusion).
+  for (const Node& n : graph.nodes()) {
+    const bool optional_first = n.op_type == "GRU" || n.op_type == "LSTM" || n.op_type == "RNN";
+    const bool any = std::any_of(n.outputs.begin(), n.outputs.end(), [](ValueId v) { return v != kNoValue; });
+    if (!any || (!optional_first && n.outputs[0] == kNoValue))
+      throw Error(ErrorCode::InvalidModel, "node '" + n.name + "' (" + n.op_type + ") has no first output");
+  }
   for (ValueId v : graph.inputs()) {
     const ValueInfo& info = graph.value(v);
     if (!dtype_is_storable(info.dtype))

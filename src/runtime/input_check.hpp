@@ -9,7 +9,7 @@
 
 namespace wpk {
 
-// Graph inputs and outputs must be tensors of storable dtypes.
+// Graph inputs must be tensors of storable dtypes, and every node must have its first output.
 void check_graph_interface(const Graph& graph);
 // Every input given, none unknown, dtypes equal, shapes matching the declared dims (symbolic
 // dims bind consistently across inputs).

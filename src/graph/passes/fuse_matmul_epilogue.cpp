@@ -59,6 +59,7 @@ void add_epilogue(const Graph& g, const GraphIndex& index, const StaticShapes& s
 
 std::optional<MatMulFusion> match_fusion(const Graph& g, const GraphIndex& index, const StaticShapes& shapes, int at) {
   const Node& mm = g.nodes()[at];
+  if (mm.outputs.empty() || mm.outputs[0] == kNoValue) return std::nullopt;  // a product nothing reads
   std::optional<MatMulFusion> f;
   if (is_onnx_op(&mm, "Gemm")) {
     f = from_gemm(g, shapes, mm);
