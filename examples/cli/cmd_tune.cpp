@@ -77,11 +77,11 @@ int cmd_tune(const Args& args) {
   const double after_ms = median_ms(tuned, inputs, iters);
 
   const std::vector<TunedNode> report = tuned.tuning_report();
-  std::printf("%-28s %-58s %-30s %-10s %8s %8s %7s\n", "node", "op and inputs", "winner", "config", "untuned", "tuned",
+  std::printf("%-48s %-58s %-30s %-12s %8s %8s %7s\n", "node", "op and inputs", "winner", "config", "untuned", "tuned",
               "speedup");
   for (const TunedNode& n : report) {
     const auto [winner, config] = split_winner(n.winner);
-    std::printf("%-28.28s %-58.58s %-30.30s %-10s %6.1fus %6.1fus %6.2fx\n", n.node.c_str(), n.op.c_str(), winner.c_str(),
+    std::printf("%-48s %-58.58s %-30s %-12s %6.1fus %6.1fus %6.2fx\n", n.node.c_str(), n.op.c_str(), winner.c_str(),
                 config.c_str(), n.untuned_us, n.winner_us, n.untuned_us / n.winner_us);
   }
   const int from_records = tuned.tuned_nodes() - static_cast<int>(report.size());

@@ -80,6 +80,12 @@ std::vector<std::string> resolve_disabled_kernels(const std::vector<std::string>
 
 namespace {
 
+std::string join(const std::vector<std::string>& items) {
+  std::string out;
+  for (const std::string& i : items) out += (out.empty() ? "" : ", ") + i;
+  return out;
+}
+
 bool listed(const std::vector<std::string>& disabled, const std::string& name) {
   return std::find(disabled.begin(), disabled.end(), name) != disabled.end();
 }
@@ -150,6 +156,7 @@ void ExecutionPlan::prepare_steps(const Graph& graph, const std::vector<const Ba
   }
   if (!problems.empty()) {
     std::string msg = problems.front();
+    if (!disabled.empty()) msg += " (candidates left out by disabled_kernels: " + join(disabled) + ")";
     if (problems.size() > 1) msg += " (and " + std::to_string(problems.size() - 1) + " more unsupported op types)";
     throw Error(ErrorCode::Unsupported, msg);
   }

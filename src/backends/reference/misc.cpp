@@ -99,6 +99,11 @@ const Tensor& scalar_input(const KernelContext& ctx, std::size_t i, const char* 
   return t;
 }
 
+[[noreturn]] void too_long(const KernelContext& ctx) {
+  ctx.fail(ErrorCode::ResourceExhausted, "the range has more than the limit of " + std::to_string(ctx.limits().max_elements) +
+                                             " elements (SessionOptions::max_tensor_elements)");
+}
+
 void range(KernelContext& ctx) {
   const Tensor& ts = scalar_input(ctx, 0, "start");
   const Tensor& tl = scalar_input(ctx, 1, "limit");
@@ -115,8 +120,8 @@ void range(KernelContext& ctx) {
     std::int64_t n = 0;
     if constexpr (std::is_floating_point_v<T>) {
       const double len = std::ceil((static_cast<double>(l) - s) / d);
-      if (std::isnan(len) || len > static_cast<double>(std::int64_t(1) << 48))
-        ctx.fail(ErrorCode::ResourceExhausted, "range has too many elements");
+      if (std::isnan(len)) ctx.fail(ErrorCode::InvalidArgument, "start, limit and delta give no length (NaN)");
+      if (len > static_cast<double>(ctx.limits().max_elements)) too_long(ctx);
       n = len > 0 ? static_cast<std::int64_t>(len) : 0;
     } else {
       // Unsigned differences cannot overflow where signed ones could (e.g. INT64_MIN..INT64_MAX).
@@ -125,7 +130,7 @@ void range(KernelContext& ctx) {
         const U diff = d > 0 ? U(l) - U(s) : U(s) - U(l);
         const U step = d > 0 ? U(d) : U(0) - U(d);
         const U count = diff / step + (diff % step != 0 ? 1 : 0);
-        if (count > (U(1) << 48)) ctx.fail(ErrorCode::ResourceExhausted, "range has too many elements");
+        if (count > static_cast<U>(ctx.limits().max_elements)) too_long(ctx);
         n = static_cast<std::int64_t>(count);
       }
     }
