@@ -14,9 +14,11 @@ const Tensor& KernelContext::input(std::size_t i) const {
 
 Tensor& KernelContext::allocate_output(std::size_t i, DType dtype, const Shape& shape) {
   if (i >= outputs_.size()) fail(ErrorCode::InvalidModel, "has no output " + std::to_string(i));
-  const std::string where = node_label(node_) + "output " + std::to_string(i) + ": ";
-  check_rank(shape.size(), limits_, where);
-  check_elements(shape, limits_, where, dtype);
+  if (!within_limits(shape, limits_, dtype)) {  // the message only when it is needed
+    const std::string where = node_label(node_) + "output " + std::to_string(i) + ": ";
+    check_rank(shape.size(), limits_, where);
+    check_elements(shape, limits_, where, dtype);
+  }
   try {
     outputs_[i] = output_allocator_ ? output_allocator_(i, dtype, shape)
                  : allocator_ ? allocator_(dtype, shape) : Tensor::zeros(dtype, shape);

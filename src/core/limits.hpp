@@ -23,6 +23,10 @@ void check_rank(std::size_t rank, const ShapeLimits& limits, const std::string& 
 std::int64_t check_elements(const Shape& shape, const ShapeLimits& limits, const std::string& where,
                             DType dtype = DType::Undefined);
 
+// True when check_rank and check_elements would both pass: the cheap test on a hot path, which
+// builds no message.
+bool within_limits(const Shape& shape, const ShapeLimits& limits, DType dtype = DType::Undefined);
+
 // Physical memory, or the cgroup's memory limit when that is lower (0 when neither is known).
 std::int64_t machine_memory_bytes();
 

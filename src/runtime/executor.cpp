@@ -3,6 +3,7 @@
 #include <omp.h>
 
 #include <cstring>
+#include <optional>
 
 #include "runtime/arena_pool.hpp"
 #include "runtime/logging.hpp"
@@ -65,7 +66,8 @@ KernelContext::OutputAllocator Executor::allocator_for(const Node& node) {
     }
     if (memory_.reservation) {
       const std::int64_t bytes = shape_numel(shape) * static_cast<std::int64_t>(dtype_size(dtype));
-      memory_.reservation->reserve(bytes, node_label(node) + "output " + std::to_string(i) + ": ");
+      if (!memory_.reservation->try_reserve(bytes))  // the message only when it is needed
+        memory_.reservation->budget().fail(bytes, node_label(node) + "output " + std::to_string(i) + ": ");
       if (v != kNoValue) charged_[static_cast<std::size_t>(v)] += bytes;
     }
     const bool poison = intermediate ? memory_.poison : memory_.poison_outputs;
@@ -125,12 +127,9 @@ void Executor::run_step(std::size_t s) {
 
   const auto t0 = profile_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
   try {
-    if (choice.threads > 0 && choice.threads < omp_get_max_threads()) {
-      const OmpThreadScope fewer(choice.threads);
-      cand.kernel->run(ctx);
-    } else {
-      cand.kernel->run(ctx);
-    }
+    std::optional<OmpThreadScope> fewer;
+    if (choice.threads > 0 && choice.threads < omp_get_max_threads()) fewer.emplace(choice.threads);
+    cand.kernel->run(ctx);
   } catch (const Error&) {
     throw;
   } catch (const std::bad_alloc&) {

@@ -7,19 +7,32 @@
 
 namespace wpk {
 
-void MemoryBudget::reserve(std::int64_t bytes, const std::string& where) {
+bool MemoryBudget::try_reserve(std::int64_t bytes) {
   std::int64_t held = held_.load(std::memory_order_relaxed);
   do {
-    if (bytes > limit_ - held)
-      throw Error(ErrorCode::ResourceExhausted, where + "needs " + format_bytes(bytes) + " more while the session holds " +
-                                                    format_bytes(held) + ", beyond its memory limit of " +
-                                                    format_bytes(limit_) + " (SessionOptions::memory_limit)");
+    if (bytes > limit_ - held) return false;
   } while (!held_.compare_exchange_weak(held, held + bytes, std::memory_order_relaxed));
+  return true;
+}
+
+void MemoryBudget::reserve(std::int64_t bytes, const std::string& where) {
+  if (!try_reserve(bytes)) fail(bytes, where);
+}
+
+void MemoryBudget::fail(std::int64_t bytes, const std::string& where) const {
+  throw Error(ErrorCode::ResourceExhausted, where + "needs " + format_bytes(bytes) + " more while the session holds " +
+                                                format_bytes(held()) + ", beyond its memory limit of " + format_bytes(limit_) +
+                                                " (SessionOptions::memory_limit)");
+}
+
+bool RunReservation::try_reserve(std::int64_t bytes) {
+  if (!budget_->try_reserve(bytes)) return false;
+  bytes_ += bytes;
+  return true;
 }
 
 void RunReservation::reserve(std::int64_t bytes, const std::string& where) {
-  budget_->reserve(bytes, where);
-  bytes_ += bytes;
+  if (!try_reserve(bytes)) budget_->fail(bytes, where);
 }
 
 void RunReservation::release(std::int64_t bytes) {

@@ -15,8 +15,11 @@ class MemoryBudget {
   explicit MemoryBudget(std::int64_t limit_bytes) : limit_(limit_bytes) {}
   std::int64_t limit() const { return limit_; }
   std::int64_t held() const { return held_.load(std::memory_order_relaxed); }
-  // Throws Error(ResourceExhausted) starting with `where` when `bytes` more would cross the limit.
+  // False, reserving nothing, when `bytes` more would cross the limit.
+  bool try_reserve(std::int64_t bytes);
+  // try_reserve, or Error(ResourceExhausted) starting with `where` (fail() throws that error).
   void reserve(std::int64_t bytes, const std::string& where);
+  [[noreturn]] void fail(std::int64_t bytes, const std::string& where) const;
   void release(std::int64_t bytes) { held_.fetch_sub(bytes, std::memory_order_relaxed); }
 
  private:
@@ -31,9 +34,11 @@ class RunReservation {
   ~RunReservation() { release_all(); }
   RunReservation(const RunReservation&) = delete;
   RunReservation& operator=(const RunReservation&) = delete;
+  bool try_reserve(std::int64_t bytes);
   void reserve(std::int64_t bytes, const std::string& where);
   void release(std::int64_t bytes);
   void release_all();
+  const MemoryBudget& budget() const { return *budget_; }
 
  private:
   MemoryBudget* budget_;
