@@ -8,7 +8,6 @@
 
 #include "backends/cpu/avx2_conv.hpp"
 #include "backends/cpu/avx2_tile.hpp"
-#include "core/cpu_features.hpp"
 
 namespace wpk::cpu {
 namespace {
@@ -175,13 +174,7 @@ void run_items(const Job& job, Range items, Scratch& w) {
 
 }  // namespace
 
-bool avx2_attention_available() {
-#ifdef WPK_AVX2_KERNELS
-  return cpu_features().avx2_fma();
-#else
-  return false;
-#endif
-}
+bool avx2_attention_available() { return avx2_kernels_available(); }
 
 void avx2_attention(const AttentionShape& s, const AttentionOperand& q, const AttentionOperand& k,
                     const AttentionOperand& v, const AttentionOperand& mask, float* y,

@@ -137,14 +137,7 @@ void run_part(const Job& job, Range blocks, Range pixels, std::vector<const floa
 
 }  // namespace
 
-bool avx2_conv_available() {
-#ifdef WPK_AVX2_KERNELS
-  static const bool available = cpu_features().avx2_fma() && !cpu_features().avx512f;
-  return available;
-#else
-  return false;
-#endif
-}
+bool avx2_conv_available() { return avx2_kernels_available() && !cpu_features().avx512f; }
 
 bool avx2_conv_pays(const StreamConvShape& s) {
   return avx2_conv_available() && s.ic >= kMinInputChannels && s.kh * s.kw <= kMaxTaps && s.n * s.oh * s.ow >= 1;

@@ -7,7 +7,6 @@
 
 #include "backends/cpu/avx2_conv.hpp"
 #include "backends/cpu/avx2_tile.hpp"
-#include "core/cpu_features.hpp"
 
 namespace wpk::cpu {
 namespace {
@@ -71,13 +70,7 @@ WPK_AVX2 void normalize_row(const float* x, float* y, std::int64_t cols, const f
 
 }  // namespace
 
-bool avx2_layernorm_available() {
-#ifdef WPK_AVX2_KERNELS
-  return cpu_features().avx2_fma();
-#else
-  return false;
-#endif
-}
+bool avx2_layernorm_available() { return avx2_kernels_available(); }
 
 void avx2_layernorm(const float* x, float* y, std::int64_t rows, std::int64_t cols, const float* scale,
                     const float* bias, float epsilon) {

@@ -1,6 +1,7 @@
 #pragma once
-// wpk's own LayerNormalization over the last axis for CPUs with AVX2 and FMA. oneDNN 2.6's layer normalization took ~35 us for BERT-base's
-// 128 x 768 rows on two Zen 3 cores, a few times what the rows' traffic needs; this kernel keeps
+// wpk's own LayerNormalization over the last axis for CPUs with AVX2 and FMA. oneDNN 2.6's layer
+// normalization took ~35 us for BERT-base's 128 x 768 rows on two Zen 3 cores, a few times what
+// the rows' traffic needs; this kernel keeps
 // each row in L1 for its three passes: the mean, the variance around it, then y = (x - mean) /
 // sqrt(var + epsilon) * scale + bias; sums in double over float sums of 64 (long rows lose
 // nothing to float sums), deviations against a mean kept in two floats (rows far from 0 lose

@@ -4,11 +4,13 @@
 // GELUs, and the register tile, MR output rows x 16 output channels summed over taps x input
 // channels, with bias, residual and activation applied before its one store (and, in the
 // product/conv kernel's instantiation, later weights prefetched on the way).
-// Compiled for AVX2 + FMA by function attribute, so callers check the CPU first.
+// Compiled for AVX2 + FMA by function attribute, so callers check the CPU first
+// (avx2_kernels_available).
 #include <algorithm>
 #include <cstdint>
 
 #include "backends/cpu/stream_conv.hpp"
+#include "core/cpu_features.hpp"
 
 namespace wpk::cpu::avx2 {
 constexpr int kTile = 6;    // output rows per tile: 6 x 2 vectors of sums, 2 of weights, 1 input
@@ -32,6 +34,20 @@ inline Range part(std::int64_t count, std::int64_t parts, std::int64_t i) {
 #define WPK_AVX2 __attribute__((target("avx2,fma")))
 // For helpers that take arrays of vectors by reference: inlined, the arrays stay in registers.
 #define WPK_AVX2_INLINE __attribute__((target("avx2,fma"), always_inline)) inline
+#endif
+
+namespace wpk::cpu {
+// True when this build has the AVX2 kernels and this CPU runs them (AVX2 and FMA).
+inline bool avx2_kernels_available() {
+#ifdef WPK_AVX2_KERNELS
+  return cpu_features().avx2_fma();
+#else
+  return false;
+#endif
+}
+}  // namespace wpk::cpu
+
+#ifdef WPK_AVX2_KERNELS
 
 namespace wpk::cpu::avx2 {
 
