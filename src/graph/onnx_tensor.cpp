@@ -1,6 +1,5 @@
 #include "graph/onnx_tensor.hpp"
 
-#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -60,12 +59,9 @@ ExternalSpan locate_external(const onnx::TensorProto& proto, const std::string& 
     bad(what, "external data location '" + location + "' is not a regular file");
   // A symbolic link inside the folder must not lead out of it: the file as resolved must lie
   // under the model's folder as resolved.
-  const fs::path real_file = fs::canonical(file, ec);
   std::error_code ec_dir;
-  const fs::path real_dir = fs::canonical(base_dir, ec_dir);
-  const auto [dir_end, file_it] =
-      ec || ec_dir ? std::make_pair(real_dir.end(), real_file.end()) : std::mismatch(real_dir.begin(), real_dir.end(), real_file.begin(), real_file.end());
-  if (ec || ec_dir || dir_end != real_dir.end() || file_it == real_file.end())
+  const fs::path inside = fs::canonical(file, ec).lexically_relative(fs::canonical(base_dir, ec_dir));
+  if (ec || ec_dir || inside.empty() || *inside.begin() == "..")
     bad(what, "external data location '" + location + "' leaves the model's folder");
   const auto size = fs::file_size(file, ec);
   if (ec) throw Error(ErrorCode::Io, what + ": cannot read the size of external data file '" + file.string() + "'");

@@ -41,6 +41,16 @@ std::string qualified_op(const Node& node) {
   return node.domain + "." + node.op_type;
 }
 
+namespace {
+
+std::string join(const std::vector<std::string>& items) {
+  std::string out;
+  for (const std::string& i : items) out += (out.empty() ? "" : ", ") + i;
+  return out;
+}
+
+}  // namespace
+
 std::vector<std::string> resolve_disabled_kernels(const std::vector<std::string>& configured,
                                                   const std::vector<const Backend*>& backends) {
   std::vector<std::string> all = configured;
@@ -61,30 +71,22 @@ std::vector<std::string> resolve_disabled_kernels(const std::vector<std::string>
     const std::string backend = entry.substr(0, colon);
     const auto found = std::find_if(backends.begin(), backends.end(), [&](const Backend* b) { return b->name() == backend; });
     if (found == backends.end()) {
-      std::string names;
-      for (const Backend* b : backends) names += (names.empty() ? "" : ", ") + b->name();
-      throw Error(ErrorCode::InvalidArgument, "disabled kernel '" + entry + "' names no backend (there are " + names +
+      std::vector<std::string> names;
+      for (const Backend* b : backends) names.push_back(b->name());
+      throw Error(ErrorCode::InvalidArgument, "disabled kernel '" + entry + "' names no backend (there are " + join(names) +
                                                   "; from SessionOptions::disabled_kernels or WPK_DISABLE_KERNELS)");
     }
     if (colon == std::string::npos) continue;
     const std::vector<std::string> kernels = (*found)->kernel_names();
-    if (std::find(kernels.begin(), kernels.end(), entry.substr(colon + 1)) == kernels.end()) {
-      std::string names;
-      for (const std::string& k : kernels) names += (names.empty() ? "" : ", ") + k;
-      throw Error(ErrorCode::InvalidArgument, "disabled kernel '" + entry + "' names no kernel of " + backend +
-                                                  (names.empty() ? " (it has none of its own to leave out)" : " (it has " + names + ")"));
-    }
+    if (std::find(kernels.begin(), kernels.end(), entry.substr(colon + 1)) == kernels.end())
+      throw Error(ErrorCode::InvalidArgument,
+                  "disabled kernel '" + entry + "' names no kernel of " + backend +
+                      (kernels.empty() ? " (it has none of its own to leave out)" : " (it has " + join(kernels) + ")"));
   }
   return all;
 }
 
 namespace {
-
-std::string join(const std::vector<std::string>& items) {
-  std::string out;
-  for (const std::string& i : items) out += (out.empty() ? "" : ", ") + i;
-  return out;
-}
 
 bool listed(const std::vector<std::string>& disabled, const std::string& name) {
   return std::find(disabled.begin(), disabled.end(), name) != disabled.end();

@@ -16,14 +16,20 @@ namespace {
 
 std::atomic<std::uint64_t> g_measurements{0};
 
+// The cost model's seconds for `kernel` doing `work` on `threads` threads.
+double predicted_seconds(const Kernel& kernel, const search::Workload& work, int threads) {
+  const KernelProfile k = kernel.profile();
+  return search::predict_seconds(work, {k.vector_bits, k.efficiency}, search::Machine{threads});
+}
+
 // The analytic cost model over a node's {candidate, threads} space: what GA and RL rank their
 // candidates by before measuring any.
 class StepCostModel : public search::CostModel {
  public:
   StepCostModel(const PlanStep& step, search::Workload work) : step_(step), work_(work) {}
   double predict(const search::Space& space, const search::Point& p) const override {
-    const KernelProfile k = step_.candidates[static_cast<std::size_t>(space.value(p, 0))].kernel->profile();
-    return search::predict_seconds(work_, {k.vector_bits, k.efficiency}, search::Machine{static_cast<int>(space.value(p, 1))});
+    return predicted_seconds(*step_.candidates[static_cast<std::size_t>(space.value(p, 0))].kernel, work_,
+                             static_cast<int>(space.value(p, 1)));
   }
 
  private:
@@ -84,14 +90,12 @@ StepChoice Tuner::predicted_best(std::size_t s, const std::vector<const Tensor*>
   const PlanStep& step = plan_.steps()[s];
   if (step.candidates.size() < 2) return {};
   const search::Workload work = estimate_workload(graph_.nodes()[step.node_index], inputs);
-  const search::Machine machine{threads_};
   int best = -1;
   double best_seconds = 0;
   for (std::size_t c = 0; c < step.candidates.size(); ++c) {
     const Kernel& kernel = *step.candidates[c].kernel;
     if (!kernel.runs(inputs)) continue;
-    const KernelProfile p = kernel.profile();
-    const double seconds = search::predict_seconds(work, {p.vector_bits, p.efficiency}, machine);
+    const double seconds = predicted_seconds(kernel, work, threads_);
     if (best < 0 || seconds < best_seconds) {  // ties: the earlier registered backend
       best = static_cast<int>(c);
       best_seconds = seconds;
