@@ -9,6 +9,7 @@
 // them arena memory, other layouts or fused neighbours without changing any kernel.
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -95,7 +96,17 @@ struct KernelProfile {
   std::string name;          // "f32_layernorm__avx2": dtype, op, ISA, tile; "" for a library's
   int vector_bits = 32;      // the widest vectors its inner loops use
   double efficiency = 0.25;  // the share of those vectors' peak it sustains where compute-bound
+  double work_scale = 1;     // the share of the op's arithmetic it does (a Winograd conv: under 1)
+  double extra_bytes = 0;    // bytes it moves beyond the op's inputs and outputs (reorders, ...)
+  bool overlaps_memory = false;  // prefetches while it computes: memory and compute time overlap
+  // Its packed weights depend on the input shape (oneDNN's Winograd: another transform from batch
+  // 2 on), so with symbolic dims it keeps the loaded weights beside its packing.
+  bool shape_specific_weights = false;
 };
+
+// Each input's shape, as the graph declares it (symbolic dims as 1) or as a run passes it;
+// nullopt for an omitted input or an unknown shape.
+using InputShapes = std::vector<std::optional<Shape>>;
 
 class Kernel {
  public:
@@ -122,6 +133,14 @@ class Backend {
   // "knob=value,..." (search/space.hpp's form): the first is its default, and prepare(node,
   // graph) prepares it. One empty string when the backend has no choice to offer for the node.
   virtual std::vector<std::string> configs(const Node& /*node*/, const Graph& /*graph*/) const { return {""}; }
+  // How the kernel `config` would compute inputs of these shapes on `threads` threads, without
+  // preparing it: the cost model ranks candidates by this before any is prepared. nullopt: ask
+  // the prepared kernel (Kernel::profile).
+  virtual std::optional<KernelProfile> describe(const Node& /*node*/, const Graph& /*graph*/,
+                                                const std::string& /*config*/, const InputShapes& /*shapes*/,
+                                                int /*threads*/) const {
+    return std::nullopt;
+  }
   // Prepares `config` (one of configs()); "" is the default.
   virtual std::unique_ptr<Kernel> prepare(const Node& node, const Graph& graph, const std::string& config) const {
     if (!config.empty()) throw Error(ErrorCode::Internal, node_label(node) + name() + " has no configuration '" + config + "'");

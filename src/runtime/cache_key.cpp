@@ -76,6 +76,16 @@ const std::string& environment_key() {
 }
 
 std::string op_signature(const Node& node, const Graph& graph, const std::vector<const Tensor*>& inputs) {
+  std::vector<std::optional<InputDesc>> descs;
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    const bool constant = i < node.inputs.size() && graph.is_initializer(node.inputs[i]);
+    descs.push_back(inputs[i] ? std::optional<InputDesc>(InputDesc{inputs[i]->dtype(), inputs[i]->shape(), constant})
+                              : std::nullopt);
+  }
+  return op_signature(node, graph, descs);
+}
+
+std::string op_signature(const Node& node, const Graph& graph, const std::vector<std::optional<InputDesc>>& inputs) {
   std::string sig = qualified_op(node) + ";opset=" + std::to_string(graph.opset()) + ";in=";
   for (std::size_t i = 0; i < inputs.size(); ++i) {
     if (!inputs[i]) {
@@ -83,8 +93,8 @@ std::string op_signature(const Node& node, const Graph& graph, const std::vector
       continue;
     }
     // Whether an input is a constant matters: backends pack constant weights at load.
-    const bool constant = i < node.inputs.size() && graph.is_initializer(node.inputs[i]);
-    sig += std::string(dtype_name(inputs[i]->dtype())) + shape_to_string(inputs[i]->shape()) + (constant ? "c" : "") + "|";
+    sig += std::string(dtype_name(inputs[i]->dtype)) + shape_to_string(inputs[i]->shape) + (inputs[i]->constant ? "c" : "") +
+           "|";
   }
   sig += ";attr=";
   for (const auto& kv : node.attributes) {  // std::map: sorted by name, so the order is stable
@@ -93,6 +103,26 @@ std::string op_signature(const Node& node, const Graph& graph, const std::vector
     sig += ";";
   }
   return sig;
+}
+
+std::vector<std::optional<InputDesc>> declared_input_descs(const Node& node, const Graph& graph) {
+  std::vector<std::optional<InputDesc>> out;
+  for (ValueId v : node.inputs) {
+    if (v == kNoValue || !graph.value(v).dims) {
+      out.push_back(std::nullopt);
+      continue;
+    }
+    const ValueInfo& info = graph.value(v);
+    InputDesc d{info.dtype, {}, graph.is_initializer(v)};
+    bool known = true;
+    for (const Dim& dim : *info.dims) {
+      if (dim.is_static()) d.shape.push_back(dim.value);
+      else if (!dim.symbol.empty()) d.shape.push_back(1);
+      else known = false;
+    }
+    out.push_back(known ? std::optional<InputDesc>(d) : std::nullopt);
+  }
+  return out;
 }
 
 std::string op_summary(const Node& node, const std::vector<const Tensor*>& inputs) {

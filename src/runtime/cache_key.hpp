@@ -6,6 +6,7 @@
 //                  the wpk cache-format version
 // Backend names and versions are added by the user of the key (tuning_db: every candidate's).
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,17 @@ const std::string& environment_key();
 
 // The op signature of `node` as it runs with these inputs.
 std::string op_signature(const Node& node, const Graph& graph, const std::vector<const Tensor*>& inputs);
+// The same from descriptions of the inputs (nullopt: omitted), for a signature built before a
+// run (at load, from the declared shapes) or for constants a run passes no tensor for.
+struct InputDesc {
+  DType dtype;
+  Shape shape;
+  bool constant;  // a weight: backends pack it at load
+};
+std::string op_signature(const Node& node, const Graph& graph, const std::vector<std::optional<InputDesc>>& inputs);
+// The node's inputs as the graph declares them, symbolic dims as 1 (what a run at batch 1 passes);
+// nullopt for omitted inputs and unknown shapes.
+std::vector<std::optional<InputDesc>> declared_input_descs(const Node& node, const Graph& graph);
 // Short, readable form for logs and the database's comment column: "Conv f32[1,3,224,224] ...".
 std::string op_summary(const Node& node, const std::vector<const Tensor*>& inputs);
 

@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <set>
 
+#include "runtime/candidate_cost.hpp"
 #include "runtime/logging.hpp"
 #include "wpk/session.hpp"
 
@@ -95,16 +96,50 @@ bool listed(const std::vector<std::string>& disabled, const std::string& name) {
 }  // namespace
 
 ExecutionPlan::ExecutionPlan(const Graph& graph, const std::vector<const Backend*>& backends) {
-  prepare_steps(graph, backends, nullptr, {}, false);
+  prepare_steps(graph, backends, nullptr, PlanOptions{});
 }
 
-ExecutionPlan::ExecutionPlan(Graph& graph, const std::vector<const Backend*>& backends, bool release_owned_constants,
-                             const std::vector<std::string>& disabled, bool every_config) {
-  prepare_steps(graph, backends, release_owned_constants ? &graph : nullptr, disabled, every_config);
+ExecutionPlan::ExecutionPlan(Graph& graph, const std::vector<const Backend*>& backends, const PlanOptions& options) {
+  prepare_steps(graph, backends, options.release_owned_constants ? &graph : nullptr, options);
 }
+
+namespace {
+
+// See prepare_steps: how much faster at kLargeBatch a second candidate must be predicted.
+constexpr double kSecondChoiceGain = 1.25;
+
+struct Option {
+  const Backend* backend;
+  std::string config;
+  std::size_t order;  // registration, then config order: breaks the cost model's ties
+  double seconds = 0;
+};
+
+std::string identity(const Option& o) { return o.config.empty() ? o.backend->name() : o.backend->name() + "(" + o.config + ")"; }
+
+// The option the cost model ranks first at `shapes` among those whose packed weights serve every
+// input shape (a second packing per shape beside a kept loaded copy is no way to serve sizes
+// the session does not know).
+std::size_t cheapest_for_any_shape(const std::vector<Option>& options, const Node& node, const Graph& graph,
+                                   const InputShapes& shapes, int threads) {
+  std::size_t best = 0;
+  double best_seconds = -1;
+  for (std::size_t i = 0; i < options.size(); ++i) {
+    if (shape_specific_weights(*options[i].backend, options[i].config, node, graph, shapes, threads)) continue;
+    const double t = predicted_seconds(*options[i].backend, options[i].config, node, graph, shapes, threads);
+    if (best_seconds < 0 || t < best_seconds) {
+      best = i;
+      best_seconds = t;
+    }
+  }
+  return best;
+}
+
+}  // namespace
 
 void ExecutionPlan::prepare_steps(const Graph& graph, const std::vector<const Backend*>& backends, Graph* release_from,
-                                  const std::vector<std::string>& disabled, bool every_config) {
+                                  const PlanOptions& options) {
+  const std::vector<std::string>& disabled = options.disabled;
   // Readers of each constant not yet known to own it; 0 means it can go.
   std::vector<int> unowned_readers(graph.values().size(), 0);
   released_.assign(graph.values().size(), false);
@@ -116,8 +151,9 @@ void ExecutionPlan::prepare_steps(const Graph& graph, const std::vector<const Ba
   const auto& nodes = graph.nodes();
   for (std::size_t i = 0; i < nodes.size(); ++i) {
     const Node& n = nodes[i];
-    PlanStep step{i, {}, {}, node_layout(n)};
+    PlanStep step{i, {}, "", {}, node_layout(n)};
     std::string why;
+    std::vector<Option> options_offered;
     for (const Backend* b : backends) {
       if (listed(disabled, b->name())) {
         if (why.empty()) why = "every backend that could run it is disabled (disabled_kernels)";
@@ -130,23 +166,64 @@ void ExecutionPlan::prepare_steps(const Graph& graph, const std::vector<const Ba
       }
       std::vector<std::string> configs = b->configs(n, graph);
       if (configs.empty()) configs = {""};
-      if (!every_config) configs.resize(1);
-      for (std::size_t c = 0; c < configs.size(); ++c) {
-        try {
-          std::unique_ptr<Kernel> kernel = b->prepare(n, graph, configs[c]);
-          const std::string kernel_name = kernel->profile().name;
-          if (!kernel_name.empty() && listed(disabled, b->name() + ":" + kernel_name)) {
-            why = b->name() + ":" + kernel_name + " is disabled";
-            continue;
-          }
-          step.candidates.push_back({b, std::move(kernel), configs[c], c == 0});
-        } catch (const Error& e) {
-          // A backend that accepted the node but cannot prepare it is skipped, not fatal, when
-          // another backend can run the node.
-          logger().debug("{}backend {} failed to prepare: {}", node_label(n), b->name(), e.what());
-          const std::string msg = e.what(), label = node_label(n);
-          why = msg.rfind(label, 0) == 0 ? msg.substr(label.size()) : msg;
+      for (const std::string& c : configs) {
+        options_offered.push_back({b, c, options_offered.size()});
+        step.offered += identity(options_offered.back()) + "@" + b->version() + ",";
+      }
+    }
+    // Ranked at the declared shapes; a stable sort keeps registration order among equals.
+    const InputShapes declared = *shapes_with_symbolic_dims_as(n, graph, 1);
+    for (Option& o : options_offered)
+      o.seconds = predicted_seconds(*o.backend, o.config, n, graph, declared, options.threads);
+    std::stable_sort(options_offered.begin(), options_offered.end(),
+                     [](const Option& a, const Option& b) { return a.seconds < b.seconds; });
+    std::vector<bool> wanted(options_offered.size(), options.every_config);
+    if (!options_offered.empty()) {
+      wanted[0] = true;
+      // A second packing of the weights is worth its memory only where the first choice is
+      // predicted well behind at a large batch.
+      if (const auto large = shapes_with_symbolic_dims_as(n, graph, kLargeBatch)) {
+        const std::size_t best = cheapest_for_any_shape(options_offered, n, graph, *large, options.threads);
+        const auto at_large = [&](const Option& o) {
+          return predicted_seconds(*o.backend, o.config, n, graph, *large, options.threads);
+        };
+        if (at_large(options_offered[0]) > kSecondChoiceGain * at_large(options_offered[best])) wanted[best] = true;
+      }
+      if (options.recorded_choice) {
+        const std::string recorded = options.recorded_choice(n, step.offered);
+        for (std::size_t o = 0; o < options_offered.size(); ++o) wanted[o] = wanted[o] || identity(options_offered[o]) == recorded;
+      }
+    }
+    const auto prepare = [&](const Option& o) {
+      try {
+        std::unique_ptr<Kernel> kernel = o.backend->prepare(n, graph, o.config);
+        const std::string kernel_name = kernel->profile().name;
+        if (!kernel_name.empty() && listed(disabled, o.backend->name() + ":" + kernel_name)) {
+          why = o.backend->name() + ":" + kernel_name + " is disabled";
+          return;
         }
+        step.candidates.push_back({o.backend, std::move(kernel), o.config});
+      } catch (const Error& e) {
+        // A backend that accepted the node but cannot prepare it is skipped, not fatal, when
+        // another candidate can run the node.
+        logger().debug("{}backend {} failed to prepare: {}", node_label(n), identity(o), e.what());
+        const std::string msg = e.what(), label = node_label(n);
+        why = msg.rfind(label, 0) == 0 ? msg.substr(label.size()) : msg;
+      }
+    };
+    for (std::size_t o = 0; o < options_offered.size(); ++o)
+      if (wanted[o]) prepare(options_offered[o]);
+    // Without packed weights, the best of every other backend too (the tuner picks per shape);
+    // also when every wanted candidate failed to prepare or is disabled.
+    bool owns_constant = false;
+    for (const Candidate& c : step.candidates)
+      for (std::size_t in = 0; in < n.inputs.size(); ++in) owns_constant = owns_constant || c.kernel->owns_input(in);
+    if (!owns_constant) {
+      for (std::size_t o = 0; o < options_offered.size(); ++o) {
+        if (wanted[o]) continue;
+        bool backend_present = false;
+        for (const Candidate& c : step.candidates) backend_present = backend_present || c.backend == options_offered[o].backend;
+        if (!backend_present) prepare(options_offered[o]);
       }
     }
     if (step.candidates.empty()) {
@@ -172,7 +249,9 @@ void ExecutionPlan::release_if_owned(Graph& graph, std::size_t s, std::vector<in
     const ValueId v = n.inputs[i];
     if (v == kNoValue || !graph.is_initializer(v)) continue;
     int& left = unowned_readers[static_cast<std::size_t>(v)];
-    if (!steps_[s].candidates.front().kernel->owns_input(i)) {
+    bool all_own = true;
+    for (const Candidate& c : steps_[s].candidates) all_own = all_own && c.kernel->owns_input(i);
+    if (!all_own) {
       left = -1;  // a reader needs the loaded tensor: keep it for good
       continue;
     }
@@ -183,9 +262,6 @@ void ExecutionPlan::release_if_owned(Graph& graph, std::size_t s, std::vector<in
     released_bytes_ += graph.initializer(v)->nbytes();
     graph.erase_initializer(v);
     released_[static_cast<std::size_t>(v)] = true;
-    for (PlanStep& step : steps_)
-      for (ValueId in : nodes[step.node_index].inputs)
-        if (in == v) step.candidates.resize(1);
   }
 }
 

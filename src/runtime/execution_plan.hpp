@@ -3,6 +3,7 @@
 // every backend that supports its node (the candidates: the first, in registration order, is
 // the default; tuning may pick another per input-shape signature), plus value lifetimes so
 // intermediates are released, or their arena bytes reused, as soon as nothing reads them.
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -14,11 +15,21 @@ namespace wpk {
 struct Candidate {
   const Backend* backend;
   std::unique_ptr<Kernel> kernel;
-  std::string config;           // one of backend->configs(); "" when it offers none
-  bool default_config = true;   // the backend's first (what it prepares without a config)
-  // "onednn", or "onednn(algorithm=direct)" for another than the default: how tuning records
-  // and profiles name it.
-  std::string identity() const { return default_config ? backend->name() : backend->name() + "(" + config + ")"; }
+  std::string config;  // one of backend->configs(); "" when it offers none
+  // "reference", or "onednn(algorithm=winograd)" with a config: how tuning records and profiles
+  // name it.
+  std::string identity() const { return config.empty() ? backend->name() : backend->name() + "(" + config + ")"; }
+};
+
+// How the plan prepares candidates (see ExecutionPlan).
+struct PlanOptions {
+  bool release_owned_constants = false;
+  std::vector<std::string> disabled;  // SessionOptions::disabled_kernels, resolved
+  bool every_config = false;          // tuning: every config of every backend is a candidate
+  int threads = 1;                    // the session's, for the cost model
+  // The identity of the candidate a tuning record names for the node at its declared shapes
+  // (given the node and its offered candidates), or "": prepared beside the cost model's choice.
+  std::function<std::string(const Node&, const std::string& offered)> recorded_choice;
 };
 
 // What runs a step: which of its candidates, on how many of the run's threads (0: all of them;
@@ -30,7 +41,10 @@ struct StepChoice {
 
 struct PlanStep {
   std::size_t node_index;
-  std::vector<Candidate> candidates;   // never empty; [0] is the default choice
+  std::vector<Candidate> candidates;   // never empty; [0] the cost model's choice at the declared shapes
+  // Every candidate the backends offer the node, prepared or not ("cpu(kernel=...)@1,..."): the
+  // tuning records' key, the same in sessions that tune and sessions that do not.
+  std::string offered;
   std::vector<ValueId> release_after;  // values whose last reader is this step
   std::string layout;                  // "NHWC", "NCHW" or "-" (see node_layout)
 };
@@ -39,16 +53,21 @@ class ExecutionPlan {
  public:
   // Asks every backend for each node; throws Unsupported listing every op no backend runs.
   ExecutionPlan(const Graph& graph, const std::vector<const Backend*>& backends);
-  // The same, and frees from `graph` each constant as soon as every step reading it has a
-  // default kernel that owns a packed copy of it (see Kernel::owns_input), dropping the other
-  // candidates of those steps (they would need the constant). Freeing while preparing, not
-  // after, keeps a model's weights from being resident twice (as loaded and as packed) even at
-  // the load peak.
-  // `disabled` names candidates to leave out (SessionOptions::disabled_kernels): "backend" for
-  // every kernel of a backend, "backend:kernel" for one kernel (KernelProfile::name).
-  // With `every_config` (tuning), each of a backend's configs() is a candidate; else its default.
-  ExecutionPlan(Graph& graph, const std::vector<const Backend*>& backends, bool release_owned_constants,
-                const std::vector<std::string>& disabled = {}, bool every_config = false);
+  // The same, with options. Candidates are ranked by the cost model (runtime/candidate_cost.hpp)
+  // at the declared shapes before any is prepared. With every_config (tuning) all are prepared.
+  // Otherwise: the best at the declared shapes (symbolic dims as 1); with symbolic dims, the best
+  // at kLargeBatch among those whose packed weights serve every shape
+  // (KernelProfile::shape_specific_weights), when the first is predicted well behind it there;
+  // and the one a tuning record names; and when none of those owns a constant
+  // input (packed weights), the best of each other backend too (cheap, and the tuner picks among
+  // them per input shape).
+  // With release_owned_constants, frees from `graph` each constant as soon as every candidate
+  // of every step reading it owns a packed copy (Kernel::owns_input). Freeing while preparing,
+  // not after, keeps a model's weights from being resident twice (as loaded and as packed) even
+  // at the load peak.
+  // `disabled` names candidates to leave out: "backend" for every kernel of a backend,
+  // "backend:kernel" for one kernel (KernelProfile::name).
+  ExecutionPlan(Graph& graph, const std::vector<const Backend*>& backends, const PlanOptions& options);
   const std::vector<PlanStep>& steps() const { return steps_; }
 
   // The step that writes v, or -1 for graph inputs and initializers.
@@ -63,7 +82,7 @@ class ExecutionPlan {
 
  private:
   void prepare_steps(const Graph& graph, const std::vector<const Backend*>& backends, Graph* release_from,
-                     const std::vector<std::string>& disabled, bool every_config);
+                     const PlanOptions& options);
   void release_if_owned(Graph& graph, std::size_t step, std::vector<int>& unowned_readers);
   void compute_lifetimes(const Graph& graph);
 

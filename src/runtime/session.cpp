@@ -6,6 +6,7 @@
 #include "core/api_boundary.hpp"
 #include "graph/shape_limits.hpp"
 #include "runtime/arena_pool.hpp"
+#include "runtime/cache_key.hpp"
 #include "runtime/executor.hpp"
 #include "runtime/execution_plan.hpp"
 #include "runtime/input_check.hpp"
@@ -144,19 +145,30 @@ Session::Session(Graph graph, SessionOptions options, const std::vector<const Ba
   check_shape_limits(g, impl_->limits);
   for (ValueId v : g.inputs()) impl_->inputs.push_back(g.value(v));
   for (ValueId v : g.outputs()) impl_->outputs.push_back(g.value(v));
+  if (options.tuning)
+    impl_->tuning_db = std::make_unique<TuningDb>(resolve_cache_dir(options.cache_dir));
+  else if (options.use_tuning_records)
+    impl_->tuning_db = TuningDb::open_for_lookup(resolve_cache_dir(options.cache_dir));
   {
     OmpThreadScope scope(impl_->threads);  // backends may size their kernels to the thread count
+    PlanOptions plan;
     // Tuning compares candidates against the reference, which needs the weights as loaded.
-    impl_->plan = std::make_unique<ExecutionPlan>(impl_->graph, backends, !options.tuning, disabled, options.tuning);
+    plan.release_owned_constants = !options.tuning;
+    plan.disabled = disabled;
+    plan.every_config = options.tuning;
+    plan.threads = impl_->threads;
+    if (TuningDb* db = impl_->tuning_db.get())
+      plan.recorded_choice = [db, &g, threads = impl_->threads](const Node& node, const std::string& offered) {
+        const std::string key = tuning_key(op_signature(node, g, declared_input_descs(node, g)), threads, offered);
+        const auto value = db->lookup(key);
+        return value ? parse_record_value(*value).first : std::string();
+      };
+    impl_->plan = std::make_unique<ExecutionPlan>(impl_->graph, backends, plan);
   }
   logger().debug("freed {:.1f} MiB of weights that kernels keep packed",
                  static_cast<double>(impl_->plan->released_bytes()) / (1 << 20));
   impl_->arenas = ArenaPool::create(arena_poison_from_env());
   impl_->poison_outputs = poison_outputs_from_env();
-  if (options.tuning)
-    impl_->tuning_db = std::make_unique<TuningDb>(resolve_cache_dir(options.cache_dir));
-  else if (options.use_tuning_records)
-    impl_->tuning_db = TuningDb::open_for_lookup(resolve_cache_dir(options.cache_dir));
   impl_->tuner = std::make_unique<Tuner>(g, *impl_->plan, impl_->tuning_db.get(), impl_->threads, tuning_settings(options));
   const bool tune = options.tuning;
   const double budget = options.tuning_budget;

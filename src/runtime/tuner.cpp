@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "runtime/cache_key.hpp"
+#include "runtime/candidate_cost.hpp"
 #include "runtime/logging.hpp"
 #include "runtime/measurement.hpp"
 #include "runtime/threads.hpp"
@@ -16,25 +17,23 @@ namespace {
 
 std::atomic<std::uint64_t> g_measurements{0};
 
-// The cost model's seconds for `kernel` doing `work` on `threads` threads.
-double predicted_seconds(const Kernel& kernel, const search::Workload& work, int threads) {
-  const KernelProfile k = kernel.profile();
-  return search::predict_seconds(work, {k.vector_bits, k.efficiency}, search::Machine{threads});
-}
-
 // The analytic cost model over a node's {candidate, threads} space: what GA and RL rank their
 // candidates by before measuring any.
 class StepCostModel : public search::CostModel {
  public:
-  StepCostModel(const PlanStep& step, search::Workload work) : step_(step), work_(work) {}
+  StepCostModel(const PlanStep& step, const Node& node, const Graph& graph, InputShapes shapes)
+      : step_(step), node_(node), graph_(graph), shapes_(std::move(shapes)) {}
   double predict(const search::Space& space, const search::Point& p) const override {
-    return predicted_seconds(*step_.candidates[static_cast<std::size_t>(space.value(p, 0))].kernel, work_,
-                             static_cast<int>(space.value(p, 1)));
+    const Candidate& c = step_.candidates[static_cast<std::size_t>(space.value(p, 0))];
+    return predicted_seconds(*c.backend, c.config, node_, graph_, shapes_, static_cast<int>(space.value(p, 1)),
+                             c.kernel.get());
   }
 
  private:
   const PlanStep& step_;
-  search::Workload work_;
+  const Node& node_;
+  const Graph& graph_;
+  InputShapes shapes_;
 };
 
 double seconds_until(std::chrono::steady_clock::time_point t) {
@@ -73,10 +72,28 @@ int Tuner::tuned_nodes() const {
   return static_cast<int>(std::count(tuned_.begin(), tuned_.end(), true));
 }
 
+std::string tuning_key(const std::string& signature, int threads, const std::string& offered) {
+  return signature + ";threads=" + std::to_string(threads) + ";backends=" + offered + ";" + environment_key();
+}
+
 std::string Tuner::key_for(const PlanStep& step, const Node& node, const std::vector<const Tensor*>& inputs) const {
-  std::string key = op_signature(node, graph_, inputs) + ";threads=" + std::to_string(threads_) + ";backends=";
-  for (const Candidate& c : step.candidates) key += c.identity() + "@" + c.backend->version() + ",";
-  return key + ";" + environment_key();
+  // A constant the kernels own packed copies of comes as no tensor: described as declared.
+  std::vector<std::optional<InputDesc>> descs;
+  for (std::size_t i = 0; i < node.inputs.size(); ++i) {
+    const ValueId v = node.inputs[i];
+    const bool constant = v != kNoValue && (graph_.is_initializer(v) || plan_.is_released(v));
+    const Tensor* t = i < inputs.size() ? inputs[i] : nullptr;
+    if (t) {
+      descs.push_back(InputDesc{t->dtype(), t->shape(), constant});
+    } else if (constant && graph_.value(v).dims) {
+      Shape shape;
+      for (const Dim& d : *graph_.value(v).dims) shape.push_back(d.value);
+      descs.push_back(InputDesc{graph_.value(v).dtype, shape, true});
+    } else {
+      descs.push_back(std::nullopt);
+    }
+  }
+  return tuning_key(op_signature(node, graph_, descs), threads_, step.offered);
 }
 
 std::string Tuner::describe(const PlanStep& step, StepChoice c) const {
@@ -89,13 +106,14 @@ std::string Tuner::describe(const PlanStep& step, StepChoice c) const {
 StepChoice Tuner::predicted_best(std::size_t s, const std::vector<const Tensor*>& inputs) const {
   const PlanStep& step = plan_.steps()[s];
   if (step.candidates.size() < 2) return {};
-  const search::Workload work = estimate_workload(graph_.nodes()[step.node_index], inputs);
+  const Node& node = graph_.nodes()[step.node_index];
+  const InputShapes shapes = run_input_shapes(node, graph_, inputs);
   int best = -1;
   double best_seconds = 0;
   for (std::size_t c = 0; c < step.candidates.size(); ++c) {
-    const Kernel& kernel = *step.candidates[c].kernel;
-    if (!kernel.runs(inputs)) continue;
-    const double seconds = predicted_seconds(kernel, work, threads_);
+    const Candidate& cand = step.candidates[c];
+    if (!cand.kernel->runs(inputs)) continue;
+    const double seconds = predicted_seconds(*cand.backend, cand.config, node, graph_, shapes, threads_, cand.kernel.get());
     if (best < 0 || seconds < best_seconds) {  // ties: the earlier registered backend
       best = static_cast<int>(c);
       best_seconds = seconds;
@@ -229,7 +247,7 @@ StepChoice Tuner::search_node(std::size_t s, const std::vector<const Tensor*>& i
   const double untuned_us = measure(untuned_point);
   const std::size_t wanted = std::min<std::uint64_t>(
       space.size(), settings_.trials_per_node ? settings_.trials_per_node : TuningSettings::kDefaultTrials);
-  const StepCostModel model(step, estimate_workload(node, inputs));
+  const StepCostModel model(step, node, graph_, run_input_shapes(node, graph_, inputs));
   const auto strategy = search::make_strategy(settings_.algorithm, space, settings_.seed + s, &model);
   const search::SearchResult result = search::run_search(
       *strategy, measure, search::Budget{wanted > 0 ? wanted - 1 : 0, seconds_until(deadline_)}, {{untuned_point, untuned_us}});

@@ -83,6 +83,10 @@ class Tuner {
 std::uint64_t tuning_measurements();
 
 
+// The tuning records' key for a node: its op signature (cache_key.hpp), the session's threads,
+// and every candidate the plan offered it (PlanStep::offered).
+std::string tuning_key(const std::string& signature, int threads, const std::string& offered);
+
 // A record's winner as stored ("onednn;threads=1") and parsed back: the backend's name and the
 // threads (0 when the record names none: all of them).
 std::string record_value(const std::string& backend, int threads);

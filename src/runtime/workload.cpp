@@ -3,32 +3,66 @@
 #include <algorithm>
 
 namespace wpk {
+namespace {
 
-search::Workload estimate_workload(const Node& node, const std::vector<const Tensor*>& inputs) {
+double elements(const Shape& s) {
+  double n = 1;
+  for (std::int64_t d : s) n *= static_cast<double>(d);
+  return n;
+}
+
+// A constant's shape (kept in the graph's value info when kernels own its packed copies).
+std::optional<Shape> declared_shape(const Graph& graph, ValueId v) {
+  if (v == kNoValue) return std::nullopt;
+  const ValueInfo& info = graph.value(v);
+  if (!info.dims) return std::nullopt;
+  Shape s;
+  for (const Dim& d : *info.dims) {
+    if (!d.is_static()) return std::nullopt;
+    s.push_back(d.value);
+  }
+  return s;
+}
+
+}  // namespace
+
+InputShapes run_input_shapes(const Node& node, const Graph& graph, const std::vector<const Tensor*>& inputs) {
+  InputShapes out;
+  for (std::size_t i = 0; i < node.inputs.size(); ++i) {
+    if (i < inputs.size() && inputs[i]) out.push_back(inputs[i]->shape());
+    else out.push_back(declared_shape(graph, node.inputs[i]));
+  }
+  return out;
+}
+
+search::Workload estimate_workload(const Node& node, const InputShapes& shapes) {
   search::Workload w;
-  double elements = 0;
-  for (const Tensor* t : inputs)
-    if (t) {
-      w.bytes += static_cast<double>(t->nbytes());
-      elements = std::max(elements, static_cast<double>(t->numel()));
+  double largest = 0;
+  for (const auto& s : shapes)
+    if (s) {
+      w.bytes += 4 * elements(*s);
+      largest = std::max(largest, elements(*s));
     }
-  w.bytes *= 2;
+  w.bytes += 4 * largest;
   const std::string& op = node.op_type;
-  const Tensor* x = inputs.empty() ? nullptr : inputs[0];
-  const Tensor* b = inputs.size() > 1 ? inputs[1] : nullptr;
-  if ((op == "Conv" || op == "FusedConv") && x && b && b->rank() == 4 && x->rank() == 4) {
+  const Shape* x = !shapes.empty() && shapes[0] ? &*shapes[0] : nullptr;
+  const Shape* b = shapes.size() > 1 && shapes[1] ? &*shapes[1] : nullptr;
+  if ((op == "Conv" || op == "FusedConv") && x && b && b->size() == 4 && x->size() == 4) {
     // Each output pixel of each output channel takes C_in/group x kH x kW products; output
-    // pixels taken as input pixels (stride 1), input channels from the weights.
-    const double in_channels = static_cast<double>(b->shape()[1] * node.attr_int("group", 1));
-    w.flops = 2 * static_cast<double>(x->numel()) / std::max(1.0, in_channels) * static_cast<double>(b->numel());
-  } else if ((op == "MatMul" || op == "FusedMatMul" || op == "Gemm") && x && b && x->rank() >= 1 && b->rank() >= 1) {
-    w.flops = 2 * static_cast<double>(x->numel()) * static_cast<double>(b->shape().back());
-  } else if (op == "Attention" && x && b) {
-    w.flops = 4 * static_cast<double>(x->numel()) * static_cast<double>(b->numel()) / std::max<double>(1, b->shape().back());
+    // pixels taken as input pixels over the strides.
+    const double in_channels = static_cast<double>((*b)[1] * node.attr_int("group", 1));
+    double stride = 1;
+    for (std::int64_t s : node.attr_ints("strides", {1, 1})) stride *= static_cast<double>(std::max<std::int64_t>(1, s));
+    w.flops = 2 * elements(*x) / std::max(1.0, in_channels) * elements(*b) / stride;
+  } else if ((op == "MatMul" || op == "FusedMatMul" || op == "Gemm") && x && b && !x->empty() && !b->empty()) {
+    const bool trans_b = op == "Gemm" && node.attr_int("transB", 0) == 1 && b->size() == 2;
+    w.flops = 2 * elements(*x) * static_cast<double>(trans_b ? b->front() : b->back());
+  } else if (op == "Attention" && x && b && !b->empty()) {
+    w.flops = 4 * elements(*x) * elements(*b) / std::max<double>(1, static_cast<double>(b->back()));
   } else if (op == "LayerNormalization" || op == "BatchNormalization" || op == "Softmax") {
-    w.flops = 8 * elements;
+    w.flops = 8 * largest;
   } else {
-    w.flops = elements;
+    w.flops = largest;
   }
   return w;
 }

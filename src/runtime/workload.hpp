@@ -1,15 +1,21 @@
 #pragma once
-// The work a node does on given inputs, for the cost model (search/cost_model.hpp): bytes moved
-// (its inputs read, outputs of about their size written) and arithmetic, counted per op family
-// where it dominates (convolutions, products, attention, normalizations) and as one operation
-// per element elsewhere. Rough by design: candidates of one node share it.
+// The work a node does on inputs of given shapes, for the cost model (search/cost_model.hpp):
+// bytes moved (its inputs read once, an output of about its largest input's size written) and
+// arithmetic, counted per op family where it dominates (convolutions, products, attention,
+// normalizations) and as one operation per element elsewhere. Rough by design: candidates of
+// one node share it. Elements are taken as 4 bytes.
 #include <vector>
 
+#include "backends/kernel.hpp"
 #include "search/cost_model.hpp"
 #include "wpk/graph.hpp"
 
 namespace wpk {
 
-search::Workload estimate_workload(const Node& node, const std::vector<const Tensor*>& inputs);
+search::Workload estimate_workload(const Node& node, const InputShapes& shapes);
+
+// The shapes of a run's inputs; an input the run passes no tensor for (a constant the kernels
+// own packed copies of) as the graph declares it.
+InputShapes run_input_shapes(const Node& node, const Graph& graph, const std::vector<const Tensor*>& inputs);
 
 }  // namespace wpk

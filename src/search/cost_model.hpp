@@ -5,8 +5,9 @@
 // alone picks which one runs; with tuning it orders what the search tries first. Absolute
 // values are rough; only comparisons between candidates of one workload mean anything.
 //
-// Compute and memory time add up: the kernels wpk runs overlap them only in part, and the sum
-// keeps the vector width visible on memory-bound ops, where two kernels differ mostly in it.
+// Compute and memory time add up: most kernels overlap them only in part, and the sum keeps the
+// vector width visible on memory-bound ops, where two kernels differ mostly in it. A kernel that
+// prefetches its operands while it computes (overlaps_memory) costs the larger of the two.
 namespace wpk::search {
 
 struct Workload {
@@ -17,6 +18,9 @@ struct Workload {
 struct KernelTraits {
   int vector_bits = 32;      // the widest vectors its inner loops use
   double efficiency = 0.25;  // the share of those vectors' peak it sustains where compute-bound
+  double work_scale = 1;     // the share of the workload's FLOPs it performs (Winograd: under 1)
+  double extra_bytes = 0;    // bytes it moves beyond the workload's (reorders, transformed weights)
+  bool overlaps_memory = false;  // prefetches while computing: the larger of the two times counts
 };
 
 struct Machine {

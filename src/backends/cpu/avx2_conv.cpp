@@ -12,15 +12,7 @@ namespace wpk::cpu {
 namespace {
 
 using namespace avx2;  // the shared tile, vector math and work-split helpers
-// Each tap's inner loop runs over the input channels: under 16 (a stem conv's 3) the loop
-// overhead dominates and oneDNN's kernel, which loops over the taps inside, wins.
-constexpr std::int64_t kMinInputChannels = 16;
 constexpr std::int64_t kMaxTaps = 64;
-// A thread computes the output-channel blocks of a group of at most this many weight bytes for
-// one block of pixels before moving on, so the group's weights stay in L2 (512 KB a core on
-// Zen 3) across pixel blocks and a pixel block's input rows across the group's blocks.
-constexpr std::int64_t kGroupBytes = 192 << 10;
-constexpr std::int64_t kPixelBlock = 96;
 
 
 // How `threads` threads split the work: output-channel blocks over `oc_parts` of them, pixel
@@ -64,7 +56,7 @@ struct Job {
   const StreamConvEpilogue& e;
   float* y;
   const float* zeros;  // s.ic zeros: the input of taps in the padding
-  std::int64_t taps, pixels, blocks, group;
+  std::int64_t taps, pixels, blocks, group, pixel_block;
 };
 
 // table[(m - first) * taps + tap] = where output pixel m's tap reads its input channels.
@@ -95,7 +87,7 @@ void run_part(const Job& job, Range blocks, Range pixels, std::vector<const floa
   const bool deferred = job.e.act == StreamConvEpilogue::Act::Gelu || job.e.act == StreamConvEpilogue::Act::GeluTanh;
   StreamConvEpilogue in_tile = job.e;
   if (deferred) in_tile.act = StreamConvEpilogue::Act::None;
-  const std::int64_t pixel_blocks = ceil_div(pixels.end - pixels.begin, kPixelBlock);
+  const std::int64_t pixel_blocks = ceil_div(pixels.end - pixels.begin, job.pixel_block);
   for (std::int64_t g0 = blocks.begin; g0 < blocks.end; g0 += job.group) {
     const std::int64_t g1 = std::min(blocks.end, g0 + job.group);
     for (std::int64_t pb = 0; pb < pixel_blocks; ++pb) {
@@ -137,23 +129,23 @@ void run_part(const Job& job, Range blocks, Range pixels, std::vector<const floa
 
 }  // namespace
 
-bool avx2_conv_available() { return avx2_kernels_available() && !cpu_features().avx512f; }
-
-bool avx2_conv_pays(const StreamConvShape& s) {
-  return avx2_conv_available() && s.ic >= kMinInputChannels && s.kh * s.kw <= kMaxTaps && s.n * s.oh * s.ow >= 1;
+bool avx2_conv_runs(const StreamConvShape& s) {
+  return avx2_kernels_available() && s.ic >= 1 && s.oc >= 1 && s.kh * s.kw <= kMaxTaps && s.n * s.oh * s.ow >= 1;
 }
 
-void avx2_conv(const StreamConvShape& s, const float* x, const float* w, const StreamConvEpilogue& e, float* y) {
+void avx2_conv(const StreamConvShape& s, const float* x, const float* w, const StreamConvEpilogue& e, float* y,
+               const Avx2ConvTiling& tiling) {
 #ifdef WPK_AVX2_KERNELS
   const std::vector<float> zeros(static_cast<std::size_t>(s.ic), 0.0f);
   const std::int64_t taps = s.kh * s.kw, blocks = ceil_div(s.oc, kBlock);
-  const std::int64_t group = std::max<std::int64_t>(1, kGroupBytes / (4 * taps * s.ic * kBlock));
-  const Job job{s, x, w, e, y, zeros.data(), taps, s.n * s.oh * s.ow, blocks, group};
+  const std::int64_t group = std::max<std::int64_t>(1, tiling.group_bytes / (4 * taps * s.ic * kBlock));
+  const std::int64_t pixel_block = std::max<std::int64_t>(kTile, tiling.pixel_block);
+  const Job job{s, x, w, e, y, zeros.data(), taps, s.n * s.oh * s.ow, blocks, group, pixel_block};
   // Per thread, allocated here where std::bad_alloc reaches the caller (inside the parallel
   // region it would terminate the process).
   const std::int64_t max_threads = omp_get_max_threads();
   std::vector<std::vector<const float*>> tables(static_cast<std::size_t>(max_threads),
-                                                std::vector<const float*>(static_cast<std::size_t>(kPixelBlock * taps)));
+                                                std::vector<const float*>(static_cast<std::size_t>(pixel_block * taps)));
 #pragma omp parallel num_threads(max_threads)
   {
     const std::int64_t threads = omp_get_num_threads(), t = omp_get_thread_num();
@@ -166,7 +158,7 @@ void avx2_conv(const StreamConvShape& s, const float* x, const float* w, const S
     if (t < split.oc_parts * split.pixel_parts && pixels.begin < pixels.end) run_part(job, block_range, pixels, table);
   }
 #else
-  (void)s, (void)x, (void)w, (void)e, (void)y;
+  (void)s, (void)x, (void)w, (void)e, (void)y, (void)tiling;
 #endif
 }
 

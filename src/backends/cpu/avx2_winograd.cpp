@@ -17,8 +17,6 @@ using namespace avx2;  // the shared tile, vector math and work-split helpers
 constexpr int kAlpha = 6;                 // transformed patch side: 4 outputs + 3 taps - 1
 constexpr int kPoints = kAlpha * kAlpha;  // channel products per tile
 constexpr int kOut = 4;                   // output side of a tile
-constexpr std::int64_t kMinTiles = 16;
-constexpr std::int64_t kMinInputChannels = 32;
 // A thread's transformed patches and product sums for one block of tiles: sized to stay in L2
 // (512 KB a core on Zen 3) with room for the weights streaming through, but at least 24 tiles:
 // each block reads all the thread's transformed weights once, 12 FLOPs per byte at 24 tiles
@@ -223,10 +221,12 @@ void run_part(const Job& job, Range blocks, Range tiles) {
 
 }  // namespace
 
-bool avx2_winograd_pays(const StreamConvShape& s) {
-  return avx2_conv_available() && s.kh == 3 && s.kw == 3 && s.sh == 1 && s.sw == 1 && s.dh == 1 && s.dw == 1 &&
-         s.ic % 8 == 0 && s.ic >= kMinInputChannels && s.oc >= 1 && tiling(s).total >= kMinTiles;
+bool avx2_winograd_runs(const StreamConvShape& s) {
+  return avx2_kernels_available() && s.kh == 3 && s.kw == 3 && s.sh == 1 && s.sw == 1 && s.dh == 1 && s.dw == 1 &&
+         s.ic % 8 == 0 && s.ic >= 8 && s.oc >= 1 && s.n * s.oh * s.ow >= 1;
 }
+
+std::int64_t avx2_winograd_tiles(const StreamConvShape& s) { return tiling(s).total; }
 
 std::size_t avx2_winograd_weights_size(const StreamConvShape& s) {
   return static_cast<std::size_t>(kPoints * ceil_div(s.oc, kBlock) * kBlock * s.ic);

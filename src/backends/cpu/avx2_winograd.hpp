@@ -1,6 +1,6 @@
 #pragma once
-// wpk's Winograd convolution F(4x4, 3x3) for CPUs with AVX2 and FMA but no AVX-512, where
-// oneDNN 2.6 has no Winograd kernel. A 3x3 stride-1 conv computes each 4x4 block of output
+// wpk's Winograd convolution F(4x4, 3x3) on AVX2 and FMA (oneDNN 2.6 has no Winograd kernel
+// for CPUs without AVX-512). A 3x3 stride-1 conv computes each 4x4 block of output
 // pixels (a tile) from the 6x6 input patch under it as 36 independent channel products (one per
 // point of the transformed patch) instead of 16 x 9: 2.25 multiply-adds per output where direct
 // convolution needs 9. Per block of tiles a thread transforms the input patches (B^T d B), runs
@@ -16,11 +16,13 @@
 
 namespace wpk::cpu {
 
-// True for the convs this kernel takes on a CPU where avx2_conv_available(): 3x3, stride 1,
-// undilated, input channels a multiple of 8 and at least 32, and at least 16 output tiles over
-// the batch (ResNet-50's 14x14 at batch 1; at 7x7 and batch 1 its four tiles would read 37 MB of
-// transformed weights for what the direct kernel does in 1.5 ms from 9.4).
-bool avx2_winograd_pays(const StreamConvShape& s);
+// True when this build and CPU run the kernel (AVX2 and FMA) on this conv: 3x3, stride 1,
+// undilated, input channels a multiple of 8.
+bool avx2_winograd_runs(const StreamConvShape& s);
+
+// The 4x4-output tiles the conv is cut into over the batch (each reads all the transformed
+// weights its thread computes with: few tiles against many weights do not pay).
+std::int64_t avx2_winograd_tiles(const StreamConvShape& s);
 
 // Floats of the transformed weights: [36][ceil(oc / 16)][ic][16].
 std::size_t avx2_winograd_weights_size(const StreamConvShape& s);

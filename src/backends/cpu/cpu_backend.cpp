@@ -1,5 +1,8 @@
 #include "backends/cpu/cpu_backend.hpp"
 
+#include <cstring>
+
+#include "backends/cpu/conv_config.hpp"
 #include "backends/cpu/cpu_kernels.hpp"
 #include "core/cpu_features.hpp"
 #include "graph/fused_ops.hpp"
@@ -7,12 +10,15 @@
 namespace wpk::cpu {
 namespace {
 
-enum class Family { None, Attention, LayerNorm, MaxPool, RowBroadcast, ConcatBatchNorm };
+enum class Family { None, Attention, Conv, MatMul, LayerNorm, MaxPool, RowBroadcast, ConcatBatchNorm };
 
 Family family_of(const Node& node) {
   const bool onnx = node.domain.empty() || node.domain == "ai.onnx";
   const bool wpk_op = node.domain == kWpkDomain;
   if (wpk_op && node.op_type == "Attention") return Family::Attention;
+  if ((onnx && node.op_type == "Conv") || (wpk_op && node.op_type == "FusedConv")) return Family::Conv;
+  if ((onnx && (node.op_type == "MatMul" || node.op_type == "Gemm")) || (wpk_op && node.op_type == "FusedMatMul"))
+    return Family::MatMul;
   if ((onnx || wpk_op) && node.op_type == "LayerNormalization") return Family::LayerNorm;
   if (onnx && node.op_type == "MaxPool") return Family::MaxPool;
   for (const char* op : {"Add", "Sub", "Mul", "Div"})
@@ -33,14 +39,58 @@ void require_f32(const KernelContext& ctx, const Tensor& t, const char* what) {
     ctx.fail(ErrorCode::InvalidArgument, std::string(what) + " must be float32, got " + dtype_name(t.dtype()));
 }
 
+void copy_residual(const KernelContext& ctx, std::size_t index, Tensor& y) {
+  const Tensor& z = ctx.input(index);
+  require_f32(ctx, z, "residual input");
+  if (z.shape() != y.shape())
+    ctx.fail(ErrorCode::InvalidArgument,
+             "residual input has shape " + shape_to_string(z.shape()) + ", expected " + shape_to_string(y.shape()));
+  if (z.raw() != y.raw()) std::memcpy(y.raw(), z.raw(), y.nbytes());
+}
+
 std::vector<std::string> CpuBackend::kernel_names() const {
-  return {"f32_attention__avx2", "f32_concat_batchnorm", "f32_layernorm__avx2", "f32_maxpool_nhwc", "f32_row_broadcast"};
+  std::vector<std::string> names = {"f32_attention__avx2", "f32_concat_batchnorm", "f32_layernorm__avx2", "f32_maxpool_nhwc",
+                                     "f32_row_broadcast"};
+  for (auto k : {ConvConfig::Kernel::DirectAvx2, ConvConfig::Kernel::WinogradAvx2, ConvConfig::Kernel::StreamAvx512})
+    names.push_back(conv_kernel_name(k));
+  names.push_back("f32_matmul__avx2_6x16");
+  return names;
+}
+
+std::vector<std::string> CpuBackend::configs(const Node& node, const Graph& graph) const {
+  if (!why_unsupported(node, graph).empty()) return {""};
+  if (family_of(node) == Family::Conv) return conv_configs(node, graph);
+  if (family_of(node) == Family::MatMul) return matmul_configs();
+  return {""};
+}
+
+std::unique_ptr<Kernel> CpuBackend::prepare(const Node& node, const Graph& graph, const std::string& config) const {
+  if (config.empty()) return prepare(node, graph);
+  const std::string why = why_unsupported(node, graph);
+  if (!why.empty()) throw Error(ErrorCode::Unsupported, node_label(node) + why);
+  if (family_of(node) == Family::Conv) return make_conv(node, graph, config);
+  if (family_of(node) == Family::MatMul) return make_matmul(node, graph, config);
+  throw Error(ErrorCode::Internal, node_label(node) + "cpu has no configuration '" + config + "'");
+}
+
+std::optional<KernelProfile> CpuBackend::describe(const Node& node, const Graph& /*graph*/, const std::string& config,
+                                                  const InputShapes& shapes, int threads) const {
+  if (family_of(node) == Family::Conv) return describe_conv(node, config, shapes, threads);
+  if (family_of(node) == Family::MatMul) return describe_matmul(node, config, shapes, threads);
+  return std::nullopt;
+}
+
+bool CpuBackend::accumulates_into_residual(const Node& node) const {
+  // The conv and product kernels compute y = act(conv + bias + y), y holding the residual on entry.
+  return (family_of(node) == Family::Conv || family_of(node) == Family::MatMul) && has_fused_residual(node);
 }
 
 std::string CpuBackend::why_unsupported(const Node& node, const Graph& graph) const {
   if (node.inputs.empty() || node.inputs[0] == kNoValue) return "no input";
   switch (family_of(node)) {
     case Family::Attention: return attention_unsupported(node, graph);
+    case Family::Conv: return conv_unsupported(node, graph);
+    case Family::MatMul: return matmul_unsupported(node, graph);
     case Family::LayerNorm: return layernorm_unsupported(node, graph);
     case Family::MaxPool: return max_pool_unsupported(node, graph);
     case Family::RowBroadcast: return row_broadcast_unsupported(node, graph);
@@ -55,6 +105,8 @@ std::unique_ptr<Kernel> CpuBackend::prepare(const Node& node, const Graph& graph
   if (!why.empty()) throw Error(ErrorCode::Unsupported, node_label(node) + why);
   switch (family_of(node)) {
     case Family::Attention: return make_attention(node, graph);
+    case Family::Conv: return make_conv(node, graph, "");
+    case Family::MatMul: return make_matmul(node, graph, "");
     case Family::LayerNorm: return make_layernorm(node, graph);
     case Family::MaxPool: return make_max_pool(node, graph);
     case Family::RowBroadcast: return make_row_broadcast(node, graph);

@@ -13,6 +13,11 @@ class CpuBackend : public Backend {
   std::string name() const override { return "cpu"; }
   std::string why_unsupported(const Node& node, const Graph& graph) const override;
   std::unique_ptr<Kernel> prepare(const Node& node, const Graph& graph) const override;
+  std::vector<std::string> configs(const Node& node, const Graph& graph) const override;
+  std::unique_ptr<Kernel> prepare(const Node& node, const Graph& graph, const std::string& config) const override;
+  std::optional<KernelProfile> describe(const Node& node, const Graph& graph, const std::string& config,
+                                        const InputShapes& shapes, int threads) const override;
+  bool accumulates_into_residual(const Node& node) const override;
   std::string version() const override { return "1"; }
   std::vector<std::string> kernel_names() const override;
 };

@@ -21,8 +21,27 @@ int clones_vector_bits();
 // Fails naming the node when a run-time tensor is not float32.
 void require_f32(const KernelContext& ctx, const Tensor& t, const char* what);
 
+// y = the residual input `index`, which a kernel then accumulates onto; nothing to copy when the
+// memory plan gave y the residual's own bytes. Fails naming the node on a dtype or shape mismatch.
+void copy_residual(const KernelContext& ctx, std::size_t index, Tensor& y);
+
 std::string attention_unsupported(const Node& node, const Graph& graph);  // attention_kernel.cpp
 std::unique_ptr<Kernel> make_attention(const Node& node, const Graph& graph);
+
+std::string conv_unsupported(const Node& node, const Graph& graph);  // conv_kernel.cpp
+// The configs (conv_config.hpp) this CPU runs the node's conv in, the usual favourite first.
+std::vector<std::string> conv_configs(const Node& node, const Graph& graph);
+// `config` "" is the first of conv_configs.
+std::unique_ptr<Kernel> make_conv(const Node& node, const Graph& graph, const std::string& config);
+// How `config` computes inputs of these shapes; nullopt when it does not run them.
+std::optional<KernelProfile> describe_conv(const Node& node, const std::string& config, const InputShapes& shapes,
+                                           int threads);
+
+std::string matmul_unsupported(const Node& node, const Graph& graph);  // matmul_kernel.cpp
+std::vector<std::string> matmul_configs();
+std::unique_ptr<Kernel> make_matmul(const Node& node, const Graph& graph, const std::string& config);
+std::optional<KernelProfile> describe_matmul(const Node& node, const std::string& config, const InputShapes& shapes,
+                                             int threads);
 
 std::string concat_batchnorm_unsupported(const Node& node, const Graph& graph);  // concat_batchnorm.cpp
 std::unique_ptr<Kernel> make_concat_batchnorm(const Node& node, const Graph& graph);

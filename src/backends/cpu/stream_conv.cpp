@@ -26,18 +26,12 @@ namespace {
 constexpr int kChunk = 64;
 constexpr int kRowBlock = 64;
 constexpr int kCols = 64;
-constexpr std::int64_t kMinWeightBytes = 1 << 20;
-constexpr std::int64_t kMaxRows = 64;
-// Fewer k rows (kh * kw * ic) than this and oneDNN's kernel wins: MobileNetV2's 320->1280 at
-// 7x7 (320 rows, 1.6 MB) took 0.167 ms streamed vs 0.142 on oneDNN in the model, while
-// ResNet-50's 512->2048 (512 rows) ran alike on both (0.54-0.63 ms).
-constexpr std::int64_t kMinKRows = 512;
 
 // Output channels per column group: 64, or one block of Acdb48a weights.
 std::int64_t group_columns(std::int64_t block) { return block == 48 ? 48 : kCols; }
 
 // Thread t of `threads` takes column groups [first_group(t), first_group(t + 1)): a run of
-// neighbours, so its weights are one contiguous stream. stream_conv_pays judges this split.
+// neighbours, so its weights are one contiguous stream. stream_conv_balance judges this split.
 std::int64_t first_group(std::int64_t groups, std::int64_t t, std::int64_t threads) { return groups * t / threads; }
 
 #ifdef WPK_STREAM_CONV
@@ -224,27 +218,21 @@ bool stream_conv_available() {
 #endif
 }
 
-bool stream_conv_pays(const StreamConvShape& s, int block, int threads) {
-  if (!stream_conv_available() || (block != 16 && block != 32 && block != 48 && block != 64)) return false;
-  const std::int64_t rows = s.n * s.oh * s.ow;
-  const std::int64_t k_rows = s.kh * s.kw * s.ic;
-  const std::int64_t weight_bytes = s.oc * k_rows * static_cast<std::int64_t>(sizeof(float));
-  if (rows < 1 || rows > kMaxRows || weight_bytes < kMinWeightBytes || k_rows < kMinKRows) return false;
-  // Threads take whole column groups (below): each needs two, and the busiest thread may have
-  // at most 8% more valid output channels than an even share. 320-channel convs in 48-channel
-  // groups (144 + 176: 10% over) ran slower than oneDNN (Inception v3's 1280->320 at 8x8: 0.35
-  // vs 0.31 ms; MobileNetV2's 960->320: 0.19 vs 0.17), ResNet-50's 2048->512 (240 + 272: 6%
-  // over) faster (0.61-0.65 vs 0.67-0.70).
+bool stream_conv_runs(const StreamConvShape& s, int block) {
+  return stream_conv_available() && (block == 16 || block == 32 || block == 48 || block == 64) && s.oc >= 1 &&
+         s.n * s.oh * s.ow >= 1;
+}
+
+double stream_conv_balance(const StreamConvShape& s, int block, int threads) {
   const std::int64_t cols = group_columns(block), groups = (s.oc + cols - 1) / cols;
   const std::int64_t t_count = std::max(1, threads);
-  if (groups < 2 * t_count) return false;
   std::int64_t busiest = 0;
   for (std::int64_t t = 0; t < t_count; ++t) {
     const std::int64_t first = first_group(groups, t, t_count) * cols;
     const std::int64_t last = std::min(first_group(groups, t + 1, t_count) * cols, s.oc);
     busiest = std::max(busiest, last - first);
   }
-  return busiest * t_count * 100 <= s.oc * 108;
+  return busiest > 0 ? static_cast<double>(s.oc) / static_cast<double>(busiest * t_count) : 0.0;
 }
 
 void stream_conv(const StreamConvShape& s, const float* x, const float* w, int block, const StreamConvEpilogue& e,

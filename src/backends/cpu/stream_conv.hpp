@@ -3,8 +3,8 @@
 // output (batch 1 at 7x7, where each weight is used 49 times: ResNet-50's layer4, 9.4 MB for a
 // 3x3 512-channel conv). oneDNN's brgemm kernel computes such a conv at ~250 GFLOP/s while its
 // weights sit in cache, but inside a model they come from DRAM on every run and its loads stall
-// on them (0.9 ms hot, 1.4-1.6 ms in the model). This kernel reads the same packed weights
-// (oneDNN's Acdb{16,32,48,64}a: output channels innermost, in blocks) and prefetches the next
+// on them (0.9 ms hot, 1.4-1.6 ms in the model). This kernel reads weights packed
+// Acdb{16,32,48,64}a (output channels innermost, in blocks) and prefetches the next
 // chunk of them into L2 while it computes on the current one, so the transfer overlaps the FMAs.
 #include <cstdint>
 
@@ -34,13 +34,14 @@ inline bool stream_conv_fuses(const StreamConvEpilogue& e) {
          e.act == StreamConvEpilogue::Act::Clip;
 }
 
-// True for the shapes where streaming beats oneDNN inside a model, with weights in blocks of
-// `block` (0: a layout it does not read): few output pixels (at most 64 over the batch) against
-// at least 1 MiB of weights (Inception v3's 1.2-1.7 MB convs at 8x8 gained ~10%) over at least
-// 512 k rows (kh * kw * input channels), and at least two 64-channel column groups per thread,
-// split evenly (the busiest thread at most 8% over an even share). So at 2 threads ResNet-50's
-// layer4 streams, at 16 only convs of ~2000+ output channels do.
-bool stream_conv_pays(const StreamConvShape& s, int block, int threads);
+// True when this CPU runs the kernel on this shape with weights in blocks of `block` (16, 32,
+// 48 or 64 output channels).
+bool stream_conv_runs(const StreamConvShape& s, int block);
+
+// How evenly `threads` threads share the work: the even share of output channels over the
+// busiest thread's (1: even). Threads take runs of whole 64-channel column groups (48 with
+// blocks of 48), so 320 channels over two threads in groups of 48 give 144 + 176 (0.91).
+double stream_conv_balance(const StreamConvShape& s, int block, int threads);
 
 // y = act(conv(x, w) + bias [+ y]) in an OpenMP parallel region of the calling thread's thread
 // count (one thread when called inside another parallel region); x, y NHWC float32; w blocked

@@ -1,21 +1,22 @@
 // Conv and com.wpk FusedConv on oneDNN: 2-D, float32, constant weights packed once into the
 // layout the chosen implementation wants; bias, residual add and activation fused as post-ops;
-// activations NCHW or NHWC (channels_last) as the graph says, so no reorders of activations,
-// except around Winograd convolutions (below). Two of wpk's own kernels take some NHWC convs
-// instead of a primitive: weight streaming (stream_conv.hpp) and, on AVX2 CPUs, avx2_conv.hpp.
+// activations NCHW or NHWC (channels_last) as the graph says. Its algorithm is a config:
+//   algorithm=direct                  the direct convolution, activations in the node's layout
+//   algorithm=direct,layout=blocked   the same in oneDNN's blocked layout (nChw8c/16c), the input
+//                                     reordered in and the output out in per-thread staging
+//   algorithm=winograd                Winograd F(2x2, 3x3) (F(4x4, 3x3) at batch 2+), blocked
+//   algorithm=matmul                  a 1x1 stride-1 unpadded NHWC conv as the product
+//                                     [N*H*W, C_in] x [C_in, C_out] over the same bytes
+// Which runs is the cost model's call (describe_conv below), or tuning's.
 #include <omp.h>
 
 #include <algorithm>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <vector>
 
-#include "backends/cpu/avx2_conv.hpp"
-#include "backends/cpu/avx2_winograd.hpp"
 #include "backends/onednn/onednn_kernels.hpp"
-#include "backends/cpu/stream_conv.hpp"
-#include "core/page_memory.hpp"
+#include "core/cpu_features.hpp"
 #include "graph/fused_ops.hpp"
 #include "backends/reference/conv_pool.hpp"
 
@@ -28,64 +29,25 @@ struct ConvPlan {
   dnnl::memory weights;  // packed
   dnnl::memory::desc weights_view;  // the plain view of the loaded weights it was packed from
   Shape y_shape;         // in the node's layout
-  // Winograd, and direct 3x3s on AVX2 (below): the primitive reads and writes oneDNN's blocked
-  // layout (nChw16c, nChw8c), so the input is reordered into it and the output back, in
-  // per-thread staging memory.
+  // Winograd and layout=blocked: the primitive reads and writes oneDNN's blocked layout
+  // (nChw16c, nChw8c), so the input is reordered into it and the output back, in per-thread
+  // staging memory.
   bool blocked = false;
   bool winograd = false;
   const char* blocked_layout = "";
   dnnl::memory::desc blocked_src, blocked_dst;
   dnnl::reorder to_blocked, from_blocked;
-  // Weight-streaming kernel (stream_conv.hpp) on the packed weights instead of the primitive,
-  // which is then not created: the block of the weights' Acdb{block}a layout, or 0.
-  int stream_block = 0;
-  // wpk's AVX2 kernel (avx2_conv.hpp) on weights packed Acdb16a, instead of the primitive;
-  // with `transformed`, its Winograd kernel (avx2_winograd.hpp) on those weights transformed.
-  bool avx2 = false;
-  std::shared_ptr<const float> transformed;
-  StreamConvShape own;  // the shape either of wpk's kernels computes
 };
 
-// oneDNN 2.6's Winograd F(2x2, 3x3) convolution (jit_fp32_wino_2x3) on 3x3, stride-1 convs
-// of 64+ channels and outputs of 14x14 or more: measured 15-40% faster than the direct brgemm
-// kernel on ResNet-50's 3x3 convs, both reorders included (0.52 vs 0.85 ms at 256 channels,
-// 14x14; in the whole model 0.80 vs 0.97 ms each). At 7x7 (512 channels) it gained nothing
-// while its transformed weights are 1.8x larger, so those stay direct. Its rounding differs
-// from direct convolution by a few float32 ulps per product. At batch 2+ oneDNN picks its
-// F(4x4, 3x3) kernel (jit_wino_4x3) instead: faster again at batch 8 (4.5 vs 8.2 ms at 256
-// channels), but with weights 3.4x larger and a slow weight transform (~50 ms per 256-channel
-// conv, 100+ ms per 512-channel one), which is why 7x7 stays direct at every batch size (it
-// would take ResNet-50 at batch 8 from 410 to 530 MB for ~10 ms a run).
-// WPK_ONEDNN_WINOGRAD=0 turns it off.
-bool winograd_enabled() {
-  static const bool enabled = switched_on("WPK_ONEDNN_WINOGRAD");
-  return enabled;
-}
+enum class Algorithm { Direct, DirectBlocked, Winograd, MatMul };
 
-// wpk's Winograd kernel (avx2_winograd.hpp) on the 3x3 stride-1 convs the AVX2 kernel takes
-// where it pays: 2.2-2.4x faster than the direct kernel on ResNet-50's 3x3s at 56x56 and 28x28,
-// 1.6-2x at 14x14 (Zen 3, 2 threads, cold caches). WPK_AVX2_WINOGRAD=0 turns it off.
-bool avx2_winograd_enabled() {
-  static const bool enabled = switched_on("WPK_AVX2_WINOGRAD");
-  return enabled;
+std::optional<Algorithm> parse_algorithm(const std::string& config) {
+  if (config.empty() || config == "algorithm=direct") return Algorithm::Direct;
+  if (config == "algorithm=direct,layout=blocked") return Algorithm::DirectBlocked;
+  if (config == "algorithm=winograd") return Algorithm::Winograd;
+  if (config == "algorithm=matmul") return Algorithm::MatMul;
+  return std::nullopt;
 }
-
-// WPK_STREAM_CONV=0 turns the weight-streaming kernel off (every conv on oneDNN's primitives).
-bool stream_conv_enabled() {
-  static const bool enabled = switched_on("WPK_STREAM_CONV");
-  return enabled;
-}
-
-// Convs larger than 1x1: on 1x1s oneDNN's AVX2 kernels measured 5-15% faster than wpk's (its
-// tiles reload the sums' inputs per output-channel block where a 1x1 has no taps to amortise
-// that over), on 3x3s wpk's kernel 0-40% faster (below).
-bool is_avx2_conv_candidate(const Node& node, const Shape& ws) {
-  return node.attr_int("channels_last", 0) == 1 && node.attr_int("group", 1) == 1 && ws.size() == 4 &&
-         ws[2] * ws[3] > 1;
-}
-
-// See build(): above this (times the threads), a batch-1 Winograd conv runs direct instead.
-constexpr std::size_t kMaxBatch1WinogradScratchPerThread = 4u << 20;
 
 // True when every element of int-list attribute `name` (absent: `count` elements) is `want`.
 bool attr_all(const Node& node, const char* name, std::int64_t want, std::size_t count) {
@@ -94,11 +56,7 @@ bool attr_all(const Node& node, const char* name, std::int64_t want, std::size_t
   return true;
 }
 
-// A 1x1, stride-1, unpadded, ungrouped conv on NHWC activations is the matrix product
-// [N*H*W, C_in] x [C_in, C_out] over the same bytes. At batch 2+ it runs on oneDNN's matmul,
-// 3-10% faster than its 1x1 convolution at batch 8 (ResNet-50's 512->2048 at 7x7: 2.9 vs
-// 3.1-3.4 ms; 128->512 at 28x28: 3.0-3.2 vs 3.4 ms); at batch 1 the two tie on ResNet-50's
-// shapes and the matmul is 6% slower on MobileNetV2's narrow ones, so batch 1 stays a conv.
+// A 1x1, stride-1, unpadded, ungrouped conv on NHWC activations: the same bytes are a product.
 bool is_pointwise_nhwc(const Node& node, const Shape& ws) {
   const std::string auto_pad = node.attr_string("auto_pad", "NOTSET");
   return node.attr_int("channels_last", 0) == 1 && node.attr_int("group", 1) == 1 && ws.size() == 4 && ws[2] == 1 &&
@@ -107,29 +65,18 @@ bool is_pointwise_nhwc(const Node& node, const Shape& ws) {
          (auto_pad == "NOTSET" || auto_pad == "VALID");
 }
 
-// On CPUs without AVX-512 (where oneDNN 2.6 has neither Winograd nor brgemm convolutions),
-// its direct AVX2 kernel runs convs larger than 1x1 faster in nChw8c than in NHWC (3x3s
-// measured; Inception's 1x7/7x1 take the same path): on a Zen 3 at batch 8,
-// 64 channels at 56x56 11.2 vs 15.3 ms, 256 at 14x14 11.3 vs 13.2; ResNet-50 at batch 8 ran
-// 16% faster with the two reorders per conv (medians 467-593 vs 565-710 ms, A/B alternated),
-// batch 1 within this machine's noise. Under 64 channels (SqueezeNet's 16-48) it gained
-// nothing. A residual stays NHWC: the sum post-op would need the residual reordered in too.
-// WPK_BLOCKED_CONV=0 turns it off.
-bool blocked_direct_enabled() {
-  static const bool enabled = switched_on("WPK_BLOCKED_CONV");
-  return enabled;
-}
-
-bool is_blocked_direct_candidate(const Node& node, const Shape& ws) {
+// NHWC convs larger than 1x1 without a residual (the sum post-op would need the residual
+// reordered in too) may run in the blocked layout.
+bool is_blocked_candidate(const Node& node, const Shape& ws) {
   return node.attr_int("channels_last", 0) == 1 && !has_fused_residual(node) && node.attr_int("group", 1) == 1 &&
-         ws.size() == 4 && ws[0] >= 64 && ws[1] >= 64 && ws[2] * ws[3] > 1;
+         ws.size() == 4 && ws[2] * ws[3] > 1;
 }
 
-// 3x3 stride-1 undilated convs of 64+ channels in and out, without a residual (a sum post-op
-// has no Winograd kernel): Winograd candidates, at outputs of 14x14 or more (see above).
-bool is_winograd_kernel(const Node& node, const Shape& ws) {
-  return !has_fused_residual(node) && node.attr_int("group", 1) == 1 && ws.size() == 4 && ws[2] == 3 && ws[3] == 3 &&
-         ws[0] >= 64 && ws[1] >= 64 && attr_all(node, "strides", 1, 2) && attr_all(node, "dilations", 1, 2);
+// oneDNN 2.6 has Winograd kernels for 3x3 stride-1 undilated ungrouped convs on AVX-512 CPUs,
+// without a sum post-op.
+bool is_winograd_candidate(const Node& node, const Shape& ws) {
+  return cpu_features().avx512f && !has_fused_residual(node) && node.attr_int("group", 1) == 1 && ws.size() == 4 &&
+         ws[2] == 3 && ws[3] == 3 && attr_all(node, "strides", 1, 2) && attr_all(node, "dilations", 1, 2);
 }
 
 // ONNX weights [C_out, C_in / group, kH, kW]; oneDNN wants the group split out when group > 1,
@@ -142,35 +89,16 @@ dnnl::memory::desc loaded_weights_desc(const Shape& ws, std::int64_t group, bool
 
 class ConvKernel : public OneDnnKernel {
  public:
-  ConvKernel(const Node& node, const Tensor& w, Tensor b, ConvAlgorithms algorithms)
-      : pointwise_(algorithms == ConvAlgorithms::Heuristic && is_pointwise_nhwc(node, w.shape())),
-        winograd_kernel_(algorithms == ConvAlgorithms::Heuristic && winograd_enabled() &&
-                         is_winograd_kernel(node, w.shape())),
-        blocked_direct_(algorithms == ConvAlgorithms::Heuristic && blocked_direct_enabled() &&
-                        is_blocked_direct_candidate(node, w.shape())),
-        avx2_(algorithms == ConvAlgorithms::Heuristic && avx2_conv_enabled() && is_avx2_conv_candidate(node, w.shape())),
-        weights_(w, loaded_weights_desc(w.shape(), node.attr_int("group", 1), false)), b_(std::move(b)),
-        act_(read_activation(node)), channels_last_(node.attr_int("channels_last", 0) == 1),
-        group_(node.attr_int("group", 1)), has_residual_(has_fused_residual(node)),
-        own_epilogue_(own_kernel_epilogue(act_, b_, has_residual_)),
-        stream_allowed_(stream_conv_enabled() && group_ == 1 && channels_last_ && own_epilogue_ &&
-                        stream_conv_fuses(*own_epilogue_)) {}
+  ConvKernel(const Node& node, const Tensor& w, Tensor b, Algorithm algorithm)
+      : algorithm_(algorithm), weights_(w, loaded_weights_desc(w.shape(), node.attr_int("group", 1), false)),
+        b_(std::move(b)), act_(read_activation(node)), channels_last_(node.attr_int("channels_last", 0) == 1),
+        group_(node.attr_int("group", 1)), has_residual_(has_fused_residual(node)) {}
 
   void run(KernelContext& ctx) const override {
     guarded(ctx, [&] {
       const Tensor& x = image_input(ctx);
       auto plan = cache_.get(shape_key({&x.shape()}), [&] { return build(ctx, x.shape()); });
       Tensor& y = ctx.allocate_output(0, DType::Float32, plan->y_shape);
-      if (plan->stream_block || plan->avx2) {
-        ctx.note_variant(plan->transformed ? "winograd" : plan->avx2 ? "avx2" : "stream");
-        if (has_residual_) accumulate_residual_into(ctx, 3, y);
-        const auto* w = static_cast<const float*>(plan->weights.get_data_handle());
-        if (plan->transformed)
-          avx2_winograd_conv(plan->own, x.data<float>(), plan->transformed.get(), *own_epilogue_, y.data<float>());
-        else if (plan->avx2) avx2_conv(plan->own, x.data<float>(), w, *own_epilogue_, y.data<float>());
-        else stream_conv(plan->own, x.data<float>(), w, plan->stream_block, *own_epilogue_, y.data<float>());
-        return;
-      }
       const dnnl::memory x_mem = wrap_arg(plan->primitive, DNNL_ARG_SRC, plan->src, x),
                          y_mem = wrap_arg(plan->primitive, DNNL_ARG_DST, plan->dst, y);
       dnnl::memory src = x_mem, dst = y_mem;
@@ -222,7 +150,7 @@ class ConvKernel : public OneDnnKernel {
     append_activation(ops, act_);
     dnnl::primitive_attr attr = make_attr();
     attr.set_post_ops(ops);
-    if (pointwise_ && nchw[0] >= 2) {
+    if (algorithm_ == Algorithm::MatMul) {
       const std::int64_t rows = nchw[0] * nchw[2] * nchw[3];
       plan.src = f32_desc({rows, ws[1]}, Tag::ab);
       plan.dst = f32_desc({rows, ws[0]}, Tag::ab);
@@ -236,17 +164,6 @@ class ConvKernel : public OneDnnKernel {
       plan.weights = weights_.pack_for(pd.weights_desc(), plan.weights_view);
       return plan;
     }
-    const StreamConvShape own{nchw[0], nchw[2], nchw[3], nchw[1], win.out[1], win.out[2], ws[0],
-                              ws[2], ws[3], win.stride[1], win.stride[2], win.pad_begin[1], win.pad_begin[2],
-                              win.dilation[1], win.dilation[2]};
-    if (avx2_ && own_epilogue_ && avx2_conv_pays(own)) {
-      plan.weights_view = loaded_weights_desc(ws, group_, false);
-      plan.weights = weights_.pack_for(f32_desc(w_dims, Tag::Acdb16a), plan.weights_view);
-      plan.avx2 = true;
-      plan.own = own;
-      if (avx2_winograd_enabled() && avx2_winograd_pays(own)) plan.transformed = winograd_weights(plan);
-      return plan;
-    }
     plan.src = f32_desc(src_dims, act_tag);
     plan.dst = f32_desc(dst_dims, act_tag);
     plan.bias = f32_desc({ws[0]}, Tag::x);
@@ -257,67 +174,27 @@ class ConvKernel : public OneDnnKernel {
                                              {win.dilation[1] - 1, win.dilation[2] - 1},
                                              {win.pad_begin[1], win.pad_begin[2]}, {win.pad_end[1], win.pad_end[2]});
     };
-    const bool winograd_shape = winograd_kernel_ && win.out[1] >= 14 && win.out[2] >= 14;
+    const dnnl::memory::desc any_src = f32_desc(src_dims, Tag::any), any_dst = f32_desc(dst_dims, Tag::any);
     dnnl::convolution_forward::primitive_desc pd;
-    if (winograd_shape) {
+    if (algorithm_ == Algorithm::Winograd) {
       try {
-        pd = dnnl::convolution_forward::primitive_desc(
-            describe(dnnl::algorithm::convolution_winograd, f32_desc(src_dims, Tag::any), f32_desc(dst_dims, Tag::any)),
-            attr, engine());
-        // oneDNN's batch-1 kernel sometimes picks a schedule that stages whole transformed
-        // images in its scratchpad (Inception v3's 80->192 conv at 71x71, 1-4 threads: 7-13.5 MB
-        // per thread, where ResNet-50's take at most 2.1 MB per thread at 1-16 threads). Read
-        // back cold inside a model that conv ran at 6.1-6.9 ms, slower than the direct
-        // kernel's 5.3-5.9, so such convs stay direct.
-        const std::size_t threads = static_cast<std::size_t>(std::max(1, omp_get_max_threads()));
-        if (nchw[0] == 1 && pd.scratchpad_desc().get_size() > kMaxBatch1WinogradScratchPerThread * threads) pd = {};
-        if (pd) {
-          stage_blocked(plan, pd);
-          plan.winograd = true;
-        }
+        pd = dnnl::convolution_forward::primitive_desc(describe(dnnl::algorithm::convolution_winograd, any_src, any_dst),
+                                                       attr, engine());
+        plan.winograd = true;
       } catch (const dnnl::error&) {
-        pd = {};  // no Winograd kernel (or reorder) for this ISA, shape or post-op: direct below
+        pd = {};  // no Winograd kernel for this shape: direct below, as a correct fallback
       }
+    } else if (algorithm_ == Algorithm::DirectBlocked) {
+      pd = dnnl::convolution_forward::primitive_desc(describe(dnnl::algorithm::convolution_direct, any_src, any_dst), attr,
+                                                     engine());
     }
-    if (!plan.blocked)
-      pd = dnnl::convolution_forward::primitive_desc(describe(dnnl::algorithm::convolution_direct, plan.src, plan.dst),
-                                                     attr, engine());
-    if (!plan.blocked && blocked_direct_ && std::string(pd.impl_info_str()).rfind("jit:avx2", 0) == 0) {
-      const dnnl::convolution_forward::primitive_desc any_pd(
-          describe(dnnl::algorithm::convolution_direct, f32_desc(src_dims, Tag::any), f32_desc(dst_dims, Tag::any)),
-          attr, engine());
-      if (any_pd.src_desc() != plan.src) {
-        pd = any_pd;
-        stage_blocked(plan, pd);
-      }
-    }
+    if (pd && pd.src_desc() != plan.src) stage_blocked(plan, pd);
+    else pd = dnnl::convolution_forward::primitive_desc(describe(dnnl::algorithm::convolution_direct, plan.src, plan.dst),
+                                                        attr, engine());
     plan.weights_view = loaded_weights_desc(ws, group_, false);
     plan.weights = weights_.pack_for(pd.weights_desc(), plan.weights_view);
-    if (stream_allowed_ && !plan.blocked) {
-      // Streaming reads the weights in the layout oneDNN packed them for its direct kernel, so
-      // plans of other shapes (a larger batch on the primitive) share one packed copy.
-      const int block = stream_weights_block(pd.weights_desc(), ws[0], ws[1], ws[2], ws[3]);
-      if (stream_conv_pays(own, block, omp_get_max_threads())) {
-        plan.stream_block = block;
-        plan.own = own;
-      }
-    }
-    if (!plan.stream_block) plan.primitive = dnnl::convolution_forward(pd);
+    plan.primitive = dnnl::convolution_forward(pd);
     return plan;
-  }
-
-  // The weights transformed for the Winograd kernel: made once, from the Acdb16a packing, on
-  // the first plan that runs it (at load for the declared shape), and shared by later plans.
-  std::shared_ptr<const float> winograd_weights(const ConvPlan& plan) const {
-    const std::lock_guard<std::mutex> lock(transformed_mutex_);
-    if (!transformed_) {
-      // Long-lived pages, like the packings: huge pages where the system has them.
-      const std::shared_ptr<void> bytes = long_lived_zeroed(avx2_winograd_weights_size(plan.own) * sizeof(float));
-      float* u = static_cast<float*>(bytes.get());
-      avx2_winograd_weights(plan.own, static_cast<const float*>(plan.weights.get_data_handle()), u);
-      transformed_ = std::shared_ptr<const float>(bytes, u);
-    }
-    return transformed_;
   }
 
   static void stage_blocked(ConvPlan& plan, const dnnl::convolution_forward::primitive_desc& pd) {
@@ -330,50 +207,17 @@ class ConvKernel : public OneDnnKernel {
     plan.blocked_layout = blk.inner_nblks == 1 && blk.inner_blks[0] == 8 ? "nChw8c" : "nChw16c";
   }
 
-  // All four false with ConvAlgorithms::DirectOnly (the tuner's alternative to these choices).
-  bool pointwise_;        // runs as a matmul at batch 2+
-  bool winograd_kernel_;  // runs as Winograd at outputs of 14x14+
-  bool blocked_direct_;   // runs direct in oneDNN's blocked layout where its NHWC kernel is AVX2
-  bool avx2_;             // runs on wpk's AVX2 kernel where avx2_conv_pays
+  Algorithm algorithm_;
   PackedWeights weights_;
   Tensor b_;
   Activation act_;
   bool channels_last_;
   std::int64_t group_;
   bool has_residual_;
-  std::optional<StreamConvEpilogue> own_epilogue_;  // bias, residual, activation; fixed at load
-  bool stream_allowed_;  // the weight-streaming kernel may run shapes where it pays
   ShapeCache<ConvPlan> cache_;
-  mutable std::mutex transformed_mutex_;
-  mutable std::shared_ptr<const float> transformed_;  // see winograd_weights()
 };
 
 }  // namespace
-
-std::optional<StreamConvEpilogue> own_kernel_epilogue(const Activation& act, const Tensor& bias, bool residual) {
-  StreamConvEpilogue e;
-  e.bias = bias.empty() ? nullptr : bias.data<float>();
-  e.accumulate = residual;
-  if (act.kind == "Relu") {
-    e.act = StreamConvEpilogue::Act::Relu;
-  } else if (act.kind == "Clip") {
-    e.act = StreamConvEpilogue::Act::Clip;
-    e.lo = act.params[0];
-    e.hi = act.params[1];
-  } else if (act.kind == "Gelu") {
-    e.act = StreamConvEpilogue::Act::Gelu;
-  } else if (act.kind == "GeluTanh") {
-    e.act = StreamConvEpilogue::Act::GeluTanh;
-  } else if (!act.kind.empty()) {
-    return std::nullopt;
-  }
-  return e;
-}
-
-bool avx2_conv_enabled() {
-  static const bool enabled = switched_on("WPK_AVX2_CONV");
-  return enabled;
-}
 
 std::string conv_unsupported(const Node& node, const Graph& graph) {
   if (node.inputs.size() < 2) return "needs weights";
@@ -391,33 +235,73 @@ std::string conv_unsupported(const Node& node, const Graph& graph) {
   return "";
 }
 
-// False when the output's inferred height and width are under 14x14, where a Winograd kernel
-// never runs (build()); true when unknown.
-bool winograd_output_possible(const Node& node, const Graph& graph) {
-  if (node.outputs.empty() || node.outputs[0] == kNoValue) return true;
-  const auto& dims = graph.value(node.outputs[0]).dims;
-  if (!dims || dims->size() != 4) return true;
-  const bool channels_last = node.attr_int("channels_last", 0) == 1;
-  const Dim& h = (*dims)[channels_last ? 1 : 2];
-  const Dim& w = (*dims)[channels_last ? 2 : 3];
-  return !h.is_static() || !w.is_static() || (h.value >= 14 && w.value >= 14);
-}
-
-bool conv_has_algorithm_choice(const Node& node, const Graph& graph) {
+std::vector<std::string> conv_configs(const Node& node, const Graph& graph) {
   const Tensor* w = graph.initializer(node.inputs[1]);
-  if (!w) return false;
-  // (The weight-streaming kernel is no algorithm choice: both candidates use it where it pays.)
-  if (avx2_conv_available() && is_avx2_conv_candidate(node, w->shape())) return true;
-  if (is_winograd_kernel(node, w->shape())) return winograd_output_possible(node, graph);
-  if (!is_pointwise_nhwc(node, w->shape())) return false;
-  // The matmul runs at batch 2+ only: with the batch fixed at 1 both candidates are one kernel.
-  const auto& dims = graph.value(node.inputs[0]).dims;
-  return !(dims && !dims->empty() && dims->front().is_static() && dims->front().value == 1);
+  std::vector<std::string> out = {"algorithm=direct"};
+  if (!w) return out;
+  if (is_blocked_candidate(node, w->shape())) out.push_back("algorithm=direct,layout=blocked");
+  if (is_winograd_candidate(node, w->shape())) out.push_back("algorithm=winograd");
+  if (is_pointwise_nhwc(node, w->shape())) out.push_back("algorithm=matmul");
+  return out;
 }
 
-std::unique_ptr<Kernel> make_conv(const Node& node, const Graph& graph, ConvAlgorithms algorithms) {
+std::optional<KernelProfile> describe_conv(const Node& node, const std::string& config, const InputShapes& shapes) {
+  const std::optional<Algorithm> algorithm = parse_algorithm(config);
+  if (!algorithm || shapes.size() < 2 || !shapes[0] || !shapes[1] || shapes[0]->size() != 4 || shapes[1]->size() != 4)
+    return std::nullopt;
+  const Shape& x = *shapes[0];
+  const Shape& ws = *shapes[1];
+  const bool channels_last = node.attr_int("channels_last", 0) == 1;
+  const double batch = static_cast<double>(x[0]);
+  const double activation_bytes = 4.0 * static_cast<double>(x[0] * x[1] * x[2] * x[3]);
+  const double weight_bytes = 4.0 * static_cast<double>(ws[0] * ws[1] * ws[2] * ws[3]);
+  const bool pointwise = ws[2] * ws[3] == 1;
+  const CpuFeatures& cpu = cpu_features();
+  KernelProfile p;
+  p.vector_bits = cpu.avx512f ? 512 : cpu.avx2 ? 256 : 128;
+  // Shares of the vectors' peak its kernels sustain with operands in cache: with AVX-512 its
+  // brgemm kernels in any layout; without, its older jit:avx2 kernels, whose 1x1 is good but
+  // whose larger convs run better in the blocked layout than in NHWC.
+  const bool avx2_only = !cpu.avx512f;
+  switch (*algorithm) {
+    case Algorithm::Direct:
+      p.efficiency = !avx2_only ? 0.6 : pointwise ? 0.55 : channels_last ? 0.4 : 0.5;
+      break;
+    case Algorithm::DirectBlocked:
+      p.efficiency = !avx2_only ? 0.6 : 0.5;
+      p.extra_bytes = 2 * activation_bytes * 2;  // the input reordered in, the output out
+      break;
+    case Algorithm::Winograd:
+      // F(2x2, 3x3) at batch 1, F(4x4, 3x3) from batch 2: 4 or 2.25 multiply-adds an output
+      // where direct takes 9; weights transformed to 16/9 or 36/9 of their size; reorders.
+      // (Outputs equal inputs in size: stride 1, pads keep or shrink them by 2.)
+      // Tiles of 2x2 or 4x4 outputs: an output not a multiple of the tile pads the work.
+      {
+        const std::int64_t m = batch < 2 ? 2 : 4, oh = x[channels_last ? 1 : 2], ow = x[channels_last ? 2 : 3];
+        const double padded = static_cast<double>(((oh + m - 1) / m * m) * ((ow + m - 1) / m * m)) /
+                              static_cast<double>(std::max<std::int64_t>(1, oh * ow));
+        p.work_scale = padded * (batch < 2 ? 1 / 2.25 : 1 / 4.0);
+      }
+      p.efficiency = 0.45;
+      p.shape_specific_weights = true;
+      p.extra_bytes = weight_bytes * (batch < 2 ? 7.0 / 9 : 27.0 / 9) + 2 * activation_bytes * 2;
+      break;
+    case Algorithm::MatMul:
+      // Its matmul kernels measured a few percent ahead of the 1x1 conv from batch 2 on
+      // (ResNet-50's 1x1s at batch 8) and behind on narrow products at batch 1.
+      p.efficiency = (!avx2_only ? 0.6 : 0.55) * (batch < 2 ? 0.97 : 1.05);
+      break;
+  }
+  return p;
+}
+
+std::unique_ptr<Kernel> make_conv(const Node& node, const Graph& graph, const std::string& config) {
+  const std::optional<Algorithm> algorithm = parse_algorithm(config);
+  const std::vector<std::string> offered = conv_configs(node, graph);
+  if (!algorithm || (!config.empty() && std::find(offered.begin(), offered.end(), config) == offered.end()))
+    throw Error(ErrorCode::Internal, node_label(node) + "onednn has no conv configuration '" + config + "'");
   const Tensor* b = node.inputs.size() > 2 && node.inputs[2] != kNoValue ? graph.initializer(node.inputs[2]) : nullptr;
-  auto kernel = std::make_unique<ConvKernel>(node, *graph.initializer(node.inputs[1]), b ? *b : Tensor(), algorithms);
+  auto kernel = std::make_unique<ConvKernel>(node, *graph.initializer(node.inputs[1]), b ? *b : Tensor(), *algorithm);
   if (auto shape = static_shape(graph, node.inputs[0]); shape && shape->size() == 4)
     try_warm_up([&] { kernel->warm_up(node, *shape, fully_static(graph, node.inputs[0])); });
   return kernel;

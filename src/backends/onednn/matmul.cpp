@@ -1,10 +1,9 @@
 // MatMul, Gemm and com.wpk FusedMatMul on oneDNN's matmul primitive.
 //   constant B (weights):  A [..., M, K] is flattened to [rows, K]; B packed once; bias,
-//                          residual add and activation fused as post-ops. On CPUs without
-//                          AVX-512 wpk's AVX2 kernel computes it instead (below).
+//                          residual add and activation fused as post-ops.
 //   variable B:            batched product over equal leading dims (attention's Q·Kᵀ, P·V).
-#include "backends/cpu/avx2_conv.hpp"
 #include "backends/onednn/onednn_kernels.hpp"
+#include "core/cpu_features.hpp"
 #include "graph/fused_ops.hpp"
 #include "backends/reference/reference_backend.hpp"
 
@@ -18,8 +17,6 @@ struct MatMulPlan {
   dnnl::memory packed_b;         // constant B only
   dnnl::memory::desc b_view;     // the view of the loaded B it was packed through
   Shape y_shape;
-  bool avx2 = false;             // wpk's AVX2 kernel computes it, as the 1x1 conv `own`
-  StreamConvShape own;
 };
 
 std::int64_t rows_of(const Shape& a) {
@@ -38,21 +35,6 @@ bool runs_generic_sgemm(const dnnl::matmul::primitive_desc& pd) {
   return std::string(pd.impl_info_str()).rfind("gemm", 0) == 0;
 }
 
-// Without AVX-512, a product with constant B and an epilogue wpk's AVX2 kernel has (bias,
-// residual, none/Relu/Clip/GELU) runs on that kernel as a 1x1 convolution of [rows, K] pixels with B
-// packed as [N / 16][K][16]. Against oneDNN's generic sgemm, which repacks B on every call, on
-// a Zen 3 (2 threads, 2 of 3 runs alike): BERT's 768->768 at 128 rows 1.15 vs 1.34 ms,
-// 3072->768 4.7 vs 5.4, 768->3072 at 32 rows 1.43 vs 1.96, ResNet-50's fc (2048->1000) at
-// batch 8 0.55 vs 0.84; at 16 rows and a single row alike.
-StreamConvShape as_pointwise_conv(std::int64_t rows, std::int64_t k, std::int64_t n) {
-  StreamConvShape s;
-  s.n = s.ih = s.oh = 1;
-  s.iw = s.ow = rows;
-  s.ic = k;
-  s.oc = n;
-  return s;
-}
-
 // B as loaded: [K, N], or [N, K] read transposed (Gemm transB=1).
 dnnl::memory::desc loaded_b_desc(const Shape& b, bool transposed) {
   return transposed ? f32_desc({b[1], b[0]}, Tag::ba) : f32_desc({b[0], b[1]}, Tag::ab);
@@ -65,8 +47,7 @@ class MatMulKernel : public OneDnnKernel {
   // (broadcast batch dims).
   MatMulKernel(const Node& node, const Tensor& b, bool transposed_b, Tensor bias, std::unique_ptr<Kernel> fallback)
       : fallback_(std::move(fallback)), b_(b.empty() ? PackedWeights() : PackedWeights(b, loaded_b_desc(b.shape(), transposed_b))), transposed_b_(transposed_b), bias_(std::move(bias)), act_(read_activation(node)),
-        has_residual_(has_fused_residual(node)),
-        own_epilogue_(b.empty() ? std::nullopt : own_kernel_epilogue(act_, bias_, has_residual_)) {}
+        has_residual_(has_fused_residual(node)) {}
 
   void run(KernelContext& ctx) const override {
     const Tensor& a = ctx.input(0);
@@ -81,13 +62,6 @@ class MatMulKernel : public OneDnnKernel {
     if (!plan->supported) return fallback_->run(ctx);
     guarded(ctx, [&] {
       Tensor& y = ctx.allocate_output(0, DType::Float32, plan->y_shape);
-      if (plan->avx2) {
-        ctx.note_variant("avx2");
-        if (has_residual_) accumulate_residual_into(ctx, 3, y);
-        avx2_conv(plan->own, a.data<float>(), static_cast<const float*>(plan->packed_b.get_data_handle()),
-                  *own_epilogue_, y.data<float>());
-        return;
-      }
       Args args = {{DNNL_ARG_SRC, wrap_arg(plan->primitive, DNNL_ARG_SRC, plan->a, a)},
                    {DNNL_ARG_WEIGHTS, b ? wrap_arg(plan->primitive, DNNL_ARG_WEIGHTS, plan->b, *b) : plan->packed_b},
                    {DNNL_ARG_DST, wrap_arg(plan->primitive, DNNL_ARG_DST, plan->dst, y)}};
@@ -125,14 +99,6 @@ class MatMulKernel : public OneDnnKernel {
     MatMulPlan plan;
     plan.y_shape = a_shape;
     plan.y_shape.back() = n;
-    if (own_epilogue_ && avx2_conv_enabled() && avx2_conv_pays(as_pointwise_conv(rows, k, n))) {
-      // [K, N] row-major is OIHW weights [N, K, 1, 1] with O innermost (hwio); [N, K] is oihw.
-      plan.b_view = f32_desc({n, k, 1, 1}, transposed_b_ ? Tag::oihw : Tag::hwio);
-      plan.packed_b = b_.pack_for(f32_desc({n, k, 1, 1}, Tag::Acdb16a), plan.b_view);
-      plan.avx2 = true;
-      plan.own = as_pointwise_conv(rows, k, n);
-      return plan;
-    }
     plan.a = f32_desc({rows, k}, Tag::ab);
     plan.dst = f32_desc({rows, n}, Tag::ab);
     if (!bias_.empty()) plan.bias = f32_desc({1, n}, Tag::ab);
@@ -179,7 +145,6 @@ class MatMulKernel : public OneDnnKernel {
   Tensor bias_;
   Activation act_;
   bool has_residual_;
-  std::optional<StreamConvEpilogue> own_epilogue_;  // constant B with an epilogue wpk's kernels have
   ShapeCache<MatMulPlan> cache_;
 };
 
@@ -215,6 +180,20 @@ std::string matmul_unsupported(const Node& node, const Graph& graph) {
     if (!activation_supported(read_activation(node))) return "activation has no oneDNN post-op";
   }
   return "";
+}
+
+std::optional<KernelProfile> describe_matmul(const Node& node, const Graph& graph, const InputShapes& shapes) {
+  if (!const_input(node, graph, 1) || shapes.size() < 2 || !shapes[1] || shapes[1]->size() != 2) return std::nullopt;
+  const CpuFeatures& cpu = cpu_features();
+  KernelProfile p;
+  p.vector_bits = cpu.avx512f ? 512 : cpu.avx2 ? 256 : 128;
+  p.efficiency = 0.6;
+  // Without AVX-512 oneDNN 2.6 runs its generic sgemm, which repacks B on every call.
+  if (!cpu.avx512f) {
+    p.efficiency = 0.4;
+    p.extra_bytes = 2 * 4.0 * static_cast<double>((*shapes[1])[0] * (*shapes[1])[1]);
+  }
+  return p;
 }
 
 std::unique_ptr<Kernel> make_matmul(const Node& node, const Graph& graph) {

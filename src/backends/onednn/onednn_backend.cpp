@@ -92,7 +92,7 @@ std::unique_ptr<Kernel> OneDnnBackend::prepare(const Node& node, const Graph& gr
   const std::string why = why_unsupported(node, graph);
   if (!why.empty()) throw Error(ErrorCode::Unsupported, node_label(node) + why);
   switch (family_of(node)) {
-    case Family::Conv: return make_conv(node, graph, ConvAlgorithms::Heuristic);
+    case Family::Conv: return make_conv(node, graph, "");
     case Family::MatMul: return make_matmul(node, graph);
     case Family::Pool: return make_pool(node, graph);
     case Family::Transpose: return make_transpose(node, graph);
@@ -109,18 +109,24 @@ std::unique_ptr<Kernel> OneDnnBackend::prepare(const Node& node, const Graph& gr
 }
 
 std::vector<std::string> OneDnnBackend::configs(const Node& node, const Graph& graph) const {
-  if (family_of(node) != Family::Conv || !why_unsupported(node, graph).empty() || !conv_has_algorithm_choice(node, graph))
-    return {""};
-  return {"algorithm=auto", "algorithm=direct"};
+  if (family_of(node) != Family::Conv || !why_unsupported(node, graph).empty()) return {""};
+  return conv_configs(node, graph);
 }
 
 std::unique_ptr<Kernel> OneDnnBackend::prepare(const Node& node, const Graph& graph, const std::string& config) const {
-  if (config.empty() || config == "algorithm=auto") return prepare(node, graph);
-  if (config != "algorithm=direct" || family_of(node) != Family::Conv)
+  if (config.empty()) return prepare(node, graph);
+  if (family_of(node) != Family::Conv)
     throw Error(ErrorCode::Internal, node_label(node) + "onednn has no configuration '" + config + "'");
   const std::string why = why_unsupported(node, graph);
   if (!why.empty()) throw Error(ErrorCode::Unsupported, node_label(node) + why);
-  return make_conv(node, graph, ConvAlgorithms::DirectOnly);
+  return make_conv(node, graph, config);
+}
+
+std::optional<KernelProfile> OneDnnBackend::describe(const Node& node, const Graph& graph, const std::string& config,
+                                                     const InputShapes& shapes, int /*threads*/) const {
+  if (family_of(node) == Family::Conv) return describe_conv(node, config, shapes);
+  if (family_of(node) == Family::MatMul) return describe_matmul(node, graph, shapes);
+  return std::nullopt;
 }
 
 }  // namespace wpk::onednn

@@ -10,11 +10,12 @@ class OneDnnBackend : public Backend {
   std::string name() const override { return "onednn"; }
   std::string why_unsupported(const Node& node, const Graph& graph) const override;
   std::unique_ptr<Kernel> prepare(const Node& node, const Graph& graph) const override;
-  // Convolutions where its rules may pick Winograd or a matmul for some shape: "algorithm=auto"
-  // (the rules, the default) and "algorithm=direct" (oneDNN's direct convolution everywhere), so
-  // tuning measures which is faster per node and shape.
+  // Convolutions: one config per algorithm oneDNN has for the node (conv.cpp), each described
+  // for the cost model.
   std::vector<std::string> configs(const Node& node, const Graph& graph) const override;
   std::unique_ptr<Kernel> prepare(const Node& node, const Graph& graph, const std::string& config) const override;
+  std::optional<KernelProfile> describe(const Node& node, const Graph& graph, const std::string& config,
+                                        const InputShapes& shapes, int threads) const override;
   std::string version() const override;
   // Conv and MatMul residual adds are sum post-ops (onednn_common.hpp).
   bool accumulates_into_residual(const Node& node) const override;

@@ -12,10 +12,6 @@
 
 namespace wpk::onednn {
 
-bool switched_on(const char* name) {
-  const char* v = std::getenv(name);
-  return !(v && std::strcmp(v, "0") == 0);
-}
 
 dnnl::engine& engine() {
   static dnnl::engine eng(dnnl::engine::kind::cpu, 0);
@@ -255,14 +251,6 @@ std::vector<std::int64_t> shape_key(std::initializer_list<const Shape*> shapes) 
   return key;
 }
 
-int stream_weights_block(const dnnl::memory::desc& weights, std::int64_t oc, std::int64_t ic, std::int64_t kh,
-                         std::int64_t kw) {
-  using Tag = dnnl::memory::format_tag;
-  const std::pair<int, Tag> blocked[] = {{16, Tag::Acdb16a}, {32, Tag::Acdb32a}, {48, Tag::Acdb48a}, {64, Tag::Acdb64a}};
-  for (const auto& [block, tag] : blocked)
-    if (weights == dnnl::memory::desc({oc, ic, kh, kw}, dnnl::memory::data_type::f32, tag)) return block;
-  return 0;
-}
 
 KernelProfile OneDnnKernel::profile() const {
   const CpuFeatures& cpu = cpu_features();

@@ -115,10 +115,6 @@ dnnl::memory thread_memory(int slot, const dnnl::memory::desc& desc);
 // after another.
 void execute(const dnnl::primitive& p, Args args);
 
-// False when environment variable `name` is "0": the switches that turn one of wpk's kernels or
-// a oneDNN algorithm off (WPK_AVX2_WINOGRAD=0, ...).
-bool switched_on(const char* name);
-
 // The fused activation of a com.wpk op (graph/fused_ops.hpp) as a oneDNN post-op.
 struct Activation {
   std::string kind;  // "" = none
@@ -186,12 +182,6 @@ class ShapeCache {
 
 // Cache key: the OpenMP thread count, then the shapes with separators.
 std::vector<std::int64_t> shape_key(std::initializer_list<const Shape*> shapes);
-
-// The block (16, 32, 48 or 64) when `weights` is oneDNN's Acdb{block}a layout of [oc, ic, kh,
-// kw] weights (zero-padded to whole blocks), else 0: the layouts wpk's weight-streaming
-// kernel (backends/cpu/stream_conv.hpp) reads.
-int stream_weights_block(const dnnl::memory::desc& weights, std::int64_t oc, std::int64_t ic, std::int64_t kh,
-                         std::int64_t kw);
 
 // Runs `body` translating dnnl::error into wpk::Error naming the node.
 template <typename Body>

@@ -5,12 +5,8 @@
 
 #include "backends/onednn/onednn_common.hpp"
 #include "backends/op_support.hpp"
-#include "backends/cpu/stream_conv.hpp"
 
 namespace wpk::onednn {
-
-// wpk's own kernels (backends/cpu) that some oneDNN kernels still hand shapes to.
-using namespace wpk::cpu;
 
 // The declared shape of a value with symbolic dims taken as 1 (the batch-1 case a session is
 // most often run at); nullopt when the rank or a dim is unknown.
@@ -33,22 +29,18 @@ void try_warm_up(WarmUp&& warm_up) {
 const Tensor& image_input(const KernelContext& ctx);
 
 std::string conv_unsupported(const Node& node, const Graph& graph);  // conv.cpp
-// Heuristic: Winograd and matmul where they measured faster (conv.cpp); DirectOnly: oneDNN's
-// direct convolution everywhere.
-enum class ConvAlgorithms { Heuristic, DirectOnly };
-std::unique_ptr<Kernel> make_conv(const Node& node, const Graph& graph, ConvAlgorithms algorithms);
-// True when the heuristic may run this conv other than directly (Winograd, matmul), for some
-// input shape the graph allows (no matmul when the batch is fixed at 1). Call after conv_unsupported() returned "".
-bool conv_has_algorithm_choice(const Node& node, const Graph& graph);
-// What wpk's own kernels (stream_conv.hpp, avx2_conv.hpp) do after the sums: bias, residual
-// (y holds it on entry) and activation; nullopt for activations they lack (all but Relu, Clip
-// and GELU's two forms, which only the AVX2 kernel has: stream_conv_fuses).
-std::optional<StreamConvEpilogue> own_kernel_epilogue(const Activation& act, const Tensor& bias, bool residual);
-// False when WPK_AVX2_CONV=0: wpk's AVX2 kernel (avx2_conv.hpp) then runs nothing.
-bool avx2_conv_enabled();
+// Its algorithms for the node as configs ("algorithm=direct" first, the rest where oneDNN has
+// them: "algorithm=direct,layout=blocked", "algorithm=winograd", "algorithm=matmul").
+std::vector<std::string> conv_configs(const Node& node, const Graph& graph);
+// How `config` computes inputs of these shapes, for the cost model.
+std::optional<KernelProfile> describe_conv(const Node& node, const std::string& config, const InputShapes& shapes);
+// `config` "" is algorithm=direct.
+std::unique_ptr<Kernel> make_conv(const Node& node, const Graph& graph, const std::string& config);
 
 std::string matmul_unsupported(const Node& node, const Graph& graph);  // matmul.cpp
 std::unique_ptr<Kernel> make_matmul(const Node& node, const Graph& graph);
+// How its matmul computes a product with constant B, for the cost model; nullopt otherwise.
+std::optional<KernelProfile> describe_matmul(const Node& node, const Graph& graph, const InputShapes& shapes);
 
 std::string transpose_unsupported(const Node& node, const Graph& graph);  // transpose.cpp
 std::unique_ptr<Kernel> make_transpose(const Node& node, const Graph& graph);

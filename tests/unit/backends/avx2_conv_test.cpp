@@ -13,6 +13,8 @@
 #include <vector>
 
 #include "backends/cpu/avx2_conv.hpp"
+#include "backends/cpu/avx2_tile.hpp"
+#include "backends/cpu/cpu_backend.hpp"
 #include "runtime/threads.hpp"
 #include "support/backend_tester.hpp"
 #include "support/onednn_isa.hpp"
@@ -109,23 +111,24 @@ TEST_CASE("the AVX2 kernel's GELU epilogues are accurate from -1e4 to 1e4", "[on
   }
 }
 
-TEST_CASE("wpk's AVX2 conv kernel takes ungrouped convs of 16+ input channels and up to 64 taps", "[onednn][conv][avx2]") {
-  using wpk::cpu::avx2_conv_pays;
-  if (!wpk::cpu::avx2_conv_available()) {
-    CHECK(!avx2_conv_pays(conv_shape(1, 56, 64, 64, 3, 1, 1, 1)));  // AVX-512 CPUs keep oneDNN's kernels
+TEST_CASE("wpk's AVX2 conv kernel runs convs of up to 64 taps on CPUs with AVX2 and FMA", "[cpu][conv][avx2]") {
+  using wpk::cpu::avx2_conv_runs;
+  if (!wpk::cpu::avx2_kernels_available()) {
+    CHECK(!avx2_conv_runs(conv_shape(1, 56, 64, 64, 3, 1, 1, 1)));
     return;
   }
-  CHECK(avx2_conv_pays(conv_shape(1, 56, 64, 64, 3, 1, 1, 1)));
-  CHECK(avx2_conv_pays(conv_shape(8, 7, 512, 512, 3, 1, 1, 1)));
-  CHECK(avx2_conv_pays(conv_shape(1, 14, 16, 24, 5, 2, 2, 1)));
-  CHECK(!avx2_conv_pays(conv_shape(1, 224, 3, 64, 7, 2, 3, 1)));  // a stem conv: 3 input channels
-  CHECK(!avx2_conv_pays(conv_shape(1, 20, 32, 32, 9, 1, 4, 1)));  // 81 taps
+  CHECK(avx2_conv_runs(conv_shape(1, 56, 64, 64, 3, 1, 1, 1)));
+  CHECK(avx2_conv_runs(conv_shape(8, 7, 512, 512, 3, 1, 1, 1)));
+  CHECK(avx2_conv_runs(conv_shape(1, 14, 16, 24, 5, 2, 2, 1)));
+  CHECK(avx2_conv_runs(conv_shape(1, 224, 3, 64, 7, 2, 3, 1)));  // a stem conv: slow, but it runs
+  CHECK(!avx2_conv_runs(conv_shape(1, 20, 32, 32, 9, 1, 4, 1)));  // 81 taps
 }
 
-// Through the backend: NHWC FusedConvs larger than 1x1 with each activation the kernel fuses, a
-// residual, padding, stride and batch; on AVX2 CPUs these run on wpk's kernel (the profile
-// tests in onednn_test.cpp check which kernel runs).
-TEST_CASE("FusedConvs on wpk's AVX2 kernel match the reference", "[onednn][conv][avx2]") {
+// Through the cpu backend, in each of the direct kernel's configs: NHWC FusedConvs with each
+// activation the kernel fuses, a residual, padding, stride and batch.
+TEST_CASE("FusedConvs on wpk's AVX2 kernel match the reference", "[cpu][conv][avx2]") {
+  if (!wpk::cpu::avx2_kernels_available()) return;
+  const wpk::cpu::CpuBackend cpu;
   unsigned seed = 500;
   for (const std::string kind : {"", "Relu", "Clip", "Gelu", "GeluTanh"})
     for (bool residual : {false, true}) {
@@ -141,15 +144,23 @@ TEST_CASE("FusedConvs on wpk's AVX2 kernel match the reference", "[onednn][conv]
       if (residual) c.input("Z", {2, 10, 5, 50});
       INFO(c.describe());
       // 315-term sums of products in [-1, 1]: near-zero outputs need an absolute tolerance.
-      CHECK(c.check(onednn_backend(), 1e-4, 1e-5) == "");
+      int direct = 0;
+      for (const std::string& config : c.configs(cpu)) {
+        if (config.rfind("kernel=direct_avx2", 0) != 0) continue;
+        INFO(config);
+        CHECK(c.check(cpu, config, 1e-4, 1e-5) == "");
+        ++direct;
+      }
+      CHECK(direct == 9);
     }
 }
 
-// Products with constant B run on the same kernel as 1x1 convolutions of their rows (matmul.cpp):
-// a session with a symbolic row count runs 5 and then 70 rows (a second plan, reading the B
-// packed at load) and a Relu'd product with bias and a residual matches a double-precision
-// evaluation at both; the profile names the kernel on CPUs that use it.
-TEST_CASE("MatMuls with constant B run on wpk's AVX2 kernel at any row count", "[onednn][matmul][avx2]") {
+// Products with constant B run on the same kernel as 1x1 convolutions of their rows
+// (matmul_kernel.cpp): a session with only the cpu backend and a symbolic row count runs 5 and
+// then 70 rows, and a Relu'd product with bias and a residual matches a double-precision
+// evaluation at both; the profile names the kernel.
+TEST_CASE("MatMuls with constant B run on wpk's AVX2 kernel at any row count", "[cpu][matmul][avx2]") {
+  if (!wpk::cpu::avx2_kernels_available()) return;
   const std::int64_t k = 37, n = 50;
   const auto b = random_floats(static_cast<std::size_t>(k * n), 601);
   const auto bias = random_floats(static_cast<std::size_t>(n), 602);
@@ -165,6 +176,7 @@ TEST_CASE("MatMuls with constant B run on wpk's AVX2 kernel at any row count", "
   g.add_output("y");
   wpk::SessionOptions o;
   o.profile = true;
+  o.disabled_kernels = {"onednn"};
   const wpk::Session s(g, o);
   for (const std::int64_t rows : {5, 70}) {
     INFO(rows << " rows");
@@ -185,7 +197,8 @@ TEST_CASE("MatMuls with constant B run on wpk's AVX2 kernel at any row count", "
     std::string backend;
     for (const wpk::StepProfile& step : s.last_profile().steps)
       if (step.op == "com.wpk.FusedMatMul") backend = step.backend;
-    CHECK(backend == (wpk::cpu::avx2_conv_available() ? "onednn:avx2" : "onednn"));
+    CHECK(backend.rfind("cpu(kernel=direct_avx2", 0) == 0);
+    CHECK(backend.find(":f32_matmul__avx2_6x16") != std::string::npos);
   }
 }
 
