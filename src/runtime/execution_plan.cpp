@@ -213,12 +213,15 @@ void ExecutionPlan::prepare_steps(const Graph& graph, const std::vector<const Ba
     };
     for (std::size_t o = 0; o < options_offered.size(); ++o)
       if (wanted[o]) prepare(options_offered[o]);
-    // Without packed weights, the best of every other backend too (the tuner picks per shape);
-    // also when every wanted candidate failed to prepare or is disabled.
-    bool owns_constant = false;
-    for (const Candidate& c : step.candidates)
-      for (std::size_t in = 0; in < n.inputs.size(); ++in) owns_constant = owns_constant || c.kernel->owns_input(in);
-    if (!owns_constant) {
+    // Unless a wanted candidate packs the node's weights (any other would pack another copy),
+    // the best of every other backend too: the tuner picks per shape, and one of them runs the
+    // shapes a kernel declines (Kernel::runs).
+    bool packs_weights = false;
+    for (const Candidate& c : step.candidates) {
+      for (std::size_t in = 0; in < n.inputs.size(); ++in) packs_weights = packs_weights || c.kernel->owns_input(in);
+      packs_weights = packs_weights || shape_specific_weights(*c.backend, c.config, n, graph, declared, options.threads);
+    }
+    if (!packs_weights) {
       for (std::size_t o = 0; o < options_offered.size(); ++o) {
         if (wanted[o]) continue;
         bool backend_present = false;
@@ -229,6 +232,11 @@ void ExecutionPlan::prepare_steps(const Graph& graph, const std::vector<const Ba
     if (step.candidates.empty()) {
       if (seen_ops.insert(n.op_type).second) problems.push_back(node_label(n) + why);
       continue;
+    }
+    if (logger().should_log(spdlog::level::debug)) {
+      std::string names;
+      for (const Candidate& c : step.candidates) names += (names.empty() ? "" : ", ") + c.identity();
+      logger().debug("{}prepared {}", node_label(n), names);
     }
     steps_.push_back(std::move(step));
     if (release_from) release_if_owned(*release_from, steps_.size() - 1, unowned_readers);

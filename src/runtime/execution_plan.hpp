@@ -58,9 +58,8 @@ class ExecutionPlan {
   // Otherwise: the best at the declared shapes (symbolic dims as 1); with symbolic dims, the best
   // at kLargeBatch among those whose packed weights serve every shape
   // (KernelProfile::shape_specific_weights), when the first is predicted well behind it there;
-  // and the one a tuning record names; and when none of those owns a constant
-  // input (packed weights), the best of each other backend too (cheap, and the tuner picks among
-  // them per input shape).
+  // and the one a tuning record names; unless one of those packs the node's weights, the best
+  // of each other backend too (the tuner picks among them per input shape).
   // With release_owned_constants, frees from `graph` each constant as soon as every candidate
   // of every step reading it owns a packed copy (Kernel::owns_input). Freeing while preparing,
   // not after, keeps a model's weights from being resident twice (as loaded and as packed) even

@@ -138,9 +138,10 @@ std::string conv_backend(const wpk::RunProfile& p) {
 }  // namespace
 
 // With a symbolic batch the plan prepares the cost model's choice at batch 1 (streaming, on
-// AVX-512 at 2 threads) and at a large batch (a oneDNN kernel): batch 3 runs on the latter, and
-// each of its items equals the batch-1 result.
-TEST_CASE("a session streams a batch-1 conv and runs larger batches on oneDNN", "[cpu][conv][stream]") {
+// AVX-512 at 2 threads), and a second candidate only where that one is predicted well behind at
+// a large batch: batch 3 runs on whichever it picks, and each of its items equals the batch-1
+// result.
+TEST_CASE("a session streams a batch-1 conv and runs larger batches too", "[cpu][conv][stream]") {
   wpk::SessionOptions o;
   o.threads = 2;
   o.profile = true;
@@ -148,8 +149,7 @@ TEST_CASE("a session streams a batch-1 conv and runs larger batches on oneDNN", 
   const wpk::Session s(wide_conv_graph(), o);
   const auto x = random_floats(3 * 256 * 49, 13);
   const wpk::Tensor all = s.run({{"x", wpk::Tensor::borrow(const_cast<float*>(x.data()), {3, 256, 7, 7})}}).at("y");
-  const std::string batch3 = conv_backend(s.last_profile());
-  if (wpk::cpu::stream_conv_available()) CHECK(batch3.rfind("onednn(", 0) == 0);
+  CHECK(!conv_backend(s.last_profile()).empty());
   for (std::int64_t b = 0; b < 3; ++b) {
     const wpk::Tensor one =
         s.run({{"x", wpk::Tensor::borrow(const_cast<float*>(x.data()) + b * 256 * 49, {1, 256, 7, 7})}}).at("y");
