@@ -119,6 +119,17 @@ TEST_CASE("cpu: the row loop declines other broadcasts, which run elsewhere", "[
   const wpk::Tensor y = s.run({{"a", a}, {"b", b}}).at("y");
   REQUIRE(y.shape() == Shape{4, 3, 32});
   CHECK(y.data<float>()[4 * 3 * 32 - 1] == 6.0f);
+  // The same with a constant operand of rank 3 (BERT's position embeddings): a constant no
+  // kernel packs leaves the node every backend's candidate, so one runs what the loop declines.
+  wpk::Graph h;
+  h.add_input("a", wpk::DType::Float32, {4, 1, 32});
+  h.add_initializer("b", b);
+  h.add_node("Mul", {"a", "b"}, {"y"});
+  h.add_output("y");
+  const wpk::Session t(h);
+  const wpk::Tensor z = t.run({{"a", a}}).at("y");
+  REQUIRE(z.shape() == Shape{4, 3, 32});
+  CHECK(z.data<float>()[4 * 3 * 32 - 1] == 6.0f);
 }
 
 TEST_CASE("cpu: ConcatBatchNorm matches the reference in both layouts", "[cpu][concat]") {
