@@ -16,7 +16,7 @@ const char* kUsage =
     "  wpk bench MODEL [--threads N] [--batch B] [--iters K] [--warmup W] [--dim NAME=SIZE] [--json]\n"
     "                  [--fix-dims] [--profile] [--trace FILE.json] [--tune] [--idle MS] [--disable PASS,...]\n"
     "  wpk info MODEL [--optimized [--batch B] [--dim NAME=SIZE] [--disable PASS,...]]\n"
-    "  wpk tune MODEL [--algo ga|rl|random|grid] [--budget-seconds S] [--budget-trials N] [--seed K]\n"
+    "  wpk tune MODEL [--algo ga|rl|random|grid|compare] [--budget-seconds S] [--budget-trials N] [--seed K]\n"
     "                 [--threads N] [--batch B] [--dim NAME=SIZE] [--iters K] [--disable PASS,...]\n"
     "  all four: [--disable-kernels BACKEND[:KERNEL],...]\n"
     "  --disable switches optimizer passes off by name; `wpk info --optimized` lists them\n"

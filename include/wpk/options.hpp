@@ -62,6 +62,9 @@ struct SessionOptions {
   double tuning_budget = 600;
   // The search strategy: "grid" (every configuration), "random", "ga" (genetic), "rl"
   // (policy gradient); its seed; trials per node (0: the strategy's default, up to 64).
+  // "compare" measures every configuration (as grid, whose winner it keeps), then replays random,
+  // ga and rl on those measurements with 3 seeds each at 15% of the grid's trials
+  // (TunedNode::strategies): how well each search would have done.
   std::string tuning_algorithm = "ga";
   std::uint64_t tuning_seed = 0;
   std::size_t tuning_trials = 0;

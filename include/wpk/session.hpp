@@ -89,6 +89,15 @@ struct TunedNode {
   double untuned_us = 0;
   double winner_us = 0;
   std::size_t trials = 0;  // configurations measured
+  // With tuning_algorithm "compare": each strategy's replay on the grid's measurements.
+  struct StrategyRun {
+    std::string algorithm;  // "random", "ga", "rl"
+    std::uint64_t seed = 0;
+    std::size_t trials = 0;  // the budget it had, the cost model's choice included
+    double best_us = 0;      // the best it found
+  };
+  std::vector<StrategyRun> strategies;
+  double grid_best_us = 0;  // the best of those measurements (the strategies' yardstick)
 };
 
 class Session {

@@ -68,10 +68,11 @@ TuningSettings tuning_settings(const SessionOptions& o) {
     throw Error(ErrorCode::InvalidArgument, "SessionOptions::tuning_budget must be > 0 seconds, got " + std::to_string(o.tuning_budget));
   TuningSettings t;
   try {
-    t.algorithm = search::parse_algorithm(o.tuning_algorithm);
+    t.compare_strategies = o.tuning_algorithm == "compare";
+    t.algorithm = t.compare_strategies ? search::Algorithm::Grid : search::parse_algorithm(o.tuning_algorithm);
   } catch (const std::invalid_argument&) {
     throw Error(ErrorCode::InvalidArgument,
-                "SessionOptions::tuning_algorithm must be grid, random, ga or rl, got '" + o.tuning_algorithm + "'");
+                "SessionOptions::tuning_algorithm must be grid, random, ga, rl or compare, got '" + o.tuning_algorithm + "'");
   }
   t.seed = o.tuning_seed;
   t.trials_per_node = o.tuning_trials;

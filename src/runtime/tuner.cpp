@@ -179,6 +179,29 @@ std::vector<int> tuning_thread_counts(int threads) {
   return counts;
 }
 
+std::vector<TunedNode::StrategyRun> Tuner::replay_strategies(const search::Space& space, const search::CostModel& model,
+                                                             const std::vector<search::Trial>& measured,
+                                                             std::size_t step) const {
+  // The untuned point (the last measured) is every strategy's first trial, as in a real search.
+  const search::Trial& untuned = measured.back();
+  const std::size_t budget = std::max<std::size_t>(
+      1, static_cast<std::size_t>(std::floor(TuningSettings::kCompareTrialShare * static_cast<double>(measured.size()))));
+  const auto cost_of = [&](const search::Point& p) {
+    for (const search::Trial& t : measured)
+      if (t.point == p) return t.cost;
+    return std::numeric_limits<double>::infinity();  // not measured: an invalid point
+  };
+  std::vector<TunedNode::StrategyRun> runs;
+  for (search::Algorithm a : {search::Algorithm::Random, search::Algorithm::Genetic, search::Algorithm::Rl})
+    for (int k = 0; k < TuningSettings::kCompareSeeds; ++k) {
+      const std::uint64_t seed = settings_.seed + step * TuningSettings::kCompareSeeds + static_cast<std::uint64_t>(k);
+      const auto strategy = search::make_strategy(a, space, seed, &model);
+      const search::SearchResult r = search::run_search(*strategy, cost_of, search::Budget{budget - 1}, {untuned});
+      runs.push_back({search::algorithm_name(a), seed, budget, std::min(r.best_cost, untuned.cost)});
+    }
+  return runs;
+}
+
 bool Tuner::confirmed(const PlanStep& step, const Node& node, const std::vector<const Tensor*>& inputs, StepChoice winner,
                       StepChoice untuned, double& winner_us, double& untuned_us) const {
   // Measured again, alternately, twice each: a winner found on one noisy series (another
@@ -245,8 +268,11 @@ StepChoice Tuner::search_node(std::size_t s, const std::vector<const Tensor*>& i
   };
   const search::Point untuned_point = {at(untuned.candidate, runnable), threads_ - 1};
   const double untuned_us = measure(untuned_point);
-  const std::size_t wanted = std::min<std::uint64_t>(
-      space.size(), settings_.trials_per_node ? settings_.trials_per_node : TuningSettings::kDefaultTrials);
+  const std::size_t wanted =
+      settings_.compare_strategies
+          ? space.size()
+          : std::min<std::uint64_t>(space.size(),
+                                    settings_.trials_per_node ? settings_.trials_per_node : TuningSettings::kDefaultTrials);
   const StepCostModel model(step, node, graph_, run_input_shapes(node, graph_, inputs));
   const auto strategy = search::make_strategy(settings_.algorithm, space, settings_.seed + s, &model);
   const search::SearchResult result = search::run_search(
@@ -254,6 +280,14 @@ StepChoice Tuner::search_node(std::size_t s, const std::vector<const Tensor*>& i
   // A search the deadline cut short is not used: the node keeps the cost model's choice.
   if (result.trials.size() + 1 < wanted && seconds_until(deadline_) <= 0) return untuned;
   if (result.best.empty()) return untuned;
+  logger().debug("{}tuning: {} of {} configurations measured, best {:.1f} us, untuned {:.1f} us", node_label(node),
+                 result.trials.size() + 1, space.size(), result.best_cost, untuned_us);
+  std::vector<TunedNode::StrategyRun> strategies;
+  if (settings_.compare_strategies) {
+    std::vector<search::Trial> measured = result.trials;
+    measured.push_back({untuned_point, untuned_us});
+    strategies = replay_strategies(space, model, measured, s);
+  }
   StepChoice winner{static_cast<int>(space.value(result.best, 0)), static_cast<int>(space.value(result.best, 1))};
   double winner_us = result.best_cost;
   double baseline_us = untuned_us;
@@ -267,7 +301,8 @@ StepChoice Tuner::search_node(std::size_t s, const std::vector<const Tensor*>& i
     std::lock_guard<std::mutex> lock(report_mutex_);
     tuned_[s] = true;
     report_.push_back({node.name, op_summary(node, inputs), describe(step, untuned), describe(step, winner), baseline_us,
-                       winner_us, result.trials.size() + 1});
+                       winner_us, result.trials.size() + 1, std::move(strategies),
+                       settings_.compare_strategies ? std::min(result.best_cost, untuned_us) : 0.0});
     ++progress_.nodes_done;
   }
   progress(0, std::isfinite(baseline_us) ? baseline_us / winner_us : 1.0);

@@ -28,6 +28,11 @@ struct TuningSettings {
   search::Algorithm algorithm = search::Algorithm::Genetic;
   std::uint64_t seed = 0;
   std::size_t trials_per_node = 0;  // 0: every configuration, up to kDefaultTrials
+  // Measure every configuration (algorithm Grid, no trial cap), then replay the other strategies
+  // on those measurements (TunedNode::strategies).
+  bool compare_strategies = false;
+  static constexpr double kCompareTrialShare = 0.15;
+  static constexpr int kCompareSeeds = 3;
   std::function<void(const TuningProgress&)> on_progress;
   static constexpr std::size_t kDefaultTrials = 64;
 };
@@ -58,6 +63,9 @@ class Tuner {
                          StepChoice untuned) const;
   // True when `winner` still beats `untuned` by kMinGain, both measured again; their new times
   // come back in winner_us and untuned_us.
+  // Replays random, GA and RL on `measured` (every point of `space`) from the untuned point.
+  std::vector<TunedNode::StrategyRun> replay_strategies(const search::Space& space, const search::CostModel& model,
+                                                        const std::vector<search::Trial>& measured, std::size_t step) const;
   bool confirmed(const PlanStep& step, const Node& node, const std::vector<const Tensor*>& inputs, StepChoice winner,
                  StepChoice untuned, double& winner_us, double& untuned_us) const;
   std::string key_for(const PlanStep& step, const Node& node, const std::vector<const Tensor*>& inputs) const;

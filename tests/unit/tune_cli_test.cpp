@@ -8,6 +8,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "support/onnx_model_builder.hpp"
 
@@ -52,6 +53,21 @@ TEST_CASE("wpk tune reports each tuned node and both end-to-end times", "[cli][t
   CHECK(out.find("end to end, batch 4") != std::string::npos);
   CHECK(out.find("threads=") != std::string::npos);
   CHECK(run_cli(cache, "tune " + small_model(dir) + " --algo annealing", out) == 2);
+}
+
+// --algo compare summarises, over the product nodes, each strategy's gap to the grid's best.
+TEST_CASE("wpk tune --algo compare prints each strategy's gap to the grid", "[cli][tuning]") {
+  const std::string dir = wpk::testing::temp_dir("tune_cli_compare");
+  wpk::testing::OnnxModelBuilder b;
+  std::vector<float> w(64 * 48);
+  for (std::size_t i = 0; i < w.size(); ++i) w[i] = static_cast<float>(i % 7) * 0.1f - 0.3f;
+  b.input("x", {-1, 64}).output("y", {-1, 48}).float_initializer("w", {64, 48}, w).node("MatMul", {"x", "w"}, {"y"});
+  const std::string model = b.save(dir + "/matmul.onnx");
+  std::string out;
+  REQUIRE(run_cli(wpk::testing::temp_dir("tune_cli_compare_cache"), "tune " + model + " --algo compare --batch 8 --iters 2",
+                  out) == 0);
+  CHECK(out.find("search quality on 1 conv and matmul nodes") != std::string::npos);
+  for (const char* strategy : {"\nrandom ", "\nga ", "\nrl "}) CHECK(out.find(strategy) != std::string::npos);
 }
 
 TEST_CASE("bench --tune --json: a warm load measures nothing", "[cli][tuning]") {

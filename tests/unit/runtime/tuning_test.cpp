@@ -133,6 +133,32 @@ TEST_CASE("tuning at load tunes the fixed dims, within its trials and its time",
   CHECK(!fs::exists(db_file(other)));
 }
 
+// "compare" measures every configuration, keeps the grid's winner, and replays random, GA and
+// RL (3 seeds each) on those measurements with 15% of the grid's trials (at least the untuned
+// one): none can beat the grid's best, and each starts from the untuned choice.
+TEST_CASE("tuning_algorithm compare replays each strategy on the grid's measurements", "[tuning]") {
+  SessionOptions o;
+  o.tuning_algorithm = "compare";
+  const auto before = tuning_measurements();
+  const Session s = make(wpk::testing::temp_dir("tune_compare"), true, o);
+  CHECK(tuning_measurements() - before >= configurations(s));
+  CHECK(backend_of_relu(s) == "reference");
+  const std::vector<TunedNode> report = s.tuning_report();
+  REQUIRE(report.size() == 1);
+  const TunedNode& n = report[0];
+  CHECK(n.trials == configurations(s));
+  REQUIRE(n.strategies.size() == 9);
+  const std::size_t budget = std::max<std::size_t>(1, static_cast<std::size_t>(0.15 * static_cast<double>(n.trials)));
+  CHECK(n.grid_best_us > 0);
+  for (std::size_t i = 0; i < n.strategies.size(); ++i) {
+    const TunedNode::StrategyRun& r = n.strategies[i];
+    INFO(r.algorithm << " seed " << r.seed);
+    CHECK(r.algorithm == std::vector<std::string>{"random", "ga", "rl"}[i / 3]);
+    CHECK(r.trials == budget);
+    CHECK(r.best_us >= n.grid_best_us);
+  }
+}
+
 TEST_CASE("tuning options that make no sense are an InvalidArgument error", "[tuning]") {
   const std::string dir = wpk::testing::temp_dir("tune_args");
   SessionOptions bad_algorithm, bad_budget;
