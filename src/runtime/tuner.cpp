@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <limits>
 
 #include "runtime/cache_key.hpp"
@@ -35,6 +37,46 @@ class StepCostModel : public search::CostModel {
   const Graph& graph_;
   InputShapes shapes_;
 };
+
+// The key of a cut search's trials, beside the node's record key.
+constexpr const char* kPartialKeySuffix = ";partial";
+
+// Trials as "identity|threads|us;..." (identities hold no '|' or ';'); unknown candidates and
+// malformed items are skipped when read back.
+std::string encode_trials(const PlanStep& step, const search::Space& space, const std::vector<search::Trial>& trials) {
+  std::string out = "partial:";
+  char us[32];
+  for (const search::Trial& t : trials) {
+    std::snprintf(us, sizeof us, "%.3f", t.cost);
+    out += step.candidates[static_cast<std::size_t>(space.value(t.point, 0))].identity() + "|" +
+           std::to_string(space.value(t.point, 1)) + "|" + us + ";";
+  }
+  return out;
+}
+
+std::vector<search::Trial> decode_trials(const PlanStep& step, const search::Space& space, const std::string& text) {
+  std::vector<search::Trial> out;
+  if (text.rfind("partial:", 0) != 0) return out;
+  std::size_t at = 8;
+  while (at < text.size()) {
+    const std::size_t end = std::min(text.find(';', at), text.size());
+    const std::string item = text.substr(at, end - at);
+    at = end + 1;
+    const std::size_t a = item.find('|'), b = item.rfind('|');
+    if (a == std::string::npos || a == b) continue;
+    const std::string identity = item.substr(0, a);
+    char* stop = nullptr;
+    const long threads = std::strtol(item.c_str() + a + 1, &stop, 10);
+    const double us = std::strtod(item.c_str() + b + 1, &stop);
+    search::Point p = {-1, -1};
+    for (std::size_t v = 0; v < space.knobs()[0].values.size(); ++v)
+      if (step.candidates[static_cast<std::size_t>(space.knobs()[0].values[v])].identity() == identity) p[0] = static_cast<int>(v);
+    for (std::size_t v = 0; v < space.knobs()[1].values.size(); ++v)
+      if (space.knobs()[1].values[v] == threads) p[1] = static_cast<int>(v);
+    if (p[0] >= 0 && p[1] >= 0 && !std::isnan(us)) out.push_back({p, us});
+  }
+  return out;
+}
 
 double seconds_until(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(t - std::chrono::steady_clock::now()).count();
@@ -274,11 +316,27 @@ StepChoice Tuner::search_node(std::size_t s, const std::vector<const Tensor*>& i
           : std::min<std::uint64_t>(space.size(),
                                     settings_.trials_per_node ? settings_.trials_per_node : TuningSettings::kDefaultTrials);
   const StepCostModel model(step, node, graph_, run_input_shapes(node, graph_, inputs));
+  // Trials an earlier search of this node measured before its deadline cut it short: this one
+  // goes on from them instead of measuring them again.
+  std::vector<search::Trial> history = {{untuned_point, untuned_us}};
+  if (db_)
+    if (const auto partial = db_->lookup(key + kPartialKeySuffix))
+      for (const search::Trial& t : decode_trials(step, space, *partial))
+        if (t.point != untuned_point) history.push_back(t);
+  const std::size_t done = history.size();
   const auto strategy = search::make_strategy(settings_.algorithm, space, settings_.seed + s, &model);
   const search::SearchResult result = search::run_search(
-      *strategy, measure, search::Budget{wanted > 0 ? wanted - 1 : 0, seconds_until(deadline_)}, {{untuned_point, untuned_us}});
-  // A search the deadline cut short is not used: the node keeps the cost model's choice.
-  if (result.trials.size() + 1 < wanted && seconds_until(deadline_) <= 0) return untuned;
+      *strategy, measure, search::Budget{wanted > done ? wanted - done : 0, seconds_until(deadline_)}, history);
+  // A search the deadline cut short is not used: the node keeps the cost model's choice, and
+  // its trials are stored for the next search to resume from.
+  if (result.trials.size() + done < wanted && seconds_until(deadline_) <= 0) {
+    if (db_) {
+      std::vector<search::Trial> all = history;
+      all.insert(all.end(), result.trials.begin(), result.trials.end());
+      db_->store(key + kPartialKeySuffix, encode_trials(step, space, all), result.best_cost, op_summary(node, inputs));
+    }
+    return untuned;
+  }
   if (result.best.empty()) return untuned;
   logger().debug("{}tuning: {} of {} configurations measured, best {:.1f} us, untuned {:.1f} us", node_label(node),
                  result.trials.size() + 1, space.size(), result.best_cost, untuned_us);

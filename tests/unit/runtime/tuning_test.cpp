@@ -5,6 +5,7 @@
 // unwritable caches are survived.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -157,6 +158,35 @@ TEST_CASE("tuning_algorithm compare replays each strategy on the grid's measurem
     CHECK(r.trials == budget);
     CHECK(r.best_us >= n.grid_best_us);
   }
+}
+
+// A search the deadline cuts short keeps the cost model's choice but stores its trials; the next
+// tuning session resumes from them, measuring only the rest (and the untuned choice again, its
+// baseline).
+TEST_CASE("a search cut short by the deadline is resumed by the next tuning session", "[tuning]") {
+  const std::string dir = wpk::testing::temp_dir("tune_resume");
+  SessionOptions hurried;
+  // The untuned (slow) candidate takes 2+ ms a measurement: past the deadline once it is measured.
+  hurried.tuning_budget = 0.0015;
+  const Session first = make(dir, true, hurried);
+  CHECK(first.tuning_report().empty());
+  CHECK(backend_of_relu(first) == "slow");
+  const std::string db = slurp(db_file(dir));
+  const std::size_t at = db.find("partial:");
+  REQUIRE(at != std::string::npos);
+  const std::string trials = db.substr(at, db.find('\t', at) - at);
+  const auto stored = static_cast<std::size_t>(std::count(trials.begin(), trials.end(), ';'));
+  CHECK(stored >= 1);  // the untuned choice at least
+  CHECK(trials.find("slow|") != std::string::npos);
+
+  const auto before = tuning_measurements();
+  const Session second = make(dir);
+  const std::vector<TunedNode> report = second.tuning_report();
+  REQUIRE(report.size() == 1);
+  // Every configuration measured once over both sessions, the untuned one twice.
+  CHECK(report[0].trials + stored - 1 == configurations(second));
+  CHECK(tuning_measurements() - before >= report[0].trials);
+  CHECK(backend_of_relu(second) == "reference");
 }
 
 TEST_CASE("tuning options that make no sense are an InvalidArgument error", "[tuning]") {
