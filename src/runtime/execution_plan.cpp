@@ -190,8 +190,13 @@ void ExecutionPlan::prepare_steps(const Graph& graph, const std::vector<const Ba
         if (at_large(options_offered[0]) > kSecondChoiceGain * at_large(options_offered[best])) wanted[best] = true;
       }
       if (options.recorded_choice) {
-        const std::string recorded = options.recorded_choice(n, step.offered);
-        for (std::size_t o = 0; o < options_offered.size(); ++o) wanted[o] = wanted[o] || identity(options_offered[o]) == recorded;
+        const bool symbolic = shapes_with_symbolic_dims_as(n, graph, kLargeBatch).has_value();
+        for (const std::int64_t size : {std::int64_t{1}, kLargeBatch}) {
+          if (size != 1 && !symbolic) break;
+          const std::string recorded = options.recorded_choice(n, step.offered, size);
+          for (std::size_t o = 0; o < options_offered.size(); ++o)
+            wanted[o] = wanted[o] || identity(options_offered[o]) == recorded;
+        }
       }
     }
     const auto prepare = [&](const Option& o) {

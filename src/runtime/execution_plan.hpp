@@ -27,9 +27,10 @@ struct PlanOptions {
   std::vector<std::string> disabled;  // SessionOptions::disabled_kernels, resolved
   bool every_config = false;          // tuning: every config of every backend is a candidate
   int threads = 1;                    // the session's, for the cost model
-  // The identity of the candidate a tuning record names for the node at its declared shapes
-  // (given the node and its offered candidates), or "": prepared beside the cost model's choice.
-  std::function<std::string(const Node&, const std::string& offered)> recorded_choice;
+  // The identity of the candidate a tuning record names for the node at its declared shapes with
+  // symbolic dims as `symbolic` (given the node and its offered candidates), or "": prepared
+  // beside the cost model's choices. Asked at 1 and, with symbolic dims, at kLargeBatch.
+  std::function<std::string(const Node&, const std::string& offered, std::int64_t symbolic)> recorded_choice;
 };
 
 // What runs a step: which of its candidates, on how many of the run's threads (0: all of them;
@@ -58,8 +59,8 @@ class ExecutionPlan {
   // Otherwise: the best at the declared shapes (symbolic dims as 1); with symbolic dims, the best
   // at kLargeBatch among those whose packed weights serve every shape
   // (KernelProfile::shape_specific_weights), when the first is predicted well behind it there;
-  // and the one a tuning record names; unless one of those packs the node's weights, the best
-  // of each other backend too (the tuner picks among them per input shape).
+  // and those tuning records name at both sizes; unless one of those packs the node's weights,
+  // the best of each other backend too (the tuner picks among them per input shape).
   // With release_owned_constants, frees from `graph` each constant as soon as every candidate
   // of every step reading it owns a packed copy (Kernel::owns_input). Freeing while preparing,
   // not after, keeps a model's weights from being resident twice (as loaded and as packed) even

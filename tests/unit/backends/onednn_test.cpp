@@ -255,6 +255,32 @@ TEST_CASE("tuning measures a conv's candidates of every backend", "[onednn][conv
   CHECK(wpk::testing::compare_allclose(untuned.run({{"x", x}}).at("y"), y, 1e-4, 5e-5) == "");
 }
 
+// A record stored by a tuning session applies to sessions that do not tune, whichever candidate
+// and config it names: at the declared batch and, with a symbolic batch, at batch 8, which the
+// plan prepares from the records beside the cost model's choices.
+TEST_CASE("tuning records choose the conv's candidate in sessions that do not tune", "[onednn][conv][tuning]") {
+  const std::string cache = wpk::testing::temp_dir("tune_records_apply");
+  for (const std::int64_t batch : {1, 8}) {
+    wpk::SessionOptions tuned;
+    tuned.tuning = true;
+    tuned.cache_dir = cache;
+    tuned.fixed_dims = {{"N", batch}};
+    const wpk::Session t(winograd_conv_graph(), tuned);
+    const wpk::Tensor x = winograd_conv_input(batch);
+    t.run({{"x", x}});
+    wpk::SessionOptions plain;
+    plain.cache_dir = cache;
+    const wpk::Session s(winograd_conv_graph(), plain);  // symbolic batch
+    s.run({{"x", x}});
+    INFO("batch " << batch);
+    for (std::size_t i = 0; i < s.describe().steps.size(); ++i) {
+      INFO(s.describe().steps[i].node);
+      CHECK(s.describe().steps[i].backend == t.describe().steps[i].backend);
+      CHECK(s.describe().steps[i].threads == t.describe().steps[i].threads);
+    }
+  }
+}
+
 namespace {
 
 // The node of a lone NHWC FusedConv with weights `w_shape`, for the backends' configs().
