@@ -105,7 +105,7 @@ std::string op_signature(const Node& node, const Graph& graph, const std::vector
   return sig;
 }
 
-std::vector<std::optional<InputDesc>> declared_input_descs(const Node& node, const Graph& graph, std::int64_t symbolic) {
+std::vector<std::optional<InputDesc>> declared_input_descs(const Node& node, const Graph& graph) {
   std::vector<std::optional<InputDesc>> out;
   for (ValueId v : node.inputs) {
     if (v == kNoValue || !graph.value(v).dims) {
@@ -117,7 +117,7 @@ std::vector<std::optional<InputDesc>> declared_input_descs(const Node& node, con
     bool known = true;
     for (const Dim& dim : *info.dims) {
       if (dim.is_static()) d.shape.push_back(dim.value);
-      else if (!dim.symbol.empty()) d.shape.push_back(symbolic);
+      else if (!dim.symbol.empty()) d.shape.push_back(1);
       else known = false;
     }
     out.push_back(known ? std::optional<InputDesc>(d) : std::nullopt);

@@ -37,9 +37,9 @@ struct InputDesc {
   bool constant;  // a weight: backends pack it at load
 };
 std::string op_signature(const Node& node, const Graph& graph, const std::vector<std::optional<InputDesc>>& inputs);
-// The node's inputs as the graph declares them, symbolic dims as `symbolic` (1: what a run at
-// batch 1 passes); nullopt for omitted inputs and unknown shapes.
-std::vector<std::optional<InputDesc>> declared_input_descs(const Node& node, const Graph& graph, std::int64_t symbolic = 1);
+// The node's inputs as the graph declares them, symbolic dims as 1 (what a run at batch 1 passes);
+// nullopt for omitted inputs and unknown shapes.
+std::vector<std::optional<InputDesc>> declared_input_descs(const Node& node, const Graph& graph);
 // Short, readable form for logs and the database's comment column: "Conv f32[1,3,224,224] ...".
 std::string op_summary(const Node& node, const std::vector<const Tensor*>& inputs);
 

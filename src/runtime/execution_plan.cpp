@@ -177,6 +177,14 @@ void ExecutionPlan::prepare_steps(const Graph& graph, const std::vector<const Ba
       o.seconds = predicted_seconds(*o.backend, o.config, n, graph, declared, options.threads);
     std::stable_sort(options_offered.begin(), options_offered.end(),
                      [](const Option& a, const Option& b) { return a.seconds < b.seconds; });
+    // The choice at the declared shapes: what a tuning record names, else the cost model's best;
+    // first, so it is the step's default candidate.
+    if (options.recorded_choice && !options_offered.empty()) {
+      const std::string recorded = options.recorded_choice(n, step.offered);
+      const auto it = std::find_if(options_offered.begin(), options_offered.end(),
+                                   [&](const Option& o) { return identity(o) == recorded; });
+      if (it != options_offered.end()) std::rotate(options_offered.begin(), it, it + 1);
+    }
     std::vector<bool> wanted(options_offered.size(), options.every_config);
     if (!options_offered.empty()) {
       wanted[0] = true;
@@ -188,15 +196,6 @@ void ExecutionPlan::prepare_steps(const Graph& graph, const std::vector<const Ba
           return predicted_seconds(*o.backend, o.config, n, graph, *large, options.threads);
         };
         if (at_large(options_offered[0]) > kSecondChoiceGain * at_large(options_offered[best])) wanted[best] = true;
-      }
-      if (options.recorded_choice) {
-        const bool symbolic = shapes_with_symbolic_dims_as(n, graph, kLargeBatch).has_value();
-        for (const std::int64_t size : {std::int64_t{1}, kLargeBatch}) {
-          if (size != 1 && !symbolic) break;
-          const std::string recorded = options.recorded_choice(n, step.offered, size);
-          for (std::size_t o = 0; o < options_offered.size(); ++o)
-            wanted[o] = wanted[o] || identity(options_offered[o]) == recorded;
-        }
       }
     }
     const auto prepare = [&](const Option& o) {

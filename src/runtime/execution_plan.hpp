@@ -27,10 +27,10 @@ struct PlanOptions {
   std::vector<std::string> disabled;  // SessionOptions::disabled_kernels, resolved
   bool every_config = false;          // tuning: every config of every backend is a candidate
   int threads = 1;                    // the session's, for the cost model
-  // The identity of the candidate a tuning record names for the node at its declared shapes with
-  // symbolic dims as `symbolic` (given the node and its offered candidates), or "": prepared
-  // beside the cost model's choices. Asked at 1 and, with symbolic dims, at kLargeBatch.
-  std::function<std::string(const Node&, const std::string& offered, std::int64_t symbolic)> recorded_choice;
+  // The identity of the candidate a tuning record names for the node at its declared shapes
+  // (symbolic dims as 1; given the node and its offered candidates), or "": prepared instead of
+  // the cost model's choice there.
+  std::function<std::string(const Node&, const std::string& offered)> recorded_choice;
 };
 
 // What runs a step: which of its candidates, on how many of the run's threads (0: all of them;
@@ -56,11 +56,11 @@ class ExecutionPlan {
   ExecutionPlan(const Graph& graph, const std::vector<const Backend*>& backends);
   // The same, with options. Candidates are ranked by the cost model (runtime/candidate_cost.hpp)
   // at the declared shapes before any is prepared. With every_config (tuning) all are prepared.
-  // Otherwise: the best at the declared shapes (symbolic dims as 1); with symbolic dims, the best
-  // at kLargeBatch among those whose packed weights serve every shape
-  // (KernelProfile::shape_specific_weights), when the first is predicted well behind it there;
-  // and those tuning records name at both sizes; unless one of those packs the node's weights,
-  // the best of each other backend too (the tuner picks among them per input shape).
+  // Otherwise: the one a tuning record names for the declared shapes (symbolic dims as 1), else
+  // the cost model's best there; with symbolic dims, also the best at kLargeBatch among those
+  // whose packed weights serve every shape (KernelProfile::shape_specific_weights) when the
+  // first is predicted well behind it there; unless one of those packs the node's weights, the
+  // best of each other backend too (the tuner picks among them per input shape).
   // With release_owned_constants, frees from `graph` each constant as soon as every candidate
   // of every step reading it owns a packed copy (Kernel::owns_input). Freeing while preparing,
   // not after, keeps a model's weights from being resident twice (as loaded and as packed) even

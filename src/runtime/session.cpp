@@ -159,10 +159,8 @@ Session::Session(Graph graph, SessionOptions options, const std::vector<const Ba
     plan.every_config = options.tuning;
     plan.threads = impl_->threads;
     if (TuningDb* db = impl_->tuning_db.get())
-      plan.recorded_choice = [db, &g, threads = impl_->threads](const Node& node, const std::string& offered,
-                                                                std::int64_t symbolic) {
-        const std::string key =
-            tuning_key(op_signature(node, g, declared_input_descs(node, g, symbolic)), threads, offered);
+      plan.recorded_choice = [db, &g, threads = impl_->threads](const Node& node, const std::string& offered) {
+        const std::string key = tuning_key(op_signature(node, g, declared_input_descs(node, g)), threads, offered);
         const auto value = db->lookup(key);
         return value ? parse_record_value(*value).first : std::string();
       };
