@@ -177,6 +177,11 @@ void ExecutionPlan::prepare_steps(const Graph& graph, const std::vector<const Ba
       o.seconds = predicted_seconds(*o.backend, o.config, n, graph, declared, options.threads);
     std::stable_sort(options_offered.begin(), options_offered.end(),
                      [](const Option& a, const Option& b) { return a.seconds < b.seconds; });
+    if (options_offered.size() > 1 && logger().should_log(spdlog::level::trace)) {
+      std::string ranked;
+      for (const Option& o : options_offered) ranked += fmt::format("{}{} {:.3g}", ranked.empty() ? "" : ", ", identity(o), o.seconds);
+      logger().trace("{}ranked {}", node_label(n), ranked);
+    }
     // The choice at the declared shapes: what a tuning record names, else the cost model's best;
     // first, so it is the step's default candidate.
     if (options.recorded_choice && !options_offered.empty()) {

@@ -41,6 +41,9 @@ struct ConvPlan {
 
 enum class Algorithm { Direct, DirectBlocked, Winograd, MatMul };
 
+// Winograd scratchpad a thread keeps in cache (describe_conv).
+constexpr double kScratchInCachePerThread = 4 << 20;
+
 std::optional<Algorithm> parse_algorithm(const std::string& config) {
   if (config.empty() || config == "algorithm=direct") return Algorithm::Direct;
   if (config == "algorithm=direct,layout=blocked") return Algorithm::DirectBlocked;
@@ -77,6 +80,16 @@ bool is_blocked_candidate(const Node& node, const Shape& ws) {
 bool is_winograd_candidate(const Node& node, const Shape& ws) {
   return cpu_features().avx512f && !has_fused_residual(node) && node.attr_int("group", 1) == 1 && ws.size() == 4 &&
          ws[2] == 3 && ws[3] == 3 && attr_all(node, "strides", 1, 2) && attr_all(node, "dilations", 1, 2);
+}
+
+// The forward convolution `alg` over `src` -> `dst` (any layouts) for the window `win`, weights
+// in whatever layout oneDNN picks.
+dnnl::convolution_forward::desc conv_forward_desc(dnnl::algorithm alg, const dnnl::memory::desc& src,
+                                                  const dnnl::memory::desc& dst, const Dims& w_dims,
+                                                  const dnnl::memory::desc& bias, const reference::Window& win) {
+  return dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference, alg, src, f32_desc(w_dims, Tag::any), bias, dst,
+                                         {win.stride[1], win.stride[2]}, {win.dilation[1] - 1, win.dilation[2] - 1},
+                                         {win.pad_begin[1], win.pad_begin[2]}, {win.pad_end[1], win.pad_end[2]});
 }
 
 // ONNX weights [C_out, C_in / group, kH, kW]; oneDNN wants the group split out when group > 1,
@@ -169,10 +182,7 @@ class ConvKernel : public OneDnnKernel {
     plan.bias = f32_desc({ws[0]}, Tag::x);
     const auto bias_desc = b_.empty() ? dnnl::memory::desc() : plan.bias;
     auto describe = [&](dnnl::algorithm alg, const dnnl::memory::desc& src, const dnnl::memory::desc& dst) {
-      return dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference, alg, src, f32_desc(w_dims, Tag::any),
-                                             bias_desc, dst, {win.stride[1], win.stride[2]},
-                                             {win.dilation[1] - 1, win.dilation[2] - 1},
-                                             {win.pad_begin[1], win.pad_begin[2]}, {win.pad_end[1], win.pad_end[2]});
+      return conv_forward_desc(alg, src, dst, w_dims, bias_desc, win);
     };
     const dnnl::memory::desc any_src = f32_desc(src_dims, Tag::any), any_dst = f32_desc(dst_dims, Tag::any);
     dnnl::convolution_forward::primitive_desc pd;
@@ -245,7 +255,34 @@ std::vector<std::string> conv_configs(const Node& node, const Graph& graph) {
   return out;
 }
 
-std::optional<KernelProfile> describe_conv(const Node& node, const std::string& config, const InputShapes& shapes) {
+namespace {
+
+// Bytes of scratchpad oneDNN's Winograd kernel asks for on this conv (all threads), or nullopt
+// when it has none for it. At batch 1 some schedules stage whole transformed images there
+// (Inception v3's 80->192 conv at 71x71: 7-13.5 MB a thread, against ResNet-50's 2.1 MB at most).
+std::optional<double> winograd_scratchpad_bytes(const Node& node, const Shape& x, const Shape& ws) {
+  try {
+    const bool channels_last = node.attr_int("channels_last", 0) == 1;
+    const Shape nchw = channels_last ? Shape{x[0], x[3], x[1], x[2]} : x;
+    const KernelContext ctx(node, {});
+    const reference::Window win = reference::conv_window(ctx, nchw, {ws[2], ws[3]}, false);
+    const Dims src = {nchw[0], nchw[1], nchw[2], nchw[3]}, dst = {nchw[0], ws[0], win.out[1], win.out[2]};
+    const dnnl::convolution_forward::primitive_desc pd(
+        conv_forward_desc(dnnl::algorithm::convolution_winograd, f32_desc(src, Tag::any), f32_desc(dst, Tag::any),
+                          loaded_weights_desc(ws, 1, false).dims(), dnnl::memory::desc(), win),
+        make_attr(), engine());
+    return static_cast<double>(pd.scratchpad_desc().get_size());
+  } catch (const dnnl::error&) {
+    return std::nullopt;
+  } catch (const Error&) {
+    return std::nullopt;
+  }
+}
+
+}  // namespace
+
+std::optional<KernelProfile> describe_conv(const Node& node, const std::string& config, const InputShapes& shapes,
+                                           int threads) {
   const std::optional<Algorithm> algorithm = parse_algorithm(config);
   if (!algorithm || shapes.size() < 2 || !shapes[0] || !shapes[1] || shapes[0]->size() != 4 || shapes[1]->size() != 4)
     return std::nullopt;
@@ -284,7 +321,13 @@ std::optional<KernelProfile> describe_conv(const Node& node, const std::string& 
       }
       p.efficiency = 0.45;
       p.shape_specific_weights = true;
-      p.extra_bytes = weight_bytes * (batch < 2 ? 7.0 / 9 : 27.0 / 9) + 2 * activation_bytes * 2;
+      // Scratch past a thread's share of L2 streams through memory, written and read back.
+      if (const auto scratch = winograd_scratchpad_bytes(node, x, ws)) {
+        if (*scratch > kScratchInCachePerThread * std::max(1, threads)) p.extra_bytes += 2 * *scratch;
+      } else {
+        return std::nullopt;  // no Winograd kernel for this conv: the kernel would run direct
+      }
+      p.extra_bytes += weight_bytes * (batch < 2 ? 7.0 / 9 : 27.0 / 9) + 2 * activation_bytes * 2;
       break;
     case Algorithm::MatMul:
       // Its matmul kernels measured a few percent ahead of the 1x1 conv from batch 2 on

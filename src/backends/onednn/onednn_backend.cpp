@@ -123,8 +123,8 @@ std::unique_ptr<Kernel> OneDnnBackend::prepare(const Node& node, const Graph& gr
 }
 
 std::optional<KernelProfile> OneDnnBackend::describe(const Node& node, const Graph& graph, const std::string& config,
-                                                     const InputShapes& shapes, int /*threads*/) const {
-  if (family_of(node) == Family::Conv) return describe_conv(node, config, shapes);
+                                                     const InputShapes& shapes, int threads) const {
+  if (family_of(node) == Family::Conv) return describe_conv(node, config, shapes, threads);
   if (family_of(node) == Family::MatMul) return describe_matmul(node, graph, shapes);
   return std::nullopt;
 }

@@ -33,7 +33,8 @@ std::string conv_unsupported(const Node& node, const Graph& graph);  // conv.cpp
 // them: "algorithm=direct,layout=blocked", "algorithm=winograd", "algorithm=matmul").
 std::vector<std::string> conv_configs(const Node& node, const Graph& graph);
 // How `config` computes inputs of these shapes, for the cost model.
-std::optional<KernelProfile> describe_conv(const Node& node, const std::string& config, const InputShapes& shapes);
+std::optional<KernelProfile> describe_conv(const Node& node, const std::string& config, const InputShapes& shapes,
+                                           int threads);
 // `config` "" is algorithm=direct.
 std::unique_ptr<Kernel> make_conv(const Node& node, const Graph& graph, const std::string& config);
 

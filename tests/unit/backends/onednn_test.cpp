@@ -352,9 +352,9 @@ TEST_CASE("the cpu backend offers its conv kernels as configs", "[cpu][conv]") {
 }
 
 // Without tuning the cost model picks the candidate; on each ISA it reproduces what measured
-// fastest inside models (docs/kernels.md): with AVX-512, oneDNN's Winograd on 3x3s at 14x14
-// and streaming at 7x7 and batch 1 for large weights; with AVX2 only, wpk's Winograd at 14x14
-// and its direct kernel at 7x7.
+// fastest inside models (docs/kernels.md): with AVX-512, oneDNN's Winograd on 3x3s at 14x14 but
+// not where its scratchpad spills, and streaming at 7x7 and batch 1 for large weights; with AVX2
+// only, wpk's Winograd at 14x14 and its direct kernel at 7x7.
 namespace {
 
 // The profile step of a lone 3x3 conv (pads 1) of `c_in` -> `c_out` channels at size x size,
@@ -388,6 +388,10 @@ TEST_CASE("without tuning the cost model picks each ISA's measured favourites", 
   if (wpk::testing::onednn_has_avx512()) {
     CHECK(at14 == "onednn(algorithm=winograd)");
     CHECK(at7.rfind("cpu(kernel=stream_avx512", 0) == 0);
+    // oneDNN's batch-1 Winograd stages whole transformed images in its scratchpad on some shapes
+    // (Inception v3's 80->192 at 71x71: 5.2 ms against 3.8 direct in the model): its scratch
+    // streaming through memory is a term of the model, which then keeps it off that conv.
+    CHECK(session_conv_step(80, 192, 73).backend != "onednn(algorithm=winograd)");
   } else if (wpk::cpu::avx2_kernels_available()) {
     CHECK(at14.rfind("cpu(kernel=winograd_avx2)", 0) == 0);
     CHECK(at7.rfind("cpu(kernel=direct_avx2", 0) == 0);
