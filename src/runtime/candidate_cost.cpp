@@ -6,12 +6,15 @@
 namespace wpk {
 
 double predicted_seconds(const Backend& backend, const std::string& config, const Node& node, const Graph& graph,
-                         const InputShapes& shapes, int threads, const Kernel* prepared) {
+                         const InputShapes& shapes, int threads, const Kernel* prepared,
+                         const CostCalibration* calibration) {
   std::optional<KernelProfile> k = backend.describe(node, graph, config, shapes, threads);
   if (!k && prepared) k = prepared->profile();
   if (!k) k = KernelProfile{};
   const search::KernelTraits traits{k->vector_bits, k->efficiency, k->work_scale, k->extra_bytes, k->overlaps_memory};
-  return search::predict_seconds(estimate_workload(node, shapes), traits, search::Machine{threads});
+  const double seconds = search::predict_seconds(estimate_workload(node, shapes), traits, search::Machine{threads});
+  if (!calibration) return seconds;
+  return seconds * calibration->factor(config.empty() ? backend.name() : backend.name() + "(" + config + ")");
 }
 
 bool shape_specific_weights(const Backend& backend, const std::string& config, const Node& node, const Graph& graph,

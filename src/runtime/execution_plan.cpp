@@ -121,12 +121,12 @@ std::string identity(const Option& o) { return o.config.empty() ? o.backend->nam
 // input shape (a second packing per shape beside a kept loaded copy is no way to serve sizes
 // the session does not know).
 std::size_t cheapest_for_any_shape(const std::vector<Option>& options, const Node& node, const Graph& graph,
-                                   const InputShapes& shapes, int threads) {
+                                   const InputShapes& shapes, int threads, const CostCalibration* calibration) {
   std::size_t best = 0;
   double best_seconds = -1;
   for (std::size_t i = 0; i < options.size(); ++i) {
     if (shape_specific_weights(*options[i].backend, options[i].config, node, graph, shapes, threads)) continue;
-    const double t = predicted_seconds(*options[i].backend, options[i].config, node, graph, shapes, threads);
+    const double t = predicted_seconds(*options[i].backend, options[i].config, node, graph, shapes, threads, nullptr, calibration);
     if (best_seconds < 0 || t < best_seconds) {
       best = i;
       best_seconds = t;
@@ -174,7 +174,7 @@ void ExecutionPlan::prepare_steps(const Graph& graph, const std::vector<const Ba
     // Ranked at the declared shapes; a stable sort keeps registration order among equals.
     const InputShapes declared = *shapes_with_symbolic_dims_as(n, graph, 1);
     for (Option& o : options_offered)
-      o.seconds = predicted_seconds(*o.backend, o.config, n, graph, declared, options.threads);
+      o.seconds = predicted_seconds(*o.backend, o.config, n, graph, declared, options.threads, nullptr, options.calibration);
     std::stable_sort(options_offered.begin(), options_offered.end(),
                      [](const Option& a, const Option& b) { return a.seconds < b.seconds; });
     if (options_offered.size() > 1 && logger().should_log(spdlog::level::trace)) {
@@ -196,9 +196,10 @@ void ExecutionPlan::prepare_steps(const Graph& graph, const std::vector<const Ba
       // A second packing of the weights is worth its memory only where the first choice is
       // predicted well behind at a large batch.
       if (const auto large = shapes_with_symbolic_dims_as(n, graph, kLargeBatch)) {
-        const std::size_t best = cheapest_for_any_shape(options_offered, n, graph, *large, options.threads);
+        const std::size_t best =
+            cheapest_for_any_shape(options_offered, n, graph, *large, options.threads, options.calibration);
         const auto at_large = [&](const Option& o) {
-          return predicted_seconds(*o.backend, o.config, n, graph, *large, options.threads);
+          return predicted_seconds(*o.backend, o.config, n, graph, *large, options.threads, nullptr, options.calibration);
         };
         if (at_large(options_offered[0]) > kSecondChoiceGain * at_large(options_offered[best])) wanted[best] = true;
       }

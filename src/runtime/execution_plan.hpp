@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "backends/kernel.hpp"
+#include "runtime/cost_calibration.hpp"
 
 namespace wpk {
 
@@ -27,6 +28,7 @@ struct PlanOptions {
   std::vector<std::string> disabled;  // SessionOptions::disabled_kernels, resolved
   bool every_config = false;          // tuning: every config of every backend is a candidate
   int threads = 1;                    // the session's, for the cost model
+  const CostCalibration* calibration = nullptr;  // this machine's refinement of the cost model
   // The identity of the candidate a tuning record names for the node at its declared shapes
   // (symbolic dims as 1; given the node and its offered candidates), or "": prepared instead of
   // the cost model's choice there.

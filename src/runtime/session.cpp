@@ -32,6 +32,7 @@ struct Session::Impl {
   bool poison_outputs = false;
   std::unique_ptr<TuningDb> tuning_db;
   std::unique_ptr<Tuner> tuner;
+  CostCalibration calibration;  // from the cache folder's trial logs; the plan and tuner read it
   ShapeLimits limits;
   std::unique_ptr<MemoryBudget> budget;
   std::int64_t weight_bytes = 0;  // what the budget holds for the weights
@@ -158,6 +159,8 @@ Session::Session(Graph graph, SessionOptions options, const std::vector<const Ba
     plan.disabled = disabled;
     plan.every_config = options.tuning;
     plan.threads = impl_->threads;
+    impl_->calibration = CostCalibration::from(impl_->tuning_db.get());
+    plan.calibration = &impl_->calibration;
     if (TuningDb* db = impl_->tuning_db.get())
       plan.recorded_choice = [db, &g, threads = impl_->threads](const Node& node, const std::string& offered) {
         const std::string key = tuning_key(op_signature(node, g, declared_input_descs(node, g)), threads, offered);
@@ -170,7 +173,8 @@ Session::Session(Graph graph, SessionOptions options, const std::vector<const Ba
                  static_cast<double>(impl_->plan->released_bytes()) / (1 << 20));
   impl_->arenas = ArenaPool::create(arena_poison_from_env());
   impl_->poison_outputs = poison_outputs_from_env();
-  impl_->tuner = std::make_unique<Tuner>(g, *impl_->plan, impl_->tuning_db.get(), impl_->threads, tuning_settings(options));
+  impl_->tuner = std::make_unique<Tuner>(g, *impl_->plan, impl_->tuning_db.get(), impl_->threads, tuning_settings(options),
+                                         &impl_->calibration);
   const bool tune = options.tuning;
   const double budget = options.tuning_budget;
   impl_->options = std::move(options);

@@ -3,8 +3,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <cstdio>
-#include <cstdlib>
 #include <limits>
 
 #include "runtime/cache_key.hpp"
@@ -12,6 +10,7 @@
 #include "runtime/logging.hpp"
 #include "runtime/measurement.hpp"
 #include "runtime/threads.hpp"
+#include "runtime/trial_log.hpp"
 #include "runtime/workload.hpp"
 
 namespace wpk {
@@ -23,9 +22,16 @@ std::atomic<std::uint64_t> g_measurements{0};
 // candidates by before measuring any.
 class StepCostModel : public search::CostModel {
  public:
-  StepCostModel(const PlanStep& step, const Node& node, const Graph& graph, InputShapes shapes)
-      : step_(step), node_(node), graph_(graph), shapes_(std::move(shapes)) {}
+  StepCostModel(const PlanStep& step, const Node& node, const Graph& graph, InputShapes shapes,
+                const CostCalibration* calibration)
+      : step_(step), node_(node), graph_(graph), shapes_(std::move(shapes)), calibration_(calibration) {}
   double predict(const search::Space& space, const search::Point& p) const override {
+    const Candidate& c = step_.candidates[static_cast<std::size_t>(space.value(p, 0))];
+    return predicted_seconds(*c.backend, c.config, node_, graph_, shapes_, static_cast<int>(space.value(p, 1)),
+                             c.kernel.get(), calibration_);
+  }
+  // Without calibration: what trial logs store, so calibration never feeds on itself.
+  double raw(const search::Space& space, const search::Point& p) const {
     const Candidate& c = step_.candidates[static_cast<std::size_t>(space.value(p, 0))];
     return predicted_seconds(*c.backend, c.config, node_, graph_, shapes_, static_cast<int>(space.value(p, 1)),
                              c.kernel.get());
@@ -36,47 +42,11 @@ class StepCostModel : public search::CostModel {
   const Node& node_;
   const Graph& graph_;
   InputShapes shapes_;
+  const CostCalibration* calibration_;
 };
 
-// The key of a cut search's trials, beside the node's record key.
-constexpr const char* kPartialKeySuffix = ";partial";
-
-// Trials as "identity|threads|us;..." (identities hold no '|' or ';'); unknown candidates and
-// malformed items are skipped when read back.
-std::string encode_trials(const PlanStep& step, const search::Space& space, const std::vector<search::Trial>& trials) {
-  std::string out = "partial:";
-  char us[32];
-  for (const search::Trial& t : trials) {
-    std::snprintf(us, sizeof us, "%.3f", t.cost);
-    out += step.candidates[static_cast<std::size_t>(space.value(t.point, 0))].identity() + "|" +
-           std::to_string(space.value(t.point, 1)) + "|" + us + ";";
-  }
-  return out;
-}
-
-std::vector<search::Trial> decode_trials(const PlanStep& step, const search::Space& space, const std::string& text) {
-  std::vector<search::Trial> out;
-  if (text.rfind("partial:", 0) != 0) return out;
-  std::size_t at = 8;
-  while (at < text.size()) {
-    const std::size_t end = std::min(text.find(';', at), text.size());
-    const std::string item = text.substr(at, end - at);
-    at = end + 1;
-    const std::size_t a = item.find('|'), b = item.rfind('|');
-    if (a == std::string::npos || a == b) continue;
-    const std::string identity = item.substr(0, a);
-    char* stop = nullptr;
-    const long threads = std::strtol(item.c_str() + a + 1, &stop, 10);
-    const double us = std::strtod(item.c_str() + b + 1, &stop);
-    search::Point p = {-1, -1};
-    for (std::size_t v = 0; v < space.knobs()[0].values.size(); ++v)
-      if (step.candidates[static_cast<std::size_t>(space.knobs()[0].values[v])].identity() == identity) p[0] = static_cast<int>(v);
-    for (std::size_t v = 0; v < space.knobs()[1].values.size(); ++v)
-      if (space.knobs()[1].values[v] == threads) p[1] = static_cast<int>(v);
-    if (p[0] >= 0 && p[1] >= 0 && !std::isnan(us)) out.push_back({p, us});
-  }
-  return out;
-}
+// The key of a node's trial log (trial_log.hpp), beside its record's key.
+constexpr const char* kTrialsKeySuffix = ";trials";
 
 double seconds_until(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(t - std::chrono::steady_clock::now()).count();
@@ -100,8 +70,9 @@ std::pair<std::string, int> parse_record_value(const std::string& value) {
   }
 }
 
-Tuner::Tuner(const Graph& graph, const ExecutionPlan& plan, TuningDb* db, int threads, TuningSettings settings)
-    : graph_(graph), plan_(plan), db_(db), threads_(threads), settings_(std::move(settings)),
+Tuner::Tuner(const Graph& graph, const ExecutionPlan& plan, TuningDb* db, int threads, TuningSettings settings,
+             const CostCalibration* calibration)
+    : graph_(graph), plan_(plan), db_(db), threads_(threads), settings_(std::move(settings)), calibration_(calibration),
       tuned_(plan.steps().size(), false) {}
 
 void Tuner::mark_tuned(std::size_t step) const {
@@ -155,7 +126,8 @@ StepChoice Tuner::predicted_best(std::size_t s, const std::vector<const Tensor*>
   for (std::size_t c = 0; c < step.candidates.size(); ++c) {
     const Candidate& cand = step.candidates[c];
     if (!cand.kernel->runs(inputs)) continue;
-    const double seconds = predicted_seconds(*cand.backend, cand.config, node, graph_, shapes, threads_, cand.kernel.get());
+    const double seconds =
+        predicted_seconds(*cand.backend, cand.config, node, graph_, shapes, threads_, cand.kernel.get(), calibration_);
     if (best < 0 || seconds < best_seconds) {  // ties: the earlier registered backend
       best = static_cast<int>(c);
       best_seconds = seconds;
@@ -315,28 +287,38 @@ StepChoice Tuner::search_node(std::size_t s, const std::vector<const Tensor*>& i
           ? space.size()
           : std::min<std::uint64_t>(space.size(),
                                     settings_.trials_per_node ? settings_.trials_per_node : TuningSettings::kDefaultTrials);
-  const StepCostModel model(step, node, graph_, run_input_shapes(node, graph_, inputs));
+  const StepCostModel model(step, node, graph_, run_input_shapes(node, graph_, inputs), calibration_);
   // Trials an earlier search of this node measured before its deadline cut it short: this one
   // goes on from them instead of measuring them again.
+  const auto to_log = [&](const search::Trial& t) {
+    return LoggedTrial{step.candidates[static_cast<std::size_t>(space.value(t.point, 0))].identity(),
+                       static_cast<int>(space.value(t.point, 1)), t.cost, 1e6 * model.raw(space, t.point)};
+  };
   std::vector<search::Trial> history = {{untuned_point, untuned_us}};
+  std::vector<LoggedTrial> log = {to_log(history.front())};
   if (db_)
-    if (const auto partial = db_->lookup(key + kPartialKeySuffix))
-      for (const search::Trial& t : decode_trials(step, space, *partial))
-        if (t.point != untuned_point) history.push_back(t);
+    if (const auto earlier = db_->lookup(key + kTrialsKeySuffix))
+      for (const LoggedTrial& t : decode_trial_log(*earlier)) {
+        search::Point p = {-1, -1};
+        for (std::size_t v = 0; v < space.knobs()[0].values.size(); ++v)
+          if (step.candidates[static_cast<std::size_t>(space.knobs()[0].values[v])].identity() == t.identity)
+            p[0] = static_cast<int>(v);
+        for (std::size_t v = 0; v < space.knobs()[1].values.size(); ++v)
+          if (space.knobs()[1].values[v] == t.threads) p[1] = static_cast<int>(v);
+        if (p[0] < 0 || p[1] < 0 || p == untuned_point) continue;
+        history.push_back({p, t.us});
+        log.push_back(t);
+      }
   const std::size_t done = history.size();
   const auto strategy = search::make_strategy(settings_.algorithm, space, settings_.seed + s, &model);
   const search::SearchResult result = search::run_search(
       *strategy, measure, search::Budget{wanted > done ? wanted - done : 0, seconds_until(deadline_)}, history);
-  // A search the deadline cut short is not used: the node keeps the cost model's choice, and
-  // its trials are stored for the next search to resume from.
-  if (result.trials.size() + done < wanted && seconds_until(deadline_) <= 0) {
-    if (db_) {
-      std::vector<search::Trial> all = history;
-      all.insert(all.end(), result.trials.begin(), result.trials.end());
-      db_->store(key + kPartialKeySuffix, encode_trials(step, space, all), result.best_cost, op_summary(node, inputs));
-    }
-    return untuned;
-  }
+  // Every measurement is logged: the next search of a node the deadline cut short resumes from
+  // it, and sessions calibrate the cost model from all of them (cost_calibration.hpp). A cut
+  // search is not used: the node keeps the cost model's choice.
+  for (const search::Trial& t : result.trials) log.push_back(to_log(t));
+  if (db_) db_->store(key + kTrialsKeySuffix, encode_trial_log(log), result.best_cost, op_summary(node, inputs));
+  if (result.trials.size() + done < wanted && seconds_until(deadline_) <= 0) return untuned;
   if (result.best.empty()) return untuned;
   logger().debug("{}tuning: {} of {} configurations measured, best {:.1f} us, untuned {:.1f} us", node_label(node),
                  result.trials.size() + 1, space.size(), result.best_cost, untuned_us);

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/cost_calibration.hpp"
 #include "runtime/execution_plan.hpp"
 #include "runtime/measurement.hpp"
 #include "runtime/tuning_db.hpp"
@@ -48,7 +49,9 @@ class Tuner {
  public:
   // `db` may be null (no records). `threads` is the session's: part of every key, and the most a
   // node may use.
-  Tuner(const Graph& graph, const ExecutionPlan& plan, TuningDb* db, int threads, TuningSettings settings = {});
+  // `calibration` (may be null) refines the cost model from this machine's trial logs.
+  Tuner(const Graph& graph, const ExecutionPlan& plan, TuningDb* db, int threads, TuningSettings settings = {},
+        const CostCalibration* calibration = nullptr);
   StepChoice choose(std::size_t step, const std::vector<const Tensor*>& inputs) const;
 
   // choose() measures only between these calls, and not past the deadline.
@@ -78,6 +81,7 @@ class Tuner {
   TuningDb* db_;
   int threads_;
   TuningSettings settings_;
+  const CostCalibration* calibration_;
   std::atomic<bool> measuring_{false};
   std::chrono::steady_clock::time_point deadline_;
   mutable std::mutex report_mutex_;

@@ -160,6 +160,14 @@ std::optional<std::string> TuningDb::lookup(const std::string& key) const {
   return it->second.backend;
 }
 
+std::vector<std::string> TuningDb::values_with_prefix(const std::string& prefix) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<std::string> out;
+  for (const auto& kv : contents_.entries)
+    if (kv.second.env_hash == current_env_hash() && kv.second.backend.rfind(prefix, 0) == 0) out.push_back(kv.second.backend);
+  return out;
+}
+
 TuningFileLock::TuningFileLock(const std::string& path) {
   fd_ = ::open((path + ".lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   if (fd_ >= 0) {

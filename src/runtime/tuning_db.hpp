@@ -25,6 +25,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace wpk {
 
@@ -84,6 +85,8 @@ class TuningDb {
   static std::unique_ptr<TuningDb> open_for_lookup(const std::string& dir);
 
   std::optional<std::string> lookup(const std::string& key) const;
+  // Every stored value of this machine's environment that starts with `prefix`.
+  std::vector<std::string> values_with_prefix(const std::string& prefix) const;
   void store(const std::string& key, const std::string& backend, double median_us, const std::string& summary);
 
   bool persistent() const;

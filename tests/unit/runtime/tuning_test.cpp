@@ -13,6 +13,9 @@
 
 #include "probe_backend.hpp"
 #include "runtime/cache_key.hpp"
+#include "runtime/cost_calibration.hpp"
+#include "runtime/trial_log.hpp"
+#include "runtime/tuning_db.hpp"
 #include "runtime/session_factory.hpp"
 #include "runtime/tuner.hpp"
 #include "support/onnx_model_builder.hpp"
@@ -160,7 +163,7 @@ TEST_CASE("tuning_algorithm compare replays each strategy on the grid's measurem
   }
 }
 
-// A search the deadline cuts short keeps the cost model's choice but stores its trials; the next
+// A search the deadline cuts short keeps the cost model's choice but logs its trials; the next
 // tuning session resumes from them, measuring only the rest (and the untuned choice again, its
 // baseline).
 TEST_CASE("a search cut short by the deadline is resumed by the next tuning session", "[tuning]") {
@@ -172,7 +175,7 @@ TEST_CASE("a search cut short by the deadline is resumed by the next tuning sess
   CHECK(first.tuning_report().empty());
   CHECK(backend_of_relu(first) == "slow");
   const std::string db = slurp(db_file(dir));
-  const std::size_t at = db.find("partial:");
+  const std::size_t at = db.find("trials:");
   REQUIRE(at != std::string::npos);
   const std::string trials = db.substr(at, db.find('\t', at) - at);
   const auto stored = static_cast<std::size_t>(std::count(trials.begin(), trials.end(), ';'));
@@ -187,6 +190,32 @@ TEST_CASE("a search cut short by the deadline is resumed by the next tuning sess
   CHECK(report[0].trials + stored - 1 == configurations(second));
   CHECK(tuning_measurements() - before >= report[0].trials);
   CHECK(backend_of_relu(second) == "reference");
+}
+
+// Trial logs calibrate the cost model: these test backends look alike to it (so the first
+// registered, "slow", runs untuned), until the cache folder's logs say "slow" ran 10x and
+// "reference" 1x what was predicted; then a session that does not tune runs "reference".
+TEST_CASE("the cost model is calibrated from the cache folder's trial logs", "[tuning]") {
+  const std::string dir = wpk::testing::temp_dir("tune_calibrate");
+  {
+    TuningDb db(dir);
+    std::vector<LoggedTrial> log;
+    for (int i = 0; i < 3; ++i) {
+      log.push_back({"slow", 1, 1000.0 + i, 100.0});
+      log.push_back({"reference", 1, 100.0 + i, 100.0});
+    }
+    db.store("a node's key;trials", encode_trial_log(log), 100, "test");
+  }
+  const auto db = TuningDb::open_for_lookup(dir);
+  const CostCalibration c = CostCalibration::from(db.get());
+  CHECK(c.calibrated() == 2);
+  CHECK(c.factor("slow") > 1.5);
+  CHECK(c.factor("reference") < 0.25);
+  CHECK(c.factor("wrong") == 1.0);  // never measured
+  CHECK(backend_of_relu(make(dir, /*tuning=*/false)) == "reference");
+  SessionOptions no_records;
+  no_records.use_tuning_records = false;
+  CHECK(backend_of_relu(make(dir, false, no_records)) == "slow");
 }
 
 TEST_CASE("tuning options that make no sense are an InvalidArgument error", "[tuning]") {
@@ -207,13 +236,16 @@ TEST_CASE("tuning options that make no sense are an InvalidArgument error", "[tu
 TEST_CASE("a damaged or foreign tuning database is ignored and rebuilt", "[tuning]") {
   const std::string dir = wpk::testing::temp_dir("tune_bad");
   make(dir);
-  const std::string good = slurp(db_file(dir));
-  REQUIRE(!good.empty());
-  // The entry: the line that is no comment (the header and environment lines start with '#').
-  std::string entry;
-  std::istringstream lines(good);
-  for (std::string line; std::getline(lines, line);)
+  // The file without the search's trial log (with it, a damaged record would be re-searched from
+  // the log, measuring only the untuned baseline again: the resume test covers that).
+  std::string good, entry;
+  std::istringstream lines(slurp(db_file(dir)));
+  for (std::string line; std::getline(lines, line);) {
+    if (line.find("\ttrials:") != std::string::npos) continue;
+    good += line + "\n";
+    // The entry: the line that is no comment (the header and environment lines start with '#').
     if (!line.empty() && line[0] != '#') entry = line + "\n";
+  }
   REQUIRE(!entry.empty());
   // "<env>\t<key>\treference;threads=": what a rebuilt entry for this op must contain again.
   const std::string rebuilt = entry.substr(0, 34) + "reference;threads=";
