@@ -2,7 +2,8 @@
 // The cost model refined from what this machine measured: for each candidate (identity, as
 // tuning records name it) with enough logged trials (trial_log.hpp), how much slower or faster
 // than predicted it ran, relative to every candidate's typical ratio (the nominal machine's
-// absolute speed cancels out). A candidate never measured keeps factor 1.
+// absolute speed cancels out). Only candidates their backends describe (Backend::describe) are
+// logged with a prediction; the others, and a candidate never measured, keep factor 1.
 #include <map>
 #include <string>
 

@@ -15,7 +15,8 @@ struct LoggedTrial {
   std::string identity;  // Candidate::identity(): "cpu(kernel=stream_avx512,block=64)"
   int threads = 0;
   double us = 0;            // measured median; +inf for a failed or rejected configuration
-  double predicted_us = 0;  // the cost model's figure for it (nominal machine), 0 when unknown
+  double predicted_us = 0;  // the cost model's figure (nominal machine) where its backend describes
+                            // it (Backend::describe), else 0
 };
 
 constexpr const char* kTrialLogPrefix = "trials:";

@@ -30,11 +30,14 @@ class StepCostModel : public search::CostModel {
     return predicted_seconds(*c.backend, c.config, node_, graph_, shapes_, static_cast<int>(space.value(p, 1)),
                              c.kernel.get(), calibration_);
   }
-  // Without calibration: what trial logs store, so calibration never feeds on itself.
-  double raw(const search::Space& space, const search::Point& p) const {
+  // What trial logs store: the prediction without calibration (so calibration never feeds on
+  // itself), and only where the backend describes the candidate (Backend::describe): a generic
+  // profile models nothing worth correcting. 0 otherwise.
+  double logged(const search::Space& space, const search::Point& p) const {
     const Candidate& c = step_.candidates[static_cast<std::size_t>(space.value(p, 0))];
-    return predicted_seconds(*c.backend, c.config, node_, graph_, shapes_, static_cast<int>(space.value(p, 1)),
-                             c.kernel.get());
+    const int threads = static_cast<int>(space.value(p, 1));
+    if (!c.backend->describe(node_, graph_, c.config, shapes_, threads)) return 0;
+    return predicted_seconds(*c.backend, c.config, node_, graph_, shapes_, threads);
   }
 
  private:
@@ -292,7 +295,7 @@ StepChoice Tuner::search_node(std::size_t s, const std::vector<const Tensor*>& i
   // goes on from them instead of measuring them again.
   const auto to_log = [&](const search::Trial& t) {
     return LoggedTrial{step.candidates[static_cast<std::size_t>(space.value(t.point, 0))].identity(),
-                       static_cast<int>(space.value(t.point, 1)), t.cost, 1e6 * model.raw(space, t.point)};
+                       static_cast<int>(space.value(t.point, 1)), t.cost, 1e6 * model.logged(space, t.point)};
   };
   std::vector<search::Trial> history = {{untuned_point, untuned_us}};
   std::vector<LoggedTrial> log = {to_log(history.front())};
