@@ -13,7 +13,11 @@
 #include "backends/reference/reference_backend.hpp"
 #include "runtime/session_factory.hpp"
 #include "support/backend_tester.hpp"
+#include "support/conv_kernel_check.hpp"
+#include "runtime/cost_calibration.hpp"
+#include "runtime/trial_log.hpp"
 #include "runtime/tuner.hpp"
+#include "runtime/tuning_db.hpp"
 #include "support/onednn_isa.hpp"
 #include "support/onnx_model_builder.hpp"
 #include "support/tensor_compare.hpp"
@@ -280,6 +284,35 @@ TEST_CASE("tuning records choose the conv's candidate in sessions that do not tu
       CHECK(s.describe().steps[i].threads == t.describe().steps[i].threads);
     }
   }
+}
+
+// Tuning logs its measurements with the cost model's prediction for the candidates their
+// backends describe (the conv configs), which calibration then corrects; the reference
+// backend's generic profile is logged without one and never calibrated ("correcting" it once
+// ranked Eigen loops first on every small op of the next model).
+TEST_CASE("calibration learns the described candidates from tuning logs and never the reference", "[onednn][tuning]") {
+  const std::string cache = wpk::testing::temp_dir("tune_calibration");
+  wpk::SessionOptions tuned;
+  tuned.tuning = true;
+  tuned.cache_dir = cache;
+  for (const std::int64_t batch : {1, 2}) {  // each candidate measured at 2+ thread counts, twice
+    tuned.fixed_dims = {{"N", batch}};
+    const wpk::Session t(winograd_conv_graph(), tuned);
+  }
+  const auto db = wpk::TuningDb::open_for_lookup(cache);
+  const wpk::CostCalibration c = wpk::CostCalibration::from(db.get());
+  CHECK(c.calibrated() > 0);
+  CHECK(c.factor("reference") == 1.0);
+  bool reference_logged = false;
+  for (const std::string& value : db->values_with_prefix(wpk::kTrialLogPrefix))
+    for (const wpk::LoggedTrial& t : wpk::decode_trial_log(value))
+      if (t.identity == "reference") {
+        reference_logged = true;
+        CHECK(t.predicted_us == 0);
+      } else if (t.identity.rfind("onednn(algorithm=", 0) == 0) {
+        CHECK(t.predicted_us > 0);
+      }
+  CHECK(reference_logged);
 }
 
 namespace {
