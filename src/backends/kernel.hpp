@@ -71,11 +71,6 @@ class KernelContext {
   }
   const char* internal_layout() const { return internal_layout_; }
   int internal_reorders() const { return internal_reorders_; }
-  // A kernel that runs some shapes on code of its own rather than its library's (the oneDNN
-  // backend's weight-streaming convolution) names that code here; profiles show
-  // "backend:variant".
-  void note_variant(const char* variant) { variant_ = variant; }
-  const char* variant() const { return variant_; }
 
  private:
   const Node& node_;
@@ -87,7 +82,6 @@ class KernelContext {
   ShapeLimits limits_;
   const char* internal_layout_ = nullptr;
   int internal_reorders_ = 0;
-  const char* variant_ = nullptr;
 };
 
 // How a kernel computes, for the cost model (search/cost_model.hpp) that picks among a node's

@@ -166,7 +166,15 @@ void ExecutionPlan::prepare_steps(const Graph& graph, const std::vector<const Ba
       }
       std::vector<std::string> configs = b->configs(n, graph);
       if (configs.empty()) configs = {""};
+      const InputShapes declared_here = *shapes_with_symbolic_dims_as(n, graph, 1);
       for (const std::string& c : configs) {
+        // A disabled kernel its backend names before preparing is neither offered nor packed
+        // (the others are dropped once prepared, below).
+        if (const auto k = b->describe(n, graph, c, declared_here, options.threads))
+          if (!k->name.empty() && listed(disabled, b->name() + ":" + k->name)) {
+            why = b->name() + ":" + k->name + " is disabled";
+            continue;
+          }
         options_offered.push_back({b, c, options_offered.size()});
         step.offered += identity(options_offered.back()) + "@" + b->version() + ",";
       }

@@ -1,8 +1,8 @@
 #pragma once
-// ExecutionPlan: the graph compiled into ordered steps. Each step keeps a prepared kernel from
-// every backend that supports its node (the candidates: the first, in registration order, is
-// the default; tuning may pick another per input-shape signature), plus value lifetimes so
-// intermediates are released, or their arena bytes reused, as soon as nothing reads them.
+// ExecutionPlan: the graph compiled into ordered steps. Each step keeps the candidates it
+// prepared (backend, config, kernel: the first is the record's or the cost model's choice at the
+// declared shapes; the tuner may pick another per input-shape signature), plus value lifetimes
+// so intermediates are released, or their arena bytes reused, as soon as nothing reads them.
 #include <functional>
 #include <memory>
 #include <string>
@@ -44,7 +44,7 @@ struct StepChoice {
 
 struct PlanStep {
   std::size_t node_index;
-  std::vector<Candidate> candidates;   // never empty; [0] the cost model's choice at the declared shapes
+  std::vector<Candidate> candidates;   // never empty; [0] the record's or cost model's choice
   // Every candidate the backends offer the node, prepared or not ("cpu(kernel=...)@1,..."): the
   // tuning records' key, the same in sessions that tune and sessions that do not.
   std::string offered;

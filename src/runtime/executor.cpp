@@ -144,10 +144,9 @@ void Executor::run_step(std::size_t s) {
     if (ctx.internal_layout()) layout += std::string(">") + ctx.internal_layout();
     const int reorders = ctx.internal_reorders() + (node.op_type == "Transpose" && node.domain.empty() ? 1 : 0);
     std::string backend = cand.identity();
-    // The kernel that ran: a named kernel of the backend's own, or the code it handed the shape to.
+    // The kernel that ran, where the backend names its own.
     const std::string kernel_name = cand.kernel->profile().name;
     if (!kernel_name.empty()) backend += ":" + kernel_name;
-    else if (ctx.variant()) backend += std::string(":") + ctx.variant();
     profile_->steps.push_back({node.name, qualified_op(node), std::move(backend), std::move(layout), reorders,
                                std::move(shape), us_between(run_start_, t0), us_between(t0, t1)});
   }

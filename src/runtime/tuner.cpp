@@ -184,6 +184,10 @@ StepChoice Tuner::choose(std::size_t s, const std::vector<const Tensor*>& inputs
         }
         return {static_cast<int>(c), std::clamp(threads, 0, threads_)};
       }
+    // A record for sizes the plan did not prepare its winner for (other than the declared ones,
+    // without fixed_dims): the cost model picks among what was prepared.
+    logger().debug("{}the tuning record's {} is not prepared here or declines these shapes",
+                   node_label(graph_.nodes()[step.node_index]), backend);
   }
   if (!measuring_ || seconds_until(deadline_) <= 0) return untuned;
   return search_node(s, inputs, key, untuned);
@@ -327,7 +331,9 @@ StepChoice Tuner::search_node(std::size_t s, const std::vector<const Tensor*>& i
                  result.trials.size() + 1, space.size(), result.best_cost, untuned_us);
   std::vector<TunedNode::StrategyRun> strategies;
   if (settings_.compare_strategies) {
-    std::vector<search::Trial> measured = result.trials;
+    // Every measurement, resumed ones included; the untuned one last (each replay's start).
+    std::vector<search::Trial> measured(history.begin() + 1, history.end());
+    measured.insert(measured.end(), result.trials.begin(), result.trials.end());
     measured.push_back({untuned_point, untuned_us});
     strategies = replay_strategies(space, model, measured, s);
   }

@@ -26,15 +26,8 @@ std::optional<ConvConfig> ConvConfig::parse(const std::string& text) {
 const std::vector<ConvConfig>& all_conv_configs() {
   static const std::vector<ConvConfig> configs = [] {
     std::vector<ConvConfig> out;
-    for (int block : {64, 48, 32, 16}) {
-      ConvConfig c;
-      c.kernel = ConvConfig::Kernel::StreamAvx512;
-      c.block = block;
-      out.push_back(c);
-    }
-    ConvConfig w;
-    w.kernel = ConvConfig::Kernel::WinogradAvx2;
-    out.push_back(w);
+    // The direct kernel first: it runs every shape, so it is the default where nothing can be
+    // ranked (input shapes unknown at load).
     for (std::int64_t group_kb : {192, 96, 384})
       for (std::int64_t pixels : {96, 48, 192}) {
         ConvConfig c;
@@ -42,6 +35,15 @@ const std::vector<ConvConfig>& all_conv_configs() {
         c.pixels = pixels;
         out.push_back(c);
       }
+    ConvConfig w;
+    w.kernel = ConvConfig::Kernel::WinogradAvx2;
+    out.push_back(w);
+    for (int block : {64, 48, 32, 16}) {
+      ConvConfig c;
+      c.kernel = ConvConfig::Kernel::StreamAvx512;
+      c.block = block;
+      out.push_back(c);
+    }
     return out;
   }();
   return configs;

@@ -23,7 +23,8 @@ struct ConvConfig {
   static std::optional<ConvConfig> parse(const std::string& text);
 };
 
-// Every config the search may pick, the cost model's usual favourite of each kernel first.
+// Every config the search may pick: the direct kernel's default knobs first (it runs every
+// shape), then the rest of its knobs, Winograd, streaming.
 const std::vector<ConvConfig>& all_conv_configs();
 
 // "f32_conv_nhwc__avx2_6x16": what profiles and disabled_kernels call the kernel.

@@ -64,8 +64,9 @@ class CpuConvKernel : public Kernel {
     const Tensor& x = ctx.input(0);
     require_f32(ctx, x, "input");
     const StreamConvShape s = conv_geometry(ctx, x.shape(), ws_);
-    if (!config_runs(config_, s)) ctx.fail(ErrorCode::Unsupported, name_ + " does not run input " + shape_to_string(x.shape()));
     Tensor& y = ctx.allocate_output(0, DType::Float32, {s.n, s.oh, s.ow, s.oc});
+    if (y.numel() == 0) return;  // an empty batch or image: nothing to compute
+    if (!config_runs(config_, s)) ctx.fail(ErrorCode::Unsupported, name_ + " does not run input " + shape_to_string(x.shape()));
     if (residual_) copy_residual(ctx, 3, y);
     switch (config_.kernel) {
       case ConvConfig::Kernel::DirectAvx2:
@@ -84,7 +85,8 @@ class CpuConvKernel : public Kernel {
     if (inputs.empty() || !inputs[0] || inputs[0]->rank() != 4 || inputs[0]->shape()[3] != ws_[1]) return false;
     try {
       KernelContext ctx(node_, {});
-      return config_runs(config_, conv_geometry(ctx, inputs[0]->shape(), ws_));
+      const StreamConvShape s = conv_geometry(ctx, inputs[0]->shape(), ws_);
+      return s.n * s.oh * s.ow == 0 || config_runs(config_, s);
     } catch (const Error&) {
       return false;
     }

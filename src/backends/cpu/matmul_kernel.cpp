@@ -73,6 +73,7 @@ std::string matmul_unsupported(const Node& node, const Graph& graph) {
   if (!avx2_conv_runs(as_pointwise_conv(1, 1, 1))) return "wpk's product kernel needs AVX2 and FMA";
   const Tensor* b = constant_input(node, graph, 1);
   if (!b || b->dtype() != DType::Float32 || b->rank() != 2) return "wpk's product kernel needs a constant float32 matrix B";
+  if (b->numel() == 0) return "B is empty";
   for (ValueId v : node.inputs)
     if (v != kNoValue && graph.value(v).dtype != DType::Float32 && graph.value(v).dtype != DType::Undefined)
       return "inputs are not float32";
