@@ -5,6 +5,7 @@
 
 #include "core/cpu_features.hpp"
 #include "runtime/execution_plan.hpp"
+#include "runtime/workload.hpp"
 
 namespace wpk {
 namespace {
@@ -106,21 +107,15 @@ std::string op_signature(const Node& node, const Graph& graph, const std::vector
 }
 
 std::vector<std::optional<InputDesc>> declared_input_descs(const Node& node, const Graph& graph) {
+  const InputShapes shapes = *shapes_with_symbolic_dims_as(node, graph, 1);
   std::vector<std::optional<InputDesc>> out;
-  for (ValueId v : node.inputs) {
-    if (v == kNoValue || !graph.value(v).dims) {
+  for (std::size_t i = 0; i < shapes.size(); ++i) {
+    if (!shapes[i]) {
       out.push_back(std::nullopt);
       continue;
     }
-    const ValueInfo& info = graph.value(v);
-    InputDesc d{info.dtype, {}, graph.is_initializer(v)};
-    bool known = true;
-    for (const Dim& dim : *info.dims) {
-      if (dim.is_static()) d.shape.push_back(dim.value);
-      else if (!dim.symbol.empty()) d.shape.push_back(1);
-      else known = false;
-    }
-    out.push_back(known ? std::optional<InputDesc>(d) : std::nullopt);
+    const ValueId v = node.inputs[i];
+    out.push_back(InputDesc{graph.value(v).dtype, *shapes[i], graph.is_initializer(v)});
   }
   return out;
 }

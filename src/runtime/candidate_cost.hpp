@@ -12,20 +12,28 @@
 
 namespace wpk {
 
-// `calibration` (may be null) scales it by what this machine measured of the candidate.
+// "reference", or "onednn(algorithm=winograd)" with a config: how tuning records, trial logs,
+// calibration and profiles name a candidate.
+std::string candidate_identity(const Backend& backend, const std::string& config);
+
+// How `config` computes `shapes`: as its backend describes it, else as `prepared` (may be null)
+// says, else a generic kernel.
+KernelProfile candidate_profile(const Backend& backend, const std::string& config, const Node& node, const Graph& graph,
+                                const InputShapes& shapes, int threads, const Kernel* prepared = nullptr);
+
+// The cost model's seconds for a candidate computing as `profile`; `calibration` (may be null)
+// scales it by what this machine measured of the candidate `identity`.
+double predicted_seconds(const KernelProfile& profile, const std::string& identity, const Node& node,
+                         const InputShapes& shapes, int threads, const CostCalibration* calibration = nullptr);
+
+// The two together.
 double predicted_seconds(const Backend& backend, const std::string& config, const Node& node, const Graph& graph,
                          const InputShapes& shapes, int threads, const Kernel* prepared = nullptr,
                          const CostCalibration* calibration = nullptr);
 
-// True when the backend describes `config` as packing weights per input shape
-// (KernelProfile::shape_specific_weights).
-bool shape_specific_weights(const Backend& backend, const std::string& config, const Node& node, const Graph& graph,
-                            const InputShapes& shapes, int threads);
-
-// Input shapes for ranking at a batch guess: the declared ones with every symbolic dim as `size`
-// (the plan ranks at 1, the size sessions most often run, and at kLargeBatch when a dim is
-// symbolic). nullopt when no input has a symbolic dim and `size` is not 1.
-std::optional<InputShapes> shapes_with_symbolic_dims_as(const Node& node, const Graph& graph, std::int64_t size);
+// The plan ranks a node's candidates at the declared shapes with symbolic dims as 1 (the size
+// sessions most often run) and, when a dim is symbolic, as this (workload.hpp's
+// shapes_with_symbolic_dims_as).
 constexpr std::int64_t kLargeBatch = 8;
 
 }  // namespace wpk

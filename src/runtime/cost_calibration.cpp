@@ -4,18 +4,11 @@
 #include <cmath>
 #include <vector>
 
+#include "runtime/measurement.hpp"
 #include "runtime/trial_log.hpp"
 #include "runtime/tuning_db.hpp"
 
 namespace wpk {
-namespace {
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
-}
-
-}  // namespace
 
 CostCalibration CostCalibration::from(const TuningDb* db) {
   CostCalibration c;

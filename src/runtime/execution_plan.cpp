@@ -6,6 +6,7 @@
 
 #include "runtime/candidate_cost.hpp"
 #include "runtime/logging.hpp"
+#include "runtime/workload.hpp"
 #include "wpk/session.hpp"
 
 namespace wpk {
@@ -108,26 +109,30 @@ namespace {
 // See prepare_steps: how much faster at kLargeBatch a second candidate must be predicted.
 constexpr double kSecondChoiceGain = 1.25;
 
+// One (backend, config) a node is offered, described once at the declared shapes and, with
+// symbolic dims, at kLargeBatch (a description may cost a library query: oneDNN's Winograd
+// scratchpad).
 struct Option {
   const Backend* backend;
   std::string config;
-  std::size_t order;  // registration, then config order: breaks the cost model's ties
-  double seconds = 0;
+  std::string identity;
+  KernelProfile at_declared;
+  std::optional<KernelProfile> at_large;
+  double seconds = 0;  // predicted at the declared shapes
 };
 
-std::string identity(const Option& o) { return o.config.empty() ? o.backend->name() : o.backend->name() + "(" + o.config + ")"; }
-
-// The option the cost model ranks first at `shapes` among those whose packed weights serve every
-// input shape (a second packing per shape beside a kept loaded copy is no way to serve sizes
-// the session does not know).
-std::size_t cheapest_for_any_shape(const std::vector<Option>& options, const Node& node, const Graph& graph,
-                                   const InputShapes& shapes, int threads, const CostCalibration* calibration) {
-  std::size_t best = 0;
-  double best_seconds = -1;
+// The option the cost model ranks first at the large batch among those whose packed weights serve
+// every input shape (a second packing per shape beside a kept loaded copy is no way to serve
+// sizes the session does not know); nullopt when none does.
+std::optional<std::size_t> cheapest_for_any_shape(const std::vector<Option>& options, const Node& node,
+                                                  const InputShapes& large, int threads,
+                                                  const CostCalibration* calibration) {
+  std::optional<std::size_t> best;
+  double best_seconds = 0;
   for (std::size_t i = 0; i < options.size(); ++i) {
-    if (shape_specific_weights(*options[i].backend, options[i].config, node, graph, shapes, threads)) continue;
-    const double t = predicted_seconds(*options[i].backend, options[i].config, node, graph, shapes, threads, nullptr, calibration);
-    if (best_seconds < 0 || t < best_seconds) {
+    if (options[i].at_large->shape_specific_weights) continue;
+    const double t = predicted_seconds(*options[i].at_large, options[i].identity, node, large, threads, calibration);
+    if (!best || t < best_seconds) {
       best = i;
       best_seconds = t;
     }
@@ -154,6 +159,8 @@ void ExecutionPlan::prepare_steps(const Graph& graph, const std::vector<const Ba
     PlanStep step{i, {}, "", {}, node_layout(n)};
     std::string why;
     std::vector<Option> options_offered;
+    const InputShapes declared = *shapes_with_symbolic_dims_as(n, graph, 1);
+    const std::optional<InputShapes> large = shapes_with_symbolic_dims_as(n, graph, kLargeBatch);
     for (const Backend* b : backends) {
       if (listed(disabled, b->name())) {
         if (why.empty()) why = "every backend that could run it is disabled (disabled_kernels)";
@@ -166,28 +173,26 @@ void ExecutionPlan::prepare_steps(const Graph& graph, const std::vector<const Ba
       }
       std::vector<std::string> configs = b->configs(n, graph);
       if (configs.empty()) configs = {""};
-      const InputShapes declared_here = *shapes_with_symbolic_dims_as(n, graph, 1);
       for (const std::string& c : configs) {
+        Option o{b, c, candidate_identity(*b, c), candidate_profile(*b, c, n, graph, declared, options.threads), {}};
         // A disabled kernel its backend names before preparing is neither offered nor packed
         // (the others are dropped once prepared, below).
-        if (const auto k = b->describe(n, graph, c, declared_here, options.threads))
-          if (!k->name.empty() && listed(disabled, b->name() + ":" + k->name)) {
-            why = b->name() + ":" + k->name + " is disabled";
-            continue;
-          }
-        options_offered.push_back({b, c, options_offered.size()});
-        step.offered += identity(options_offered.back()) + "@" + b->version() + ",";
+        if (!o.at_declared.name.empty() && listed(disabled, b->name() + ":" + o.at_declared.name)) {
+          why = b->name() + ":" + o.at_declared.name + " is disabled";
+          continue;
+        }
+        o.seconds = predicted_seconds(o.at_declared, o.identity, n, declared, options.threads, options.calibration);
+        if (large) o.at_large = candidate_profile(*b, c, n, graph, *large, options.threads);
+        step.offered += o.identity + "@" + b->version() + ",";
+        options_offered.push_back(std::move(o));
       }
     }
     // Ranked at the declared shapes; a stable sort keeps registration order among equals.
-    const InputShapes declared = *shapes_with_symbolic_dims_as(n, graph, 1);
-    for (Option& o : options_offered)
-      o.seconds = predicted_seconds(*o.backend, o.config, n, graph, declared, options.threads, nullptr, options.calibration);
     std::stable_sort(options_offered.begin(), options_offered.end(),
                      [](const Option& a, const Option& b) { return a.seconds < b.seconds; });
     if (options_offered.size() > 1 && logger().should_log(spdlog::level::trace)) {
       std::string ranked;
-      for (const Option& o : options_offered) ranked += fmt::format("{}{} {:.3g}", ranked.empty() ? "" : ", ", identity(o), o.seconds);
+      for (const Option& o : options_offered) ranked += fmt::format("{}{} {:.3g}", ranked.empty() ? "" : ", ", o.identity, o.seconds);
       logger().trace("{}ranked {}", node_label(n), ranked);
     }
     // The choice at the declared shapes: what a tuning record names, else the cost model's best;
@@ -195,7 +200,7 @@ void ExecutionPlan::prepare_steps(const Graph& graph, const std::vector<const Ba
     if (options.recorded_choice && !options_offered.empty()) {
       const std::string recorded = options.recorded_choice(n, step.offered);
       const auto it = std::find_if(options_offered.begin(), options_offered.end(),
-                                   [&](const Option& o) { return identity(o) == recorded; });
+                                   [&](const Option& o) { return o.identity == recorded; });
       if (it != options_offered.end()) std::rotate(options_offered.begin(), it, it + 1);
     }
     std::vector<bool> wanted(options_offered.size(), options.every_config);
@@ -203,15 +208,15 @@ void ExecutionPlan::prepare_steps(const Graph& graph, const std::vector<const Ba
       wanted[0] = true;
       // A second packing of the weights is worth its memory only where the first choice is
       // predicted well behind at a large batch.
-      if (const auto large = shapes_with_symbolic_dims_as(n, graph, kLargeBatch)) {
-        const std::size_t best =
-            cheapest_for_any_shape(options_offered, n, graph, *large, options.threads, options.calibration);
-        const auto at_large = [&](const Option& o) {
-          return predicted_seconds(*o.backend, o.config, n, graph, *large, options.threads, nullptr, options.calibration);
-        };
-        if (at_large(options_offered[0]) > kSecondChoiceGain * at_large(options_offered[best])) wanted[best] = true;
-      }
+      if (large)
+        if (const auto best = cheapest_for_any_shape(options_offered, n, *large, options.threads, options.calibration)) {
+          const auto at_large = [&](const Option& o) {
+            return predicted_seconds(*o.at_large, o.identity, n, *large, options.threads, options.calibration);
+          };
+          if (at_large(options_offered[0]) > kSecondChoiceGain * at_large(options_offered[*best])) wanted[*best] = true;
+        }
     }
+    bool packs_weights = false;  // a prepared candidate packs per shape, beside the loaded copy
     const auto prepare = [&](const Option& o) {
       try {
         std::unique_ptr<Kernel> kernel = o.backend->prepare(n, graph, o.config);
@@ -221,10 +226,11 @@ void ExecutionPlan::prepare_steps(const Graph& graph, const std::vector<const Ba
           return;
         }
         step.candidates.push_back({o.backend, std::move(kernel), o.config});
+        packs_weights = packs_weights || o.at_declared.shape_specific_weights;
       } catch (const Error& e) {
         // A backend that accepted the node but cannot prepare it is skipped, not fatal, when
         // another candidate can run the node.
-        logger().debug("{}backend {} failed to prepare: {}", node_label(n), identity(o), e.what());
+        logger().debug("{}backend {} failed to prepare: {}", node_label(n), o.identity, e.what());
         const std::string msg = e.what(), label = node_label(n);
         why = msg.rfind(label, 0) == 0 ? msg.substr(label.size()) : msg;
       }
@@ -234,11 +240,8 @@ void ExecutionPlan::prepare_steps(const Graph& graph, const std::vector<const Ba
     // Unless a wanted candidate packs the node's weights (any other would pack another copy),
     // the best of every other backend too: the tuner picks per shape, and one of them runs the
     // shapes a kernel declines (Kernel::runs).
-    bool packs_weights = false;
-    for (const Candidate& c : step.candidates) {
+    for (const Candidate& c : step.candidates)
       for (std::size_t in = 0; in < n.inputs.size(); ++in) packs_weights = packs_weights || c.kernel->owns_input(in);
-      packs_weights = packs_weights || shape_specific_weights(*c.backend, c.config, n, graph, declared, options.threads);
-    }
     if (!packs_weights) {
       for (std::size_t o = 0; o < options_offered.size(); ++o) {
         if (wanted[o]) continue;

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "backends/kernel.hpp"
-#include "runtime/cost_calibration.hpp"
+#include "runtime/candidate_cost.hpp"
 
 namespace wpk {
 
@@ -19,7 +19,7 @@ struct Candidate {
   std::string config;  // one of backend->configs(); "" when it offers none
   // "reference", or "onednn(algorithm=winograd)" with a config: how tuning records and profiles
   // name it.
-  std::string identity() const { return config.empty() ? backend->name() : backend->name() + "(" + config + ")"; }
+  std::string identity() const { return candidate_identity(*backend, config); }
 };
 
 // How the plan prepares candidates (see ExecutionPlan).

@@ -17,12 +17,12 @@ namespace {
 constexpr int kTimedReps = 5;
 constexpr double kRepBudgetUs = 50000;  // a slow candidate stops repeating after this much time
 
+}  // namespace
+
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
 }
-
-}  // namespace
 
 double time_once(const Kernel& kernel, const Node& node, const std::vector<const Tensor*>& inputs, int threads,
                  std::vector<Tensor>& out) {

@@ -21,6 +21,9 @@ double time_once(const Kernel& kernel, const Node& node, const std::vector<const
 double time_config(const Kernel& kernel, const Node& node, const std::vector<const Tensor*>& inputs, int threads,
                    std::vector<Tensor>& out);
 
+// The median of a non-empty list (of times, of ratios).
+double median(std::vector<double> v);
+
 // True when `got` matches `want` closely enough to stand in for it: same dtype and shape;
 // floats within 1e-3 relative plus 1e-4 of the largest |want| (summation order differs between
 // backends); NaN where `want` has NaN; other types exactly.

@@ -36,8 +36,8 @@ class StepCostModel : public search::CostModel {
   double logged(const search::Space& space, const search::Point& p) const {
     const Candidate& c = step_.candidates[static_cast<std::size_t>(space.value(p, 0))];
     const int threads = static_cast<int>(space.value(p, 1));
-    if (!c.backend->describe(node_, graph_, c.config, shapes_, threads)) return 0;
-    return predicted_seconds(*c.backend, c.config, node_, graph_, shapes_, threads);
+    const std::optional<KernelProfile> k = c.backend->describe(node_, graph_, c.config, shapes_, threads);
+    return k ? predicted_seconds(*k, c.identity(), node_, shapes_, threads) : 0.0;
   }
 
  private:
@@ -94,20 +94,15 @@ std::string tuning_key(const std::string& signature, int threads, const std::str
 
 std::string Tuner::key_for(const PlanStep& step, const Node& node, const std::vector<const Tensor*>& inputs) const {
   // A constant the kernels own packed copies of comes as no tensor: described as declared.
+  const InputShapes shapes = run_input_shapes(node, graph_, inputs);
   std::vector<std::optional<InputDesc>> descs;
   for (std::size_t i = 0; i < node.inputs.size(); ++i) {
     const ValueId v = node.inputs[i];
     const bool constant = v != kNoValue && (graph_.is_initializer(v) || plan_.is_released(v));
     const Tensor* t = i < inputs.size() ? inputs[i] : nullptr;
-    if (t) {
-      descs.push_back(InputDesc{t->dtype(), t->shape(), constant});
-    } else if (constant && graph_.value(v).dims) {
-      Shape shape;
-      for (const Dim& d : *graph_.value(v).dims) shape.push_back(d.value);
-      descs.push_back(InputDesc{graph_.value(v).dtype, shape, true});
-    } else {
-      descs.push_back(std::nullopt);
-    }
+    if (t) descs.push_back(InputDesc{t->dtype(), t->shape(), constant});
+    else if (constant && shapes[i]) descs.push_back(InputDesc{graph_.value(v).dtype, *shapes[i], true});
+    else descs.push_back(std::nullopt);
   }
   return tuning_key(op_signature(node, graph_, descs), threads_, step.offered);
 }

@@ -11,27 +11,47 @@ double elements(const Shape& s) {
   return n;
 }
 
-// A constant's shape (kept in the graph's value info when kernels own its packed copies).
-std::optional<Shape> declared_shape(const Graph& graph, ValueId v) {
-  if (v == kNoValue) return std::nullopt;
-  const ValueInfo& info = graph.value(v);
-  if (!info.dims) return std::nullopt;
-  Shape s;
-  for (const Dim& d : *info.dims) {
-    if (!d.is_static()) return std::nullopt;
-    s.push_back(d.value);
-  }
-  return s;
-}
-
 }  // namespace
 
-InputShapes run_input_shapes(const Node& node, const Graph& graph, const std::vector<const Tensor*>& inputs) {
+std::optional<InputShapes> shapes_with_symbolic_dims_as(const Node& node, const Graph& graph, std::int64_t size) {
   InputShapes out;
-  for (std::size_t i = 0; i < node.inputs.size(); ++i) {
-    if (i < inputs.size() && inputs[i]) out.push_back(inputs[i]->shape());
-    else out.push_back(declared_shape(graph, node.inputs[i]));
+  bool symbolic = false;
+  for (ValueId v : node.inputs) {
+    if (v == kNoValue) {
+      out.push_back(std::nullopt);
+      continue;
+    }
+    if (const Tensor* t = graph.initializer(v)) {
+      out.push_back(t->shape());
+      continue;
+    }
+    const ValueInfo& info = graph.value(v);
+    if (!info.dims) {
+      out.push_back(std::nullopt);
+      continue;
+    }
+    Shape s;
+    bool known = true;
+    for (const Dim& d : *info.dims) {
+      if (d.is_static()) {
+        s.push_back(d.value);
+      } else if (!d.symbol.empty()) {
+        s.push_back(size);
+        symbolic = true;
+      } else {
+        known = false;
+      }
+    }
+    out.push_back(known ? std::optional<Shape>(s) : std::nullopt);
   }
+  if (!symbolic && size != 1) return std::nullopt;
+  return out;
+}
+
+InputShapes run_input_shapes(const Node& node, const Graph& graph, const std::vector<const Tensor*>& inputs) {
+  InputShapes out = *shapes_with_symbolic_dims_as(node, graph, 1);
+  for (std::size_t i = 0; i < out.size() && i < inputs.size(); ++i)
+    if (inputs[i]) out[i] = inputs[i]->shape();
   return out;
 }
 

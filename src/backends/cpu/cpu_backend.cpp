@@ -53,7 +53,7 @@ std::vector<std::string> CpuBackend::kernel_names() const {
                                      "f32_row_broadcast"};
   for (auto k : {ConvConfig::Kernel::DirectAvx2, ConvConfig::Kernel::WinogradAvx2, ConvConfig::Kernel::StreamAvx512})
     names.push_back(conv_kernel_name(k));
-  names.push_back("f32_matmul__avx2_6x16");
+  names.push_back(kMatMulKernelName);
   return names;
 }
 

@@ -39,6 +39,7 @@ std::optional<KernelProfile> describe_conv(const Node& node, const std::string& 
 
 std::string matmul_unsupported(const Node& node, const Graph& graph);  // matmul_kernel.cpp
 std::vector<std::string> matmul_configs();
+constexpr const char* kMatMulKernelName = "f32_matmul__avx2_6x16";
 std::unique_ptr<Kernel> make_matmul(const Node& node, const Graph& graph, const std::string& config);
 std::optional<KernelProfile> describe_matmul(const Node& node, const std::string& config, const InputShapes& shapes,
                                              int threads);

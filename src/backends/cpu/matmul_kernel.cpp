@@ -52,7 +52,7 @@ class CpuMatMulKernel : public Kernel {
 
   KernelProfile profile() const override {
     KernelProfile p;
-    p.name = "f32_matmul__avx2_6x16";
+    p.name = kMatMulKernelName;
     p.vector_bits = 256;
     return p;
   }
@@ -119,7 +119,7 @@ std::optional<KernelProfile> describe_matmul(const Node& node, const std::string
   std::int64_t rows = 1;
   for (std::size_t i = 0; i + 1 < shapes[0]->size(); ++i) rows *= (*shapes[0])[i];
   KernelProfile p = describe_conv(*config, as_pointwise_conv(rows, transposed ? b[1] : b[0], transposed ? b[0] : b[1]), threads);
-  p.name = "f32_matmul__avx2_6x16";
+  p.name = kMatMulKernelName;
   return p;
 }
 
