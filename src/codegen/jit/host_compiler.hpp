@@ -1,0 +1,43 @@
+#pragma once
+// The host C++ compiler that turns generated source into shared objects. Which one: the command
+// in WPK_CXX (words separated by spaces, e.g. "ccache g++-12"), else the compiler wpk was built
+// with. Compiles run as child processes, several at once, each with a time limit, so a compiler
+// that hangs or dies costs its kernels and nothing else.
+#include <string>
+#include <vector>
+
+namespace wpk::codegen {
+
+struct HostCompiler {
+  std::vector<std::string> command;  // argv[0] and any leading words
+  std::string identity;              // the first line `command --version` prints; "" when it would not run
+  std::string why_unusable;          // set when identity is ""
+  bool usable() const { return !identity.empty(); }
+  std::string describe() const;      // the command as one string
+};
+
+// WPK_CXX when set (and not empty), else the build's compiler. Probed once per distinct command
+// in a process (running `--version` takes milliseconds).
+HostCompiler find_host_compiler();
+HostCompiler probe_host_compiler(const std::string& command_line);
+
+// Flags every kernel is compiled with, before the kernel's own ISA flags.
+const std::vector<std::string>& base_compile_flags();
+
+struct CompileJob {
+  std::string source_path;          // a C++ file
+  std::string output_path;          // the shared object to write
+  std::vector<std::string> flags;   // ISA and the like, after base_compile_flags()
+};
+
+struct CompileOutcome {
+  bool ok = false;
+  std::string log;                  // the compiler's output (its last 4 KB), or why it did not run
+};
+
+// Runs the jobs, at most `parallel` compilers at a time; each is killed after `timeout_seconds`.
+// Returns one outcome per job, in order. Never throws for a compiler's failure.
+std::vector<CompileOutcome> compile_shared_objects(const HostCompiler& compiler, const std::vector<CompileJob>& jobs,
+                                                   int parallel, int timeout_seconds);
+
+}  // namespace wpk::codegen

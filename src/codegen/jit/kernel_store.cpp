@@ -1,0 +1,373 @@
+#include "codegen/jit/kernel_store.hpp"
+
+#include <dlfcn.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cctype>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <sstream>
+#include <system_error>
+
+#include "codegen/jit/sha256.hpp"
+
+namespace wpk::codegen {
+namespace fs = std::filesystem;
+
+namespace {
+
+std::atomic<std::uint64_t> g_compiled{0}, g_loaded{0}, g_rebuilt{0};
+
+const char kMetaMagic[] = "wpk-kernel";
+
+bool ends_with(const std::string& s, const std::string& tail) {
+  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+
+// Letters, digits and '_' only, at most 80 of them: a kernel name as part of a file name.
+std::string file_safe(const std::string& name) {
+  std::string out;
+  for (char c : name.substr(0, 80))
+    out += (std::isalnum(static_cast<unsigned char>(c)) || c == '_') ? c : '_';
+  return out.empty() ? "kernel" : out;
+}
+
+std::string join(const std::vector<std::string>& words) {
+  std::string s;
+  for (const std::string& w : words) s += (s.empty() ? "" : " ") + w;
+  return s;
+}
+
+// One line values: a newline in a compiler's identity would split the meta's fields.
+std::string one_line(std::string s) {
+  std::replace(s.begin(), s.end(), '\n', ' ');
+  std::replace(s.begin(), s.end(), '\r', ' ');
+  return s;
+}
+
+struct Meta {
+  std::map<std::string, std::string> fields;
+  bool well_formed = false;
+};
+
+std::string meta_body(const std::vector<std::pair<std::string, std::string>>& fields) {
+  std::string body = std::string(kMetaMagic) + " " + std::to_string(kKernelStoreFormat) + "\n";
+  for (const auto& f : fields) body += f.first + " " + one_line(f.second) + "\n";
+  return body;
+}
+
+// The meta's fields when its first line, its field lines and its closing checksum line hold.
+Meta read_meta(const std::string& path) {
+  Meta meta;
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return meta;
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (text.size() > 64 * 1024) return meta;
+  const std::size_t check = text.rfind("check ");
+  if (check == std::string::npos || (check > 0 && text[check - 1] != '\n')) return meta;
+  std::string digest = text.substr(check + 6);
+  if (!digest.empty() && digest.back() == '\n') digest.pop_back();
+  if (digest != sha256_hex(text.substr(0, check))) return meta;
+  std::istringstream lines(text.substr(0, check));
+  std::string line;
+  if (!std::getline(lines, line) || line != std::string(kMetaMagic) + " " + std::to_string(kKernelStoreFormat))
+    return meta;
+  while (std::getline(lines, line)) {
+    const std::size_t space = line.find(' ');
+    if (space == std::string::npos) return meta;
+    meta.fields[line.substr(0, space)] = line.substr(space + 1);
+  }
+  meta.well_formed = true;
+  return meta;
+}
+
+std::string field(const Meta& m, const std::string& name) {
+  const auto it = m.fields.find(name);
+  return it == m.fields.end() ? "" : it->second;
+}
+
+// The library the meta names (in the meta's folder), when its size and checksum match.
+std::string verified_library(const Meta& m, const fs::path& folder) {
+  const std::string file = field(m, "library");
+  if (!m.well_formed || file.empty() || file.find('/') != std::string::npos) return "";
+  const fs::path lib = folder / file;
+  std::error_code ec;
+  const std::uintmax_t bytes = fs::file_size(lib, ec);
+  if (ec || std::to_string(bytes) != field(m, "bytes")) return "";
+  if (sha256_file(lib.string()) != field(m, "sha256")) return "";
+  return lib.string();
+}
+
+bool write_atomically(const fs::path& path, const std::string& text) {
+  const fs::path tmp = path.string() + ".tmp." + std::to_string(getpid()) + "." + std::to_string(std::rand());
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out << text;
+    out.flush();
+    if (!out) {
+      std::error_code ec;
+      fs::remove(tmp, ec);
+      return false;
+    }
+  }
+  std::error_code ec;
+  fs::rename(tmp, path, ec);
+  if (ec) fs::remove(tmp, ec);
+  return !ec;
+}
+
+std::string make_private_folder() {
+  const char* base = std::getenv("TMPDIR");
+  std::string pattern = std::string(base && *base ? base : "/tmp") + "/wpk-kernels-XXXXXX";
+  std::vector<char> buf(pattern.begin(), pattern.end());
+  buf.push_back('\0');
+  return mkdtemp(buf.data()) ? std::string(buf.data()) : "";
+}
+
+// Loaded libraries by path, so sessions of one process share one dlopen (and one checksum pass).
+std::mutex g_loaded_mutex;
+std::map<std::string, std::weak_ptr<LoadedKernel>> g_loaded_kernels;
+
+std::shared_ptr<LoadedKernel> load(const std::string& path, const std::string& symbol, bool compiled, std::string& why) {
+  // The file's identity, not its name: a rebuilt entry may reuse the name of a damaged one.
+  struct stat st {};
+  if (stat(path.c_str(), &st) != 0) {
+    why = "cannot load '" + path + "': it is gone";
+    return nullptr;
+  }
+  const std::string id = path + "#" + symbol + "#" + std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino);
+  std::lock_guard<std::mutex> lock(g_loaded_mutex);
+  if (auto known = g_loaded_kernels[id].lock()) return known;
+  // RTLD_NODELETE: a kernel's library (and the OpenMP runtime it may bring in) stays mapped after
+  // its last user: OpenMP's idle worker threads must not outlive the code they were made for.
+  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
+  if (!handle) {
+    const char* e = dlerror();
+    why = "cannot load '" + path + "': " + (e ? e : "dlopen failed");
+    return nullptr;
+  }
+  void* entry = dlsym(handle, symbol.c_str());
+  if (!entry) {
+    dlclose(handle);
+    why = "'" + path + "' has no entry point '" + symbol + "'";
+    return nullptr;
+  }
+  auto k = std::make_shared<LoadedKernel>();
+  k->library = std::shared_ptr<void>(handle, [](void* h) { dlclose(h); });
+  k->entry = entry;
+  k->path = path;
+  k->compiled = compiled;
+  g_loaded_kernels[id] = k;
+  return k;
+}
+
+}  // namespace
+
+KernelStoreCounters kernel_store_counters() { return {g_compiled.load(), g_loaded.load(), g_rebuilt.load()}; }
+
+KernelStore::KernelStore(std::string dir, HostCompiler compiler) : dir_(std::move(dir)), compiler_(std::move(compiler)) {
+  if (!dir_.empty()) {
+    std::error_code ec;
+    fs::create_directories(dir_, ec);
+    const std::string probe = dir_ + "/.write-test." + std::to_string(getpid());
+    std::ofstream test(probe);
+    persistent_ = !ec && static_cast<bool>(test);
+    test.close();
+    fs::remove(probe, ec);
+    if (!persistent_) why_not_persistent_ = "cannot write to kernel folder '" + dir_ + "'";
+  } else {
+    why_not_persistent_ = "no kernel folder";
+  }
+  if (!persistent_) dir_ = make_private_folder();
+}
+
+KernelStore::~KernelStore() {
+  // A private folder's libraries are mapped by the kernels still loaded: removing the files
+  // leaves the mappings, as unlinking an open file does.
+  if (!persistent_ && !dir_.empty()) {
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+}
+
+std::string KernelStore::key_of(const KernelSource& s) const {
+  Sha256 h;
+  for (const std::string& part : {std::string(kMetaMagic), std::to_string(kKernelStoreFormat),
+                                  join(base_compile_flags()), join(s.flags), s.target, s.symbol, s.source}) {
+    h.update(std::to_string(part.size()) + ":");
+    h.update(part);
+  }
+  return h.hex();
+}
+
+std::vector<Obtained> KernelStore::obtain(const std::vector<KernelSource>& sources, int parallel) {
+  std::vector<Obtained> out(sources.size());
+  if (dir_.empty()) {
+    for (Obtained& o : out) o.why = "no folder to compile kernels into";
+    return out;
+  }
+  const fs::path folder(dir_);
+  struct Pending {
+    std::size_t index;
+    std::string stem, key, temp_library;
+  };
+  std::vector<Pending> pending;
+  for (std::size_t i = 0; i < sources.size(); ++i) {
+    const KernelSource& s = sources[i];
+    const std::string key = key_of(s);
+    const std::string stem = file_safe(s.name) + "-" + key.substr(0, 24);
+    const fs::path meta_path = folder / (stem + ".meta");
+    std::error_code ec;
+    if (fs::exists(meta_path, ec)) {
+      const Meta meta = read_meta(meta_path.string());
+      const std::string lib = field(meta, "key") == key ? verified_library(meta, folder) : "";
+      // Another compiler's build is replaced when this one runs; without a compiler it serves.
+      const bool other_compiler = compiler_.usable() && field(meta, "compiler") != compiler_.identity;
+      if (!lib.empty() && !other_compiler) {
+        out[i].kernel = load(lib, s.symbol, false, out[i].why);
+        if (out[i].kernel) {
+          ++g_loaded;
+          continue;
+        }
+      }
+      ++g_rebuilt;  // damaged, foreign or unloadable: compiled again and replaced
+    }
+    pending.push_back({i, stem, key, ""});
+  }
+  if (pending.empty()) return out;
+  if (!compiler_.usable()) {
+    for (const Pending& p : pending) out[p.index].why = "not compiled: " + compiler_.why_unusable;
+    return out;
+  }
+  const std::string work = make_private_folder();
+  if (work.empty()) {
+    for (const Pending& p : pending) out[p.index].why = "cannot create a temporary folder to compile in";
+    return out;
+  }
+  std::vector<CompileJob> jobs;
+  for (Pending& p : pending) {
+    const KernelSource& s = sources[p.index];
+    // A fixed source name in a private folder: the object's bytes do not depend on a random path.
+    const std::string src = work + "/" + p.stem + ".cpp";
+    std::ofstream(src, std::ios::binary) << s.source;
+    p.temp_library = (folder / (p.stem + ".so.tmp." + std::to_string(getpid()) + "." + std::to_string(std::rand()))).string();
+    jobs.push_back({src, p.temp_library, s.flags});
+  }
+  const std::vector<CompileOutcome> outcomes = compile_shared_objects(compiler_, jobs, parallel, 300);
+  for (std::size_t j = 0; j < pending.size(); ++j) {
+    const Pending& p = pending[j];
+    const KernelSource& s = sources[p.index];
+    std::error_code ec;
+    if (!outcomes[j].ok) {
+      fs::remove(p.temp_library, ec);
+      out[p.index].why = "'" + s.name + "' did not compile: " + outcomes[j].log;
+      continue;
+    }
+    ++g_compiled;
+    const std::string sum = sha256_file(p.temp_library);
+    const std::uintmax_t bytes = fs::file_size(p.temp_library, ec);
+    const std::string lib_name = p.stem + "-" + sum.substr(0, 16) + ".so";
+    fs::rename(p.temp_library, folder / lib_name, ec);
+    if (sum.empty() || ec) {
+      fs::remove(p.temp_library, ec);
+      out[p.index].why = "cannot store '" + s.name + "' in '" + dir_ + "'";
+      continue;
+    }
+    const std::string body = meta_body({{"name", s.name},
+                                        {"symbol", s.symbol},
+                                        {"key", p.key},
+                                        {"library", lib_name},
+                                        {"bytes", std::to_string(bytes)},
+                                        {"sha256", sum},
+                                        {"target", s.target},
+                                        {"compiler", compiler_.identity},
+                                        {"flags", join(s.flags)}});
+    // Loaded before the meta names it: a prune meanwhile (which removes unnamed objects) cannot
+    // take it from under this process. A meta that cannot be written costs the next process a
+    // compile, not this one its kernel.
+    out[p.index].kernel = load((folder / lib_name).string(), s.symbol, true, out[p.index].why);
+    write_atomically(folder / (p.stem + ".meta"), body + "check " + sha256_hex(body) + "\n");
+  }
+  std::error_code ec;
+  fs::remove_all(work, ec);
+  return out;
+}
+
+KernelFolderInfo inspect_kernel_folder(const std::string& dir, const std::string& current_compiler) {
+  KernelFolderInfo info;
+  std::error_code ec;
+  if (dir.empty() || !fs::is_directory(dir, ec)) return info;
+  std::vector<std::string> libraries;
+  std::vector<std::string> named;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.find(".tmp.") != std::string::npos) {
+      info.leftovers.push_back(it->path().string());
+    } else if (ends_with(name, ".so")) {
+      libraries.push_back(it->path().string());
+    } else if (ends_with(name, ".meta")) {
+      const Meta meta = read_meta(it->path().string());
+      StoredKernel k;
+      k.meta_path = it->path().string();
+      k.name = meta.well_formed ? field(meta, "name") : name;
+      k.target = field(meta, "target");
+      k.compiler = field(meta, "compiler");
+      k.library_path = verified_library(meta, dir);
+      k.intact = !k.library_path.empty();
+      if (k.intact) {
+        k.bytes = fs::file_size(k.library_path, ec);
+        named.push_back(k.library_path);
+      } else if (meta.well_formed && !field(meta, "library").empty()) {
+        named.push_back((fs::path(dir) / field(meta, "library")).string());  // damaged, not orphaned
+      }
+      k.current = k.intact && k.compiler == current_compiler;
+      info.kernels.push_back(k);
+    }
+  }
+  for (const std::string& lib : libraries)
+    if (std::find(named.begin(), named.end(), lib) == named.end()) info.orphans.push_back(lib);
+  std::sort(info.kernels.begin(), info.kernels.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
+  std::sort(info.orphans.begin(), info.orphans.end());
+  std::sort(info.leftovers.begin(), info.leftovers.end());
+  return info;
+}
+
+namespace {
+void remove_into(const std::string& path, std::vector<std::string>& removed) {
+  std::error_code ec;
+  if (!path.empty() && fs::remove(path, ec)) removed.push_back(path);
+}
+}  // namespace
+
+std::vector<std::string> clear_kernel_folder(const std::string& dir) {
+  std::vector<std::string> removed;
+  const KernelFolderInfo info = inspect_kernel_folder(dir, "");
+  for (const StoredKernel& k : info.kernels) {
+    remove_into(k.meta_path, removed);
+    remove_into(k.library_path, removed);
+  }
+  for (const std::string& p : info.orphans) remove_into(p, removed);
+  for (const std::string& p : info.leftovers) remove_into(p, removed);
+  // Libraries of damaged entries are orphans now.
+  for (const std::string& p : inspect_kernel_folder(dir, "").orphans) remove_into(p, removed);
+  return removed;
+}
+
+std::vector<std::string> prune_kernel_folder(const std::string& dir, const std::string& current_compiler) {
+  std::vector<std::string> removed;
+  for (const StoredKernel& k : inspect_kernel_folder(dir, current_compiler).kernels) {
+    if (k.current) continue;
+    remove_into(k.meta_path, removed);
+    remove_into(k.library_path, removed);
+  }
+  for (const std::string& p : inspect_kernel_folder(dir, current_compiler).orphans) remove_into(p, removed);
+  return removed;
+}
+
+}  // namespace wpk::codegen

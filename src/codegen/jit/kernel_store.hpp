@@ -1,0 +1,101 @@
+#pragma once
+// The compiled-kernel store: generated C++ compiled once per machine and kept in the cache
+// folder (`<cache>/kernels/`), content-addressed by what the binary computes: the source, the
+// flags, the target and the store's format. The entry records the compiler's identity (its
+// `--version`): when the compiler at hand has another, the entry is compiled again; when no
+// compiler runs, the entry serves as it is (a warm load needs no compiler). Each entry is a
+// shared object named by its own checksum plus a small text file (`.meta`) that names it and
+// carries its size and SHA-256; a missing, truncated, corrupt or foreign entry is compiled again
+// and replaced, never loaded. Writes go to temporaries and are renamed into place, the object
+// before the meta that names it, so a reader sees a whole entry or none, and two processes
+// filling one store at once leave it consistent.
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "codegen/jit/host_compiler.hpp"
+
+namespace wpk::codegen {
+
+constexpr int kKernelStoreFormat = 1;
+
+struct KernelSource {
+  std::string name;    // the kernel's stable name, e.g. "f32_relu__avx512_v4": files and logs show it
+  std::string symbol;  // its extern "C" entry point
+  std::string source;  // C++ text
+  std::vector<std::string> flags;  // ISA flags (-mavx2 -mfma, -mavx512f ...)
+  std::string target;  // what the flags target, e.g. "avx512": part of the key and of `wpk cache ls`
+};
+
+// A loaded kernel: its entry point stays valid while any copy of the handle lives.
+struct LoadedKernel {
+  std::shared_ptr<void> library;  // the dlopen handle
+  void* entry = nullptr;
+  std::string path;               // the shared object it came from
+  bool compiled = false;          // compiled by this call (false: found in the store)
+};
+
+struct Obtained {
+  std::shared_ptr<LoadedKernel> kernel;  // null when it could not be had
+  std::string why;                       // set when kernel is null
+};
+
+class KernelStore {
+ public:
+  // `dir` is the store's folder, created when needed; "" (or a folder that cannot be created or
+  // written) keeps compiled kernels for this process only, in a private temporary folder.
+  KernelStore(std::string dir, HostCompiler compiler);
+  ~KernelStore();
+  KernelStore(const KernelStore&) = delete;
+  KernelStore& operator=(const KernelStore&) = delete;
+
+  // Every source's kernel: loaded from the store when a verified entry exists, else compiled (at
+  // most `parallel` compilers at once), stored and loaded. Thread-safe.
+  std::vector<Obtained> obtain(const std::vector<KernelSource>& sources, int parallel);
+
+  // The content address of a source: 64 hex digits.
+  std::string key_of(const KernelSource& s) const;
+
+  const std::string& dir() const { return dir_; }
+  bool persistent() const { return persistent_; }
+  const HostCompiler& compiler() const { return compiler_; }
+  std::string why_not_persistent() const { return why_not_persistent_; }
+
+ private:
+  std::string dir_;
+  bool persistent_ = false;
+  std::string why_not_persistent_;
+  HostCompiler compiler_;
+};
+
+// Kernels compiled and loaded from stores by this process (all stores), for `wpk bench --json`.
+struct KernelStoreCounters {
+  std::uint64_t compiled = 0, loaded = 0, rebuilt = 0;  // rebuilt: entries found damaged
+};
+KernelStoreCounters kernel_store_counters();
+
+// ---- The store as a folder (`wpk cache ls|clear|prune`) ----
+
+struct StoredKernel {
+  std::string name, target, compiler, meta_path, library_path;
+  std::uintmax_t bytes = 0;
+  bool intact = false;   // meta well formed and the library's size and checksum match
+  bool current = false;  // this store format and `current_compiler`'s identity
+};
+
+struct KernelFolderInfo {
+  std::vector<StoredKernel> kernels;   // by name
+  std::vector<std::string> orphans;    // shared objects no meta names
+  std::vector<std::string> leftovers;  // temporaries of writes (.tmp.)
+};
+
+// Read-only; a missing folder holds nothing.
+KernelFolderInfo inspect_kernel_folder(const std::string& dir, const std::string& current_compiler);
+// Removes every entry, orphan and leftover; returns the paths removed.
+std::vector<std::string> clear_kernel_folder(const std::string& dir);
+// Removes entries that are damaged or not current, and orphans; leftovers stay (a running
+// process may be writing them).
+std::vector<std::string> prune_kernel_folder(const std::string& dir, const std::string& current_compiler);
+
+}  // namespace wpk::codegen

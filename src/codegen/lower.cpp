@@ -1,0 +1,229 @@
+// Schedule -> loop IR (loop_ir.hpp).
+#include <algorithm>
+#include <map>
+#include <stdexcept>
+
+#include "codegen/loop_ir.hpp"
+
+namespace wpk::codegen {
+namespace {
+
+StmtPtr block(std::vector<StmtPtr> body) {
+  auto s = std::make_shared<Stmt>();
+  s->kind = StmtKind::Block;
+  s->body = std::move(body);
+  return s;
+}
+
+StmtPtr store(Buffer b, std::vector<Affine> index, Expr value) {
+  auto s = std::make_shared<Stmt>();
+  s->kind = StmtKind::Store;
+  s->buffer = std::move(b);
+  s->index = std::move(index);
+  s->value = std::move(value);
+  return s;
+}
+
+class Lowering {
+ public:
+  explicit Lowering(const Schedule& s) : s_(s), c_(s.compute()), loops_(s.loops()) {}
+
+  LoweredKernel run() {
+    check_rules();
+    LoweredKernel k;
+    k.name = c_.name;
+    k.schedule = s_.describe();
+    k.args = c_.inputs;
+    k.args.push_back(c_.output);
+    k.body = nest(0, first_reduction_, {}, [this](const Extents& e) { return section(e); });
+    return k;
+  }
+
+ private:
+  using Extents = std::map<const VarNode*, std::int64_t>;  // inner loops' extents in a remainder
+  template <typename Leaf>
+  StmtPtr nest(std::size_t from, std::size_t to, const Extents& extents, const Leaf& leaf) {
+    if (from == to) return leaf(extents);
+    const Loop& l = loops_[from];
+    auto loop = std::make_shared<Stmt>();
+    loop->kind = StmtKind::For;
+    loop->var = l.var;
+    loop->loop = l.kind;
+    const SplitRecord* split = s_.split_with_outer(l.var.get());
+    if (!split) {
+      loop->extent = extent(l.var.get(), extents);
+      loop->body = {nest(from + 1, to, extents, leaf)};
+      return loop;
+    }
+    const std::int64_t whole = extent(split->parent.get(), extents);
+    const std::int64_t full = whole / split->factor, rest = whole % split->factor;
+    loop->extent = full + (rest ? 1 : 0);
+    Extents main = extents;
+    main[split->inner.get()] = split->factor;
+    if (!rest) {
+      loop->body = {nest(from + 1, to, main, leaf)};
+      return loop;
+    }
+    Extents tail = extents;
+    tail[split->inner.get()] = rest;
+    auto branch = std::make_shared<Stmt>();
+    branch->kind = StmtKind::Tail;
+    branch->var = l.var;
+    branch->full = full;
+    branch->body = {nest(from + 1, to, main, leaf), nest(from + 1, to, tail, leaf)};
+    loop->body = {branch};
+    return loop;
+  }
+
+  std::int64_t extent(const VarNode* v, const Extents& extents) const {
+    const auto set = extents.find(v);
+    if (set != extents.end()) return set->second;
+    if (const SplitRecord* split = s_.split_with_outer(v)) {
+      const std::int64_t whole = extent(split->parent.get(), extents);
+      return (whole + split->factor - 1) / split->factor;
+    }
+    return v->extent;
+  }
+
+  // v in terms of the loops that remain after every split.
+  Affine leaf(const Var& v) const {
+    const SplitRecord* split = s_.split_of(v.get());
+    if (!split) return Affine(v);
+    return leaf(split->outer) * split->factor + leaf(split->inner);
+  }
+  Affine rewrite(const Affine& a) const {
+    Affine out(a.offset);
+    for (const auto& t : a.terms) out = out + leaf(t.first) * t.second;
+    return out;
+  }
+  Expr rewrite(const Expr& e, const Expr& acc_value) const {
+    if (!e) return acc_value;
+    if (e->op == Op::Acc) return acc_value;
+    auto out = std::make_shared<ExprNode>(*e);
+    for (Affine& a : out->index) a = rewrite(a);
+    for (Expr& a : out->args) a = rewrite(a, acc_value);
+    return out;
+  }
+  std::vector<Affine> output_index() const {
+    std::vector<Affine> index;
+    for (const Var& v : c_.axes) index.push_back(rewrite(Affine(v)));
+    return index;
+  }
+
+  // The innermost part: an element-wise store, or the reduction with its register tile.
+  StmtPtr section(const Extents& extents) {
+    if (first_reduction_ == loops_.size())
+      return nest(first_reduction_, loops_.size(), extents,
+                  [this](const Extents&) { return store(c_.output, output_index(), rewrite(c_.body, nullptr)); });
+    auto tile = std::make_shared<BufferNode>();
+    tile->name = "acc";
+    tile->registers = true;
+    std::vector<Affine> at;
+    for (std::size_t i = first_tile_; i < loops_.size(); ++i) {
+      tile->dims.push_back(loops_[i].var->extent);
+      at.push_back(Affine(loops_[i].var));
+    }
+    const Buffer acc_buffer = tile;
+    const Expr sum = load(acc_buffer, at);
+    auto alloc = std::make_shared<Stmt>();
+    alloc->kind = StmtKind::Alloc;
+    alloc->buffer = acc_buffer;
+    const std::size_t n = loops_.size();
+    auto tile_nest = [&](const Extents& e, Expr value, bool to_output) {
+      return nest(first_tile_, n, e, [&](const Extents&) {
+        return to_output ? store(c_.output, output_index(), value) : store(acc_buffer, at, value);
+      });
+    };
+    return block({alloc, tile_nest(extents, constant(0.0f), false),
+                  nest(first_reduction_, first_tile_, extents,
+                       [&](const Extents& e) { return tile_nest(e, sum + rewrite(c_.body, nullptr), false); }),
+                  tile_nest(extents, rewrite(c_.epilogue, sum), true)});
+  }
+
+  void check_rules() {
+    const std::string& name = c_.name;
+    first_reduction_ = loops_.size();
+    for (std::size_t i = 0; i < loops_.size(); ++i)
+      if (loops_[i].reduction) {
+        first_reduction_ = i;
+        break;
+      }
+    first_tile_ = first_reduction_;
+    while (first_tile_ < loops_.size() && loops_[first_tile_].reduction) ++first_tile_;
+    for (std::size_t i = first_tile_; i < loops_.size(); ++i) {
+      if (loops_[i].reduction)
+        throw std::invalid_argument(name + ": reduction loop '" + loops_[i].var->name +
+                                    "' lies inside the register tile; reduction loops must be contiguous");
+      if (loops_[i].kind != LoopKind::Unrolled && loops_[i].kind != LoopKind::Vectorized)
+        throw std::invalid_argument(name + ": '" + loops_[i].var->name +
+                                    "' is in the register tile (inside the reductions) but neither unrolled nor vectorized");
+    }
+    int parallel = 0;
+    for (std::size_t i = 0; i < loops_.size(); ++i) {
+      const Loop& l = loops_[i];
+      if (l.kind == LoopKind::Vectorized && i + 1 != loops_.size())
+        throw std::invalid_argument(name + ": only the innermost loop may be vectorized, not '" + l.var->name + "'");
+      if (l.kind == LoopKind::Vectorized && l.reduction)
+        throw std::invalid_argument(name + ": reduction loop '" + l.var->name + "' cannot be vectorized");
+      if (l.kind == LoopKind::Parallel && (++parallel > 1 || i >= first_reduction_))
+        throw std::invalid_argument(name + ": one parallel loop, outside the reductions ('" + l.var->name + "')");
+      if ((l.kind == LoopKind::Unrolled || l.kind == LoopKind::Vectorized) && l.var->extent > 64)
+        throw std::invalid_argument(name + ": '" + l.var->name + "' spans " + std::to_string(l.var->extent) +
+                                    ", too many iterations to write out (at most 64)");
+      if (const SplitRecord* split = s_.split_of(l.var.get()); split != nullptr)
+        throw std::invalid_argument(name + ": '" + l.var->name + "' was split but is still a loop");
+      // An inner loop ahead of its outer one would not know its remainder's extent.
+      for (std::size_t j = i + 1; j < loops_.size(); ++j) {
+        const SplitRecord* split = s_.split_with_outer(loops_[j].var.get());
+        if (split && split->inner == l.var)
+          throw std::invalid_argument(name + ": '" + l.var->name + "' lies outside its outer loop '" +
+                                      loops_[j].var->name + "'");
+      }
+    }
+  }
+
+  const Schedule& s_;
+  const Compute& c_;
+  const std::vector<Loop>& loops_;
+  std::size_t first_reduction_ = 0, first_tile_ = 0;
+};
+
+void dump_into(const StmtPtr& s, int depth, std::string& out) {
+  const std::string pad(static_cast<std::size_t>(depth) * 2, ' ');
+  switch (s->kind) {
+    case StmtKind::Block:
+      for (const StmtPtr& b : s->body) dump_into(b, depth, out);
+      return;
+    case StmtKind::For: {
+      static const char* kinds[] = {"", " parallel", " unrolled", " vectorized"};
+      out += pad + "for " + s->var->name + " < " + std::to_string(s->extent) + kinds[static_cast<int>(s->loop)] + "\n";
+      dump_into(s->body[0], depth + 1, out);
+      return;
+    }
+    case StmtKind::Tail:
+      out += pad + "if " + s->var->name + " < " + std::to_string(s->full) + "\n";
+      dump_into(s->body[0], depth + 1, out);
+      out += pad + "else\n";
+      dump_into(s->body[1], depth + 1, out);
+      return;
+    case StmtKind::Alloc: {
+      std::string dims;
+      for (std::int64_t d : s->buffer->dims) dims += "[" + std::to_string(d) + "]";
+      out += pad + "registers " + s->buffer->name + dims + "\n";
+      return;
+    }
+    case StmtKind::Store: out += pad + to_string(load(s->buffer, s->index)) + " = " + to_string(s->value) + "\n"; return;
+  }
+}
+
+}  // namespace
+
+LoweredKernel lower(const Schedule& schedule) { return Lowering(schedule).run(); }
+
+std::string dump(const StmtPtr& s) {
+  std::string out;
+  dump_into(s, 0, out);
+  return out;
+}
+
+}  // namespace wpk::codegen

@@ -1,0 +1,65 @@
+#pragma once
+// Schedules: how a Compute (tensor_expr.hpp) is computed. A schedule starts as one serial loop
+// per axis, then one per reduction variable, and is changed by primitives:
+//   split(v, f)    v becomes an outer loop over ceil(extent / f) and an inner loop over f; a
+//                  remainder is computed by a copy of the inner nest with the shorter extent
+//   reorder(vs)    the loops in this order (all of them)
+//   parallel(v)    iterations of v shared by the kernel's threads (one parallel loop, outside
+//                  every reduction loop)
+//   vectorize(v)   v (the innermost loop) computed in SIMD vectors of the target, the last one
+//                  masked when the extent is not a multiple of the vector length
+//   unroll(v)      v's iterations written out one after another
+// Spatial loops inside the reductions form the register tile: the sums of one tile stay in
+// registers over the whole reduction and meet the epilogue once (they must be unrolled or
+// vectorized). A schedule that breaks a rule throws std::invalid_argument when lowered.
+#include <cstdint>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "codegen/tensor_expr.hpp"
+
+namespace wpk::codegen {
+
+enum class LoopKind { Serial, Parallel, Unrolled, Vectorized };
+
+struct Loop {
+  Var var;
+  LoopKind kind = LoopKind::Serial;
+  bool reduction = false;
+};
+
+struct SplitRecord {
+  Var parent, outer, inner;
+  std::int64_t factor;
+};
+
+class Schedule {
+ public:
+  explicit Schedule(const Compute& c);
+
+  std::pair<Var, Var> split(const Var& v, std::int64_t factor);
+  void reorder(const std::vector<Var>& order);
+  void parallel(const Var& v) { kind(v, LoopKind::Parallel); }
+  void vectorize(const Var& v) { kind(v, LoopKind::Vectorized); }
+  void unroll(const Var& v) { kind(v, LoopKind::Unrolled); }
+
+  const Compute& compute() const { return compute_; }
+  const std::vector<Loop>& loops() const { return loops_; }
+  // The split that replaced v, or null.
+  const SplitRecord* split_of(const VarNode* v) const;
+  // The split whose outer loop v is, or null.
+  const SplitRecord* split_with_outer(const VarNode* v) const;
+  // "i.o(par) j.o k i.i(unroll) j.i(vec)": the loop nest, outermost first.
+  std::string describe() const;
+
+ private:
+  void kind(const Var& v, LoopKind k);
+  std::size_t position(const Var& v) const;
+  Compute compute_;
+  std::vector<Loop> loops_;
+  std::map<const VarNode*, SplitRecord> splits_;
+};
+
+}  // namespace wpk::codegen

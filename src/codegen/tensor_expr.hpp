@@ -1,0 +1,102 @@
+#pragma once
+// Tensor expressions: what a generated kernel computes, apart from how (schedule.hpp). An
+// expression reads buffers at affine indices of index variables and combines the values with
+// element-wise operators; a Compute writes it to an output buffer at every point of its axes,
+// optionally summed over reduction variables first and passed through an epilogue (bias,
+// residual, activation) after. Extents are fixed when the expression is built: wpk generates a
+// kernel for the shapes a session runs.
+//
+//   Var i = var("i", M), j = var("j", N), k = var("k", K);
+//   Buffer a = buffer("a", {M, K}), b = buffer("b", {K, N}), c = buffer("c", {M, N});
+//   Compute mm = compute("matmul", c, {i, j}, {k}, load(a, {i, k}) * load(b, {k, j}), relu(acc()), {a, b});
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace wpk::codegen {
+
+struct VarNode {
+  std::string name;
+  std::int64_t extent;
+};
+// Variables are compared by identity: two vars named "i" are two vars.
+using Var = std::shared_ptr<const VarNode>;
+Var var(std::string name, std::int64_t extent);
+
+// sum(coefficient * var) + offset.
+struct Affine {
+  std::vector<std::pair<Var, std::int64_t>> terms;
+  std::int64_t offset = 0;
+  Affine() = default;
+  Affine(std::int64_t constant) : offset(constant) {}  // NOLINT: indices read as arithmetic
+  Affine(Var v) : terms{{std::move(v), 1}} {}          // NOLINT
+  std::int64_t coefficient(const VarNode* v) const;
+};
+Affine operator+(Affine a, const Affine& b);
+Affine operator-(Affine a, const Affine& b);
+Affine operator*(Affine a, std::int64_t c);
+
+struct BufferNode {
+  std::string name;
+  std::vector<std::int64_t> dims;  // row-major, the last dimension contiguous
+  // Register buffers are the schedule's accumulators: the printer gives each element (each
+  // vector of the last dimension) a variable of its own.
+  bool registers = false;
+};
+using Buffer = std::shared_ptr<const BufferNode>;
+Buffer buffer(std::string name, std::vector<std::int64_t> dims);
+
+enum class Op { Const, Load, Acc, Neg, Abs, Relu, Sqrt, Exp, Sigmoid, Tanh, Add, Sub, Mul, Div, Max, Min };
+const char* op_name(Op op);
+bool is_unary(Op op);
+bool is_binary(Op op);
+
+struct ExprNode;
+using Expr = std::shared_ptr<const ExprNode>;
+struct ExprNode {
+  Op op = Op::Const;
+  float value = 0;             // Const
+  Buffer buffer;               // Load
+  std::vector<Affine> index;   // Load: one per buffer dimension
+  std::vector<Expr> args;      // operators' operands
+};
+
+Expr constant(float v);
+Expr load(Buffer b, std::vector<Affine> index);
+// The reduced value, inside a Compute's epilogue.
+Expr acc();
+Expr unary(Op op, Expr a);
+Expr binary(Op op, Expr a, Expr b);
+inline Expr relu(Expr a) { return unary(Op::Relu, std::move(a)); }
+inline Expr exp(Expr a) { return unary(Op::Exp, std::move(a)); }
+inline Expr sigmoid(Expr a) { return unary(Op::Sigmoid, std::move(a)); }
+inline Expr max(Expr a, Expr b) { return binary(Op::Max, std::move(a), std::move(b)); }
+inline Expr min(Expr a, Expr b) { return binary(Op::Min, std::move(a), std::move(b)); }
+Expr operator+(Expr a, Expr b);
+Expr operator-(Expr a, Expr b);
+Expr operator*(Expr a, Expr b);
+Expr operator/(Expr a, Expr b);
+
+struct Compute {
+  std::string name;
+  Buffer output;
+  std::vector<Var> axes;    // one per output dimension, extents equal to its dims
+  std::vector<Var> reduce;  // summed over (none: an element-wise compute)
+  Expr body;                // the value, or the summand
+  Expr epilogue;            // applied to the sum, reading it as acc(); null: the sum itself
+  std::vector<Buffer> inputs;  // the kernel's arguments in order; the output comes last
+};
+
+// Checks the pieces fit (axes match the output, every load's rank and every variable known,
+// indices in bounds at the extents' corners) and throws std::invalid_argument naming the fault.
+Compute compute(std::string name, Buffer output, std::vector<Var> axes, std::vector<Var> reduce, Expr body,
+                Expr epilogue, std::vector<Buffer> inputs);
+
+// Every buffer a expression loads, each once, in first-seen order.
+void collect_loads(const Expr& e, std::vector<Buffer>& out);
+// "relu(acc + b[j])": for names and error messages.
+std::string to_string(const Expr& e);
+
+}  // namespace wpk::codegen

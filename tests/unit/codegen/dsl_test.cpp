@@ -1,0 +1,170 @@
+// Generated kernels against the tensor-expression interpreter: register-tiled products with
+// epilogues and element-wise chains, on every target this CPU runs, at and around tile edges.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <limits>
+
+#include "codegen/cpp_printer.hpp"
+#include "codegen_test_support.hpp"
+
+namespace wpk::codegen::test {
+namespace {
+
+struct Product {
+  Compute c;
+  Var i, j, k;
+  Buffer a, b, bias, out;
+};
+
+Product product(std::int64_t m, std::int64_t n, std::int64_t kk) {
+  Product p;
+  p.i = var("i", m), p.j = var("j", n), p.k = var("k", kk);
+  p.a = buffer("a", {m, kk}), p.b = buffer("b", {kk, n}), p.bias = buffer("bias", {n}), p.out = buffer("c", {m, n});
+  p.c = compute("matmul", p.out, {p.i, p.j}, {p.k}, load(p.a, {p.i, p.k}) * load(p.b, {p.k, p.j}),
+                relu(acc() + load(p.bias, {p.j})), {p.a, p.b, p.bias});
+  return p;
+}
+
+Values values_for(const Compute& c, std::uint32_t seed) {
+  Values v;
+  for (const Buffer& b : c.inputs) v[b.get()] = random_values(numel(b), seed++);
+  return v;
+}
+
+void check_close(const std::vector<float>& got, const std::vector<float>& want, float tolerance) {
+  REQUIRE(got.size() == want.size());
+  std::size_t bad = 0;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    const bool both_nan = std::isnan(got[i]) && std::isnan(want[i]);
+    const bool same_inf = std::isinf(got[i]) && got[i] == want[i];
+    if (!both_nan && !same_inf && !(std::fabs(got[i] - want[i]) <= tolerance * (1 + std::fabs(want[i])))) {
+      if (bad++ < 5) UNSCOPED_INFO("element " << i << ": " << got[i] << " vs " << want[i]);
+    }
+  }
+  CHECK(bad == 0);
+}
+
+TEST_CASE("a register-tiled product with bias and ReLU matches the interpreter on every target", "[codegen]") {
+  // Extents below, at and above the tiles (4 rows x 2 vectors of the target, k in chunks of 8).
+  for (const auto& shape : std::vector<std::array<std::int64_t, 3>>{{13, 37, 19}, {8, 32, 16}, {1, 5, 3}, {4, 64, 40}}) {
+    for (CpuTarget target : runnable_targets()) {
+      Product p = product(shape[0], shape[1], shape[2]);
+      Schedule s(p.c);
+      const std::int64_t lanes = vector_lanes(target);
+      const auto [io, ii] = s.split(p.i, std::min<std::int64_t>(4, shape[0]));
+      const auto [jo, ji] = s.split(p.j, std::min<std::int64_t>(2 * lanes, shape[1]));
+      const auto [ko, ki] = s.split(p.k, std::min<std::int64_t>(8, shape[2]));
+      s.reorder({io, jo, ko, ki, ii, ji});
+      s.parallel(io);
+      s.unroll(ii);
+      s.vectorize(ji);
+      INFO("target " << target_name(target) << ", " << shape[0] << "x" << shape[1] << "x" << shape[2] << ": "
+                     << s.describe());
+      std::string why;
+      const auto kernel = build(s, target, &why);
+      INFO(why);
+      REQUIRE(kernel);
+      const Values v = values_for(p.c, 7);
+      bool guards = false;
+      for (int threads : {1, 2}) {
+        check_close(run(kernel, p.c, v, threads, &guards), interpret(p.c, v), 1e-5f);
+        CHECK(guards);
+      }
+    }
+  }
+}
+
+TEST_CASE("an element-wise chain with broadcasts and transcendental functions matches the interpreter", "[codegen]") {
+  const std::int64_t rows = 7, cols = 45;
+  Var r = var("r", rows), q = var("q", cols);
+  Buffer x = buffer("x", {rows, cols}), scale = buffer("scale", {cols}), shift = buffer("shift", {rows, 1}),
+         y = buffer("y", {rows, cols});
+  const Expr v = load(x, {r, q}) * load(scale, {q}) + load(shift, {r, 0});
+  const Expr body = sigmoid(v) * unary(Op::Tanh, v) + exp(min(v, constant(80.0f))) - max(unary(Op::Abs, v), constant(0.5f));
+  const Compute c = compute("chain", y, {r, q}, {}, body, nullptr, {x, scale, shift});
+  Values values;
+  values[x.get()] = random_values(numel(x), 3, -12, 12);
+  // Edges: NaN, infinities, zero and values where exp over- and underflows.
+  const float edge[] = {std::numeric_limits<float>::quiet_NaN(), INFINITY, -INFINITY, 0.0f, -0.0f, 100.0f, -100.0f, 1e-6f, -3e-3f, 88.0f};
+  for (std::size_t i = 0; i < sizeof edge / sizeof edge[0]; ++i) values[x.get()][i * 3] = edge[i];
+  values[scale.get()] = random_values(numel(scale), 4, 0.5, 2);
+  values[shift.get()] = random_values(numel(shift), 5);
+  for (CpuTarget target : runnable_targets()) {
+    Schedule s(c);
+    const auto [qo, qi] = s.split(q, std::min<std::int64_t>(2 * vector_lanes(target), cols));
+    s.parallel(r);
+    s.vectorize(qi);
+    (void)qo;
+    INFO("target " << target_name(target) << ": " << s.describe());
+    std::string why;
+    const auto kernel = build(s, target, &why);
+    INFO(why);
+    REQUIRE(kernel);
+    bool guards = false;
+    check_close(run(kernel, c, values, 2, &guards), interpret(c, values), 2e-6f);
+    CHECK(guards);
+  }
+}
+
+TEST_CASE("strided loads in a vectorized loop are gathered", "[codegen]") {
+  const std::int64_t n = 21, m = 6;
+  Var i = var("i", n), j = var("j", m);
+  Buffer x = buffer("x", {m, n}), y = buffer("y", {n, m});  // a transpose: x read with stride n
+  const Compute c = compute("transpose", y, {i, j}, {}, load(x, {j, i}) * constant(2.0f), nullptr, {x});
+  for (CpuTarget target : runnable_targets()) {
+    Schedule s(c);
+    s.vectorize(j);
+    const auto kernel = build(s, target);
+    REQUIRE(kernel);
+    const Values v = {{x.get(), random_values(numel(x), 9)}};
+    bool guards = false;
+    check_close(run(kernel, c, v, 1, &guards), interpret(c, v), 0);
+    CHECK(guards);
+  }
+}
+
+TEST_CASE("schedules that break a rule are refused with the rule named", "[codegen]") {
+  Product p = product(8, 32, 16);
+  {
+    Schedule s(p.c);
+    s.vectorize(p.k);
+    s.reorder({p.i, p.j, p.k});
+    CHECK_THROWS_WITH(lower(s), Catch::Contains("cannot be vectorized"));
+  }
+  {
+    Schedule s(p.c);
+    s.reorder({p.i, p.k, p.j});  // j in the register tile but a plain loop
+    CHECK_THROWS_WITH(lower(s), Catch::Contains("neither unrolled nor vectorized"));
+  }
+  {
+    Schedule s(p.c);
+    s.vectorize(p.i);
+    CHECK_THROWS_WITH(lower(s), Catch::Contains("only the innermost loop"));
+  }
+  {
+    Schedule s(p.c);
+    s.parallel(p.i);
+    s.parallel(p.j);
+    CHECK_THROWS_WITH(lower(s), Catch::Contains("one parallel loop"));
+  }
+  {
+    Schedule s(p.c);
+    CHECK_THROWS_WITH(s.split(p.i, 9), Catch::Contains("cannot split"));
+    CHECK_THROWS_WITH(s.reorder({p.i, p.j}), Catch::Contains("reorder names 2 loops of 3"));
+  }
+  Var i = var("i", 4);
+  Buffer x = buffer("x", {4}), y = buffer("y", {4});
+  CHECK_THROWS_WITH(compute("oob", y, {i}, {}, load(x, {Affine(i) + 1}), nullptr, {x}), Catch::Contains("leaves its dimension 0"));
+  CHECK_THROWS_WITH(compute("missing", y, {i}, {}, load(x, {i}), nullptr, {}), Catch::Contains("not among the inputs"));
+}
+
+TEST_CASE("the first line of generated source says what generated it", "[codegen]") {
+  Product p = product(4, 16, 4);
+  Schedule s(p.c);
+  const PrintedKernel k = print_cpp(lower(s), CpuTarget::Scalar, "f", "unit test");
+  CHECK(k.source.rfind("// Generated by wpk unit test (src/codegen) from 'matmul', schedule: i j k, target scalar.", 0) == 0);
+}
+
+}  // namespace
+}  // namespace wpk::codegen::test

@@ -1,0 +1,242 @@
+// The compiled-kernel store: content addresses, reuse across stores (processes), damaged and
+// foreign entries rebuilt, no compiler, compile errors, concurrent fills, and the folder tools.
+#include <catch2/catch.hpp>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "codegen/jit/kernel_store.hpp"
+#include "codegen/jit/sha256.hpp"
+
+namespace wpk::codegen {
+namespace {
+namespace fs = std::filesystem;
+
+KernelSource adder(int addend) {
+  return {"f32_add" + std::to_string(addend) + "__scalar", "add_n",
+          "extern \"C\" float add_n(float x) { return x + " + std::to_string(addend) + ".0f; }\n", {}, "scalar"};
+}
+
+float call(const Obtained& o, float x) { return reinterpret_cast<float (*)(float)>(o.kernel->entry)(x); }
+
+struct TempFolder {
+  fs::path path;
+  TempFolder() {
+    char pattern[] = "/tmp/wpk-store-test-XXXXXX";
+    path = mkdtemp(pattern);
+  }
+  ~TempFolder() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+};
+
+std::vector<fs::path> files_ending(const fs::path& dir, const std::string& tail) {
+  std::vector<fs::path> out;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    const std::string n = e.path().filename().string();
+    if (n.size() >= tail.size() && n.compare(n.size() - tail.size(), tail.size(), tail) == 0) out.push_back(e.path());
+  }
+  return out;
+}
+
+TEST_CASE("SHA-256 gives the standard digests", "[codegen][store]") {
+  CHECK(sha256_hex("") == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  CHECK(sha256_hex("abc") == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  CHECK(sha256_hex(std::string(1000, 'a')) == "41edece42d63e8d9bf515a9ba6932e1c20cbc9f5a5d134645adb5db1b9737ea3");
+}
+
+TEST_CASE("a stored kernel is loaded, not compiled, by the next store on the folder", "[codegen][store]") {
+  TempFolder dir;
+  const HostCompiler cxx = find_host_compiler();
+  REQUIRE(cxx.usable());
+  const KernelStoreCounters before = kernel_store_counters();
+  {
+    KernelStore store(dir.path.string(), cxx);
+    CHECK(store.persistent());
+    const auto got = store.obtain({adder(1), adder(2), adder(3)}, 2);
+    for (int i = 0; i < 3; ++i) {
+      REQUIRE(got[i].kernel);
+      CHECK(got[i].kernel->compiled);
+      CHECK(call(got[i], 1.0f) == 2.0f + i);
+    }
+  }
+  CHECK(kernel_store_counters().compiled - before.compiled == 3);
+  // A later process finds them: nothing compiles, even with a compiler that cannot run.
+  KernelStore warm(dir.path.string(), probe_host_compiler("/bin/false"));
+  CHECK_FALSE(warm.compiler().usable());
+  const auto again = warm.obtain({adder(1), adder(2), adder(3)}, 2);
+  for (int i = 0; i < 3; ++i) {
+    REQUIRE(again[i].kernel);
+    CHECK(call(again[i], 1.0f) == 2.0f + i);
+  }
+  CHECK(kernel_store_counters().compiled - before.compiled == 3);
+  // One it has not seen is left out with the reason.
+  const auto cold = warm.obtain({adder(4)}, 1);
+  CHECK_FALSE(cold[0].kernel);
+  CHECK_THAT(cold[0].why, Catch::Contains("not compiled") && Catch::Contains("/bin/false"));
+}
+
+TEST_CASE("the key changes with the source, the flags and the target", "[codegen][store]") {
+  KernelStore a("", find_host_compiler());
+  const KernelSource base = adder(1);
+  KernelSource flags = base, target = base, source = base;
+  flags.flags = {"-mavx2"};
+  target.target = "avx2";
+  source.source += "// another line\n";
+  const std::string k = a.key_of(base);
+  CHECK(k.size() == 64);
+  CHECK(a.key_of(flags) != k);
+  CHECK(a.key_of(target) != k);
+  CHECK(a.key_of(source) != k);
+  CHECK(a.key_of(base) == k);
+}
+
+TEST_CASE("truncated, corrupt and foreign entries are compiled again, never loaded", "[codegen][store]") {
+  TempFolder dir;
+  const HostCompiler cxx = find_host_compiler();
+  KernelStore store(dir.path.string(), cxx);
+  REQUIRE(store.obtain({adder(5)}, 1)[0].kernel);
+  const fs::path meta = files_ending(dir.path, ".meta").at(0);
+  const fs::path lib = files_ending(dir.path, ".so").at(0);
+  auto recompiles = [&]() {
+    const std::uint64_t rebuilt = kernel_store_counters().rebuilt;
+    KernelStore next(dir.path.string(), cxx);
+    const Obtained got = next.obtain({adder(5)}, 1)[0];
+    REQUIRE(got.kernel);
+    CHECK(got.kernel->compiled);
+    CHECK(call(got, 1.0f) == 6.0f);
+    CHECK(kernel_store_counters().rebuilt == rebuilt + 1);
+  };
+  // Damage is done to a copy renamed over the library: this process still has the original
+  // mapped, as a process that loaded it before the disk went bad would.
+  const fs::path copy = dir.path / "damaged";
+  fs::copy_file(lib, copy);
+  SECTION("a truncated library") {
+    fs::resize_file(copy, fs::file_size(copy) / 2);
+    fs::rename(copy, lib);
+    recompiles();
+  }
+  SECTION("a library with one byte changed") {
+    std::fstream f(copy, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(100);
+    const char was = static_cast<char>(f.get());
+    f.seekp(100);
+    f.put(static_cast<char>(was ^ 0x5a));
+    f.close();
+    fs::rename(copy, lib);
+    recompiles();
+  }
+  SECTION("a garbled meta") {
+    std::ofstream(meta, std::ios::app) << "trailing junk\n";
+    recompiles();
+  }
+  SECTION("a meta of another kernel under this one's name") {
+    KernelStore other_dir("", cxx);
+    REQUIRE(other_dir.obtain({adder(6)}, 1)[0].kernel);
+    fs::copy_file(files_ending(other_dir.dir(), ".meta").at(0), meta, fs::copy_options::overwrite_existing);
+    recompiles();
+  }
+}
+
+TEST_CASE("an entry another compiler built is built again by this one", "[codegen][store]") {
+  TempFolder dir;
+  const fs::path wrapper = dir.path / "other-cxx";
+  {
+    std::ofstream w(wrapper);
+    w << "#!/bin/sh\nif [ \"$1\" = --version ]; then echo 'other-cxx 9.9'; exit 0; fi\nexec "
+      << find_host_compiler().describe() << " \"$@\"\n";
+  }
+  fs::permissions(wrapper, fs::perms::owner_all);
+  const HostCompiler other = probe_host_compiler(wrapper.string());
+  REQUIRE(other.identity == "other-cxx 9.9");
+  const fs::path store_dir = dir.path / "kernels";
+  {
+    KernelStore first(store_dir.string(), other);
+    REQUIRE(first.obtain({adder(30)}, 1)[0].kernel);
+  }
+  KernelStore second(store_dir.string(), find_host_compiler());
+  const Obtained got = second.obtain({adder(30)}, 1)[0];
+  REQUIRE(got.kernel);
+  CHECK(got.kernel->compiled);
+  const KernelFolderInfo info = inspect_kernel_folder(store_dir.string(), find_host_compiler().identity);
+  REQUIRE(info.kernels.size() == 1);
+  CHECK(info.kernels[0].current);
+}
+
+TEST_CASE("a kernel that does not compile is reported, and the others of its batch still come", "[codegen][store]") {
+  KernelStore store("", find_host_compiler());
+  KernelSource broken = adder(7);
+  broken.source = "extern \"C\" float add_n(float x) { return x + undefined_name; }\n";
+  const auto got = store.obtain({adder(8), broken}, 2);
+  REQUIRE(got[0].kernel);
+  CHECK(call(got[0], 0.0f) == 8.0f);
+  CHECK_FALSE(got[1].kernel);
+  CHECK_THAT(got[1].why, Catch::Contains("did not compile") && Catch::Contains("undefined_name"));
+}
+
+TEST_CASE("an unwritable folder keeps kernels for the process only", "[codegen][store]") {
+  KernelStore store("/proc/wpk-cannot-write-here", find_host_compiler());
+  CHECK_FALSE(store.persistent());
+  CHECK_THAT(store.why_not_persistent(), Catch::Contains("cannot write"));
+  const auto got = store.obtain({adder(9)}, 1);
+  REQUIRE(got[0].kernel);
+  CHECK(call(got[0], 1.0f) == 10.0f);
+}
+
+TEST_CASE("two processes filling one folder at once leave it consistent", "[codegen][store]") {
+  TempFolder dir;
+  const HostCompiler cxx = find_host_compiler();
+  std::vector<KernelSource> batch;
+  for (int i = 10; i < 16; ++i) batch.push_back(adder(i));
+  pid_t children[2];
+  for (pid_t& child : children) {
+    child = fork();
+    if (child == 0) {
+      KernelStore store(dir.path.string(), cxx);
+      const auto got = store.obtain(batch, 2);
+      bool all = true;
+      for (std::size_t i = 0; i < got.size(); ++i) all = all && got[i].kernel && call(got[i], 0.0f) == 10.0f + i;
+      _exit(all ? 0 : 1);
+    }
+  }
+  for (pid_t child : children) {
+    int status = 0;
+    REQUIRE(waitpid(child, &status, 0) == child);
+    CHECK((WIFEXITED(status) && WEXITSTATUS(status) == 0));
+  }
+  const KernelFolderInfo info = inspect_kernel_folder(dir.path.string(), cxx.identity);
+  CHECK(info.kernels.size() == batch.size());
+  for (const StoredKernel& k : info.kernels) CHECK((k.intact && k.current));
+  CHECK(info.leftovers.empty());
+  const std::uint64_t compiled = kernel_store_counters().compiled;
+  KernelStore after(dir.path.string(), cxx);
+  for (const Obtained& o : after.obtain(batch, 1)) CHECK((o.kernel && !o.kernel->compiled));
+  CHECK(kernel_store_counters().compiled == compiled);
+}
+
+TEST_CASE("the folder tools list, prune and clear kernels", "[codegen][store]") {
+  TempFolder dir;
+  const HostCompiler cxx = find_host_compiler();
+  KernelStore store(dir.path.string(), cxx);
+  REQUIRE(store.obtain({adder(20), adder(21)}, 1)[1].kernel);
+  std::ofstream(dir.path / "stray-0123.so") << "not named by any meta";
+  KernelFolderInfo info = inspect_kernel_folder(dir.path.string(), cxx.identity);
+  REQUIRE(info.kernels.size() == 2);
+  CHECK(info.kernels[0].name == "f32_add20__scalar");
+  CHECK(info.kernels[0].bytes > 0);
+  CHECK(info.orphans.size() == 1);
+  // Another compiler's entries go on prune; the current ones stay.
+  const auto pruned_other = prune_kernel_folder(dir.path.string(), "some other compiler 1.0");
+  CHECK(pruned_other.size() == 5);  // two metas, two libraries, the stray object
+  REQUIRE(store.obtain({adder(22)}, 1)[0].kernel);
+  CHECK(prune_kernel_folder(dir.path.string(), cxx.identity).empty());
+  CHECK(clear_kernel_folder(dir.path.string()).size() == 2);
+  CHECK(inspect_kernel_folder(dir.path.string(), cxx.identity).kernels.empty());
+}
+
+}  // namespace
+}  // namespace wpk::codegen
