@@ -16,8 +16,9 @@ using StmtPtr = std::shared_ptr<const Stmt>;
 
 enum class StmtKind {
   Block,  // body: in order
-  For,    // var over [0, extent), kind; body[0]
-  Tail,   // var < full ? body[0] : body[1] (a split's remainder)
+  For,    // var over [0, extent), kind; body[0]. With `dynamic`: over [0, ceil(dynamic / divisor))
+  Tail,   // var < full ? body[0] : body[1] (a split's remainder). With `dynamic`: var < dynamic /
+          // divisor ? body[0] : body[r] where r = dynamic % divisor (one body per remainder)
   Alloc,  // buffer: a register buffer, live for the rest of the enclosing block
   Store,  // buffer[index] = value
 };
@@ -29,6 +30,8 @@ struct Stmt {
   std::int64_t extent = 0;  // For
   LoopKind loop = LoopKind::Serial;
   std::int64_t full = 0;    // Tail
+  Var dynamic;              // For, Tail: the dynamic variable whose runtime extent bounds them
+  std::int64_t divisor = 1;
   Buffer buffer;            // Alloc, Store
   std::vector<Affine> index;
   Expr value;
@@ -38,6 +41,7 @@ struct LoweredKernel {
   std::string name;          // the compute's
   std::string schedule;      // Schedule::describe()
   std::vector<Buffer> args;  // inputs, then the output
+  std::vector<Var> dynamic;  // the kernel's extents argument, in order
   StmtPtr body;
 };
 

@@ -35,6 +35,7 @@ class Lowering {
     k.schedule = s_.describe();
     k.args = c_.inputs;
     k.args.push_back(c_.output);
+    k.dynamic = c_.dynamic();
     k.body = nest(0, first_reduction_, {}, [this](const Extents& e) { return section(e); });
     return k;
   }
@@ -52,7 +53,32 @@ class Lowering {
     const SplitRecord* split = s_.split_with_outer(l.var.get());
     if (!split) {
       loop->extent = extent(l.var.get(), extents);
+      if (l.var->dynamic()) loop->dynamic = l.var;
       loop->body = {nest(from + 1, to, extents, leaf)};
+      return loop;
+    }
+    if (split->parent->dynamic()) {
+      // ceil(n / f) iterations, the last computing one of f - 1 remainders only known at run time.
+      loop->dynamic = split->parent;
+      loop->divisor = split->factor;
+      Extents main = extents;
+      main[split->inner.get()] = split->factor;
+      if (split->factor == 1) {
+        loop->body = {nest(from + 1, to, main, leaf)};
+        return loop;
+      }
+      auto branch = std::make_shared<Stmt>();
+      branch->kind = StmtKind::Tail;
+      branch->var = l.var;
+      branch->dynamic = split->parent;
+      branch->divisor = split->factor;
+      branch->body = {nest(from + 1, to, main, leaf)};
+      for (std::int64_t r = 1; r < split->factor; ++r) {
+        Extents tail = extents;
+        tail[split->inner.get()] = r;
+        branch->body.push_back(nest(from + 1, to, tail, leaf));
+      }
+      loop->body = {branch};
       return loop;
     }
     const std::int64_t whole = extent(split->parent.get(), extents);
@@ -167,6 +193,8 @@ class Lowering {
         throw std::invalid_argument(name + ": reduction loop '" + l.var->name + "' cannot be vectorized");
       if (l.kind == LoopKind::Parallel && (++parallel > 1 || i >= first_reduction_))
         throw std::invalid_argument(name + ": one parallel loop, outside the reductions ('" + l.var->name + "')");
+      if ((l.kind == LoopKind::Unrolled || l.kind == LoopKind::Vectorized) && l.var->dynamic())
+        throw std::invalid_argument(name + ": '" + l.var->name + "' has a dynamic extent and cannot be written out");
       if ((l.kind == LoopKind::Unrolled || l.kind == LoopKind::Vectorized) && l.var->extent > 64)
         throw std::invalid_argument(name + ": '" + l.var->name + "' spans " + std::to_string(l.var->extent) +
                                     ", too many iterations to write out (at most 64)");
@@ -196,11 +224,23 @@ void dump_into(const StmtPtr& s, int depth, std::string& out) {
       return;
     case StmtKind::For: {
       static const char* kinds[] = {"", " parallel", " unrolled", " vectorized"};
-      out += pad + "for " + s->var->name + " < " + std::to_string(s->extent) + kinds[static_cast<int>(s->loop)] + "\n";
+      const std::string bound = s->dynamic ? "ceil(" + s->dynamic->name + " / " + std::to_string(s->divisor) + ")"
+                                           : std::to_string(s->extent);
+      out += pad + "for " + s->var->name + " < " + bound + kinds[static_cast<int>(s->loop)] + "\n";
       dump_into(s->body[0], depth + 1, out);
       return;
     }
     case StmtKind::Tail:
+      if (s->dynamic) {
+        const std::string n = s->dynamic->name, f = std::to_string(s->divisor);
+        out += pad + "if " + s->var->name + " < " + n + " / " + f + "\n";
+        dump_into(s->body[0], depth + 1, out);
+        for (std::size_t r = 1; r < s->body.size(); ++r) {
+          out += pad + "else if " + n + " % " + f + " == " + std::to_string(r) + "\n";
+          dump_into(s->body[r], depth + 1, out);
+        }
+        return;
+      }
       out += pad + "if " + s->var->name + " < " + std::to_string(s->full) + "\n";
       dump_into(s->body[0], depth + 1, out);
       out += pad + "else\n";

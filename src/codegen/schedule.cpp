@@ -18,10 +18,12 @@ std::size_t Schedule::position(const Var& v) const {
 
 std::pair<Var, Var> Schedule::split(const Var& v, std::int64_t factor) {
   const std::size_t at = position(v);
-  if (factor < 1 || factor > v->extent)
+  if (split_with_outer(v.get()) && v->dynamic())
+    throw std::invalid_argument(compute_.name + ": '" + v->name + "' is the outer part of a dynamic variable; split the inner");
+  if (factor < 1 || (!v->dynamic() && factor > v->extent))
     throw std::invalid_argument(compute_.name + ": cannot split '" + v->name + "' (extent " + std::to_string(v->extent) +
                                 ") by " + std::to_string(factor));
-  Var outer = var(v->name + ".o", (v->extent + factor - 1) / factor);
+  Var outer = v->dynamic() ? dynamic_var(v->name + ".o") : var(v->name + ".o", (v->extent + factor - 1) / factor);
   Var inner = var(v->name + ".i", factor);
   const Loop old = loops_[at];
   loops_[at] = {outer, LoopKind::Serial, old.reduction};

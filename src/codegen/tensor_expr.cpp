@@ -10,6 +10,17 @@ Var var(std::string name, std::int64_t extent) {
   return std::make_shared<const VarNode>(VarNode{std::move(name), extent});
 }
 
+Var dynamic_var(std::string name) { return std::make_shared<const VarNode>(VarNode{std::move(name), kDynamic}); }
+
+std::vector<Var> Compute::dynamic() const {
+  std::vector<Var> out;
+  for (const Var& v : axes)
+    if (v->dynamic()) out.push_back(v);
+  for (const Var& v : reduce)
+    if (v->dynamic()) out.push_back(v);
+  return out;
+}
+
 std::int64_t Affine::coefficient(const VarNode* v) const {
   std::int64_t c = 0;
   for (const auto& t : terms)
@@ -30,8 +41,9 @@ Affine operator*(Affine a, std::int64_t c) {
 }
 
 Buffer buffer(std::string name, std::vector<std::int64_t> dims) {
-  for (std::int64_t d : dims)
-    if (d < 1) throw std::invalid_argument("buffer '" + name + "' has a dimension below 1");
+  for (std::size_t i = 0; i < dims.size(); ++i)
+    if (dims[i] < 1 && !(i == 0 && dims[i] == kDynamic))
+      throw std::invalid_argument("buffer '" + name + "' has a dimension below 1 (only the first may be dynamic)");
   return std::make_shared<const BufferNode>(BufferNode{std::move(name), std::move(dims), false});
 }
 
@@ -132,6 +144,19 @@ void check_loads(const Expr& e, const std::vector<Var>& known, bool in_epilogue,
   if (e->op == Op::Acc && !in_epilogue) throw std::invalid_argument(where + ": acc() outside an epilogue");
   if (e->op == Op::Load) {
     for (std::size_t d = 0; d < e->index.size(); ++d) {
+      const Affine& a = e->index[d];
+      bool uses_dynamic = false;
+      for (const auto& t : a.terms) uses_dynamic = uses_dynamic || t.first->dynamic();
+      if (uses_dynamic || e->buffer->dims[d] == kDynamic) {
+        // A dynamic dimension is walked by its dynamic variable alone: in bounds by construction.
+        if (e->buffer->dims[d] != kDynamic || a.terms.size() != 1 || !a.terms[0].first->dynamic() ||
+            a.terms[0].second != 1 || a.offset != 0)
+          throw std::invalid_argument(where + ": a dynamic variable indexes a dynamic first dimension alone, not " +
+                                      affine_text(a) + " of '" + e->buffer->name + "'");
+        if (std::find(known.begin(), known.end(), a.terms[0].first) == known.end())
+          throw std::invalid_argument(where + ": '" + a.terms[0].first->name + "' is not a variable here");
+        continue;
+      }
       std::int64_t lo = e->index[d].offset, hi = e->index[d].offset;
       for (const auto& t : e->index[d].terms) {
         if (std::find(known.begin(), known.end(), t.first) == known.end())
@@ -158,7 +183,7 @@ Compute compute(std::string name, Buffer output, std::vector<Var> axes, std::vec
     throw std::invalid_argument(name + ": " + std::to_string(axes.size()) + " axes for an output of rank " +
                                 std::to_string(output->dims.size()));
   for (std::size_t d = 0; d < axes.size(); ++d)
-    if (axes[d]->extent != output->dims[d])
+    if (axes[d]->extent != output->dims[d] || (axes[d]->dynamic() && d != 0))
       throw std::invalid_argument(name + ": axis '" + axes[d]->name + "' spans " + std::to_string(axes[d]->extent) +
                                   " but the output's dimension " + std::to_string(d) + " is " +
                                   std::to_string(output->dims[d]));

@@ -3,8 +3,9 @@
 // expression reads buffers at affine indices of index variables and combines the values with
 // element-wise operators; a Compute writes it to an output buffer at every point of its axes,
 // optionally summed over reduction variables first and passed through an epilogue (bias,
-// residual, activation) after. Extents are fixed when the expression is built: wpk generates a
-// kernel for the shapes a session runs.
+// residual, activation) after. Extents are fixed when the expression is built, but for dynamic
+// variables (a batch of rows): their extent is an argument of the kernel, and they may index only
+// the first dimension of buffers, which is then kDynamic.
 //
 //   Var i = var("i", M), j = var("j", N), k = var("k", K);
 //   Buffer a = buffer("a", {M, K}), b = buffer("b", {K, N}), c = buffer("c", {M, N});
@@ -17,13 +18,17 @@
 
 namespace wpk::codegen {
 
+constexpr std::int64_t kDynamic = -1;
+
 struct VarNode {
   std::string name;
-  std::int64_t extent;
+  std::int64_t extent;  // kDynamic: given when the kernel runs
+  bool dynamic() const { return extent == kDynamic; }
 };
 // Variables are compared by identity: two vars named "i" are two vars.
 using Var = std::shared_ptr<const VarNode>;
 Var var(std::string name, std::int64_t extent);
+Var dynamic_var(std::string name);
 
 // sum(coefficient * var) + offset.
 struct Affine {
@@ -40,7 +45,7 @@ Affine operator*(Affine a, std::int64_t c);
 
 struct BufferNode {
   std::string name;
-  std::vector<std::int64_t> dims;  // row-major, the last dimension contiguous
+  std::vector<std::int64_t> dims;  // row-major, the last dimension contiguous; dims[0] may be kDynamic
   // Register buffers are the schedule's accumulators: the printer gives each element (each
   // vector of the last dimension) a variable of its own.
   bool registers = false;
@@ -87,6 +92,7 @@ struct Compute {
   Expr body;                // the value, or the summand
   Expr epilogue;            // applied to the sum, reading it as acc(); null: the sum itself
   std::vector<Buffer> inputs;  // the kernel's arguments in order; the output comes last
+  std::vector<Var> dynamic() const;  // the dynamic variables, axes then reductions: the kernel's extents argument
 };
 
 // Checks the pieces fit (axes match the output, every load's rank and every variable known,

@@ -9,6 +9,7 @@
 // and replaced, never loaded. Writes go to temporaries and are renamed into place, the object
 // before the meta that names it, so a reader sees a whole entry or none, and two processes
 // filling one store at once leave it consistent.
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -20,10 +21,15 @@ namespace wpk::codegen {
 
 constexpr int kKernelStoreFormat = 1;
 
+// Kernels that share a prelude, flags and target are compiled together, up to kKernelsPerUnit to
+// a translation unit (the prelude once, then each source): their symbols must differ.
+constexpr std::size_t kKernelsPerUnit = 8;
+
 struct KernelSource {
-  std::string name;    // the kernel's stable name, e.g. "f32_relu__avx512_v4": files and logs show it
-  std::string symbol;  // its extern "C" entry point
-  std::string source;  // C++ text
+  std::string name;     // the kernel's stable name, e.g. "f32_relu__avx512_v4": files and logs show it
+  std::string symbol;   // its extern "C" entry point
+  std::string prelude;  // includes and helpers the source needs
+  std::string source;   // C++ text defining the entry point
   std::vector<std::string> flags;  // ISA flags (-mavx2 -mfma, -mavx512f ...)
   std::string target;  // what the flags target, e.g. "avx512": part of the key and of `wpk cache ls`
 };
@@ -51,7 +57,8 @@ class KernelStore {
   KernelStore& operator=(const KernelStore&) = delete;
 
   // Every source's kernel: loaded from the store when a verified entry exists, else compiled (at
-  // most `parallel` compilers at once), stored and loaded. Thread-safe.
+  // most `parallel` compilers at once, several kernels to a unit), stored and loaded. A unit that
+  // fails is compiled again a kernel at a time, so an error names its kernel and costs only it.
   std::vector<Obtained> obtain(const std::vector<KernelSource>& sources, int parallel);
 
   // The content address of a source: 64 hex digits.
@@ -63,6 +70,13 @@ class KernelStore {
   std::string why_not_persistent() const { return why_not_persistent_; }
 
  private:
+  struct PendingKernel {
+    std::size_t index;  // into the sources
+    std::string stem, key;
+  };
+  void compile_units(const std::vector<KernelSource>& sources, const std::vector<PendingKernel>& pending,
+                     const std::vector<std::vector<std::size_t>>& units, const std::string& work, std::vector<Obtained>& out);
+
   std::string dir_;
   bool persistent_ = false;
   std::string why_not_persistent_;

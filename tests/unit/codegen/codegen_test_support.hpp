@@ -52,30 +52,33 @@ inline float eval(const Expr& e, const std::map<const VarNode*, std::int64_t>& a
   }
 }
 
-// The compute evaluated point by point, sums in double.
-inline std::vector<float> interpret(const Compute& c, const Values& values) {
+// A variable's extent, `rows` for a dynamic one (the tests give every dynamic variable the same).
+inline std::int64_t extent_of(const Var& v, std::int64_t rows) { return v->dynamic() ? rows : v->extent; }
+
+// The compute evaluated point by point, sums in double; dynamic variables span `rows`.
+inline std::vector<float> interpret(const Compute& c, const Values& values, std::int64_t rows = 0) {
   std::int64_t total = 1;
-  for (const Var& v : c.axes) total *= v->extent;
+  for (const Var& v : c.axes) total *= extent_of(v, rows);
   std::vector<float> out(static_cast<std::size_t>(total));
   std::map<const VarNode*, std::int64_t> at;
   for (std::int64_t flat = 0; flat < total; ++flat) {
     std::int64_t rest = flat;
     for (std::size_t d = c.axes.size(); d-- > 0;) {
-      at[c.axes[d].get()] = rest % c.axes[d]->extent;
-      rest /= c.axes[d]->extent;
+      at[c.axes[d].get()] = rest % extent_of(c.axes[d], rows);
+      rest /= extent_of(c.axes[d], rows);
     }
     float value;
     if (c.reduce.empty()) {
       value = eval(c.body, at, values, 0);
     } else {
       std::int64_t points = 1;
-      for (const Var& r : c.reduce) points *= r->extent;
+      for (const Var& r : c.reduce) points *= extent_of(r, rows);
       double sum = 0;
       for (std::int64_t p = 0; p < points; ++p) {
         std::int64_t left = p;
         for (std::size_t d = c.reduce.size(); d-- > 0;) {
-          at[c.reduce[d].get()] = left % c.reduce[d]->extent;
-          left /= c.reduce[d]->extent;
+          at[c.reduce[d].get()] = left % extent_of(c.reduce[d], rows);
+          left /= extent_of(c.reduce[d], rows);
         }
         sum += eval(c.body, at, values, 0);
       }
@@ -95,15 +98,15 @@ inline std::vector<CpuTarget> runnable_targets() {
   return t;
 }
 
-using Entry = void (*)(float* const*, int);
+using Entry = void (*)(float* const*, const std::int64_t*, int);
 
 // Prints, compiles (one store per test process, in a private folder) and loads.
 inline std::shared_ptr<LoadedKernel> build(const Schedule& s, CpuTarget target, std::string* why = nullptr) {
   static KernelStore store("", find_host_compiler());
   const LoweredKernel lowered = lower(s);
   const PrintedKernel printed = print_cpp(lowered, target, "wpk_test_kernel", "codegen tests");
-  KernelSource src{s.compute().name + "_" + target_name(target), printed.symbol, printed.source, target_flags(target),
-                   target_name(target)};
+  KernelSource src{s.compute().name + "_" + target_name(target), printed.symbol, printed.prelude, printed.source,
+                   target_flags(target), target_name(target)};
   Obtained got = store.obtain({src}, 1).front();
   if (why) *why = got.why;
   return got.kernel;
@@ -117,22 +120,24 @@ inline std::vector<float> random_values(std::size_t n, std::uint32_t seed, float
   return v;
 }
 
-inline std::size_t numel(const Buffer& b) {
+// A dynamic first dimension counts `rows`.
+inline std::size_t numel(const Buffer& b, std::int64_t rows = 0) {
   std::size_t n = 1;
-  for (std::int64_t d : b->dims) n *= static_cast<std::size_t>(d);
+  for (std::int64_t d : b->dims) n *= static_cast<std::size_t>(d == kDynamic ? rows : d);
   return n;
 }
 
-// Runs the compiled kernel on `values` (the compute's inputs), with guard floats after the output
-// that must stay untouched; returns the output.
+// Runs the compiled kernel on `values` (the compute's inputs), dynamic variables spanning `rows`,
+// with guard floats after the output that must stay untouched; returns the output.
 inline std::vector<float> run(const std::shared_ptr<LoadedKernel>& k, const Compute& c, Values values, int threads,
-                              bool* guards_intact) {
+                              bool* guards_intact, std::int64_t rows = 0) {
   std::vector<float*> args;
   for (const Buffer& b : c.inputs) args.push_back(values.at(b.get()).data());
-  const std::size_t n = numel(c.output);
+  const std::size_t n = numel(c.output, rows);
   std::vector<float> out(n + 64, 12345.0f);
   args.push_back(out.data());
-  reinterpret_cast<Entry>(k->entry)(args.data(), threads);
+  const std::vector<std::int64_t> extents(c.dynamic().size(), rows);
+  reinterpret_cast<Entry>(k->entry)(args.data(), extents.data(), threads);
   *guards_intact = true;
   for (std::size_t i = n; i < out.size(); ++i) *guards_intact = *guards_intact && out[i] == 12345.0f;
   out.resize(n);

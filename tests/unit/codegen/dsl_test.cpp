@@ -124,6 +124,44 @@ TEST_CASE("strided loads in a vectorized loop are gathered", "[codegen]") {
   }
 }
 
+TEST_CASE("a product over a dynamic number of rows runs every row count with one kernel", "[codegen]") {
+  // Rows known only at run time: the row tile's remainders are chosen when the kernel runs.
+  const std::int64_t n = 37, kk = 19;
+  Var i = dynamic_var("i"), j = var("j", n), k = var("k", kk);
+  Buffer a = buffer("a", {kDynamic, kk}), b = buffer("b", {kk, n}), bias = buffer("bias", {n}), out = buffer("c", {kDynamic, n});
+  const Compute c = compute("rows", out, {i, j}, {k}, load(a, {i, k}) * load(b, {k, j}), relu(acc() + load(bias, {j})), {a, b, bias});
+  REQUIRE(c.dynamic().size() == 1);
+  for (CpuTarget target : runnable_targets()) {
+    Schedule s(c);
+    const auto [io, ii] = s.split(i, 4);
+    const auto [jo, ji] = s.split(j, std::min<std::int64_t>(2 * vector_lanes(target), n));
+    s.reorder({io, jo, k, ii, ji});
+    s.parallel(io);
+    s.unroll(ii);
+    s.vectorize(ji);
+    INFO("target " << target_name(target) << ": " << s.describe());
+    std::string why;
+    const auto kernel = build(s, target, &why);
+    INFO(why);
+    REQUIRE(kernel);
+    for (std::int64_t rows : {1, 3, 4, 5, 8, 11}) {
+      INFO(rows << " rows");
+      Values v;
+      v[a.get()] = random_values(numel(a, rows), 21);
+      v[b.get()] = random_values(numel(b), 22);
+      v[bias.get()] = random_values(numel(bias), 23);
+      bool guards = false;
+      check_close(run(kernel, c, v, 2, &guards, rows), interpret(c, v, rows), 1e-5f);
+      CHECK(guards);
+    }
+  }
+  Schedule s(c);
+  s.unroll(i);
+  CHECK_THROWS_WITH(lower(s), Catch::Contains("dynamic extent"));
+  Buffer wide = buffer("w", {kDynamic, n});
+  CHECK_THROWS_WITH(compute("bad", out, {i, j}, {}, load(wide, {j, j}), nullptr, {wide}), Catch::Contains("dynamic"));
+}
+
 TEST_CASE("schedules that break a rule are refused with the rule named", "[codegen]") {
   Product p = product(8, 32, 16);
   {
