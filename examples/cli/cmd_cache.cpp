@@ -1,13 +1,15 @@
 // wpk cache ls|clear|prune [--dir DIR]: the cache folder (default: where a Session puts it,
 // SessionOptions::cache_dir's fallbacks). ls lists each tuning file per environment: entries,
-// and whether they are this machine's or which other machine's; clear removes wpk's files;
-// prune keeps only what this wpk on this machine can use.
+// and whether they are this machine's or which other machine's, then the generated kernels in
+// kernels/; clear removes wpk's files; prune keeps only what this wpk on this machine can use.
 #include <cstdio>
 #include <string>
 
 #include "cli.hpp"
 // Internal headers of libwpk that need only the standard library.
+#include "codegen/jit/kernel_store.hpp"
 #include "runtime/cache_folder.hpp"
+#include "runtime/kernel_compilation.hpp"
 #include "runtime/tuning_db.hpp"
 
 namespace wpk::cli {
@@ -37,9 +39,27 @@ std::string whose(const CacheEnvironmentInfo& env) {
   return "another machine: " + readable(env.description);
 }
 
+void ls_kernels(const std::string& dir) {
+  const codegen::KernelFolderInfo k = codegen::inspect_kernel_folder(kernel_folder(dir), codegen::find_host_compiler().identity);
+  std::uintmax_t bytes = 0;
+  std::size_t usable = 0;
+  for (const codegen::StoredKernel& s : k.kernels) {
+    bytes += s.bytes;
+    usable += s.intact && s.current;
+  }
+  if (!k.kernels.empty())
+    std::printf("%s  %zu generated kernels, %ju bytes of libraries  %zu for this compiler%s\n", kernel_folder(dir).c_str(),
+                k.kernels.size(), bytes, usable,
+                usable == k.kernels.size() ? "" : ", the others another compiler's or damaged (prune removes them)");
+  if (!k.orphans.empty()) std::printf("%s  %zu libraries no kernel names (prune removes them)\n", kernel_folder(dir).c_str(), k.orphans.size());
+  for (const std::string& p : k.leftovers) std::printf("%s  left over from an interrupted compile (clear removes it)\n", p.c_str());
+}
+
 int ls(const std::string& dir) {
   const CacheFolderInfo info = inspect_cache_folder(dir);
-  if (info.files.empty() && info.leftovers.empty()) {
+  const codegen::KernelFolderInfo kernels = codegen::inspect_kernel_folder(kernel_folder(dir), "");
+  if (info.files.empty() && info.leftovers.empty() && kernels.kernels.empty() && kernels.orphans.empty() &&
+      kernels.leftovers.empty()) {
     std::printf("cache folder %s is empty%s\n", dir.c_str(), info.exists ? "" : " (it does not exist)");
     return 0;
   }
@@ -55,6 +75,7 @@ int ls(const std::string& dir) {
   }
   for (const std::string& p : info.leftovers)
     std::printf("%s  left over from an interrupted write (clear removes it)\n", p.c_str());
+  ls_kernels(dir);
   return 0;
 }
 
@@ -85,8 +106,12 @@ int cmd_cache(int argc, char** argv) {
   if (action != "clear" && action != "prune")
     throw Error(ErrorCode::InvalidArgument, "unknown cache action '" + action + "' (ls, clear, prune)");
   const CacheRemoval done = action == "clear" ? clear_cache_folder(dir) : prune_cache_folder(dir);
-  if (done.nothing()) std::printf("nothing to %s in %s\n", action.c_str(), dir.c_str());
+  const std::vector<std::string> kernels =
+      action == "clear" ? codegen::clear_kernel_folder(kernel_folder(dir))
+                        : codegen::prune_kernel_folder(kernel_folder(dir), codegen::find_host_compiler().identity);
+  if (done.nothing() && kernels.empty()) std::printf("nothing to %s in %s\n", action.c_str(), dir.c_str());
   print_removed(done);
+  for (const std::string& p : kernels) std::printf("removed %s\n", p.c_str());
   return 0;
 }
 

@@ -74,7 +74,8 @@ struct SessionOptions {
   // Called (on the loading thread) after each measured configuration.
   std::function<void(const TuningProgress&)> on_tuning_progress;
   // Candidates to leave out: "backend" (every kernel of "cpu", "onednn", ...) or
-  // "backend:kernel" (one kernel, as profiles name it: "cpu:f32_layernorm__avx2"). Added to the
+  // "backend:kernel" (one kernel, as profiles name it: "cpu:f32_layernorm__avx2"), or a family
+  // of kernels, the name before "__" ("gen:f32_matmul": every generated product). Added to the
   // comma-separated list in $WPK_DISABLE_KERNELS. A node no remaining candidate runs is an error.
   std::vector<std::string> disabled_kernels;
   // Where the tuning database lives; empty: $WPK_CACHE_DIR, else $XDG_CACHE_HOME/wpk, else

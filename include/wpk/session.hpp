@@ -39,7 +39,7 @@ class Backend;  // internal (src/backends/kernel.hpp)
 // What this process has done so far, over all its sessions (a warm load does neither).
 struct ProcessCounters {
   std::uint64_t measured_configurations = 0;  // kernel configurations tuning timed
-  std::uint64_t compiled_kernels = 0;         // generated kernels compiled (none yet: wpk has no JIT)
+  std::uint64_t compiled_kernels = 0;         // generated kernels compiled (not found in the kernel store)
 };
 ProcessCounters process_counters();
 

@@ -2,6 +2,7 @@
 // (or, with tuning, measurement) picks among them, and this order breaks its ties. Registered
 // here explicitly, guarded by build options, so a static link cannot drop one.
 #include "backends/cpu/cpu_backend.hpp"
+#include "backends/generated/generated_backend.hpp"
 #include "backends/reference/reference_backend.hpp"
 #include "runtime/execution_plan.hpp"
 #ifdef WPK_WITH_ONEDNN
@@ -12,12 +13,13 @@ namespace wpk {
 
 std::vector<const Backend*> registered_backends() {
   static const cpu::CpuBackend cpu_backend;
+  static const gen::GeneratedBackend generated_backend;
   static const reference::ReferenceBackend reference_backend;
 #ifdef WPK_WITH_ONEDNN
   static const onednn::OneDnnBackend onednn_backend;
-  return {&cpu_backend, &onednn_backend, &reference_backend};
+  return {&cpu_backend, &onednn_backend, &generated_backend, &reference_backend};
 #else
-  return {&cpu_backend, &reference_backend};
+  return {&cpu_backend, &generated_backend, &reference_backend};
 #endif
 }
 

@@ -5,6 +5,7 @@
 #include <set>
 
 #include "runtime/candidate_cost.hpp"
+#include "runtime/kernel_compilation.hpp"
 #include "runtime/logging.hpp"
 #include "runtime/workload.hpp"
 #include "wpk/session.hpp"
@@ -90,8 +91,12 @@ std::vector<std::string> resolve_disabled_kernels(const std::vector<std::string>
 
 namespace {
 
+// `name` ("backend" or "backend:kernel") is listed itself, or its kernel's family is: the part
+// of its name before "__" ("gen:f32_matmul" for "gen:f32_matmul__avx512_4x32_prows").
 bool listed(const std::vector<std::string>& disabled, const std::string& name) {
-  return std::find(disabled.begin(), disabled.end(), name) != disabled.end();
+  const std::size_t family = name.find("__", name.find(':'));
+  return std::find(disabled.begin(), disabled.end(), name) != disabled.end() ||
+         (family != std::string::npos && std::find(disabled.begin(), disabled.end(), name.substr(0, family)) != disabled.end());
 }
 
 }  // namespace
@@ -217,9 +222,11 @@ void ExecutionPlan::prepare_steps(const Graph& graph, const std::vector<const Ba
         }
     }
     bool packs_weights = false;  // a prepared candidate packs per shape, beside the loaded copy
-    const auto prepare = [&](const Option& o) {
+    const auto prepare = [&](const Option& o, bool fallback) {
       try {
         std::unique_ptr<Kernel> kernel = o.backend->prepare(n, graph, o.config);
+        // A fallback must be ready to run; compiling one only to stand by costs every load.
+        if (fallback && kernel->source()) return;
         const std::string kernel_name = kernel->profile().name;
         if (!kernel_name.empty() && listed(disabled, o.backend->name() + ":" + kernel_name)) {
           why = o.backend->name() + ":" + kernel_name + " is disabled";
@@ -236,7 +243,7 @@ void ExecutionPlan::prepare_steps(const Graph& graph, const std::vector<const Ba
       }
     };
     for (std::size_t o = 0; o < options_offered.size(); ++o)
-      if (wanted[o]) prepare(options_offered[o]);
+      if (wanted[o]) prepare(options_offered[o], false);
     // Unless a wanted candidate packs the node's weights (any other would pack another copy),
     // the best of every other backend too: the tuner picks per shape, and one of them runs the
     // shapes a kernel declines (Kernel::runs).
@@ -247,7 +254,7 @@ void ExecutionPlan::prepare_steps(const Graph& graph, const std::vector<const Ba
         if (wanted[o]) continue;
         bool backend_present = false;
         for (const Candidate& c : step.candidates) backend_present = backend_present || c.backend == options_offered[o].backend;
-        if (!backend_present) prepare(options_offered[o]);
+        if (!backend_present) prepare(options_offered[o], true);
       }
     }
     if (step.candidates.empty()) {
@@ -268,6 +275,7 @@ void ExecutionPlan::prepare_steps(const Graph& graph, const std::vector<const Ba
     if (problems.size() > 1) msg += " (and " + std::to_string(problems.size() - 1) + " more unsupported op types)";
     throw Error(ErrorCode::Unsupported, msg);
   }
+  compile_generated_kernels(steps_, graph, options.kernel_store, options.threads);
   compute_lifetimes(graph);
 }
 

@@ -13,6 +13,10 @@
 
 namespace wpk {
 
+namespace codegen {
+class KernelStore;
+}  // namespace codegen
+
 struct Candidate {
   const Backend* backend;
   std::unique_ptr<Kernel> kernel;
@@ -33,6 +37,9 @@ struct PlanOptions {
   // (symbolic dims as 1; given the node and its offered candidates), or "": prepared instead of
   // the cost model's choice there.
   std::function<std::string(const Node&, const std::string& offered)> recorded_choice;
+  // Where generated kernels' code is found or compiled into (runtime/kernel_compilation.hpp),
+  // asked only when a prepared kernel needs code; unset: a store private to this process.
+  std::function<codegen::KernelStore*()> kernel_store;
 };
 
 // What runs a step: which of its candidates, on how many of the run's threads (0: all of them;

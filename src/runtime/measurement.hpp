@@ -7,10 +7,23 @@
 
 namespace wpk {
 
+// How the caches stand when a step starts inside the model. Warm (the default): as the previous
+// run of the same kernel left them. With cold_constants (the model's constants outgrow the
+// last-level cache): the step meets its weights, loaded or packed by its kernel, in memory, and
+// only its activations, just written by the steps before it, in cache; a kernel that wins on
+// weights kept hot by repeating it could lose inside the model.
+struct CacheState {
+  bool cold_constants = false;
+  std::vector<const Tensor*> activations;  // read back into the caches after evicting them
+};
+
+// Bytes of this machine's last-level cache, as the C library reports it (32 MiB when it does not).
+std::size_t last_level_cache_bytes();
+
 // One run of `kernel` on `threads` OpenMP threads between steps on all of them, as in a model:
 // its microseconds; the outputs in `out`, as time_config says.
 double time_once(const Kernel& kernel, const Node& node, const std::vector<const Tensor*>& inputs, int threads,
-                 std::vector<Tensor>& out);
+                 std::vector<Tensor>& out, const CacheState& cache = {});
 
 // One warm-up (caches, lazy compiles, the outputs' pages), then up to 5 timed runs into the same
 // outputs: their median in microseconds. The kernel runs on `threads` OpenMP threads, and the
@@ -19,7 +32,7 @@ double time_once(const Kernel& kernel, const Node& node, const std::vector<const
 // inside a model they live in an arena the run has touched, so fresh pages are no part of a
 // step). Throws what the kernel throws.
 double time_config(const Kernel& kernel, const Node& node, const std::vector<const Tensor*>& inputs, int threads,
-                   std::vector<Tensor>& out);
+                   std::vector<Tensor>& out, const CacheState& cache = {});
 
 // The median of a non-empty list (of times, of ratios).
 double median(std::vector<double> v);

@@ -10,6 +10,7 @@
 #include "runtime/executor.hpp"
 #include "runtime/execution_plan.hpp"
 #include "runtime/input_check.hpp"
+#include "runtime/kernel_compilation.hpp"
 #include "runtime/logging.hpp"
 #include "runtime/memory_budget.hpp"
 #include "runtime/plan_cache.hpp"
@@ -31,6 +32,7 @@ struct Session::Impl {
   std::shared_ptr<ArenaPool> arenas;
   bool poison_outputs = false;
   std::unique_ptr<TuningDb> tuning_db;
+  std::unique_ptr<codegen::KernelStore> kernels;  // generated kernels' code, in the cache folder
   std::unique_ptr<Tuner> tuner;
   CostCalibration calibration;  // from the cache folder's trial logs; the plan and tuner read it
   ShapeLimits limits;
@@ -161,6 +163,13 @@ Session::Session(Graph graph, SessionOptions options, const std::vector<const Ba
     plan.threads = impl_->threads;
     impl_->calibration = CostCalibration::from(impl_->tuning_db.get());
     plan.calibration = &impl_->calibration;
+    plan.kernel_store = [this, &options] {
+      impl_->kernels = std::make_unique<codegen::KernelStore>(kernel_folder(resolve_cache_dir(options.cache_dir)),
+                                                              codegen::find_host_compiler());
+      if (!impl_->kernels->persistent())
+        logger().info("generated kernels last for this process only: {}", impl_->kernels->why_not_persistent());
+      return impl_->kernels.get();
+    };
     if (TuningDb* db = impl_->tuning_db.get())
       plan.recorded_choice = [db, &g, threads = impl_->threads](const Node& node, const std::string& offered) {
         const std::string key = tuning_key(op_signature(node, g, declared_input_descs(node, g)), threads, offered);
@@ -203,7 +212,7 @@ void Session::tune_at_load(double budget_seconds) {
 std::vector<TunedNode> Session::tuning_report() const { return impl_->tuner->report(); }
 int Session::tuned_nodes() const { return impl_->tuner->tuned_nodes(); }
 
-ProcessCounters process_counters() { return {tuning_measurements(), 0}; }
+ProcessCounters process_counters() { return {tuning_measurements(), codegen::kernel_store_counters().compiled}; }
 
 Session::~Session() = default;
 Session::Session(Session&&) noexcept = default;

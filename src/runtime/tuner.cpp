@@ -76,7 +76,22 @@ std::pair<std::string, int> parse_record_value(const std::string& value) {
 Tuner::Tuner(const Graph& graph, const ExecutionPlan& plan, TuningDb* db, int threads, TuningSettings settings,
              const CostCalibration* calibration)
     : graph_(graph), plan_(plan), db_(db), threads_(threads), settings_(std::move(settings)), calibration_(calibration),
-      tuned_(plan.steps().size(), false) {}
+      cold_constants_(false), tuned_(plan.steps().size(), false) {
+  std::size_t constant_bytes = 0;
+  for (const auto& kv : graph.initializers()) constant_bytes += kv.second.nbytes();
+  cold_constants_ = constant_bytes > last_level_cache_bytes();
+}
+
+CacheState Tuner::cache_state(const Node& node, const std::vector<const Tensor*>& inputs) const {
+  CacheState cache;
+  cache.cold_constants = cold_constants_;
+  if (!cold_constants_) return cache;
+  for (std::size_t i = 0; i < inputs.size() && i < node.inputs.size(); ++i) {
+    const ValueId v = node.inputs[i];
+    if (v != kNoValue && !graph_.is_initializer(v) && !plan_.is_released(v)) cache.activations.push_back(inputs[i]);
+  }
+  return cache;
+}
 
 void Tuner::mark_tuned(std::size_t step) const {
   std::lock_guard<std::mutex> lock(report_mutex_);
@@ -225,11 +240,12 @@ bool Tuner::confirmed(const PlanStep& step, const Node& node, const std::vector<
   const Kernel& w = *step.candidates[static_cast<std::size_t>(winner.candidate)].kernel;
   const Kernel& u = *step.candidates[static_cast<std::size_t>(untuned.candidate)].kernel;
   std::vector<Tensor> scratch_w, scratch_u;
+  const CacheState cache = cache_state(node, inputs);
   winner_us = untuned_us = std::numeric_limits<double>::infinity();
   try {
     for (int round = 0; round < 2; ++round) {
-      untuned_us = std::min(untuned_us, time_config(u, node, inputs, threads_, scratch_u));
-      winner_us = std::min(winner_us, time_config(w, node, inputs, winner.threads, scratch_w));
+      untuned_us = std::min(untuned_us, time_config(u, node, inputs, threads_, scratch_u, cache));
+      winner_us = std::min(winner_us, time_config(w, node, inputs, winner.threads, scratch_w, cache));
     }
   } catch (const std::exception&) {
     return false;
@@ -259,6 +275,7 @@ StepChoice Tuner::search_node(std::size_t s, const std::vector<const Tensor*>& i
     logger().debug("{}tuning: the oracle {} failed: {}", node_label(node), step.candidates[ref].backend->name(), e.what());
     return untuned;
   }
+  const CacheState cache = cache_state(node, inputs);
   auto measure = [&](const search::Point& p) {
     const auto c = static_cast<std::size_t>(space.value(p, 0));
     const int t = static_cast<int>(space.value(p, 1));
@@ -266,7 +283,7 @@ StepChoice Tuner::search_node(std::size_t s, const std::vector<const Tensor*>& i
     double us = std::numeric_limits<double>::infinity();
     try {
       std::vector<Tensor> got;
-      us = time_config(*step.candidates[c].kernel, node, inputs, t, got);
+      us = time_config(*step.candidates[c].kernel, node, inputs, t, got, cache);
       if (c != ref && !all_agree(node, got, want)) {
         logger().debug("{}tuning: {} rejected, its result differs from {}", node_label(node), step.candidates[c].backend->name(),
                        step.candidates[ref].backend->name());

@@ -73,6 +73,8 @@ class Tuner {
                  StepChoice untuned, double& winner_us, double& untuned_us) const;
   std::string key_for(const PlanStep& step, const Node& node, const std::vector<const Tensor*>& inputs) const;
   std::string describe(const PlanStep& step, StepChoice c) const;
+  // How the caches stand when the step runs inside the model (measurement.hpp).
+  CacheState cache_state(const Node& node, const std::vector<const Tensor*>& inputs) const;
   void progress(std::size_t trials, double speedup) const;
   void mark_tuned(std::size_t step) const;
 
@@ -82,6 +84,7 @@ class Tuner {
   int threads_;
   TuningSettings settings_;
   const CostCalibration* calibration_;
+  bool cold_constants_;  // the model's constants outgrow the last-level cache
   std::atomic<bool> measuring_{false};
   std::chrono::steady_clock::time_point deadline_;
   mutable std::mutex report_mutex_;

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "backends/reference/reference_backend.hpp"
+#include "codegen/jit/kernel_store.hpp"
 #include "tensor_compare.hpp"
 
 namespace wpk::testing {
@@ -145,7 +146,14 @@ std::vector<std::string> OpCase::configs(const Backend& backend) const {
 
 std::string OpCase::check(const Backend& backend, double rtol, double atol) const { return check(backend, "", rtol, atol); }
 
-std::string OpCase::check(const Backend& backend, const std::string& config, double rtol, double atol) const {
+std::unique_ptr<Kernel> OpCase::prepare(const Backend& backend, const std::string& config) const {
+  std::map<std::string, Tensor> values;
+  const Graph g = build(values);
+  return backend.prepare(g.nodes().front(), g, config);
+}
+
+std::string OpCase::check(const Backend& backend, const std::string& config, double rtol, double atol,
+                          const CodeProvider& code) const {
   std::map<std::string, Tensor> values;
   const Graph g = build(values);
   const Node n = g.nodes().front();
@@ -165,11 +173,53 @@ std::string OpCase::check(const Backend& backend, const std::string& config, dou
   auto guard = std::make_shared<GuardedAllocator>();
   KernelContext actual_ctx(n, ptrs, [guard](DType d, const Shape& s) { return guard->allocate(d, s); });
   const auto kernel = backend.prepare(n, g, config);
+  if (kernel->source()) {
+    if (code) {
+      code(*kernel);
+    } else {
+      GeneratedCode alone;
+      alone.add(*kernel);
+      const std::string failed = alone.compile(1);
+      if (!failed.empty()) return failed;
+      alone.give(*kernel);
+    }
+  }
   if (!kernel->runs(ptrs)) return backend.name() + "'s kernel declines the inputs of " + describe() + " (Kernel::runs)";
   kernel->run(actual_ctx);
   if (!guard->intact(actual_ctx.outputs())) return describe() + ": wrote outside its output";
   const std::string diff = compare_allclose(actual_ctx.outputs()[0], expected_ctx.outputs()[0], rtol, atol);
   return diff.empty() ? "" : describe() + ": " + diff;
+}
+
+namespace {
+
+codegen::KernelStore& test_store() {
+  static codegen::KernelStore store("", codegen::find_host_compiler());
+  return store;
+}
+
+}  // namespace
+
+void GeneratedCode::add(const Kernel& kernel) {
+  const codegen::KernelSource* src = kernel.source();
+  if (!src) return;
+  if (index_.emplace(test_store().key_of(*src), sources_.size()).second) sources_.push_back(*src);
+}
+
+std::string GeneratedCode::compile(int parallel) {
+  const std::vector<codegen::Obtained> got = test_store().obtain(sources_, parallel);
+  code_.clear();
+  std::string first;
+  for (const codegen::Obtained& o : got) {
+    code_.push_back(o.kernel);
+    if (!o.kernel && first.empty()) first = o.why;
+  }
+  return first;
+}
+
+void GeneratedCode::give(Kernel& kernel) const {
+  const auto at = index_.find(test_store().key_of(*kernel.source()));
+  if (at != index_.end() && at->second < code_.size()) kernel.set_code(code_[at->second]);
 }
 
 }  // namespace wpk::testing

@@ -6,11 +6,14 @@
 //
 // Inputs and constants get uniform random values from a fixed seed; outputs are written into
 // buffers with guard bytes on both sides, so an out-of-bounds write fails the case.
+#include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "backends/kernel.hpp"
+#include "codegen/jit/kernel_store.hpp"
 
 namespace wpk::testing {
 
@@ -30,8 +33,13 @@ class OpCase {
   // The case must be supported by `backend`, and its kernel must run these inputs (a case it
   // declines either way is reported as a failure).
   std::string check(const Backend& backend, double rtol = 1e-4, double atol = 1e-5) const;
-  // The same for one of the backend's configurations (Backend::configs).
-  std::string check(const Backend& backend, const std::string& config, double rtol, double atol) const;
+  // The same for one of the backend's configurations (Backend::configs). A generated kernel
+  // (Kernel::source) gets its code from `code`, or, unset, is compiled alone.
+  using CodeProvider = std::function<void(Kernel&)>;
+  std::string check(const Backend& backend, const std::string& config, double rtol, double atol,
+                    const CodeProvider& code = {}) const;
+  // The kernel check() runs, as the backend prepares it (a generated one without its code).
+  std::unique_ptr<Kernel> prepare(const Backend& backend, const std::string& config) const;
   // What the backend offers for this case: configs() when it supports it, else nothing.
   std::vector<std::string> configs(const Backend& backend) const;
   std::string describe() const;
@@ -46,6 +54,22 @@ class OpCase {
   std::map<std::string, Tensor> constants_;
   std::map<std::string, Attribute> attrs_;
   unsigned seed_ = 1;
+};
+
+// Generated kernels' code for many cases at once: add() their sources, compile() them in one
+// batch (as a session does), then give() each kernel its code.
+class GeneratedCode {
+ public:
+  void add(const Kernel& kernel);
+  // "" when every source compiled, else the first failure.
+  std::string compile(int parallel);
+  void give(Kernel& kernel) const;
+  std::size_t size() const { return sources_.size(); }
+
+ private:
+  std::map<std::string, std::size_t> index_;  // by store key
+  std::vector<codegen::KernelSource> sources_;
+  std::vector<std::shared_ptr<const codegen::LoadedKernel>> code_;
 };
 
 }  // namespace wpk::testing

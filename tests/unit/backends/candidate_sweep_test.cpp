@@ -58,6 +58,15 @@ std::vector<SweepCase> other_cases() {
         out.push_back({OpCase("FusedMatMul", "com.wpk").input("A", {rows, k}).constant("B", {k, n}).constant("C", {n})
                            .seed(seed++),
                        1e-4, 1e-4});
+  // Every epilogue a generated product fuses, with a residual and rows over two leading dims.
+  for (const char* act : {"Relu", "Sigmoid", "Tanh", "SiLU", "Clip", "LeakyRelu", "HardSwish", "GeluTanh"})
+    out.push_back({OpCase("FusedMatMul", "com.wpk").input("A", {2, 3, 17}).constant("B", {17, 33}).constant("C", {33})
+                       .input("Z", {2, 3, 33}).activation(act).seed(seed++),
+                   1e-4, 1e-5});
+  out.push_back({OpCase("Gemm").input("A", {7, 17}).constant("B", {33, 17}).constant("C", {1, 33})
+                     .attr("transB", std::int64_t{1}).seed(seed++),
+                 1e-4, 1e-5});
+  out.push_back({OpCase("MatMul").input("A", {5, 16}).input("B", {16, 9}).seed(seed++), 1e-4, 1e-5});
   for (std::int64_t c : {15, 16, 17, 768})
     out.push_back({OpCase("LayerNormalization").input("X", {3, 5, c}).constant("S", {c}).constant("B", {c})
                        .attr("epsilon", 1e-5f).seed(seed++),
@@ -83,12 +92,21 @@ TEST_CASE("every candidate of every registered backend matches the reference at 
   std::vector<SweepCase> cases = conv_cases();
   for (SweepCase& c : other_cases()) cases.push_back(std::move(c));
   std::map<std::string, int> checked, declined;
+  // Generated kernels compile in one batch first, as a session compiles a model's.
+  wpk::testing::GeneratedCode generated;
+  for (const SweepCase& c : cases)
+    for (const wpk::Backend* backend : wpk::registered_backends())
+      if (backend->name() == "gen")
+        for (const std::string& config : c.op.configs(*backend)) generated.add(*c.op.prepare(*backend, config));
+  INFO(generated.size() << " generated kernels");
+  REQUIRE(generated.compile(2) == "");
+  const auto code = [&generated](wpk::Kernel& k) { generated.give(k); };
   for (const SweepCase& c : cases)
     for (const wpk::Backend* backend : wpk::registered_backends()) {
       if (backend->name() == "reference") continue;
       for (const std::string& config : c.op.configs(*backend)) {
         const std::string name = backend->name() + (config.empty() ? "" : "(" + config + ")");
-        const std::string why = c.op.check(*backend, config, c.rtol, c.atol);
+        const std::string why = c.op.check(*backend, config, c.rtol, c.atol, code);
         INFO(name << ": " << c.op.describe());
         if (why.find("declines the inputs") != std::string::npos) {
           ++declined[name];
@@ -103,6 +121,7 @@ TEST_CASE("every candidate of every registered backend matches the reference at 
     summary += name + " " + std::to_string(n) + " checked, " + std::to_string(declined[name]) + " declined; ";
   INFO(summary);
   CHECK(checked.count("cpu") == 1);  // row broadcast, pooling at least: any CPU runs those
+  CHECK(checked["gen(rows=4,vectors=2,parallel=rows)"] > 0);  // products, on every CPU
 #ifdef WPK_WITH_ONEDNN
   CHECK(checked["onednn"] > 0);
   CHECK(checked["onednn(algorithm=direct)"] > 0);

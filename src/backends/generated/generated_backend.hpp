@@ -1,0 +1,24 @@
+#pragma once
+// The gen backend: kernels wpk writes from tensor expressions (src/codegen) for the node's shapes
+// and compiles at load with the host compiler, one candidate per schedule config beside the
+// hand-written and library ones. Preparing builds the source only; the plan compiles every
+// prepared kernel's source in one batch (Kernel::source) or finds it in the kernel store.
+#include "backends/kernel.hpp"
+
+namespace wpk::gen {
+
+class GeneratedBackend : public Backend {
+ public:
+  std::string name() const override { return "gen"; }
+  std::string why_unsupported(const Node& node, const Graph& graph) const override;
+  std::unique_ptr<Kernel> prepare(const Node& node, const Graph& graph) const override;
+  std::vector<std::string> configs(const Node& node, const Graph& graph) const override;
+  std::unique_ptr<Kernel> prepare(const Node& node, const Graph& graph, const std::string& config) const override;
+  std::optional<KernelProfile> describe(const Node& node, const Graph& graph, const std::string& config,
+                                        const InputShapes& shapes, int threads) const override;
+  // Families: "gen:f32_matmul" leaves out every generated product, whatever its tile and ISA.
+  std::vector<std::string> kernel_names() const override { return {"f32_matmul"}; }
+  std::string version() const override { return "1"; }
+};
+
+}  // namespace wpk::gen

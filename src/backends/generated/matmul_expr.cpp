@@ -1,0 +1,189 @@
+#include "backends/generated/matmul_expr.hpp"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "graph/fused_ops.hpp"
+
+namespace wpk::gen {
+namespace {
+
+using namespace codegen;
+
+// A static shape of the value, or nullopt.
+std::optional<std::vector<std::int64_t>> static_dims(const Graph& graph, ValueId v) {
+  const ValueInfo& info = graph.value(v);
+  if (!info.dims) return std::nullopt;
+  std::vector<std::int64_t> out;
+  for (const Dim& d : *info.dims) {
+    if (!d.is_static()) return std::nullopt;
+    out.push_back(d.value);
+  }
+  return out;
+}
+
+bool is_float32(const Graph& graph, ValueId v) {
+  const DType t = graph.value(v).dtype;
+  return t == DType::Float32 || t == DType::Undefined;
+}
+
+std::size_t expected_params(const std::string& activation) {
+  if (activation == "Clip" || activation == "HardSigmoid") return 2;
+  if (activation == "LeakyRelu") return 1;
+  return 0;
+}
+
+// Operands in the order that keeps a NaN input NaN: the DSL's max(a, b) and min(a, b) return b
+// when either is NaN, as the reference backend's clamp and ReLU keep it.
+Expr clamp(Expr x, float lo, float hi) { return min(constant(hi), max(constant(lo), std::move(x))); }
+
+Expr activation_of(const std::string& act, const std::vector<float>& p, Expr x) {
+  if (act.empty()) return x;
+  if (act == "Relu") return max(constant(0.0f), x);
+  if (act == "Sigmoid") return sigmoid(x);
+  if (act == "Tanh") return unary(Op::Tanh, x);
+  if (act == "SiLU") return x * sigmoid(x);
+  if (act == "Clip") return clamp(x, p[0], p[1]);
+  if (act == "LeakyRelu") return max(constant(0.0f), x) + constant(p[0]) * min(constant(0.0f), x);
+  if (act == "HardSigmoid") return clamp(constant(p[0]) * x + constant(p[1]), 0.0f, 1.0f);
+  if (act == "HardSwish") return x * clamp(x / constant(6.0f) + constant(0.5f), 0.0f, 1.0f);
+  // GeluTanh, in the reference backend's order of operations.
+  const Expr inner = constant(0.7978845608028654f) * (x + constant(0.044715f) * (x * (x * x)));
+  return x * (constant(1.0f) + unary(Op::Tanh, inner)) * constant(0.5f);
+}
+
+}  // namespace
+
+std::optional<MatMulSpec> matmul_spec(const Node& node, const Graph& graph, std::string& why) {
+  const bool onnx = node.domain.empty() || node.domain == "ai.onnx";
+  const bool fused = node.domain == kWpkDomain && node.op_type == "FusedMatMul";
+  const bool gemm = onnx && node.op_type == "Gemm";
+  if (!fused && !gemm && !(onnx && node.op_type == "MatMul")) {
+    why = "the gen backend does not write " + node.op_type;
+    return std::nullopt;
+  }
+  if (node.inputs.size() < 2 || node.inputs[1] == kNoValue) {
+    why = "no B";
+    return std::nullopt;
+  }
+  for (ValueId v : node.inputs)
+    if (v != kNoValue && !is_float32(graph, v)) {
+      why = "generated products take float32 inputs";
+      return std::nullopt;
+    }
+  MatMulSpec spec;
+  if (gemm) {
+    if (node.attr_int("transA", 0) != 0 || node.attr_float("alpha", 1.f) != 1.f || node.attr_float("beta", 1.f) != 1.f) {
+      why = "Gemm with transA or alpha/beta other than 1";
+      return std::nullopt;
+    }
+    spec.transposed_b = node.attr_int("transB", 0) == 1;
+  }
+  const auto b = static_dims(graph, node.inputs[1]);
+  if (!b || b->size() != 2 || (*b)[0] < 1 || (*b)[1] < 1) {
+    why = "generated products need a 2-D B of known, non-empty shape";
+    return std::nullopt;
+  }
+  spec.k = spec.transposed_b ? (*b)[1] : (*b)[0];
+  spec.n = spec.transposed_b ? (*b)[0] : (*b)[1];
+  const ValueInfo& a = graph.value(node.inputs[0]);
+  if (a.dims && (a.dims->empty() || (a.dims->back().is_static() && a.dims->back().value != spec.k))) {
+    why = "A's last dimension does not match B";
+    return std::nullopt;
+  }
+  if (!(onnx && node.op_type == "MatMul") && node.inputs.size() > 2 && node.inputs[2] != kNoValue) {
+    const auto bias = static_dims(graph, node.inputs[2]);
+    const bool row = bias && ((bias->size() == 1 && (*bias)[0] == spec.n) ||
+                              (bias->size() == 2 && (*bias)[0] == 1 && (*bias)[1] == spec.n));
+    if (!row) {
+      why = "generated products take a bias of shape [N] or [1, N]";
+      return std::nullopt;
+    }
+    spec.bias = true;
+  }
+  spec.residual = has_fused_residual(node);
+  if (fused) {
+    spec.activation = node.attr_string("activation", "");
+    spec.params = node.attr_floats("activation_params");
+    static const char* known[] = {"", "Relu", "Sigmoid", "Tanh", "SiLU", "Clip", "LeakyRelu", "HardSigmoid", "HardSwish", "GeluTanh"};
+    if (std::find(std::begin(known), std::end(known), spec.activation) == std::end(known)) {
+      why = "activation " + spec.activation + " is not written by the gen backend";
+      return std::nullopt;
+    }
+    if (spec.params.size() != expected_params(spec.activation)) {
+      why = "activation " + spec.activation + " takes " + std::to_string(expected_params(spec.activation)) +
+            " activation_params, got " + std::to_string(spec.params.size());
+      return std::nullopt;
+    }
+  }
+  return spec;
+}
+
+std::string MatMulConfig::text() const {
+  return "rows=" + std::to_string(rows) + ",vectors=" + std::to_string(vectors) + ",parallel=" + (parallel_cols ? "cols" : "rows");
+}
+
+std::optional<MatMulConfig> MatMulConfig::parse(const std::string& text) {
+  MatMulConfig c;
+  char parallel[8] = {};
+  int used = 0;
+  if (std::sscanf(text.c_str(), "rows=%d,vectors=%d,parallel=%4[a-z]%n", &c.rows, &c.vectors, parallel, &used) != 3 ||
+      static_cast<std::size_t>(used) != text.size())
+    return std::nullopt;
+  const std::string p = parallel;
+  if ((p != "rows" && p != "cols") || c.rows < 1 || c.rows > 16 || c.vectors < 1 || c.vectors > 8) return std::nullopt;
+  c.parallel_cols = p == "cols";
+  return c;
+}
+
+std::vector<MatMulConfig> matmul_configs(int vector_registers) {
+  std::vector<MatMulConfig> out;
+  for (bool cols : {false, true})
+    for (int rows : {4, 6, 2, 1, 8})
+      for (int vectors : {2, 1, 3, 4})
+        if (rows * vectors + vectors + 1 <= vector_registers) out.push_back({rows, vectors, cols});
+  return out;
+}
+
+Compute matmul_compute(const MatMulSpec& spec) {
+  Var i = dynamic_var("i"), j = var("j", spec.n), k = var("k", spec.k);
+  Buffer a = buffer("a", {kDynamic, spec.k});
+  Buffer b = spec.transposed_b ? buffer("b", {spec.n, spec.k}) : buffer("b", {spec.k, spec.n});
+  std::vector<Buffer> inputs = {a, b};
+  Expr sum = acc();
+  if (spec.bias) {
+    Buffer bias = buffer("bias", {spec.n});
+    inputs.push_back(bias);
+    sum = sum + load(bias, {j});
+  }
+  if (spec.residual) {
+    Buffer z = buffer("z", {kDynamic, spec.n});
+    inputs.push_back(z);
+    sum = sum + load(z, {i, j});
+  }
+  Expr epilogue = activation_of(spec.activation, spec.params, sum);
+  if (epilogue->op == Op::Acc) epilogue = nullptr;
+  const Expr b_at = spec.transposed_b ? load(b, {j, k}) : load(b, {k, j});
+  return compute("matmul", buffer("y", {kDynamic, spec.n}), {i, j}, {k}, load(a, {i, k}) * b_at, epilogue, inputs);
+}
+
+Schedule matmul_schedule(const Compute& c, const MatMulConfig& config, int lanes) {
+  Schedule s(c);
+  const Var& i = c.axes[0];
+  const Var& j = c.axes[1];
+  const Var& k = c.reduce[0];
+  const auto [io, ii] = s.split(i, config.rows);
+  const auto [jo, ji] = s.split(j, std::min<std::int64_t>(std::int64_t{config.vectors} * lanes, j->extent));
+  if (config.parallel_cols) {
+    s.reorder({jo, io, k, ii, ji});
+    s.parallel(jo);
+  } else {
+    s.reorder({io, jo, k, ii, ji});
+    s.parallel(io);
+  }
+  s.unroll(ii);
+  s.vectorize(ji);
+  return s;
+}
+
+}  // namespace wpk::gen

@@ -1,0 +1,46 @@
+#pragma once
+// The products the gen backend writes: MatMul, Gemm and com.wpk FusedMatMul of float32 A
+// [..., K] (any number of rows, known when the kernel runs) by a 2-D B of shape known at load,
+// with the bias, residual and activation of the node fused into the store. As a tensor
+// expression (codegen/tensor_expr.hpp) and a register-tiled schedule whose tile and parallel
+// loop are the config's knobs.
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "codegen/schedule.hpp"
+#include "wpk/graph.hpp"
+
+namespace wpk::gen {
+
+struct MatMulSpec {
+  std::int64_t k = 0, n = 0;
+  bool transposed_b = false;  // Gemm transB: B is [N, K]
+  bool bias = false;          // input 2, [N] or [1, N]
+  bool residual = false;      // input 3, the output's shape
+  std::string activation;     // fused_ops.hpp's names
+  std::vector<float> params;  // activation_params
+};
+
+// The node as a product this backend writes, or why not (`why` set).
+std::optional<MatMulSpec> matmul_spec(const Node& node, const Graph& graph, std::string& why);
+
+// A register tile of `rows` rows by `vectors` SIMD vectors of columns, the parallel loop over row
+// tiles or over column tiles: "rows=4,vectors=2,parallel=rows".
+struct MatMulConfig {
+  int rows = 4, vectors = 2;
+  bool parallel_cols = false;
+  std::string text() const;
+  static std::optional<MatMulConfig> parse(const std::string& text);
+};
+
+// The configs whose tile fits the target's vector registers (accumulators, a row of B, a
+// broadcast of A), the usual favourite first.
+std::vector<MatMulConfig> matmul_configs(int vector_registers);
+
+// The product as a tensor expression; its arguments: A, B, [bias], [residual], then the output.
+codegen::Compute matmul_compute(const MatMulSpec& spec);
+// `config` applied to it for vectors of `lanes` floats.
+codegen::Schedule matmul_schedule(const codegen::Compute& c, const MatMulConfig& config, int lanes);
+
+}  // namespace wpk::gen
