@@ -1,0 +1,112 @@
+// Generated kernels inside sessions: compiled once into the cache folder's kernel store, found
+// there by every later load (which then needs no compiler), left out with the other backends
+// running when there is neither a compiler nor a stored kernel.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstdlib>
+#include <random>
+
+#include "support/onnx_model_builder.hpp"
+#include "wpk/wpk.hpp"
+
+namespace {
+
+// y = relu(a @ b + bias) over a dynamic number of rows.
+wpk::Graph product_graph() {
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> u(-1, 1);
+  std::vector<float> b(37 * 50), bias(50);
+  for (float& v : b) v = u(rng);
+  for (float& v : bias) v = u(rng);
+  wpk::Graph g;
+  g.add_input("a", wpk::DType::Float32, {wpk::Dim("rows"), 37});
+  g.add_initializer("b", wpk::Tensor::from_vector(b, {37, 50}));
+  g.add_initializer("bias", wpk::Tensor::from_vector(bias, {50}));
+  g.add_node("MatMul", {"a", "b"}, {"p"});
+  g.add_node("Add", {"p", "bias"}, {"q"});
+  g.add_node("Relu", {"q"}, {"y"});
+  g.add_output("y");
+  return g;
+}
+
+wpk::TensorMap rows_of_input(std::int64_t rows) {
+  std::vector<float> a(static_cast<std::size_t>(rows * 37));
+  for (std::size_t i = 0; i < a.size(); ++i) a[i] = std::sin(0.37f * static_cast<float>(i));
+  return {{"a", wpk::Tensor::from_vector(a, {rows, 37})}};
+}
+
+// Only the gen backend and the oracle: the cost model prefers the generated product to Eigen's.
+wpk::SessionOptions gen_only(const std::string& cache) {
+  wpk::SessionOptions o;
+  o.cache_dir = cache;
+  o.profile = true;
+  o.disabled_kernels = {"cpu", "onednn"};
+  return o;
+}
+
+std::string product_backend(const wpk::Session& s) {
+  for (const wpk::StepProfile& step : s.last_profile().steps)
+    if (step.op == "com.wpk.FusedMatMul") return step.backend;
+  return "";
+}
+
+double worst_difference(const wpk::Tensor& a, const wpk::Tensor& b) {
+  REQUIRE(a.shape() == b.shape());
+  double worst = 0;
+  for (std::int64_t i = 0; i < a.numel(); ++i) worst = std::max(worst, std::abs(double(a.data<float>()[i]) - b.data<float>()[i]));
+  return worst;
+}
+
+struct CompilerOverride {
+  explicit CompilerOverride(const char* command) { ::setenv("WPK_CXX", command, 1); }
+  ~CompilerOverride() { ::unsetenv("WPK_CXX"); }
+};
+
+}  // namespace
+
+TEST_CASE("a generated product compiles once, and a warm load needs no compiler", "[gen][session]") {
+  const std::string cache = wpk::testing::temp_dir("gen_session");
+  wpk::SessionOptions reference_only;
+  reference_only.disabled_kernels = {"cpu", "onednn", "gen"};
+  const wpk::Session oracle(product_graph(), reference_only);
+
+  const std::uint64_t before = wpk::process_counters().compiled_kernels;
+  {
+    const wpk::Session s(product_graph(), gen_only(cache));
+    CHECK(wpk::process_counters().compiled_kernels > before);
+    for (std::int64_t rows : {1, 5, 70}) {
+      INFO(rows << " rows");
+      CHECK(worst_difference(s.run(rows_of_input(rows)).at("y"), oracle.run(rows_of_input(rows)).at("y")) < 1e-5);
+      CHECK(product_backend(s).rfind("gen(", 0) == 0);
+      CHECK(product_backend(s).find(":f32_matmul__") != std::string::npos);
+    }
+  }
+  const std::uint64_t compiled = wpk::process_counters().compiled_kernels;
+  {
+    // A compiler that cannot run: the warm store is all a load needs.
+    const CompilerOverride no_compiler("/nonexistent/c++");
+    const wpk::Session s(product_graph(), gen_only(cache));
+    CHECK(wpk::process_counters().compiled_kernels == compiled);
+    CHECK(worst_difference(s.run(rows_of_input(3)).at("y"), oracle.run(rows_of_input(3)).at("y")) < 1e-5);
+    CHECK(product_backend(s).rfind("gen(", 0) == 0);
+  }
+  {
+    // No compiler and an empty store: the generated candidate is left out, the oracle runs.
+    const CompilerOverride no_compiler("/nonexistent/c++");
+    const wpk::Session s(product_graph(), gen_only(wpk::testing::temp_dir("gen_session_empty")));
+    CHECK(worst_difference(s.run(rows_of_input(3)).at("y"), oracle.run(rows_of_input(3)).at("y")) == 0);
+    CHECK(product_backend(s) == "reference");
+    CHECK(wpk::process_counters().compiled_kernels == compiled);
+  }
+}
+
+TEST_CASE("disabled_kernels leaves out a family of generated kernels", "[gen][session]") {
+  wpk::SessionOptions o = gen_only(wpk::testing::temp_dir("gen_family"));
+  o.disabled_kernels.push_back("gen:f32_matmul");
+  const wpk::Session s(product_graph(), o);
+  s.run(rows_of_input(2));
+  CHECK(product_backend(s) == "reference");
+  o.disabled_kernels.back() = "gen:f32_nothing";
+  CHECK_THROWS_WITH(wpk::Session(product_graph(), o), Catch::Contains("names no kernel of gen"));
+}
