@@ -119,9 +119,10 @@ class Kernel {
   // backend's layout) and never reads it from the context: the session may then free the
   // graph's copy, and runs pass no tensor for it.
   virtual bool owns_input(std::size_t /*i*/) const { return false; }
-  // A generated kernel's source: the plan compiles every prepared kernel's in one batch (or
-  // finds them in the kernel store) and hands each its code before any run. Null for kernels
-  // that need no compiling. A kernel whose code cannot be had is dropped from its step.
+  // A generated kernel's source while it has no code: the plan finds it in the kernel store or
+  // compiles it (runtime/kernel_compilation.hpp) and hands the kernel its code (set_code) before
+  // any run. Null for kernels that need no compiling, and once the code is set. A kernel whose
+  // code cannot be had is dropped from its step.
   virtual const codegen::KernelSource* source() const { return nullptr; }
   virtual void set_code(std::shared_ptr<const codegen::LoadedKernel> /*code*/) {}
 };

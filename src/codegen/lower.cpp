@@ -34,6 +34,8 @@ class Lowering {
     k.name = c_.name;
     k.schedule = s_.describe();
     k.args = c_.inputs;
+    for (Buffer& b : k.args)
+      if (const PackRecord* p = s_.pack_of(b.get())) b = p->packed;
     k.args.push_back(c_.output);
     k.dynamic = c_.dynamic();
     k.body = nest(0, first_reduction_, {}, [this](const Extents& e) { return section(e); });
@@ -126,7 +128,17 @@ class Lowering {
     if (!e) return acc_value;
     if (e->op == Op::Acc) return acc_value;
     auto out = std::make_shared<ExprNode>(*e);
-    for (Affine& a : out->index) a = rewrite(a);
+    if (const PackRecord* p = e->op == Op::Load ? s_.pack_of(e->buffer.get()) : nullptr) {
+      // [panel, the other dims..., lane] of the packed copy.
+      const SplitRecord* split = s_.split_of(p->var.get());
+      out->buffer = p->packed;
+      out->index = {rewrite(Affine(split->outer))};
+      for (std::size_t d = 0; d < e->index.size(); ++d)
+        if (d != p->dim) out->index.push_back(rewrite(e->index[d]));
+      out->index.push_back(rewrite(Affine(split->inner)));
+    } else {
+      for (Affine& a : out->index) a = rewrite(a);
+    }
     for (Expr& a : out->args) a = rewrite(a, acc_value);
     return out;
   }

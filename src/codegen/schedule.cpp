@@ -48,6 +48,75 @@ void Schedule::reorder(const std::vector<Var>& order) {
 
 void Schedule::kind(const Var& v, LoopKind k) { loops_[position(v)].kind = k; }
 
+namespace {
+
+// The dimension of b that every load of it in e indexes by v alone; -1 when none, -2 when loads
+// disagree or index it otherwise.
+int packed_dimension(const Expr& e, const BufferNode* b, const VarNode* v, int found) {
+  if (!e) return found;
+  if (e->op == Op::Load && e->buffer.get() == b) {
+    int here = -1;
+    for (std::size_t d = 0; d < e->index.size(); ++d) {
+      const Affine& a = e->index[d];
+      if (a.terms.size() == 1 && a.terms[0].first.get() == v && a.terms[0].second == 1 && a.offset == 0) here = static_cast<int>(d);
+      else if (a.coefficient(v) != 0) return -2;
+    }
+    if (here < 0 || (found >= 0 && found != here)) return -2;
+    return here;
+  }
+  for (const Expr& a : e->args) {
+    found = packed_dimension(a, b, v, found);
+    if (found == -2) return -2;
+  }
+  return found;
+}
+
+}  // namespace
+
+void Schedule::pack(const Buffer& b, const Var& v) {
+  const SplitRecord* split = split_of(v.get());
+  if (!split) throw std::invalid_argument(compute_.name + ": pack '" + b->name + "' along '" + v->name + "': split it first");
+  if (std::find(compute_.inputs.begin(), compute_.inputs.end(), b) == compute_.inputs.end())
+    throw std::invalid_argument(compute_.name + ": '" + b->name + "' is not an input, nothing to pack");
+  for (std::int64_t d : b->dims)
+    if (d == kDynamic) throw std::invalid_argument(compute_.name + ": '" + b->name + "' has a dynamic dimension and cannot be packed");
+  if (pack_of(b.get())) throw std::invalid_argument(compute_.name + ": '" + b->name + "' is packed already");
+  const int dim = packed_dimension(compute_.epilogue, b.get(), v.get(), packed_dimension(compute_.body, b.get(), v.get(), -1));
+  if (dim < 0)
+    throw std::invalid_argument(compute_.name + ": pack '" + b->name + "' along '" + v->name +
+                                "': every load of it must index one dimension by it alone");
+  std::vector<std::int64_t> dims = {(b->dims[static_cast<std::size_t>(dim)] + split->factor - 1) / split->factor};
+  for (std::size_t d = 0; d < b->dims.size(); ++d)
+    if (d != static_cast<std::size_t>(dim)) dims.push_back(b->dims[d]);
+  dims.push_back(split->factor);
+  packs_.push_back({b, buffer(b->name + "_packed", dims), static_cast<std::size_t>(dim), v});
+}
+
+const PackRecord* Schedule::pack_of(const BufferNode* b) const {
+  for (const PackRecord& p : packs_)
+    if (p.original.get() == b) return &p;
+  return nullptr;
+}
+
+std::vector<float> pack_input(const PackRecord& p, const Schedule& s, const float* data) {
+  const std::vector<std::int64_t>& src = p.original->dims;
+  const std::int64_t f = s.split_of(p.var.get())->factor, extent = src[p.dim];
+  // Elements after the packed dimension (a row of it) and before it (how many such rows).
+  std::int64_t after = 1, before = 1;
+  for (std::size_t d = p.dim + 1; d < src.size(); ++d) after *= src[d];
+  for (std::size_t d = 0; d < p.dim; ++d) before *= src[d];
+  const std::int64_t panels = p.packed->dims.front();
+  std::vector<float> out(static_cast<std::size_t>(panels * before * after * f), 0.0f);
+  for (std::int64_t o = 0; o < before; ++o)
+    for (std::int64_t x = 0; x < extent; ++x)
+      for (std::int64_t r = 0; r < after; ++r) {
+        const std::int64_t panel = x / f, lane = x % f;
+        out[static_cast<std::size_t>(((panel * before + o) * after + r) * f + lane)] =
+            data[static_cast<std::size_t>((o * extent + x) * after + r)];
+      }
+  return out;
+}
+
 const SplitRecord* Schedule::split_of(const VarNode* v) const {
   const auto it = splits_.find(v);
   return it == splits_.end() ? nullptr : &it->second;
@@ -70,6 +139,7 @@ std::string Schedule::describe() const {
       case LoopKind::Serial: break;
     }
   }
+  for (const PackRecord& p : packs_) s += " pack(" + p.original->name + "@" + p.var->name + ")";
   return s;
 }
 

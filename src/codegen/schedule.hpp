@@ -9,6 +9,9 @@
 //   vectorize(v)   v (the innermost loop) computed in SIMD vectors of the target, the last one
 //                  masked when the extent is not a multiple of the vector length
 //   unroll(v)      v's iterations written out one after another
+//   pack(b, v)     input b is read from a packed copy: the dimension of b that v (already split by
+//                  f) indexes becomes panels of f, the panel index first and the f elements last,
+//                  the last panel zero-filled (pack_input makes the copy, once for a constant)
 // Spatial loops inside the reductions form the register tile: the sums of one tile stay in
 // registers over the whole reduction and meet the epilogue once (they must be unrolled or
 // vectorized). A schedule that breaks a rule throws std::invalid_argument when lowered.
@@ -35,6 +38,12 @@ struct SplitRecord {
   std::int64_t factor;
 };
 
+struct PackRecord {
+  Buffer original, packed;  // packed: [ceil(D / f), the other dims..., f]
+  std::size_t dim;          // of `original`, indexed by `var` alone
+  Var var;                  // split by f
+};
+
 class Schedule {
  public:
   explicit Schedule(const Compute& c);
@@ -44,6 +53,7 @@ class Schedule {
   void parallel(const Var& v) { kind(v, LoopKind::Parallel); }
   void vectorize(const Var& v) { kind(v, LoopKind::Vectorized); }
   void unroll(const Var& v) { kind(v, LoopKind::Unrolled); }
+  void pack(const Buffer& b, const Var& v);
 
   const Compute& compute() const { return compute_; }
   const std::vector<Loop>& loops() const { return loops_; }
@@ -51,6 +61,9 @@ class Schedule {
   const SplitRecord* split_of(const VarNode* v) const;
   // The split whose outer loop v is, or null.
   const SplitRecord* split_with_outer(const VarNode* v) const;
+  // How input b is packed, or null.
+  const PackRecord* pack_of(const BufferNode* b) const;
+  const std::vector<PackRecord>& packs() const { return packs_; }
   // "i.o(par) j.o k i.i(unroll) j.i(vec)": the loop nest, outermost first.
   std::string describe() const;
 
@@ -60,6 +73,10 @@ class Schedule {
   Compute compute_;
   std::vector<Loop> loops_;
   std::map<const VarNode*, SplitRecord> splits_;
+  std::vector<PackRecord> packs_;
 };
+
+// `data` (the input `p.original`, row-major) in the packed layout the kernel reads.
+std::vector<float> pack_input(const PackRecord& p, const Schedule& s, const float* data);
 
 }  // namespace wpk::codegen

@@ -158,6 +158,7 @@ void ExecutionPlan::prepare_steps(const Graph& graph, const std::vector<const Ba
       if (v != kNoValue && graph.is_initializer(v)) ++unowned_readers[static_cast<std::size_t>(v)];
   std::vector<std::string> problems;
   std::set<std::string> seen_ops;
+  KernelCompilation compilation(options.kernel_store, options.threads);
   const auto& nodes = graph.nodes();
   for (std::size_t i = 0; i < nodes.size(); ++i) {
     const Node& n = nodes[i];
@@ -227,6 +228,13 @@ void ExecutionPlan::prepare_steps(const Graph& graph, const std::vector<const Ba
         std::unique_ptr<Kernel> kernel = o.backend->prepare(n, graph, o.config);
         // A fallback must be ready to run; compiling one only to stand by costs every load.
         if (fallback && kernel->source()) return;
+        // A generated kernel the session will run gets its code now, so that the node's other
+        // candidates and its weights are settled knowing whether it can run. Tuning prepares
+        // every configuration and compiles them in one batch below.
+        if (kernel->source() && !options.every_config && !compilation.obtain(*kernel)) {
+          why = o.backend->name() + ":" + kernel->profile().name + " could not be compiled";
+          return;
+        }
         const std::string kernel_name = kernel->profile().name;
         if (!kernel_name.empty() && listed(disabled, o.backend->name() + ":" + kernel_name)) {
           why = o.backend->name() + ":" + kernel_name + " is disabled";
@@ -275,7 +283,8 @@ void ExecutionPlan::prepare_steps(const Graph& graph, const std::vector<const Ba
     if (problems.size() > 1) msg += " (and " + std::to_string(problems.size() - 1) + " more unsupported op types)";
     throw Error(ErrorCode::Unsupported, msg);
   }
-  compile_generated_kernels(steps_, graph, options.kernel_store, options.threads);
+  compilation.obtain_all(steps_, graph);
+  compilation.report();
   compute_lifetimes(graph);
 }
 

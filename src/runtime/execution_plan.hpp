@@ -38,7 +38,7 @@ struct PlanOptions {
   // the cost model's choice there.
   std::function<std::string(const Node&, const std::string& offered)> recorded_choice;
   // Where generated kernels' code is found or compiled into (runtime/kernel_compilation.hpp),
-  // asked only when a prepared kernel needs code; unset: a store private to this process.
+  // asked once, when a prepared kernel first needs code; unset: a store private to this process.
   std::function<codegen::KernelStore*()> kernel_store;
 };
 

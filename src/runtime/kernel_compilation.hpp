@@ -1,7 +1,9 @@
 #pragma once
-// Generated kernels get their code after the plan has prepared every step: all their sources are
-// compiled in one batch (units of several kernels, compilers in parallel) or found in the kernel
-// store, so a model's kernels cost one wait, not one per node, and a warm store compiles nothing.
+// Generated kernels get their code while the plan prepares (runtime/execution_plan.hpp): a kernel
+// a session will run gets it at once, from the kernel store or compiled, so the plan knows before
+// it settles the node's other candidates and frees weights whether it can run; in tuning sessions,
+// which prepare every configuration, all the sources are compiled in one batch at the end (units
+// of several kernels, compilers in parallel). A warm store compiles nothing.
 #include <functional>
 #include <string>
 #include <vector>
@@ -14,9 +16,30 @@ namespace wpk {
 // The kernel store of a session's cache folder ("" keeps kernels for this process only).
 std::string kernel_folder(const std::string& cache_dir);
 
-// Hands every candidate that has a source (Kernel::source) its code from the store `store()`
-// returns (unset: a store private to this process), compiling at most `parallel` at once; candidates whose code cannot be had leave their step, with one log
-// line for the lot. Throws Unsupported when that leaves a step without candidates.
-void compile_generated_kernels(std::vector<PlanStep>& steps, const Graph& graph, const std::function<codegen::KernelStore*()>& store, int parallel);
+class KernelCompilation {
+ public:
+  // `store_of` is asked once, when a kernel first needs code; unset: a store private to this
+  // process. At most `parallel` compilers run at once.
+  KernelCompilation(std::function<codegen::KernelStore*()> store_of, int parallel);
+
+  // Gives `kernel` (whose source() is set) its code; false when it cannot be had.
+  bool obtain(Kernel& kernel);
+  // Gives every candidate of `steps` that still has a source its code, in one batch; drops the
+  // candidates whose code cannot be had. Throws Unsupported when that leaves a step with none.
+  void obtain_all(std::vector<PlanStep>& steps, const Graph& graph);
+  // One warning for every kernel whose code could not be had; nothing when all came.
+  void report() const;
+
+ private:
+  codegen::KernelStore& store();
+  // Obtains the sources; counts and remembers the failures.
+  std::vector<codegen::Obtained> fetch(const std::vector<codegen::KernelSource>& sources);
+
+  std::function<codegen::KernelStore*()> store_of_;
+  codegen::KernelStore* store_ = nullptr;
+  int parallel_;
+  std::size_t asked_ = 0, compiled_ = 0, failed_ = 0;
+  std::string first_failure_;
+};
 
 }  // namespace wpk

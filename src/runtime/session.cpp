@@ -164,6 +164,7 @@ Session::Session(Graph graph, SessionOptions options, const std::vector<const Ba
     impl_->calibration = CostCalibration::from(impl_->tuning_db.get());
     plan.calibration = &impl_->calibration;
     plan.kernel_store = [this, &options] {
+      if (impl_->kernels) return impl_->kernels.get();
       impl_->kernels = std::make_unique<codegen::KernelStore>(kernel_folder(resolve_cache_dir(options.cache_dir)),
                                                               codegen::find_host_compiler());
       if (!impl_->kernels->persistent())

@@ -36,10 +36,15 @@ std::string kernel_name(const MatMulConfig& c, CpuTarget target) {
 // activation in the store.
 class GeneratedMatMul : public Kernel {
  public:
-  GeneratedMatMul(const MatMulSpec& spec, const MatMulConfig& config, CpuTarget target)
+  // A constant B (`constant_b`, else null) is packed here, and runs pass no tensor for it.
+  GeneratedMatMul(const MatMulSpec& spec, const MatMulConfig& config, CpuTarget target, const Tensor* constant_b)
       : spec_(spec), name_(kernel_name(config, target)), vector_bits_(32 * codegen::vector_lanes(target)) {
     const codegen::Compute c = matmul_compute(spec);
-    const codegen::LoweredKernel lowered = codegen::lower(matmul_schedule(c, config, codegen::vector_lanes(target)));
+    const codegen::Schedule schedule = matmul_schedule(c, config, codegen::vector_lanes(target), constant_b != nullptr);
+    if (constant_b)
+      packed_b_ = std::make_shared<const std::vector<float>>(
+          codegen::pack_input(schedule.packs().front(), schedule, constant_b->data<float>()));
+    const codegen::LoweredKernel lowered = codegen::lower(schedule);
     // The symbol names the source's content, so kernels compiled into one unit never clash.
     const std::string generator = "gen backend, " + name_;
     const std::string draft = codegen::print_cpp(lowered, target, "wpk_gen", generator).source;
@@ -52,19 +57,13 @@ class GeneratedMatMul : public Kernel {
   void run(KernelContext& ctx) const override {
     if (!code_) ctx.fail(ErrorCode::Internal, "generated kernel " + name_ + " ran without its code");
     const Tensor& a = ctx.input(0);
-    const Tensor& b = ctx.input(1);
     check_f32(ctx, a, "A");
-    check_f32(ctx, b, "B");
     if (a.rank() < 1 || a.shape().back() != spec_.k)
       ctx.fail(ErrorCode::InvalidArgument,
                "input A " + shape_to_string(a.shape()) + " does not match B's " + std::to_string(spec_.k) + " rows");
-    const Shape b_shape = spec_.transposed_b ? Shape{spec_.n, spec_.k} : Shape{spec_.k, spec_.n};
-    if (b.shape() != b_shape)
-      ctx.fail(ErrorCode::InvalidArgument, "input B " + shape_to_string(b.shape()) + " is not the " +
-                                               shape_to_string(b_shape) + " the kernel was generated for");
     Shape y_shape(a.shape().begin(), a.shape().end() - 1);
     y_shape.push_back(spec_.n);
-    std::vector<float*> args = {const_cast<float*>(a.data<float>()), const_cast<float*>(b.data<float>())};
+    std::vector<float*> args = {const_cast<float*>(a.data<float>()), const_cast<float*>(b_data(ctx))};
     if (spec_.bias) {
       const Tensor& bias = ctx.input(2);
       check_f32(ctx, bias, "bias");
@@ -89,10 +88,23 @@ class GeneratedMatMul : public Kernel {
 
   // For shapes describe() cannot see (A of unknown rank): a low share, left to measurement.
   KernelProfile profile() const override { return {name_, vector_bits_, 0.2}; }
-  const codegen::KernelSource* source() const override { return &source_; }
+  bool owns_input(std::size_t i) const override { return i == 1 && packed_b_; }
+  const codegen::KernelSource* source() const override { return code_ ? nullptr : &source_; }
   void set_code(std::shared_ptr<const codegen::LoadedKernel> code) override { code_ = std::move(code); }
 
  private:
+  // The packed copy of a constant B, else the run's B checked against the generated shape.
+  const float* b_data(const KernelContext& ctx) const {
+    if (packed_b_) return packed_b_->data();
+    const Tensor& b = ctx.input(1);
+    check_f32(ctx, b, "B");
+    const Shape b_shape = spec_.transposed_b ? Shape{spec_.n, spec_.k} : Shape{spec_.k, spec_.n};
+    if (b.shape() != b_shape)
+      ctx.fail(ErrorCode::InvalidArgument, "input B " + shape_to_string(b.shape()) + " is not the " +
+                                               shape_to_string(b_shape) + " the kernel was generated for");
+    return b.data<float>();
+  }
+
   static void check_f32(const KernelContext& ctx, const Tensor& t, const char* what) {
     if (t.dtype() != DType::Float32)
       ctx.fail(ErrorCode::InvalidArgument, std::string(what) + " must be float32, got " + dtype_name(t.dtype()));
@@ -102,6 +114,7 @@ class GeneratedMatMul : public Kernel {
   std::string name_;
   int vector_bits_;
   codegen::KernelSource source_;
+  std::shared_ptr<const std::vector<float>> packed_b_;  // [N / panel][K][panel]
   std::shared_ptr<const codegen::LoadedKernel> code_;
 };
 
@@ -144,7 +157,9 @@ std::unique_ptr<Kernel> GeneratedBackend::prepare(const Node& node, const Graph&
   const std::optional<MatMulConfig> c = MatMulConfig::parse(config.empty() ? configs(node, graph).front() : config);
   if (!c) throw Error(ErrorCode::Internal, node_label(node) + "the gen backend has no product configuration '" + config + "'");
   try {
-    return std::make_unique<GeneratedMatMul>(spec, *c, widest_target());
+    const Tensor* b = graph.initializer(node.inputs[1]);
+    if (b && b->dtype() != DType::Float32) b = nullptr;
+    return std::make_unique<GeneratedMatMul>(spec, *c, widest_target(), b);
   } catch (const std::invalid_argument& e) {
     throw Error(ErrorCode::Unsupported, node_label(node) + "no generated product in configuration '" + config + "': " + e.what());
   }
@@ -164,10 +179,11 @@ std::optional<KernelProfile> GeneratedBackend::describe(const Node& node, const 
   p.vector_bits = 32 * lanes;
   // Each step of the reduction loads `vectors` vectors of B and broadcasts `rows` values of A for
   // rows x vectors FMAs: with two loads and two FMAs a cycle, the tile keeps the FMA units busy
-  // when rows x vectors reaches rows + vectors. B is read as laid out, not packed: a share below
-  // the hand-written and library kernels' until measurement says otherwise.
+  // when rows x vectors reaches rows + vectors. A share below the hand-written and library
+  // kernels' until measurement says otherwise; a B read strided (not constant, transposed) pays.
   const double fmas = c->rows * c->vectors, loads = c->rows + c->vectors;
-  p.efficiency = 0.4 * std::min(1.0, fmas / loads) * (spec->transposed_b ? 0.25 : 1.0);
+  const bool packed = graph.initializer(node.inputs[1]) != nullptr;
+  p.efficiency = 0.4 * std::min(1.0, fmas / loads) * (spec->transposed_b && !packed ? 0.25 : 1.0);
   const std::int64_t cols = std::min<std::int64_t>(std::int64_t{c->vectors} * lanes, spec->n);
   const std::int64_t col_tiles = (spec->n + cols - 1) / cols;
   const std::int64_t row_tiles = (std::max<std::int64_t>(*rows, 1) + c->rows - 1) / c->rows;

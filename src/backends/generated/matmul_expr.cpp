@@ -167,7 +167,7 @@ Compute matmul_compute(const MatMulSpec& spec) {
   return compute("matmul", buffer("y", {kDynamic, spec.n}), {i, j}, {k}, load(a, {i, k}) * b_at, epilogue, inputs);
 }
 
-Schedule matmul_schedule(const Compute& c, const MatMulConfig& config, int lanes) {
+Schedule matmul_schedule(const Compute& c, const MatMulConfig& config, int lanes, bool pack_b) {
   Schedule s(c);
   const Var& i = c.axes[0];
   const Var& j = c.axes[1];
@@ -183,6 +183,7 @@ Schedule matmul_schedule(const Compute& c, const MatMulConfig& config, int lanes
   }
   s.unroll(ii);
   s.vectorize(ji);
+  if (pack_b) s.pack(c.inputs[1], j);
   return s;
 }
 

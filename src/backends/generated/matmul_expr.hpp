@@ -40,7 +40,9 @@ std::vector<MatMulConfig> matmul_configs(int vector_registers);
 
 // The product as a tensor expression; its arguments: A, B, [bias], [residual], then the output.
 codegen::Compute matmul_compute(const MatMulSpec& spec);
-// `config` applied to it for vectors of `lanes` floats.
-codegen::Schedule matmul_schedule(const codegen::Compute& c, const MatMulConfig& config, int lanes);
+// `config` applied to it for vectors of `lanes` floats; with pack_b, B is read in column panels of
+// the tile's width (a constant packed once: every step of the reduction reads one contiguous row
+// of a panel, whichever way B is stored).
+codegen::Schedule matmul_schedule(const codegen::Compute& c, const MatMulConfig& config, int lanes, bool pack_b);
 
 }  // namespace wpk::gen
