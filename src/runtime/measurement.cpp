@@ -7,6 +7,8 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <fstream>
+#include <string>
 #include <utility>
 
 #include "core/float_values.hpp"
@@ -38,6 +40,16 @@ void evict_all_but(const std::vector<const Tensor*>& activations) {
 
 std::size_t last_level_cache_bytes() {
   static const std::size_t bytes = [] {
+    // The kernel's description of this CPU's caches first: under a hypervisor the C library's
+    // CPUID answer can be the host's whole cache (384 MiB where the guest's is 32 MiB).
+    std::size_t largest = 0;
+    for (int index = 0; index < 8; ++index) {
+      std::ifstream size("/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(index) + "/size");
+      std::size_t amount = 0;
+      char unit = 0;
+      if (size >> amount >> unit && (unit == 'K' || unit == 'M')) largest = std::max(largest, amount << (unit == 'K' ? 10 : 20));
+    }
+    if (largest > 0) return largest;
     for (int name : {_SC_LEVEL3_CACHE_SIZE, _SC_LEVEL2_CACHE_SIZE}) {
       const long b = sysconf(name);
       if (b > 0) return static_cast<std::size_t>(std::min<long>(b, 1L << 30));

@@ -17,7 +17,8 @@ struct CacheState {
   std::vector<const Tensor*> activations;  // read back into the caches after evicting them
 };
 
-// Bytes of this machine's last-level cache, as the C library reports it (32 MiB when it does not).
+// Bytes of this machine's last-level cache, as Linux's sysfs (else the C library) reports it;
+// 32 MiB when neither does.
 std::size_t last_level_cache_bytes();
 
 // One run of `kernel` on `threads` OpenMP threads between steps on all of them, as in a model:

@@ -26,9 +26,9 @@ CpuTarget widest_target() {
 
 int vector_registers(CpuTarget t) { return t == CpuTarget::Avx512 ? 32 : 16; }
 
-std::string kernel_name(const MatMulConfig& c, CpuTarget target) {
+std::string kernel_name(const MatMulSpec& spec, const MatMulConfig& c, CpuTarget target) {
   const int lanes = codegen::vector_lanes(target);
-  return std::string("f32_matmul__") + codegen::target_name(target) + "_" + std::to_string(c.rows) + "x" +
+  return "f32_" + spec.op + "__" + codegen::target_name(target) + "_" + std::to_string(c.rows) + "x" +
          std::to_string(c.vectors * lanes) + (c.parallel_cols ? "_pcols" : "_prows");
 }
 
@@ -38,7 +38,7 @@ class GeneratedMatMul : public Kernel {
  public:
   // A constant B (`constant_b`, else null) is packed here, and runs pass no tensor for it.
   GeneratedMatMul(const MatMulSpec& spec, const MatMulConfig& config, CpuTarget target, const Tensor* constant_b)
-      : spec_(spec), name_(kernel_name(config, target)), vector_bits_(32 * codegen::vector_lanes(target)) {
+      : spec_(spec), name_(kernel_name(spec, config, target)), vector_bits_(32 * codegen::vector_lanes(target)) {
     const codegen::Compute c = matmul_compute(spec);
     const codegen::Schedule schedule = matmul_schedule(c, config, codegen::vector_lanes(target), constant_b != nullptr);
     if (constant_b)
@@ -58,9 +58,10 @@ class GeneratedMatMul : public Kernel {
     if (!code_) ctx.fail(ErrorCode::Internal, "generated kernel " + name_ + " ran without its code");
     const Tensor& a = ctx.input(0);
     check_f32(ctx, a, "A");
-    if (a.rank() < 1 || a.shape().back() != spec_.k)
+    if (a.rank() < 1 || a.shape().back() != spec_.k || (spec_.rank && a.rank() != spec_.rank))
       ctx.fail(ErrorCode::InvalidArgument,
-               "input A " + shape_to_string(a.shape()) + " does not match B's " + std::to_string(spec_.k) + " rows");
+               "input " + shape_to_string(a.shape()) + " is not the " + (spec_.rank ? "rank-4 NHWC input of " : "[..., ") +
+                   std::to_string(spec_.k) + (spec_.rank ? " channels" : "]") + " the kernel was generated for");
     Shape y_shape(a.shape().begin(), a.shape().end() - 1);
     y_shape.push_back(spec_.n);
     std::vector<float*> args = {const_cast<float*>(a.data<float>()), const_cast<float*>(b_data(ctx))};
@@ -175,7 +176,7 @@ std::optional<KernelProfile> GeneratedBackend::describe(const Node& node, const 
   const CpuTarget target = widest_target();
   const int lanes = codegen::vector_lanes(target);
   KernelProfile p;
-  p.name = kernel_name(*c, target);
+  p.name = kernel_name(*spec, *c, target);
   p.vector_bits = 32 * lanes;
   // Each step of the reduction loads `vectors` vectors of B and broadcasts `rows` values of A for
   // rows x vectors FMAs: with two loads and two FMAs a cycle, the tile keeps the FMA units busy

@@ -17,7 +17,7 @@ class GeneratedBackend : public Backend {
   std::optional<KernelProfile> describe(const Node& node, const Graph& graph, const std::string& config,
                                         const InputShapes& shapes, int threads) const override;
   // Families: "gen:f32_matmul" leaves out every generated product, whatever its tile and ISA.
-  std::vector<std::string> kernel_names() const override { return {"f32_matmul"}; }
+  std::vector<std::string> kernel_names() const override { return {"f32_matmul", "f32_conv1x1_nhwc"}; }
   std::string version() const override { return "1"; }
 };
 

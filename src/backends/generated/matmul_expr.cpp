@@ -52,10 +52,70 @@ Expr activation_of(const std::string& act, const std::vector<float>& p, Expr x) 
   return x * (constant(1.0f) + unary(Op::Tanh, inner)) * constant(0.5f);
 }
 
+// The fused activation of a com.wpk node, checked; false (why set) when the DSL does not write it.
+bool read_activation(const Node& node, MatMulSpec& spec, std::string& why) {
+  spec.activation = node.attr_string("activation", "");
+  spec.params = node.attr_floats("activation_params");
+  static const char* known[] = {"", "Relu", "Sigmoid", "Tanh", "SiLU", "Clip", "LeakyRelu", "HardSigmoid", "HardSwish", "GeluTanh"};
+  if (std::find(std::begin(known), std::end(known), spec.activation) == std::end(known)) {
+    why = "activation " + spec.activation + " is not written by the gen backend";
+    return false;
+  }
+  if (spec.params.size() != expected_params(spec.activation)) {
+    why = "activation " + spec.activation + " takes " + std::to_string(expected_params(spec.activation)) +
+          " activation_params, got " + std::to_string(spec.params.size());
+    return false;
+  }
+  return true;
+}
+
+bool all_equal(const std::vector<std::int64_t>& values, std::int64_t v) {
+  return std::all_of(values.begin(), values.end(), [v](std::int64_t x) { return x == v; });
+}
+
+std::optional<MatMulSpec> pointwise_conv_spec(const Node& node, const Graph& graph, std::string& why) {
+  if (node.attr_int("channels_last", 0) != 1) {
+    why = "generated convs read NHWC (channels_last) activations only";
+    return std::nullopt;
+  }
+  const Tensor* w = node.inputs.size() > 1 && node.inputs[1] != kNoValue ? graph.initializer(node.inputs[1]) : nullptr;
+  if (!w || w->dtype() != DType::Float32 || w->rank() != 4 || w->shape()[2] != 1 || w->shape()[3] != 1 || w->numel() == 0 ||
+      node.attr_int("group", 1) != 1 || !all_equal(node.attr_ints("strides", {1, 1}), 1) ||
+      !all_equal(node.attr_ints("pads", {0, 0, 0, 0}), 0)) {
+    why = "generated convs are pointwise: constant float32 1x1 weights, stride 1, no padding, one group";
+    return std::nullopt;
+  }
+  MatMulSpec spec;
+  spec.op = "conv1x1_nhwc";
+  spec.rank = 4;
+  spec.n = w->shape()[0];
+  spec.k = w->shape()[1];
+  spec.transposed_b = true;  // [C_out, C_in] is B transposed
+  const ValueInfo& x = graph.value(node.inputs[0]);
+  if (!is_float32(graph, node.inputs[0]) ||
+      (x.dims && (x.dims->size() != 4 || (x.dims->back().is_static() && x.dims->back().value != spec.k)))) {
+    why = "the input is not float32 NHWC with the weights' channels";
+    return std::nullopt;
+  }
+  if (node.inputs.size() > 2 && node.inputs[2] != kNoValue) {
+    const auto bias = static_dims(graph, node.inputs[2]);
+    if (!bias || bias->size() != 1 || (*bias)[0] != spec.n || !is_float32(graph, node.inputs[2])) {
+      why = "generated convs take a bias of shape [C_out]";
+      return std::nullopt;
+    }
+    spec.bias = true;
+  }
+  spec.residual = has_fused_residual(node);
+  if (node.domain == kWpkDomain && !read_activation(node, spec, why)) return std::nullopt;
+  return spec;
+}
+
 }  // namespace
 
 std::optional<MatMulSpec> matmul_spec(const Node& node, const Graph& graph, std::string& why) {
   const bool onnx = node.domain.empty() || node.domain == "ai.onnx";
+  if ((onnx && node.op_type == "Conv") || (node.domain == kWpkDomain && node.op_type == "FusedConv"))
+    return pointwise_conv_spec(node, graph, why);
   const bool fused = node.domain == kWpkDomain && node.op_type == "FusedMatMul";
   const bool gemm = onnx && node.op_type == "Gemm";
   if (!fused && !gemm && !(onnx && node.op_type == "MatMul")) {
@@ -102,20 +162,7 @@ std::optional<MatMulSpec> matmul_spec(const Node& node, const Graph& graph, std:
     spec.bias = true;
   }
   spec.residual = has_fused_residual(node);
-  if (fused) {
-    spec.activation = node.attr_string("activation", "");
-    spec.params = node.attr_floats("activation_params");
-    static const char* known[] = {"", "Relu", "Sigmoid", "Tanh", "SiLU", "Clip", "LeakyRelu", "HardSigmoid", "HardSwish", "GeluTanh"};
-    if (std::find(std::begin(known), std::end(known), spec.activation) == std::end(known)) {
-      why = "activation " + spec.activation + " is not written by the gen backend";
-      return std::nullopt;
-    }
-    if (spec.params.size() != expected_params(spec.activation)) {
-      why = "activation " + spec.activation + " takes " + std::to_string(expected_params(spec.activation)) +
-            " activation_params, got " + std::to_string(spec.params.size());
-      return std::nullopt;
-    }
-  }
+  if (fused && !read_activation(node, spec, why)) return std::nullopt;
   return spec;
 }
 

@@ -1,7 +1,9 @@
 #pragma once
 // The products the gen backend writes: MatMul, Gemm and com.wpk FusedMatMul of float32 A
 // [..., K] (any number of rows, known when the kernel runs) by a 2-D B of shape known at load,
-// with the bias, residual and activation of the node fused into the store. As a tensor
+// and pointwise convolutions of NHWC activations (1x1, stride 1, unpadded, ungrouped: pixels by
+// the [C_out, C_in] weights transposed), with the bias, residual and activation of the node fused
+// into the store. As a tensor
 // expression (codegen/tensor_expr.hpp) and a register-tiled schedule whose tile and parallel
 // loop are the config's knobs.
 #include <optional>
@@ -14,6 +16,8 @@
 namespace wpk::gen {
 
 struct MatMulSpec {
+  std::string op = "matmul";  // or "conv1x1_nhwc": the kernel's name says which
+  std::int64_t rank = 0;      // of A a run must pass (0: any)
   std::int64_t k = 0, n = 0;
   bool transposed_b = false;  // Gemm transB: B is [N, K]
   bool bias = false;          // input 2, [N] or [1, N]
