@@ -113,6 +113,23 @@ class Printer {
 
   bool vector_mode() const { return vector_.var != nullptr; }
 
+  // For a zero_outside load: the condition that its index lies inside the buffer, over the
+  // dimensions whose index can leave it (ExprNode::may_leave); "" when none can. The vectorized
+  // loop must not walk such a dimension: the condition is one for all lanes.
+  std::string bounds_check(const ExprNode& e) {
+    std::string all;
+    for (std::size_t d = 0; d < e.index.size(); ++d) {
+      if (d >= e.may_leave.size() || !e.may_leave[d]) continue;
+      const Evaluated at = evaluate(e.index[d], 1, Evaluated{});
+      if (at.vector_coefficient != 0)
+        throw std::invalid_argument(k_.name + ": the vectorized loop '" + vector_.var->name + "' walks dimension " +
+                                    std::to_string(d) + " of '" + e.buffer->name + "', which may leave it");
+      all += std::string(all.empty() ? "" : " && ") + "(std::uint64_t)(" + at.text() + ") < " +
+             std::to_string(e.buffer->dims[d]) + "u";
+    }
+    return all;
+  }
+
   // A register buffer's element (or vector of elements) as a variable name.
   std::string register_name(const Buffer& b, const std::vector<Affine>& index) {
     std::string name = "r_" + b->name;
@@ -135,11 +152,16 @@ class Printer {
         if (e->buffer->registers) return register_name(e->buffer, e->index);
         const Evaluated at = flat(e->buffer, e->index);
         const std::string p = arg_names_.at(e->buffer.get()) + " + (" + at.text() + ")";
-        if (!vec) return "*(" + p + ")";
-        if (at.vector_coefficient == 0) return "v_set1(*(" + p + "))";
-        if (at.vector_coefficient == 1)
-          return vector_.lanes == lanes_ ? "v_load(" + p + ")" : "v_load_n(" + p + ", " + std::to_string(vector_.lanes) + ")";
-        return "v_gather_n(" + p + ", " + std::to_string(at.vector_coefficient) + ", " + std::to_string(vector_.lanes) + ")";
+        std::string value;
+        if (!vec) value = "*(" + p + ")";
+        else if (at.vector_coefficient == 0) value = "v_set1(*(" + p + "))";
+        else if (at.vector_coefficient == 1)
+          value = vector_.lanes == lanes_ ? "v_load(" + p + ")" : "v_load_n(" + p + ", " + std::to_string(vector_.lanes) + ")";
+        else
+          value = "v_gather_n(" + p + ", " + std::to_string(at.vector_coefficient) + ", " + std::to_string(vector_.lanes) + ")";
+        const std::string inside = e->zero_outside ? bounds_check(*e) : "";
+        if (inside.empty()) return value;
+        return "(" + inside + " ? " + value + " : " + (vec ? "v_set1(0.0f)" : "0.0f") + ")";
       }
       default: break;
     }

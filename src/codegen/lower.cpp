@@ -136,6 +136,13 @@ class Lowering {
       for (std::size_t d = 0; d < e->index.size(); ++d)
         if (d != p->dim) out->index.push_back(rewrite(e->index[d]));
       out->index.push_back(rewrite(Affine(split->inner)));
+      if (e->zero_outside) {
+        // The packed dimension is indexed by its variable alone: it never leaves.
+        out->may_leave = {false};
+        for (std::size_t d = 0; d < e->index.size(); ++d)
+          if (d != p->dim) out->may_leave.push_back(e->may_leave[d]);
+        out->may_leave.push_back(false);
+      }
     } else {
       for (Affine& a : out->index) a = rewrite(a);
     }

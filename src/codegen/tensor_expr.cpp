@@ -90,6 +90,24 @@ Expr load(Buffer b, std::vector<Affine> index) {
   return e;
 }
 
+Expr load_or_zero(Buffer b, std::vector<Affine> index) {
+  Expr e = load(std::move(b), std::move(index));
+  auto node = std::const_pointer_cast<ExprNode>(e);
+  node->zero_outside = true;
+  // Over the variables' whole ranges (a dynamic one indexes its dimension alone: never leaves).
+  for (std::size_t d = 0; d < node->index.size(); ++d) {
+    std::int64_t lo = node->index[d].offset, hi = lo;
+    bool dynamic = false;
+    for (const auto& t : node->index[d].terms) {
+      dynamic = dynamic || t.first->dynamic();
+      const std::int64_t span = t.second * (t.first->extent - 1);
+      (span < 0 ? lo : hi) += span;
+    }
+    node->may_leave.push_back(!dynamic && (lo < 0 || hi >= node->buffer->dims[d]));
+  }
+  return e;
+}
+
 Expr acc() {
   auto e = std::make_shared<ExprNode>();
   e->op = Op::Acc;
@@ -165,7 +183,7 @@ void check_loads(const Expr& e, const std::vector<Var>& known, bool in_epilogue,
         const std::int64_t span = t.second * (t.first->extent - 1);
         (span < 0 ? lo : hi) += span;
       }
-      if (lo < 0 || hi >= e->buffer->dims[d])
+      if (!e->zero_outside && (lo < 0 || hi >= e->buffer->dims[d]))
         throw std::invalid_argument(where + ": index " + affine_text(e->index[d]) + " of '" + e->buffer->name +
                                     "' leaves its dimension " + std::to_string(d) + " (size " +
                                     std::to_string(e->buffer->dims[d]) + ")");
@@ -217,7 +235,7 @@ std::string to_string(const Expr& e) {
     case Op::Load: {
       std::string s = e->buffer->name + "[";
       for (std::size_t d = 0; d < e->index.size(); ++d) s += (d ? ", " : "") + affine_text(e->index[d]);
-      return s + "]";
+      return s + (e->zero_outside ? "]?0" : "]");
     }
     default: break;
   }

@@ -65,11 +65,16 @@ struct ExprNode {
   float value = 0;             // Const
   Buffer buffer;               // Load
   std::vector<Affine> index;   // Load: one per buffer dimension
+  bool zero_outside = false;   // Load: 0 where the index leaves the buffer (a convolution's padding)
+  std::vector<bool> may_leave;  // zero_outside: per dimension, whether its index can leave it
   std::vector<Expr> args;      // operators' operands
 };
 
 Expr constant(float v);
 Expr load(Buffer b, std::vector<Affine> index);
+// A load that reads 0 where the index leaves the buffer; the vectorized loop may not walk a
+// dimension that can leave it.
+Expr load_or_zero(Buffer b, std::vector<Affine> index);
 // The reduced value, inside a Compute's epilogue.
 Expr acc();
 Expr unary(Op op, Expr a);

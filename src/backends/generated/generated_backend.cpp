@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "backends/generated/conv_expr.hpp"
 #include "backends/generated/matmul_expr.hpp"
 #include "codegen/cpp_printer.hpp"
 #include "codegen/jit/kernel_store.hpp"
@@ -26,22 +27,31 @@ CpuTarget widest_target() {
 
 int vector_registers(CpuTarget t) { return t == CpuTarget::Avx512 ? 32 : 16; }
 
-std::string kernel_name(const MatMulSpec& spec, const MatMulConfig& c, CpuTarget target) {
+// "f32_matmul__avx512_8x32_pcols": the op, the ISA, rows (or pixels) x columns (or channels) of
+// the register tile, and the loop the threads share.
+std::string kernel_name(const std::string& op, const MatMulConfig& c, CpuTarget target) {
   const int lanes = codegen::vector_lanes(target);
-  return "f32_" + spec.op + "__" + codegen::target_name(target) + "_" + std::to_string(c.rows) + "x" +
+  return "f32_" + op + "__" + codegen::target_name(target) + "_" + std::to_string(c.rows) + "x" +
          std::to_string(c.vectors * lanes) + (c.parallel_cols ? "_pcols" : "_prows");
 }
 
-// A product compiled from its generated source: A [..., K] x B, the node's bias, residual and
-// activation in the store.
-class GeneratedMatMul : public Kernel {
+// How a kernel's first input and its output are shaped: the input ends in `in_tail`, after one
+// leading dimension (`rank` set) or any number of them (rank 0), whose product is the kernel's
+// dynamic extent; the output is those leading dimensions followed by `out_tail`.
+struct Layout {
+  Shape in_tail, out_tail;
+  std::int64_t rank = 0;
+};
+
+// A kernel compiled from generated source: input 0 as Layout says, input 1 the weights (packed
+// here when constant, else read as `b_shape`), then the epilogue's bias and residual.
+class GeneratedKernel : public Kernel {
  public:
-  // A constant B (`constant_b`, else null) is packed here, and runs pass no tensor for it.
-  GeneratedMatMul(const MatMulSpec& spec, const MatMulConfig& config, CpuTarget target, const Tensor* constant_b)
-      : spec_(spec), name_(kernel_name(spec, config, target)), vector_bits_(32 * codegen::vector_lanes(target)) {
-    const codegen::Compute c = matmul_compute(spec);
-    const codegen::Schedule schedule = matmul_schedule(c, config, codegen::vector_lanes(target), constant_b != nullptr);
-    if (constant_b)
+  GeneratedKernel(std::string name, const codegen::Schedule& schedule, CpuTarget target, Layout layout,
+                  const Epilogue& epilogue, Shape b_shape, const Tensor* constant_b)
+      : name_(std::move(name)), vector_bits_(32 * codegen::vector_lanes(target)), layout_(std::move(layout)),
+        epilogue_(epilogue), b_shape_(std::move(b_shape)) {
+    if (constant_b && !schedule.packs().empty())
       packed_b_ = std::make_shared<const std::vector<float>>(
           codegen::pack_input(schedule.packs().front(), schedule, constant_b->data<float>()));
     const codegen::LoweredKernel lowered = codegen::lower(schedule);
@@ -56,22 +66,28 @@ class GeneratedMatMul : public Kernel {
 
   void run(KernelContext& ctx) const override {
     if (!code_) ctx.fail(ErrorCode::Internal, "generated kernel " + name_ + " ran without its code");
-    const Tensor& a = ctx.input(0);
-    check_f32(ctx, a, "A");
-    if (a.rank() < 1 || a.shape().back() != spec_.k || (spec_.rank && a.rank() != spec_.rank))
-      ctx.fail(ErrorCode::InvalidArgument,
-               "input " + shape_to_string(a.shape()) + " is not the " + (spec_.rank ? "rank-4 NHWC input of " : "[..., ") +
-                   std::to_string(spec_.k) + (spec_.rank ? " channels" : "]") + " the kernel was generated for");
-    Shape y_shape(a.shape().begin(), a.shape().end() - 1);
-    y_shape.push_back(spec_.n);
-    std::vector<float*> args = {const_cast<float*>(a.data<float>()), const_cast<float*>(b_data(ctx))};
-    if (spec_.bias) {
+    const Tensor& x = ctx.input(0);
+    check_f32(ctx, x, "the input");
+    const std::size_t tail = layout_.in_tail.size(), rank = static_cast<std::size_t>(x.rank());
+    const bool fits = rank >= tail && (layout_.rank == 0 || rank == static_cast<std::size_t>(layout_.rank)) &&
+                      Shape(x.shape().end() - static_cast<std::ptrdiff_t>(tail), x.shape().end()) == layout_.in_tail;
+    if (!fits)
+      ctx.fail(ErrorCode::InvalidArgument, "input " + shape_to_string(x.shape()) + " does not end in the " +
+                                               shape_to_string(layout_.in_tail) + " the kernel was generated for");
+    Shape y_shape(x.shape().begin(), x.shape().end() - static_cast<std::ptrdiff_t>(tail));
+    std::int64_t extent = 1;
+    for (std::int64_t d : y_shape) extent *= d;
+    y_shape.insert(y_shape.end(), layout_.out_tail.begin(), layout_.out_tail.end());
+    std::vector<float*> args = {const_cast<float*>(x.data<float>()), const_cast<float*>(weights(ctx))};
+    if (epilogue_.bias) {
       const Tensor& bias = ctx.input(2);
       check_f32(ctx, bias, "bias");
-      if (bias.numel() != spec_.n) ctx.fail(ErrorCode::InvalidArgument, "bias " + shape_to_string(bias.shape()) + " is not [N]");
+      if (bias.numel() != layout_.out_tail.back())
+        ctx.fail(ErrorCode::InvalidArgument, "bias " + shape_to_string(bias.shape()) + " does not have the output's " +
+                                                 std::to_string(layout_.out_tail.back()) + " columns");
       args.push_back(const_cast<float*>(bias.data<float>()));
     }
-    if (spec_.residual) {
+    if (epilogue_.residual) {
       const Tensor& z = ctx.input(3);
       check_f32(ctx, z, "residual input");
       if (z.shape() != y_shape)
@@ -80,29 +96,27 @@ class GeneratedMatMul : public Kernel {
       args.push_back(const_cast<float*>(z.data<float>()));
     }
     Tensor& y = ctx.allocate_output(0, DType::Float32, y_shape);
-    const std::int64_t rows = a.numel() / spec_.k;
-    if (rows == 0) return;
+    if (extent == 0) return;
     args.push_back(y.data<float>());
     using Entry = void (*)(float* const*, const std::int64_t*, int);
-    reinterpret_cast<Entry>(code_->entry)(args.data(), &rows, omp_get_max_threads());
+    reinterpret_cast<Entry>(code_->entry)(args.data(), &extent, omp_get_max_threads());
   }
 
-  // For shapes describe() cannot see (A of unknown rank): a low share, left to measurement.
+  // For shapes describe() cannot see (an input of unknown rank): a low share, left to measurement.
   KernelProfile profile() const override { return {name_, vector_bits_, 0.2}; }
   bool owns_input(std::size_t i) const override { return i == 1 && packed_b_; }
   const codegen::KernelSource* source() const override { return code_ ? nullptr : &source_; }
   void set_code(std::shared_ptr<const codegen::LoadedKernel> code) override { code_ = std::move(code); }
 
  private:
-  // The packed copy of a constant B, else the run's B checked against the generated shape.
-  const float* b_data(const KernelContext& ctx) const {
+  // The packed copy of constant weights, else the run's, checked against the generated shape.
+  const float* weights(const KernelContext& ctx) const {
     if (packed_b_) return packed_b_->data();
     const Tensor& b = ctx.input(1);
     check_f32(ctx, b, "B");
-    const Shape b_shape = spec_.transposed_b ? Shape{spec_.n, spec_.k} : Shape{spec_.k, spec_.n};
-    if (b.shape() != b_shape)
+    if (b.shape() != b_shape_)
       ctx.fail(ErrorCode::InvalidArgument, "input B " + shape_to_string(b.shape()) + " is not the " +
-                                               shape_to_string(b_shape) + " the kernel was generated for");
+                                               shape_to_string(b_shape_) + " the kernel was generated for");
     return b.data<float>();
   }
 
@@ -111,26 +125,41 @@ class GeneratedMatMul : public Kernel {
       ctx.fail(ErrorCode::InvalidArgument, std::string(what) + " must be float32, got " + dtype_name(t.dtype()));
   }
 
-  MatMulSpec spec_;
   std::string name_;
   int vector_bits_;
+  Layout layout_;
+  Epilogue epilogue_;
+  Shape b_shape_;
   codegen::KernelSource source_;
-  std::shared_ptr<const std::vector<float>> packed_b_;  // [N / panel][K][panel]
+  std::shared_ptr<const std::vector<float>> packed_b_;  // panels of the tile's columns
   std::shared_ptr<const codegen::LoadedKernel> code_;
 };
 
-MatMulSpec spec_or_throw(const Node& node, const Graph& graph) {
-  std::string why;
-  const std::optional<MatMulSpec> spec = matmul_spec(node, graph, why);
-  if (!spec) throw Error(ErrorCode::Unsupported, node_label(node) + why);
-  return *spec;
+// The node as one of this backend's kernels: a product (pointwise convs included) first, else a
+// convolution; why neither in `why`.
+struct Plan {
+  std::optional<MatMulSpec> product;
+  std::optional<ConvSpec> conv;
+  explicit operator bool() const { return product || conv; }
+};
+
+Plan plan_of(const Node& node, const Graph& graph, std::string& why) {
+  Plan p;
+  p.product = matmul_spec(node, graph, why);
+  if (p.product) return p;
+  std::string conv_why;
+  p.conv = conv_spec(node, graph, conv_why);
+  if (p.conv) why.clear();
+  else if (node.op_type == "Conv" || node.op_type == "FusedConv") why = conv_why;
+  return p;
 }
 
-// The shapes' row count (A's dims but the last), or nullopt when A's shape is not known.
-std::optional<std::int64_t> rows_of(const InputShapes& shapes) {
-  if (shapes.empty() || !shapes[0] || shapes[0]->empty()) return std::nullopt;
+// The shapes' dynamic extent (rows of A, or the batch of a conv), or nullopt when A's shape is
+// not known.
+std::optional<std::int64_t> dynamic_extent(const InputShapes& shapes, std::size_t tail) {
+  if (shapes.empty() || !shapes[0] || shapes[0]->size() < tail) return std::nullopt;
   std::int64_t rows = 1;
-  for (std::size_t d = 0; d + 1 < shapes[0]->size(); ++d) rows *= (*shapes[0])[d];
+  for (std::size_t d = 0; d + tail < shapes[0]->size(); ++d) rows *= (*shapes[0])[d];
   return rows;
 }
 
@@ -138,14 +167,19 @@ std::optional<std::int64_t> rows_of(const InputShapes& shapes) {
 
 std::string GeneratedBackend::why_unsupported(const Node& node, const Graph& graph) const {
   std::string why;
-  matmul_spec(node, graph, why);
+  plan_of(node, graph, why);
   return why;
 }
 
 std::vector<std::string> GeneratedBackend::configs(const Node& node, const Graph& graph) const {
-  if (!why_unsupported(node, graph).empty()) return {""};
+  std::string why;
+  const Plan plan = plan_of(node, graph, why);
+  if (!plan) return {""};
   std::vector<std::string> out;
-  for (const MatMulConfig& c : matmul_configs(vector_registers(widest_target()))) out.push_back(c.text());
+  for (const MatMulConfig& c : matmul_configs(vector_registers(widest_target())))
+    // A conv's tile spans at least 4 output pixels: fewer reload each weight vector too often to
+    // be worth compiling.
+    if (plan.product || c.rows >= 4) out.push_back(c.text());
   return out;
 }
 
@@ -154,45 +188,73 @@ std::unique_ptr<Kernel> GeneratedBackend::prepare(const Node& node, const Graph&
 }
 
 std::unique_ptr<Kernel> GeneratedBackend::prepare(const Node& node, const Graph& graph, const std::string& config) const {
-  const MatMulSpec spec = spec_or_throw(node, graph);
+  std::string why;
+  const Plan plan = plan_of(node, graph, why);
+  if (!plan) throw Error(ErrorCode::Unsupported, node_label(node) + why);
   const std::optional<MatMulConfig> c = MatMulConfig::parse(config.empty() ? configs(node, graph).front() : config);
-  if (!c) throw Error(ErrorCode::Internal, node_label(node) + "the gen backend has no product configuration '" + config + "'");
+  if (!c) throw Error(ErrorCode::Internal, node_label(node) + "the gen backend has no configuration '" + config + "'");
+  const CpuTarget target = widest_target();
+  const int lanes = codegen::vector_lanes(target);
+  const Tensor* w = graph.initializer(node.inputs[1]);
+  if (w && w->dtype() != DType::Float32) w = nullptr;
   try {
-    const Tensor* b = graph.initializer(node.inputs[1]);
-    if (b && b->dtype() != DType::Float32) b = nullptr;
-    return std::make_unique<GeneratedMatMul>(spec, *c, widest_target(), b);
+    if (plan.product) {
+      const MatMulSpec& s = *plan.product;
+      const Shape b_shape = s.transposed_b ? Shape{s.n, s.k} : Shape{s.k, s.n};
+      return std::make_unique<GeneratedKernel>(kernel_name(s.op, *c, target),
+                                               matmul_schedule(matmul_compute(s), *c, lanes, w != nullptr), target,
+                                               Layout{{s.k}, {s.n}, s.rank}, s, b_shape, w);
+    }
+    const ConvSpec& s = *plan.conv;
+    return std::make_unique<GeneratedKernel>(kernel_name(s.depthwise ? "depthwise_conv_nhwc" : "conv_nhwc", *c, target),
+                                             conv_schedule(conv_compute(s), *c, lanes), target,
+                                             Layout{{s.h, s.w, s.c}, {s.oh, s.ow, s.o}, 4}, s, Shape{}, w);
   } catch (const std::invalid_argument& e) {
-    throw Error(ErrorCode::Unsupported, node_label(node) + "no generated product in configuration '" + config + "': " + e.what());
+    throw Error(ErrorCode::Unsupported, node_label(node) + "no generated kernel in configuration '" + config + "': " + e.what());
   }
 }
 
 std::optional<KernelProfile> GeneratedBackend::describe(const Node& node, const Graph& graph, const std::string& config,
                                                         const InputShapes& shapes, int threads) const {
   std::string why;
-  const std::optional<MatMulSpec> spec = matmul_spec(node, graph, why);
+  const Plan plan = plan_of(node, graph, why);
   const std::optional<MatMulConfig> c = MatMulConfig::parse(config);
-  const std::optional<std::int64_t> rows = rows_of(shapes);
-  if (!spec || !c || !rows) return std::nullopt;
+  if (!plan || !c) return std::nullopt;
   const CpuTarget target = widest_target();
   const int lanes = codegen::vector_lanes(target);
+  threads = std::max(1, threads);
   KernelProfile p;
-  p.name = kernel_name(*spec, *c, target);
   p.vector_bits = 32 * lanes;
-  // Each step of the reduction loads `vectors` vectors of B and broadcasts `rows` values of A for
+  // Each step of the reduction loads `vectors` vectors of weights and broadcasts `rows` inputs for
   // rows x vectors FMAs: with two loads and two FMAs a cycle, the tile keeps the FMA units busy
   // when rows x vectors reaches rows + vectors. A share below the hand-written and library
-  // kernels' until measurement says otherwise; a B read strided (not constant, transposed) pays.
+  // kernels' until measurement says otherwise; weights read strided (not constant, transposed)
+  // pay, and so does a depthwise tile, which loads every input it multiplies.
   const double fmas = c->rows * c->vectors, loads = c->rows + c->vectors;
-  const bool packed = graph.initializer(node.inputs[1]) != nullptr;
-  p.efficiency = 0.4 * std::min(1.0, fmas / loads) * (spec->transposed_b && !packed ? 0.25 : 1.0);
-  const std::int64_t cols = std::min<std::int64_t>(std::int64_t{c->vectors} * lanes, spec->n);
-  const std::int64_t col_tiles = (spec->n + cols - 1) / cols;
-  const std::int64_t row_tiles = (std::max<std::int64_t>(*rows, 1) + c->rows - 1) / c->rows;
+  std::int64_t columns = 0, tiles = 0;
+  if (plan.product) {
+    const MatMulSpec& s = *plan.product;
+    const std::optional<std::int64_t> rows = dynamic_extent(shapes, 1);
+    if (!rows) return std::nullopt;
+    p.name = kernel_name(s.op, *c, target);
+    const bool packed = graph.initializer(node.inputs[1]) != nullptr;
+    p.efficiency = 0.4 * std::min(1.0, fmas / loads) * (s.transposed_b && !packed ? 0.25 : 1.0);
+    columns = s.n;
+    const std::int64_t col_tiles = (s.n + c->vectors * lanes - 1) / (c->vectors * lanes);
+    tiles = c->parallel_cols ? col_tiles : (std::max<std::int64_t>(*rows, 1) + c->rows - 1) / c->rows;
+  } else {
+    const ConvSpec& s = *plan.conv;
+    if (!dynamic_extent(shapes, 3)) return std::nullopt;
+    p.name = kernel_name(s.depthwise ? "depthwise_conv_nhwc" : "conv_nhwc", *c, target);
+    p.efficiency = s.depthwise ? 0.3 * fmas / (fmas + c->vectors) : 0.36 * std::min(1.0, fmas / loads);
+    columns = s.o;
+    tiles = c->parallel_cols ? (s.o + c->vectors * lanes - 1) / (c->vectors * lanes) : s.oh;
+  }
   // Masked last vectors do whole vectors' work; the parallel loop's tiles shared among threads.
-  const std::int64_t tiles = c->parallel_cols ? col_tiles : row_tiles;
-  const std::int64_t per_thread = (tiles + threads - 1) / std::max(1, threads);
-  p.work_scale = static_cast<double>(col_tiles * cols) / static_cast<double>(spec->n) *
-                 static_cast<double>(per_thread * std::max(1, threads)) / static_cast<double>(tiles);
+  const std::int64_t cols = std::min<std::int64_t>(std::int64_t{c->vectors} * lanes, columns);
+  const std::int64_t per_thread = (tiles + threads - 1) / threads;
+  p.work_scale = static_cast<double>((columns + cols - 1) / cols * cols) / static_cast<double>(columns) *
+                 static_cast<double>(per_thread * threads) / static_cast<double>(std::max<std::int64_t>(tiles, 1));
   return p;
 }
 

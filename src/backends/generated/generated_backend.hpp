@@ -1,5 +1,6 @@
 #pragma once
 // The gen backend: kernels wpk writes from tensor expressions (src/codegen) for the node's shapes
+// (products, pointwise, dense and depthwise NHWC convs: matmul_expr.hpp, conv_expr.hpp)
 // and compiles at load with the host compiler, one candidate per schedule config beside the
 // hand-written and library ones. Preparing builds the source only; the plan compiles every
 // prepared kernel's source in one batch (Kernel::source) or finds it in the kernel store.
@@ -17,7 +18,9 @@ class GeneratedBackend : public Backend {
   std::optional<KernelProfile> describe(const Node& node, const Graph& graph, const std::string& config,
                                         const InputShapes& shapes, int threads) const override;
   // Families: "gen:f32_matmul" leaves out every generated product, whatever its tile and ISA.
-  std::vector<std::string> kernel_names() const override { return {"f32_matmul", "f32_conv1x1_nhwc"}; }
+  std::vector<std::string> kernel_names() const override {
+    return {"f32_matmul", "f32_conv1x1_nhwc", "f32_conv_nhwc", "f32_depthwise_conv_nhwc"};
+  }
   std::string version() const override { return "1"; }
 };
 

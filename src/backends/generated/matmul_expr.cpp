@@ -3,71 +3,13 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "backends/generated/epilogue.hpp"
 #include "graph/fused_ops.hpp"
 
 namespace wpk::gen {
 namespace {
 
 using namespace codegen;
-
-// A static shape of the value, or nullopt.
-std::optional<std::vector<std::int64_t>> static_dims(const Graph& graph, ValueId v) {
-  const ValueInfo& info = graph.value(v);
-  if (!info.dims) return std::nullopt;
-  std::vector<std::int64_t> out;
-  for (const Dim& d : *info.dims) {
-    if (!d.is_static()) return std::nullopt;
-    out.push_back(d.value);
-  }
-  return out;
-}
-
-bool is_float32(const Graph& graph, ValueId v) {
-  const DType t = graph.value(v).dtype;
-  return t == DType::Float32 || t == DType::Undefined;
-}
-
-std::size_t expected_params(const std::string& activation) {
-  if (activation == "Clip" || activation == "HardSigmoid") return 2;
-  if (activation == "LeakyRelu") return 1;
-  return 0;
-}
-
-// Operands in the order that keeps a NaN input NaN: the DSL's max(a, b) and min(a, b) return b
-// when either is NaN, as the reference backend's clamp and ReLU keep it.
-Expr clamp(Expr x, float lo, float hi) { return min(constant(hi), max(constant(lo), std::move(x))); }
-
-Expr activation_of(const std::string& act, const std::vector<float>& p, Expr x) {
-  if (act.empty()) return x;
-  if (act == "Relu") return max(constant(0.0f), x);
-  if (act == "Sigmoid") return sigmoid(x);
-  if (act == "Tanh") return unary(Op::Tanh, x);
-  if (act == "SiLU") return x * sigmoid(x);
-  if (act == "Clip") return clamp(x, p[0], p[1]);
-  if (act == "LeakyRelu") return max(constant(0.0f), x) + constant(p[0]) * min(constant(0.0f), x);
-  if (act == "HardSigmoid") return clamp(constant(p[0]) * x + constant(p[1]), 0.0f, 1.0f);
-  if (act == "HardSwish") return x * clamp(x / constant(6.0f) + constant(0.5f), 0.0f, 1.0f);
-  // GeluTanh, in the reference backend's order of operations.
-  const Expr inner = constant(0.7978845608028654f) * (x + constant(0.044715f) * (x * (x * x)));
-  return x * (constant(1.0f) + unary(Op::Tanh, inner)) * constant(0.5f);
-}
-
-// The fused activation of a com.wpk node, checked; false (why set) when the DSL does not write it.
-bool read_activation(const Node& node, MatMulSpec& spec, std::string& why) {
-  spec.activation = node.attr_string("activation", "");
-  spec.params = node.attr_floats("activation_params");
-  static const char* known[] = {"", "Relu", "Sigmoid", "Tanh", "SiLU", "Clip", "LeakyRelu", "HardSigmoid", "HardSwish", "GeluTanh"};
-  if (std::find(std::begin(known), std::end(known), spec.activation) == std::end(known)) {
-    why = "activation " + spec.activation + " is not written by the gen backend";
-    return false;
-  }
-  if (spec.params.size() != expected_params(spec.activation)) {
-    why = "activation " + spec.activation + " takes " + std::to_string(expected_params(spec.activation)) +
-          " activation_params, got " + std::to_string(spec.params.size());
-    return false;
-  }
-  return true;
-}
 
 bool all_equal(const std::vector<std::int64_t>& values, std::int64_t v) {
   return std::all_of(values.begin(), values.end(), [v](std::int64_t x) { return x == v; });
@@ -97,16 +39,7 @@ std::optional<MatMulSpec> pointwise_conv_spec(const Node& node, const Graph& gra
     why = "the input is not float32 NHWC with the weights' channels";
     return std::nullopt;
   }
-  if (node.inputs.size() > 2 && node.inputs[2] != kNoValue) {
-    const auto bias = static_dims(graph, node.inputs[2]);
-    if (!bias || bias->size() != 1 || (*bias)[0] != spec.n || !is_float32(graph, node.inputs[2])) {
-      why = "generated convs take a bias of shape [C_out]";
-      return std::nullopt;
-    }
-    spec.bias = true;
-  }
-  spec.residual = has_fused_residual(node);
-  if (node.domain == kWpkDomain && !read_activation(node, spec, why)) return std::nullopt;
+  if (!read_conv_epilogue(node, graph, spec.n, spec, why)) return std::nullopt;
   return spec;
 }
 
@@ -208,7 +141,7 @@ Compute matmul_compute(const MatMulSpec& spec) {
     inputs.push_back(z);
     sum = sum + load(z, {i, j});
   }
-  Expr epilogue = activation_of(spec.activation, spec.params, sum);
+  Expr epilogue = activation_of(spec, sum);
   if (epilogue->op == Op::Acc) epilogue = nullptr;
   const Expr b_at = spec.transposed_b ? load(b, {j, k}) : load(b, {k, j});
   return compute("matmul", buffer("y", {kDynamic, spec.n}), {i, j}, {k}, load(a, {i, k}) * b_at, epilogue, inputs);

@@ -10,20 +10,18 @@
 #include <string>
 #include <vector>
 
+#include "backends/generated/epilogue.hpp"
 #include "codegen/schedule.hpp"
 #include "wpk/graph.hpp"
 
 namespace wpk::gen {
 
-struct MatMulSpec {
+// Bias: input 2, [N] or [1, N]; residual: input 3, the output's shape.
+struct MatMulSpec : Epilogue {
   std::string op = "matmul";  // or "conv1x1_nhwc": the kernel's name says which
   std::int64_t rank = 0;      // of A a run must pass (0: any)
   std::int64_t k = 0, n = 0;
   bool transposed_b = false;  // Gemm transB: B is [N, K]
-  bool bias = false;          // input 2, [N] or [1, N]
-  bool residual = false;      // input 3, the output's shape
-  std::string activation;     // fused_ops.hpp's names
-  std::vector<float> params;  // activation_params
 };
 
 // The node as a product this backend writes, or why not (`why` set).

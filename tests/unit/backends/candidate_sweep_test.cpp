@@ -19,6 +19,9 @@ namespace {
 struct SweepCase {
   OpCase op;
   double rtol, atol;
+  // Generated kernels are compiled per shape: every configuration of the gen backend on the
+  // cases at its tiles' edges, its first one on the others (each a few hundred compiles else).
+  bool every_generated_config = true;
 };
 
 // NHWC convs as the layout pass leaves them, with the epilogues kernels fuse.
@@ -28,10 +31,13 @@ std::vector<SweepCase> conv_cases() {
   for (std::int64_t c : {15, 16, 17, 64})
     for (std::int64_t hw : {5, 6, 7, 14})
       for (const char* act : {"", "Relu"}) {
+        // Pixel tiles of 4, 6 and 8 leave remainders at 5 and 7 columns; 15 and 17 channels
+        // straddle a vector.
+        const bool edges = (hw == 5 || hw == 7) && (c == 15 || c == 17);
         out.push_back({OpCase("FusedConv", "com.wpk").input("X", {1, hw, hw, c}).constant("W", {c, c, 3, 3}).constant("B", {c})
                            .attr("pads", std::vector<std::int64_t>{1, 1, 1, 1}).attr("channels_last", std::int64_t{1})
                            .activation(act).seed(seed++),
-                       1e-4, 1e-4});
+                       1e-4, 1e-4, edges});
         out.push_back({OpCase("FusedConv", "com.wpk").input("X", {2, hw, hw, c}).constant("W", {32, c, 1, 1})
                            .attr("channels_last", std::int64_t{1}).activation(act).seed(seed++),
                        1e-4, 1e-4});
@@ -86,6 +92,12 @@ std::vector<SweepCase> other_cases() {
   return out;
 }
 
+std::vector<std::string> configs_of(const SweepCase& c, const wpk::Backend& backend) {
+  std::vector<std::string> configs = c.op.configs(backend);
+  if (backend.name() == "gen" && !c.every_generated_config && configs.size() > 1) configs.resize(1);
+  return configs;
+}
+
 }  // namespace
 
 TEST_CASE("every candidate of every registered backend matches the reference at tile edges", "[backends][sweep]") {
@@ -97,14 +109,14 @@ TEST_CASE("every candidate of every registered backend matches the reference at 
   for (const SweepCase& c : cases)
     for (const wpk::Backend* backend : wpk::registered_backends())
       if (backend->name() == "gen")
-        for (const std::string& config : c.op.configs(*backend)) generated.add(*c.op.prepare(*backend, config));
+        for (const std::string& config : configs_of(c, *backend)) generated.add(*c.op.prepare(*backend, config));
   INFO(generated.size() << " generated kernels");
   REQUIRE(generated.compile(2) == "");
   const auto code = [&generated](wpk::Kernel& k) { generated.give(k); };
   for (const SweepCase& c : cases)
     for (const wpk::Backend* backend : wpk::registered_backends()) {
       if (backend->name() == "reference") continue;
-      for (const std::string& config : c.op.configs(*backend)) {
+      for (const std::string& config : configs_of(c, *backend)) {
         const std::string name = backend->name() + (config.empty() ? "" : "(" + config + ")");
         const std::string why = c.op.check(*backend, config, c.rtol, c.atol, code);
         INFO(name << ": " << c.op.describe());

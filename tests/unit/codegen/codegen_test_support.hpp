@@ -27,7 +27,11 @@ inline float eval(const Expr& e, const std::map<const VarNode*, std::int64_t>& a
     case Op::Acc: return acc_value;
     case Op::Load: {
       std::int64_t flat = 0;
-      for (std::size_t d = 0; d < e->index.size(); ++d) flat = flat * e->buffer->dims[d] + index_of(e->index[d]);
+      for (std::size_t d = 0; d < e->index.size(); ++d) {
+        const std::int64_t i = index_of(e->index[d]);
+        if (e->zero_outside && e->buffer->dims[d] != kDynamic && (i < 0 || i >= e->buffer->dims[d])) return 0.0f;
+        flat = flat * e->buffer->dims[d] + i;
+      }
       return values.at(e->buffer.get()).at(static_cast<std::size_t>(flat));
     }
     default: break;

@@ -207,6 +207,55 @@ TEST_CASE("a product reading B packed in column panels matches the interpreter",
   CHECK_THROWS_WITH(s4.pack(a4, j), Catch::Contains("must index one dimension"));
 }
 
+TEST_CASE("padded NHWC convolutions, dense and depthwise, match the interpreter at the borders", "[codegen]") {
+  // 3x3, pads 1, strides 1 and 2, a pixel tile of 3 (not dividing the 7 or 4 output columns),
+  // channels a vector and a bit; the batch dynamic.
+  const std::int64_t h = 7, w = 7, c = 19, oc = 21;
+  for (std::int64_t stride : {1, 2}) {
+    const std::int64_t oh = (h + 2 - 3) / stride + 1, ow = (w + 2 - 3) / stride + 1;
+    Var n = dynamic_var("n"), y = var("y", oh), x = var("x", ow), o = var("o", oc), ky = var("ky", 3), kx = var("kx", 3),
+        ic = var("ic", c);
+    Buffer in = buffer("in", {kDynamic, h, w, c}), wt = buffer("w", {oc, c, 3, 3}), dw = buffer("dw", {c, 1, 3, 3});
+    const Affine iy = Affine(y) * stride + Affine(ky) - 1, ix = Affine(x) * stride + Affine(kx) - 1;
+    const Compute dense = compute("conv", buffer("out", {kDynamic, oh, ow, oc}), {n, y, x, o}, {ky, kx, ic},
+                                  load_or_zero(in, {n, iy, ix, ic}) * load(wt, {o, ic, ky, kx}), nullptr, {in, wt});
+    Var ch = var("ch", c);
+    const Compute depthwise = compute("depthwise", buffer("dout", {kDynamic, oh, ow, c}), {n, y, x, ch}, {ky, kx},
+                                      load_or_zero(in, {n, iy, ix, ch}) * load(dw, {ch, 0, ky, kx}), nullptr, {in, dw});
+    for (const Compute* conv : {&dense, &depthwise})
+      for (CpuTarget target : runnable_targets()) {
+        Schedule s(*conv);
+        const Var& channels = conv->axes[3];
+        const auto [xo, xi] = s.split(x, 3);
+        const auto [co, ci] = s.split(channels, std::min<std::int64_t>(vector_lanes(target) * 2, channels->extent));
+        std::vector<Var> order = {n, y, xo, co};
+        for (const Var& r : conv->reduce) order.push_back(r);
+        order.push_back(xi);
+        order.push_back(ci);
+        s.reorder(order);
+        s.parallel(y);
+        s.unroll(xi);
+        s.vectorize(ci);
+        s.pack(conv->inputs[1], channels);
+        INFO(conv->name << ", stride " << stride << ", target " << target_name(target) << ": " << s.describe());
+        std::string why;
+        const auto kernel = build(s, target, &why);
+        INFO(why);
+        REQUIRE(kernel);
+        for (std::int64_t batch : {1, 2}) {
+          Values v;
+          v[in.get()] = random_values(numel(in, batch), 41);
+          v[conv->inputs[1].get()] = random_values(numel(conv->inputs[1]), 42);
+          const std::vector<float> want = interpret(*conv, v, batch);
+          v[conv->inputs[1].get()] = pack_input(s.packs()[0], s, v[conv->inputs[1].get()].data());
+          bool guards = false;
+          check_close(run(kernel, *conv, v, 2, &guards, batch), want, 1e-5f);
+          CHECK(guards);
+        }
+      }
+  }
+}
+
 TEST_CASE("schedules that break a rule are refused with the rule named", "[codegen]") {
   Product p = product(8, 32, 16);
   {
