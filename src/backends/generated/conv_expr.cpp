@@ -90,19 +90,7 @@ Compute conv_compute(const ConvSpec& s) {
     reduce.push_back(ic);
     body = load_or_zero(in, {n, iy, ix, ic}) * load(weights, {o, ic, ky, kx});
   }
-  Expr sum = acc();
-  if (s.bias) {
-    Buffer bias = buffer("bias", {s.o});
-    inputs.push_back(bias);
-    sum = sum + load(bias, {o});
-  }
-  if (s.residual) {
-    Buffer z = buffer("z", {kDynamic, s.oh, s.ow, s.o});
-    inputs.push_back(z);
-    sum = sum + load(z, {n, y, x, o});
-  }
-  Expr epilogue = activation_of(s, sum);
-  if (epilogue->op == Op::Acc) epilogue = nullptr;
+  const Expr epilogue = epilogue_expr(s, o, {n, y, x, o}, {kDynamic, s.oh, s.ow, s.o}, inputs);
   return compute(s.depthwise ? "depthwise_conv" : "conv", buffer("y", {kDynamic, s.oh, s.ow, s.o}), {n, y, x, o}, reduce,
                  body, epilogue, inputs);
 }

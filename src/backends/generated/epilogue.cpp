@@ -67,6 +67,21 @@ Expr activation_of(const Epilogue& e, Expr x) {
   return x * (constant(1.0f) + unary(Op::Tanh, inner)) * constant(0.5f);
 }
 
+Expr epilogue_expr(const Epilogue& e, const Var& column, const std::vector<Var>& output_axes,
+                  const std::vector<std::int64_t>& output_dims, std::vector<Buffer>& inputs) {
+  Expr sum = acc();
+  if (e.bias) {
+    inputs.push_back(buffer("bias", {output_dims.back()}));
+    sum = sum + load(inputs.back(), {column});
+  }
+  if (e.residual) {
+    inputs.push_back(buffer("z", output_dims));
+    sum = sum + load(inputs.back(), std::vector<Affine>(output_axes.begin(), output_axes.end()));
+  }
+  Expr out = activation_of(e, sum);
+  return out->op == Op::Acc ? nullptr : out;
+}
+
 std::optional<std::vector<std::int64_t>> static_dims(const Graph& graph, ValueId v) {
   const ValueInfo& info = graph.value(v);
   if (!info.dims) return std::nullopt;

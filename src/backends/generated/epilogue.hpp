@@ -27,6 +27,10 @@ bool read_activation(const Node& node, Epilogue& e, std::string& why);
 bool read_conv_epilogue(const Node& node, const Graph& graph, std::int64_t channels, Epilogue& e, std::string& why);
 // The activation applied to x, NaN kept where the reference backend keeps it.
 codegen::Expr activation_of(const Epilogue& e, codegen::Expr x);
+// The compute's epilogue act(acc + bias[column] + residual[output index]), null when it is the
+// sum alone; appends the bias ([columns]) and residual (the output's dims) buffers to `inputs`.
+codegen::Expr epilogue_expr(const Epilogue& e, const codegen::Var& column, const std::vector<codegen::Var>& output_axes,
+                            const std::vector<std::int64_t>& output_dims, std::vector<codegen::Buffer>& inputs);
 
 // The value's shape when every dimension is static, else nullopt.
 std::optional<std::vector<std::int64_t>> static_dims(const Graph& graph, ValueId v);

@@ -130,19 +130,7 @@ Compute matmul_compute(const MatMulSpec& spec) {
   Buffer a = buffer("a", {kDynamic, spec.k});
   Buffer b = spec.transposed_b ? buffer("b", {spec.n, spec.k}) : buffer("b", {spec.k, spec.n});
   std::vector<Buffer> inputs = {a, b};
-  Expr sum = acc();
-  if (spec.bias) {
-    Buffer bias = buffer("bias", {spec.n});
-    inputs.push_back(bias);
-    sum = sum + load(bias, {j});
-  }
-  if (spec.residual) {
-    Buffer z = buffer("z", {kDynamic, spec.n});
-    inputs.push_back(z);
-    sum = sum + load(z, {i, j});
-  }
-  Expr epilogue = activation_of(spec, sum);
-  if (epilogue->op == Op::Acc) epilogue = nullptr;
+  const Expr epilogue = epilogue_expr(spec, j, {i, j}, {kDynamic, spec.n}, inputs);
   const Expr b_at = spec.transposed_b ? load(b, {j, k}) : load(b, {k, j});
   return compute("matmul", buffer("y", {kDynamic, spec.n}), {i, j}, {k}, load(a, {i, k}) * b_at, epilogue, inputs);
 }
