@@ -50,7 +50,9 @@ void ls_kernels(const std::string& dir) {
   if (!k.kernels.empty())
     std::printf("%s  %zu generated kernels, %ju bytes of libraries  %zu for this compiler%s\n", kernel_folder(dir).c_str(),
                 k.kernels.size(), bytes, usable,
-                usable == k.kernels.size() ? "" : ", the others another compiler's or damaged (prune removes them)");
+                usable == k.kernels.size() ? ""
+                : codegen::find_host_compiler().usable() ? ", the others another compiler's or damaged (prune removes them)"
+                                                         : " (no compiler here: loads use the intact ones)");
   if (!k.orphans.empty()) std::printf("%s  %zu libraries no kernel names (prune removes them)\n", kernel_folder(dir).c_str(), k.orphans.size());
   for (const std::string& p : k.leftovers) std::printf("%s  left over from an interrupted compile (clear removes it)\n", p.c_str());
 }
@@ -106,9 +108,15 @@ int cmd_cache(int argc, char** argv) {
   if (action != "clear" && action != "prune")
     throw Error(ErrorCode::InvalidArgument, "unknown cache action '" + action + "' (ls, clear, prune)");
   const CacheRemoval done = action == "clear" ? clear_cache_folder(dir) : prune_cache_folder(dir);
+  // Without a compiler every stored kernel is "another compiler's", yet a load here can still use
+  // them and could not rebuild them: prune keeps them then.
+  const codegen::HostCompiler compiler = codegen::find_host_compiler();
+  if (action == "prune" && !compiler.usable())
+    std::printf("kept the generated kernels: no compiler here to tell which are current (%s)\n", compiler.why_unusable.c_str());
   const std::vector<std::string> kernels =
-      action == "clear" ? codegen::clear_kernel_folder(kernel_folder(dir))
-                        : codegen::prune_kernel_folder(kernel_folder(dir), codegen::find_host_compiler().identity);
+      action == "clear"     ? codegen::clear_kernel_folder(kernel_folder(dir))
+      : compiler.usable()   ? codegen::prune_kernel_folder(kernel_folder(dir), compiler.identity)
+                            : std::vector<std::string>{};
   if (done.nothing() && kernels.empty()) std::printf("nothing to %s in %s\n", action.c_str(), dir.c_str());
   print_removed(done);
   for (const std::string& p : kernels) std::printf("removed %s\n", p.c_str());

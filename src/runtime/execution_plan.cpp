@@ -80,8 +80,11 @@ std::vector<std::string> resolve_disabled_kernels(const std::vector<std::string>
                                                   "; from SessionOptions::disabled_kernels or WPK_DISABLE_KERNELS)");
     }
     if (colon == std::string::npos) continue;
+    // A kernel's name, or its family's (the name before "__"), as its backend lists them.
     const std::vector<std::string> kernels = (*found)->kernel_names();
-    if (std::find(kernels.begin(), kernels.end(), entry.substr(colon + 1)) == kernels.end())
+    const std::string kernel = entry.substr(colon + 1), family = kernel.substr(0, kernel.find("__"));
+    if (std::find(kernels.begin(), kernels.end(), kernel) == kernels.end() &&
+        std::find(kernels.begin(), kernels.end(), family) == kernels.end())
       throw Error(ErrorCode::InvalidArgument,
                   "disabled kernel '" + entry + "' names no kernel of " + backend +
                       (kernels.empty() ? " (it has none of its own to leave out)" : " (it has " + join(kernels) + ")"));
@@ -226,18 +229,19 @@ void ExecutionPlan::prepare_steps(const Graph& graph, const std::vector<const Ba
     const auto prepare = [&](const Option& o, bool fallback) {
       try {
         std::unique_ptr<Kernel> kernel = o.backend->prepare(n, graph, o.config);
+        const std::string kernel_name = kernel->profile().name;
+        if (!kernel_name.empty() && listed(disabled, o.backend->name() + ":" + kernel_name)) {
+          why = o.backend->name() + ":" + kernel_name + " is disabled";
+          return;
+        }
         // A fallback must be ready to run; compiling one only to stand by costs every load.
         if (fallback && kernel->source()) return;
         // A generated kernel the session will run gets its code now, so that the node's other
         // candidates and its weights are settled knowing whether it can run. Tuning prepares
         // every configuration and compiles them in one batch below.
-        if (kernel->source() && !options.every_config && !compilation.obtain(*kernel)) {
-          why = o.backend->name() + ":" + kernel->profile().name + " could not be compiled";
-          return;
-        }
-        const std::string kernel_name = kernel->profile().name;
-        if (!kernel_name.empty() && listed(disabled, o.backend->name() + ":" + kernel_name)) {
-          why = o.backend->name() + ":" + kernel_name + " is disabled";
+        std::string compile_failure;
+        if (kernel->source() && !options.every_config && !compilation.obtain(*kernel, compile_failure)) {
+          why = o.backend->name() + ":" + kernel_name + " could not be had: " + compile_failure;
           return;
         }
         step.candidates.push_back({o.backend, std::move(kernel), o.config});

@@ -5,6 +5,11 @@
 #include "runtime/logging.hpp"
 
 namespace wpk {
+namespace {
+
+std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
+
+}  // namespace
 
 std::string kernel_folder(const std::string& cache_dir) { return cache_dir.empty() ? "" : cache_dir + "/kernels"; }
 
@@ -25,14 +30,17 @@ std::vector<codegen::Obtained> KernelCompilation::fetch(const std::vector<codege
   for (const codegen::Obtained& o : got) {
     ++asked_;
     compiled_ += o.kernel && o.kernel->compiled;
-    if (!o.kernel && failed_++ == 0) first_failure_ = o.why.substr(0, o.why.find('\n'));
+    if (!o.kernel && failed_++ == 0) first_failure_ = first_line(o.why);
   }
   return got;
 }
 
-bool KernelCompilation::obtain(Kernel& kernel) {
+bool KernelCompilation::obtain(Kernel& kernel, std::string& why) {
   const std::vector<codegen::Obtained> got = fetch({*kernel.source()});
-  if (!got.front().kernel) return false;
+  if (!got.front().kernel) {
+    why = first_line(got.front().why);
+    return false;
+  }
   kernel.set_code(got.front().kernel);
   return true;
 }
@@ -58,16 +66,19 @@ void KernelCompilation::obtain_all(std::vector<PlanStep>& steps, const Graph& gr
   for (std::size_t s = 0; s < steps.size(); ++s) {
     std::vector<Candidate>& candidates = steps[s].candidates;
     std::vector<Candidate> kept;
+    std::string why;  // this step's first failure
     for (std::size_t c = 0; c < candidates.size(); ++c) {
       const std::size_t index = source_of[s][c];
-      if (index != SIZE_MAX && !got[index].kernel) continue;
+      if (index != SIZE_MAX && !got[index].kernel) {
+        if (why.empty()) why = first_line(got[index].why);
+        continue;
+      }
       if (index != SIZE_MAX) candidates[c].kernel->set_code(got[index].kernel);
       kept.push_back(std::move(candidates[c]));
     }
     if (kept.empty())
       throw Error(ErrorCode::Unsupported, node_label(graph.nodes()[steps[s].node_index]) +
-                                              "its only candidates are generated kernels, and none could be had: " +
-                                              first_failure_);
+                                              "its only candidates are generated kernels, and none could be had: " + why);
     candidates = std::move(kept);
   }
 }

@@ -22,8 +22,9 @@ class KernelCompilation {
   // process. At most `parallel` compilers run at once.
   KernelCompilation(std::function<codegen::KernelStore*()> store_of, int parallel);
 
-  // Gives `kernel` (whose source() is set) its code; false when it cannot be had.
-  bool obtain(Kernel& kernel);
+  // Gives `kernel` (whose source() is set) its code; false, with the reason's first line in
+  // `why`, when it cannot be had.
+  bool obtain(Kernel& kernel, std::string& why);
   // Gives every candidate of `steps` that still has a source its code, in one batch; drops the
   // candidates whose code cannot be had. Throws Unsupported when that leaves a step with none.
   void obtain_all(std::vector<PlanStep>& steps, const Graph& graph);

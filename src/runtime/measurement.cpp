@@ -24,7 +24,8 @@ constexpr double kRepBudgetUs = 50000;  // a slow candidate stops repeating afte
 // core's private caches are swept too, then the activations: what a step finds cached in a model
 // whose weights do not fit.
 void evict_all_but(const std::vector<const Tensor*>& activations) {
-  static const std::vector<unsigned char> sweep(2 * last_level_cache_bytes(), 1);
+  // Twice the cache, at most 256 MiB: held for the process once a tuning session needs it.
+  static const std::vector<unsigned char> sweep(std::min<std::size_t>(2 * last_level_cache_bytes(), std::size_t{256} << 20), 1);
   const std::int64_t lines = static_cast<std::int64_t>(sweep.size() / 64);
   unsigned sum = 0;
 #pragma omp parallel for reduction(+ : sum) schedule(static)

@@ -60,17 +60,27 @@ std::optional<ConvSpec> conv_spec(const Node& node, const Graph& graph, std::str
   s.pad_top = valid ? 0 : pads[0];
   s.pad_left = valid ? 0 : pads[1];
   const std::int64_t pad_bottom = valid ? 0 : pads[2], pad_right = valid ? 0 : pads[3];
-  if (s.sh < 1 || s.sw < 1 || s.dh < 1 || s.dw < 1 || s.pad_top < 0 || s.pad_left < 0 || pad_bottom < 0 || pad_right < 0 ||
-      s.pad_top >= s.kh * s.dh || s.pad_left >= s.kw * s.dw) {
+  // Bounded first, so that the arithmetic below cannot overflow on a hostile model's attributes.
+  constexpr std::int64_t kLargest = std::int64_t{1} << 24;
+  for (std::int64_t v : {s.sh, s.sw, s.dh, s.dw, s.pad_top, s.pad_left, pad_bottom, pad_right, s.kh, s.kw, s.h, s.w})
+    if (v < 0 || v > kLargest) {
+      why = "generated convs take sizes, strides, dilations and pads of at most 2^24";
+      return std::nullopt;
+    }
+  if (s.sh < 1 || s.sw < 1 || s.dh < 1 || s.dw < 1 || s.pad_top >= s.kh * s.dh || s.pad_left >= s.kw * s.dw) {
     why = "generated convs take positive strides and dilations and pads inside the kernel's reach";
     return std::nullopt;
   }
-  s.oh = (s.h + s.pad_top + pad_bottom - s.dh * (s.kh - 1) - 1) / s.sh + 1;
-  s.ow = (s.w + s.pad_left + pad_right - s.dw * (s.kw - 1) - 1) / s.sw + 1;
-  if (s.oh < 1 || s.ow < 1) {
-    why = "the conv's output is empty";
+  // The span the kernel's first position may move over; negative: the kernel does not fit even
+  // the padded input (an error the reference backend reports), not a one-pixel output.
+  const std::int64_t span_h = s.h + s.pad_top + pad_bottom - s.dh * (s.kh - 1) - 1,
+                     span_w = s.w + s.pad_left + pad_right - s.dw * (s.kw - 1) - 1;
+  if (span_h < 0 || span_w < 0) {
+    why = "the conv's kernel does not fit its padded input";
     return std::nullopt;
   }
+  s.oh = span_h / s.sh + 1;
+  s.ow = span_w / s.sw + 1;
   if (!read_conv_epilogue(node, graph, s.o, s, why)) return std::nullopt;
   return s;
 }

@@ -3,6 +3,10 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <string_view>
 
 #include "backends/generated/conv_expr.hpp"
 #include "backends/generated/matmul_expr.hpp"
@@ -35,6 +39,26 @@ std::string kernel_name(const std::string& op, const MatMulConfig& c, CpuTarget 
          std::to_string(c.vectors * lanes) + (c.parallel_cols ? "_pcols" : "_prows");
 }
 
+// Packed copies of constant weights, shared by the kernels that pack the same tensor into the same
+// panels (tuning prepares every configuration; the packing depends only on the panel width). Keyed
+// by address, size, layout and a hash of the bytes: another tensor later at the same address is
+// never taken for this one.
+std::shared_ptr<const std::vector<float>> packed_weights(const codegen::PackRecord& p, const codegen::Schedule& s,
+                                                         const Tensor& w) {
+  std::string key = std::to_string(reinterpret_cast<std::uintptr_t>(w.raw())) + ":" + std::to_string(w.nbytes()) + ":" +
+                    std::to_string(p.dim) + ":" +
+                    std::to_string(std::hash<std::string_view>{}(std::string_view(static_cast<const char*>(w.raw()), w.nbytes())));
+  for (std::int64_t d : p.packed->dims) key += "," + std::to_string(d);
+  static std::mutex mutex;
+  static std::map<std::string, std::weak_ptr<const std::vector<float>>> shared;
+  std::lock_guard<std::mutex> lock(mutex);
+  for (auto it = shared.begin(); it != shared.end();) it = it->second.expired() ? shared.erase(it) : std::next(it);
+  if (auto known = shared[key].lock()) return known;
+  auto made = std::make_shared<const std::vector<float>>(codegen::pack_input(p, s, w.data<float>()));
+  shared[key] = made;
+  return made;
+}
+
 // How a kernel's first input and its output are shaped: the input ends in `in_tail`, after one
 // leading dimension (`rank` set) or any number of them (rank 0), whose product is the kernel's
 // dynamic extent; the output is those leading dimensions followed by `out_tail`.
@@ -51,9 +75,7 @@ class GeneratedKernel : public Kernel {
                   const Epilogue& epilogue, Shape b_shape, const Tensor* constant_b)
       : name_(std::move(name)), vector_bits_(32 * codegen::vector_lanes(target)), layout_(std::move(layout)),
         epilogue_(epilogue), b_shape_(std::move(b_shape)) {
-    if (constant_b && !schedule.packs().empty())
-      packed_b_ = std::make_shared<const std::vector<float>>(
-          codegen::pack_input(schedule.packs().front(), schedule, constant_b->data<float>()));
+    if (constant_b && !schedule.packs().empty()) packed_b_ = packed_weights(schedule.packs().front(), schedule, *constant_b);
     const codegen::LoweredKernel lowered = codegen::lower(schedule);
     // The symbol names the source's content, so kernels compiled into one unit never clash.
     const std::string generator = "gen backend, " + name_;
@@ -72,8 +94,10 @@ class GeneratedKernel : public Kernel {
     const bool fits = rank >= tail && (layout_.rank == 0 || rank == static_cast<std::size_t>(layout_.rank)) &&
                       Shape(x.shape().end() - static_cast<std::ptrdiff_t>(tail), x.shape().end()) == layout_.in_tail;
     if (!fits)
-      ctx.fail(ErrorCode::InvalidArgument, "input " + shape_to_string(x.shape()) + " does not end in the " +
-                                               shape_to_string(layout_.in_tail) + " the kernel was generated for");
+      ctx.fail(ErrorCode::InvalidArgument,
+               "input " + shape_to_string(x.shape()) + " is not " +
+                   (layout_.rank ? "of rank " + std::to_string(layout_.rank) + " ending in " : "a tensor ending in ") +
+                   shape_to_string(layout_.in_tail) + ", as the kernel was generated for");
     Shape y_shape(x.shape().begin(), x.shape().end() - static_cast<std::ptrdiff_t>(tail));
     std::int64_t extent = 1;
     for (std::int64_t d : y_shape) extent *= d;
@@ -211,6 +235,8 @@ std::unique_ptr<Kernel> GeneratedBackend::prepare(const Node& node, const Graph&
                                              Layout{{s.h, s.w, s.c}, {s.oh, s.ow, s.o}, 4}, s, Shape{}, w);
   } catch (const std::invalid_argument& e) {
     throw Error(ErrorCode::Unsupported, node_label(node) + "no generated kernel in configuration '" + config + "': " + e.what());
+  } catch (const std::bad_alloc&) {
+    throw Error(ErrorCode::ResourceExhausted, node_label(node) + "out of memory packing the weights of a generated kernel");
   }
 }
 

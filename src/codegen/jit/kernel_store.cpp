@@ -207,7 +207,7 @@ std::string KernelStore::key_of(const KernelSource& s) const {
 }
 
 void KernelStore::compile_units(const std::vector<KernelSource>& sources, const std::vector<PendingKernel>& pending,
-                                const std::vector<std::vector<std::size_t>>& units, const std::string& work,
+                                const std::vector<std::vector<std::size_t>>& units, const std::string& work, int parallel,
                                 std::vector<Obtained>& out) {
   const fs::path folder(dir_);
   std::vector<CompileJob> jobs;
@@ -223,7 +223,7 @@ void KernelStore::compile_units(const std::vector<KernelSource>& sources, const 
     temps.push_back((folder / (stem + ".so.tmp." + std::to_string(getpid()) + "." + std::to_string(std::rand()))).string());
     jobs.push_back({src, temps.back(), first.flags});
   }
-  const std::vector<CompileOutcome> outcomes = compile_shared_objects(compiler_, jobs, static_cast<int>(units.size()), 300);
+  const std::vector<CompileOutcome> outcomes = compile_shared_objects(compiler_, jobs, std::max(1, parallel), 300);
   for (std::size_t u = 0; u < units.size(); ++u) {
     std::error_code ec;
     const std::string& temp = temps[u];
@@ -258,8 +258,10 @@ void KernelStore::compile_units(const std::vector<KernelSource>& sources, const 
       // Loaded before the meta names it: a prune meanwhile (which removes unnamed objects) cannot
       // take it from under this process. A meta that cannot be written costs the next process a
       // compile, not this one its kernel.
+      // A library this process cannot load (a store on a noexec mount) gets no meta: the next
+      // process would verify it, fail to load it and compile it again every time.
       out[p.index].kernel = load((folder / lib_name).string(), s.symbol, true, out[p.index].why);
-      write_atomically(folder / (p.stem + ".meta"), body + "check " + sha256_hex(body) + "\n");
+      if (out[p.index].kernel) write_atomically(folder / (p.stem + ".meta"), body + "check " + sha256_hex(body) + "\n");
     }
   }
 }
@@ -331,13 +333,13 @@ std::vector<Obtained> KernelStore::obtain(const std::vector<KernelSource>& sourc
       }
     }
   }
-  compile_units(sources, pending, units, work, out);
+  compile_units(sources, pending, units, work, parallel, out);
   // A unit that failed is compiled again a kernel at a time: one kernel's error costs only it.
   std::vector<std::vector<std::size_t>> singles;
   for (const auto& unit : units)
     if (unit.size() > 1 && !out[pending[unit.front()].index].kernel)
       for (std::size_t j : unit) singles.push_back({j});
-  if (!singles.empty()) compile_units(sources, pending, singles, work, out);
+  if (!singles.empty()) compile_units(sources, pending, singles, work, parallel, out);
   std::error_code ec;
   fs::remove_all(work, ec);
   return out;

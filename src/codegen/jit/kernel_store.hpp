@@ -75,7 +75,8 @@ class KernelStore {
     std::string stem, key;
   };
   void compile_units(const std::vector<KernelSource>& sources, const std::vector<PendingKernel>& pending,
-                     const std::vector<std::vector<std::size_t>>& units, const std::string& work, std::vector<Obtained>& out);
+                     const std::vector<std::vector<std::size_t>>& units, const std::string& work, int parallel,
+                     std::vector<Obtained>& out);
 
   std::string dir_;
   bool persistent_ = false;
