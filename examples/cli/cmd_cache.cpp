@@ -39,8 +39,7 @@ std::string whose(const CacheEnvironmentInfo& env) {
   return "another machine: " + readable(env.description);
 }
 
-void ls_kernels(const std::string& dir) {
-  const codegen::KernelFolderInfo k = codegen::inspect_kernel_folder(kernel_folder(dir), codegen::find_host_compiler().identity);
+void ls_kernels(const std::string& dir, const codegen::KernelFolderInfo& k, bool compiler_usable) {
   std::uintmax_t bytes = 0;
   std::size_t usable = 0;
   for (const codegen::StoredKernel& s : k.kernels) {
@@ -51,15 +50,16 @@ void ls_kernels(const std::string& dir) {
     std::printf("%s  %zu generated kernels, %ju bytes of libraries  %zu for this compiler%s\n", kernel_folder(dir).c_str(),
                 k.kernels.size(), bytes, usable,
                 usable == k.kernels.size() ? ""
-                : codegen::find_host_compiler().usable() ? ", the others another compiler's or damaged (prune removes them)"
-                                                         : " (no compiler here: loads use the intact ones)");
+                : compiler_usable ? ", the others another compiler's or damaged (prune removes them)"
+                                  : " (no compiler here: loads use the intact ones)");
   if (!k.orphans.empty()) std::printf("%s  %zu libraries no kernel names (prune removes them)\n", kernel_folder(dir).c_str(), k.orphans.size());
   for (const std::string& p : k.leftovers) std::printf("%s  left over from an interrupted compile (clear removes it)\n", p.c_str());
 }
 
 int ls(const std::string& dir) {
   const CacheFolderInfo info = inspect_cache_folder(dir);
-  const codegen::KernelFolderInfo kernels = codegen::inspect_kernel_folder(kernel_folder(dir), "");
+  const codegen::HostCompiler compiler = codegen::find_host_compiler();
+  const codegen::KernelFolderInfo kernels = codegen::inspect_kernel_folder(kernel_folder(dir), compiler.identity);
   if (info.files.empty() && info.leftovers.empty() && kernels.kernels.empty() && kernels.orphans.empty() &&
       kernels.leftovers.empty()) {
     std::printf("cache folder %s is empty%s\n", dir.c_str(), info.exists ? "" : " (it does not exist)");
@@ -77,7 +77,7 @@ int ls(const std::string& dir) {
   }
   for (const std::string& p : info.leftovers)
     std::printf("%s  left over from an interrupted write (clear removes it)\n", p.c_str());
-  ls_kernels(dir);
+  ls_kernels(dir, kernels, compiler.usable());
   return 0;
 }
 

@@ -52,6 +52,10 @@ std::string join(const std::vector<std::string>& items) {
   return out;
 }
 
+// A kernel's family: its name before "__" ("f32_matmul" for "f32_matmul__avx512_4x32_prows");
+// disabled_kernels may name it to leave out every kernel of the family.
+std::string kernel_family(const std::string& kernel) { return kernel.substr(0, kernel.find("__")); }
+
 }  // namespace
 
 std::vector<std::string> resolve_disabled_kernels(const std::vector<std::string>& configured,
@@ -82,7 +86,7 @@ std::vector<std::string> resolve_disabled_kernels(const std::vector<std::string>
     if (colon == std::string::npos) continue;
     // A kernel's name, or its family's (the name before "__"), as its backend lists them.
     const std::vector<std::string> kernels = (*found)->kernel_names();
-    const std::string kernel = entry.substr(colon + 1), family = kernel.substr(0, kernel.find("__"));
+    const std::string kernel = entry.substr(colon + 1), family = kernel_family(kernel);
     if (std::find(kernels.begin(), kernels.end(), kernel) == kernels.end() &&
         std::find(kernels.begin(), kernels.end(), family) == kernels.end())
       throw Error(ErrorCode::InvalidArgument,
@@ -94,12 +98,12 @@ std::vector<std::string> resolve_disabled_kernels(const std::vector<std::string>
 
 namespace {
 
-// `name` ("backend" or "backend:kernel") is listed itself, or its kernel's family is: the part
-// of its name before "__" ("gen:f32_matmul" for "gen:f32_matmul__avx512_4x32_prows").
+// `name` ("backend" or "backend:kernel") is listed itself, or its kernel's family is
+// ("gen:f32_matmul" for "gen:f32_matmul__avx512_4x32_prows").
 bool listed(const std::vector<std::string>& disabled, const std::string& name) {
-  const std::size_t family = name.find("__", name.find(':'));
-  return std::find(disabled.begin(), disabled.end(), name) != disabled.end() ||
-         (family != std::string::npos && std::find(disabled.begin(), disabled.end(), name.substr(0, family)) != disabled.end());
+  const auto in = [&disabled](const std::string& n) { return std::find(disabled.begin(), disabled.end(), n) != disabled.end(); };
+  const std::size_t colon = name.find(':');
+  return in(name) || (colon != std::string::npos && in(name.substr(0, colon + 1) + kernel_family(name.substr(colon + 1))));
 }
 
 }  // namespace
