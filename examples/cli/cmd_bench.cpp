@@ -1,5 +1,5 @@
 // wpk bench MODEL [--threads N] [--batch B] [--iters K] [--warmup W] [--dim NAME=SIZE] [--json]
-//                 [--fix-dims] [--profile] [--trace FILE.json] [--tune] [--idle MS] [--disable PASS,...]
+//                 [--fix-dims] [--profile] [--trace FILE.json] [--tune] [--idle MS] [--clients C] [--disable PASS,...]
 // Symbolic input dims stay symbolic by default: kernels compile for size 1 at load and for the
 // benchmarked sizes at the first warm-up run. --fix-dims fixes the dims it sets (--batch for
 // symbolic first dims, --dim by name) at load (SessionOptions::fixed_dims), so load includes
@@ -10,12 +10,16 @@
 // benchmarked sizes (fixed at load). --json adds the configurations this process measured, the
 // kernels it compiled and the nodes on tuned configurations. --idle sleeps MS
 // after the last run and reports the CPU time other threads (OpenMP workers) spent meanwhile.
+// --clients C runs the timed runs from C threads at once (K runs each), as a service's concurrent
+// requests would, and adds throughput and the 99th percentile of latency.
 #include <sys/resource.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <mutex>
+#include <thread>
 
 #include "cli.hpp"
 
@@ -52,6 +56,7 @@ int cmd_bench(const Args& args) {
   const int iters = args.get_int("--iters", 20, 1);
   const int warmup = args.get_int("--warmup", 3, 0);
   const int idle_ms = args.get_int("--idle", 0, 0);
+  const int clients = args.get_int("--clients", 1, 1);
   const bool profiling = args.has("--profile") || args.has("--trace");
 
   const auto dims = parse_dims(args);
@@ -65,27 +70,45 @@ int cmd_bench(const Args& args) {
   const TensorMap inputs = make_random_inputs(session, batch, dims);
   for (int i = 0; i < warmup; ++i) session.run(inputs);
   std::vector<double> times;
-  std::vector<RunProfile> profiles(profiling ? static_cast<std::size_t>(iters) : 0);
-  for (int i = 0; i < iters; ++i) {
-    const auto t = std::chrono::steady_clock::now();
-    session.run(inputs, profiling ? &profiles[static_cast<std::size_t>(i)] : nullptr);
-    times.push_back(ms_since(t));
+  std::vector<RunProfile> profiles(profiling ? static_cast<std::size_t>(iters) * clients : 0);
+  std::mutex times_mutex;
+  const auto timed_runs = [&](int client) {
+    for (int i = 0; i < iters; ++i) {
+      const auto t = std::chrono::steady_clock::now();
+      session.run(inputs, profiling ? &profiles[static_cast<std::size_t>(client * iters + i)] : nullptr);
+      const double ms = ms_since(t);
+      std::lock_guard<std::mutex> lock(times_mutex);
+      times.push_back(ms);
+    }
+  };
+  const auto timed_start = std::chrono::steady_clock::now();
+  if (clients == 1) {
+    timed_runs(0);
+  } else {
+    std::vector<std::thread> threads;
+    for (int c = 0; c < clients; ++c) threads.emplace_back(timed_runs, c);
+    for (auto& t : threads) t.join();
   }
+  const double runs_per_s = static_cast<double>(times.size()) / (ms_since(timed_start) / 1000);
   const double idle = idle_ms > 0 ? idle_cpu_ms(idle_ms) : 0;
   std::sort(times.begin(), times.end());
   const double median = times.size() % 2 ? times[times.size() / 2]
                                          : 0.5 * (times[times.size() / 2 - 1] + times[times.size() / 2]);
-  const double p90 = times[std::min(times.size() - 1, static_cast<std::size_t>(0.9 * static_cast<double>(times.size())))];
+  const auto percentile = [&](double q) {
+    return times[std::min(times.size() - 1, static_cast<std::size_t>(q * static_cast<double>(times.size())))];
+  };
+  const double p90 = percentile(0.9), p99 = percentile(0.99);
   const int threads = session.threads();
   const std::string model = std::filesystem::path(path).stem().string();
   if (args.has("--json")) {
     std::printf(
         "{\"model\": \"%s\", \"runtime\": \"wpk\", \"threads\": %d, \"batch\": %d, \"load_ms\": %.3f, \"median_ms\": %.3f, "
         "\"p90_ms\": %.3f, \"min_ms\": %.3f, \"peak_rss_mb\": %.1f, \"measured_candidates\": %llu, "
-        "\"compiled_kernels\": %llu, \"tuned_nodes\": %d}\n",
+        "\"compiled_kernels\": %llu, \"tuned_nodes\": %d, \"clients\": %d, \"runs_per_s\": %.2f, \"p99_ms\": %.3f}\n",
         json_escape(model).c_str(), threads, batch, load_ms, median, p90, times.front(), peak_rss_mb(),
         static_cast<unsigned long long>(process_counters().measured_configurations),
-        static_cast<unsigned long long>(process_counters().compiled_kernels), session.tuned_nodes());
+        static_cast<unsigned long long>(process_counters().compiled_kernels), session.tuned_nodes(), clients, runs_per_s,
+        p99);
   } else {
     std::printf("model %s  batch %d  threads %d\n", model.c_str(), batch, threads);
     std::printf("load %.1f ms  median %.3f ms  p90 %.3f ms  min %.3f ms  (%d runs after %d warm-up)  peak RSS %.1f MB\n",
@@ -94,6 +117,8 @@ int cmd_bench(const Args& args) {
     if (plan.memory_planned)
       std::printf("arena %.2f MiB per run (one allocation per intermediate would take %.2f MiB)\n",
                   static_cast<double>(plan.arena_bytes) / (1 << 20), static_cast<double>(plan.naive_bytes) / (1 << 20));
+    if (clients > 1)
+      std::printf("%d clients: %.1f runs/s  p99 %.3f ms\n", clients, runs_per_s, p99);
     if (idle_ms > 0)
       std::printf("idle: other threads used %.3f ms of CPU in the %d ms after the last run returned\n", idle, idle_ms);
     if (args.has("--profile")) print_profile_table(profiles);

@@ -14,7 +14,7 @@ const char* kUsage =
     "usage:\n"
     "  wpk run MODEL [--inputs DIR] [--outputs DIR] [--batch B] [--dim NAME=SIZE] [--disable PASS,...]\n"
     "  wpk bench MODEL [--threads N] [--batch B] [--iters K] [--warmup W] [--dim NAME=SIZE] [--json]\n"
-    "                  [--fix-dims] [--profile] [--trace FILE.json] [--tune] [--idle MS] [--disable PASS,...]\n"
+    "                  [--fix-dims] [--profile] [--trace FILE.json] [--tune] [--idle MS] [--clients C] [--disable PASS,...]\n"
     "  wpk info MODEL [--optimized [--batch B] [--dim NAME=SIZE] [--disable PASS,...]]\n"
     "  wpk tune MODEL [--algo ga|rl|random|grid|compare] [--budget-seconds S] [--budget-trials N] [--seed K]\n"
     "                 [--threads N] [--batch B] [--dim NAME=SIZE] [--iters K] [--disable PASS,...]\n"
@@ -35,7 +35,7 @@ int main(int argc, char** argv) {
     if (cmd == "run") return cmd_run(parse_args(argc, argv, 2, {}, {"--inputs", "--outputs", "--batch", "--dim", "--disable", "--disable-kernels"}));
     if (cmd == "bench")
       return cmd_bench(parse_args(argc, argv, 2, {"--json", "--profile", "--tune", "--fix-dims"},
-                                  {"--threads", "--batch", "--iters", "--warmup", "--dim", "--trace", "--idle", "--disable", "--disable-kernels"}));
+                                  {"--threads", "--batch", "--iters", "--warmup", "--dim", "--trace", "--idle", "--clients", "--disable", "--disable-kernels"}));
     if (cmd == "cache") return cmd_cache(argc, argv);
     if (cmd == "info") return cmd_info(parse_args(argc, argv, 2, {"--optimized"}, {"--batch", "--dim", "--disable", "--disable-kernels"}));
     if (cmd == "tune")

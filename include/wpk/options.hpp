@@ -41,9 +41,10 @@ struct SessionOptions {
   // at its first run), the optimizer sees static shapes, and run() accepts only these sizes.
   // A name no input declares, or a size below 1, is an error.
   std::map<std::string, std::int64_t> fixed_dims;
-  // OpenMP threads per run() (wpk's kernels and oneDNN share the calling thread's pool); 0 = the
-  // CPUs in this process's affinity mask. Negative is an error. Overlapping runs each use this
-  // many, so a caller running N at once should give each about cores / N.
+  // CPUs each run() uses; 0 = the CPUs in this process's affinity mask. Negative is an error.
+  // Every run of every Session in the process shares the affinity mask's CPUs: a run waits until
+  // this many are free (all of them, when this asks for more), so overlapping runs queue instead
+  // of oversubscribing the cores.
   int threads = 0;
   // Intermediates live in one arena per run, laid out by value lifetimes once per input-shape
   // signature. Off: every intermediate is its own zero-filled allocation (for comparisons).

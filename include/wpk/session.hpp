@@ -6,7 +6,8 @@
 //   const wpk::Tensor& logits = out.at("logits");
 //
 // Thread-safety: `run` may be called from many threads at once; each call has its own
-// intermediate memory and gives the same results as a call from one thread.
+// intermediate memory and gives the same results as a call from one thread. Runs execute on
+// wpk's runner threads, which every Session of the process shares (SessionOptions::threads).
 // Ownership: a Session owns its graph and weights; input tensors are borrowed for the duration of
 // `run`; returned tensors own their memory (never a view of the run's arena or of an input).
 // Errors: every failure, at load or in `run`, is a wpk::Error; a model or run that would cross
@@ -54,12 +55,13 @@ struct StepProfile {
   int reorders = 0;     // layout changes this step made: 1 for a Transpose, 2 for a kernel that
                         // reorders its input and output (e.g. a Winograd convolution)
   Shape output_shape;   // of output 0
-  double start_us = 0;  // from the start of run()
+  double start_us = 0;  // from the start of the run's work (after RunProfile::queued_us)
   double duration_us = 0;
 };
 struct RunProfile {
   std::vector<StepProfile> steps;  // in execution order
   double total_us = 0;             // the whole run(), input checks and output copies included
+  double queued_us = 0;            // of total_us, waiting for CPUs that other runs held
 };
 
 // What a Session runs: per step the node and the backend chosen, plus the memory plan of the
@@ -135,7 +137,7 @@ class Session {
   // Over a chosen backend list instead of registered_backends() (tests of dispatch and tuning).
   Session(Graph graph, SessionOptions options, const std::vector<const Backend*>& backends);
   friend struct SessionFactory;  // src/runtime/session_factory.hpp
-  TensorMap run_checked(const TensorMap& inputs, RunProfile* profile) const;
+  TensorMap run_checked(const TensorMap& inputs, RunProfile* profile, double queued_us) const;
   void tune_at_load(double budget_seconds);
 
   struct Impl;

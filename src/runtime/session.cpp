@@ -14,6 +14,7 @@
 #include "runtime/logging.hpp"
 #include "runtime/memory_budget.hpp"
 #include "runtime/plan_cache.hpp"
+#include "runtime/run_pool.hpp"
 #include "runtime/threads.hpp"
 #include "runtime/tuner.hpp"
 #include "runtime/tuning_db.hpp"
@@ -153,7 +154,9 @@ Session::Session(Graph graph, SessionOptions options, const std::vector<const Ba
     impl_->tuning_db = std::make_unique<TuningDb>(resolve_cache_dir(options.cache_dir));
   else if (options.use_tuning_records)
     impl_->tuning_db = TuningDb::open_for_lookup(resolve_cache_dir(options.cache_dir));
-  {
+  // Preparing the plan packs weights and may compile kernels on the session's threads: it holds
+  // CPUs like a run.
+  RunPool::process().execute(impl_->threads, [&] {
     OmpThreadScope scope(impl_->threads);  // backends may size their kernels to the thread count
     PlanOptions plan;
     // Tuning compares candidates against the reference, which needs the weights as loaded.
@@ -178,7 +181,7 @@ Session::Session(Graph graph, SessionOptions options, const std::vector<const Ba
         return value ? parse_record_value(*value).first : std::string();
       };
     impl_->plan = std::make_unique<ExecutionPlan>(impl_->graph, backends, plan);
-  }
+  });
   logger().debug("freed {:.1f} MiB of weights that kernels keep packed",
                  static_cast<double>(impl_->plan->released_bytes()) / (1 << 20));
   impl_->arenas = ArenaPool::create(arena_poison_from_env());
@@ -188,7 +191,7 @@ Session::Session(Graph graph, SessionOptions options, const std::vector<const Ba
   const bool tune = options.tuning;
   const double budget = options.tuning_budget;
   impl_->options = std::move(options);
-  if (tune) tune_at_load(budget);
+  if (tune) RunPool::process().execute(impl_->threads, [&] { tune_at_load(budget); });
   logger().debug("session ready: {} nodes, {} steps, {} threads, {:.1f} ms", g.nodes().size(), impl_->plan->steps().size(),
                  impl_->threads, us_since(t0) / 1000);
 } catch (...) {
@@ -228,17 +231,21 @@ TensorMap Session::run(const TensorMap& inputs) const { return run(inputs, nullp
 
 TensorMap Session::run(const TensorMap& inputs, RunProfile* profile) const {
   try {
-    return run_checked(inputs, profile);
+    // A bad request is turned away before it queues for CPUs.
+    check_run_inputs(impl_->graph, inputs);
+    const auto called = std::chrono::steady_clock::now();
+    TensorMap out;
+    RunPool::process().execute(impl_->threads, [&] { out = run_checked(inputs, profile, us_since(called)); });
+    return out;
   } catch (...) {
     rethrow_as_error();
   }
 }
 
-TensorMap Session::run_checked(const TensorMap& inputs, RunProfile* profile) const {
+TensorMap Session::run_checked(const TensorMap& inputs, RunProfile* profile, double queued_us) const {
   const auto t0 = std::chrono::steady_clock::now();
   const Impl& im = *impl_;
   const Graph& g = im.graph;
-  check_run_inputs(g, inputs);
   OmpThreadScope threads(im.threads);
   RunProfile local;
   RunProfile* prof = profile ? profile : (im.options.profile ? &local : nullptr);
@@ -277,7 +284,8 @@ TensorMap Session::run_checked(const TensorMap& inputs, RunProfile* profile) con
 
   TensorMap out = collect_outputs(g, inputs, exec);
   if (prof) {
-    prof->total_us = us_since(t0);
+    prof->total_us = queued_us + us_since(t0);
+    prof->queued_us = queued_us;
     if (im.options.profile) {
       std::lock_guard<std::mutex> lock(im.profile_mutex);
       impl_->last_profile = *prof;

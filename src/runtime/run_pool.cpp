@@ -1,0 +1,130 @@
+#include "runtime/run_pool.hpp"
+
+#include <pthread.h>
+
+#include <algorithm>
+#include <atomic>
+#include <exception>
+
+#include "runtime/threads.hpp"
+
+namespace wpk {
+
+namespace {
+
+thread_local bool on_runner_thread = false;
+
+std::atomic<RunPool*> process_pool{nullptr};
+std::once_flag process_pool_once;
+
+// A child of fork() has none of its parent's runner threads: it starts a pool of its own. The
+// parent's pool object is left behind (its mutex may have been held at the fork).
+void fresh_pool_after_fork() { process_pool.store(new RunPool(affinity_cpu_count())); }
+
+}  // namespace
+
+struct RunPool::Work {
+  int cpus = 1;
+  const std::function<void()>* body = nullptr;
+  bool done = false;
+  std::exception_ptr error;
+  std::condition_variable finished;
+};
+
+struct RunPool::Runner {
+  Work* work = nullptr;
+  std::condition_variable assigned;
+  std::thread thread;
+};
+
+RunPool& RunPool::process() {
+  std::call_once(process_pool_once, [] {
+    // Never destroyed: runs may still be in flight on detached threads when statics go away.
+    process_pool.store(new RunPool(affinity_cpu_count()));
+    pthread_atfork(nullptr, nullptr, fresh_pool_after_fork);
+  });
+  return *process_pool.load();
+}
+
+RunPool::RunPool(int cpus) : cpus_(std::max(1, cpus)), free_cpus_(cpus_) { counters_.cpus = cpus_; }
+
+RunPool::~RunPool() {
+  {
+    std::unique_lock<std::mutex> lock(mutex_);
+    stopping_ = true;
+    for (auto& r : runners_) r->assigned.notify_one();
+  }
+  for (auto& r : runners_)
+    if (r->thread.joinable()) r->thread.join();
+}
+
+void RunPool::execute(int threads, const std::function<void()>& work) {
+  if (on_runner_thread) {
+    work();
+    return;
+  }
+  Work w;
+  w.cpus = std::clamp(threads, 1, cpus_);
+  w.body = &work;
+  std::unique_lock<std::mutex> lock(mutex_);
+  if (!queue_.empty() || w.cpus > free_cpus_) ++counters_.waited;
+  queue_.push_back(&w);
+  start_queued(lock);
+  w.finished.wait(lock, [&] { return w.done; });
+  if (w.error) std::rethrow_exception(w.error);
+}
+
+// Hands queued works to runners, oldest first, while the oldest fits in the free CPUs. The caller
+// holds the lock.
+void RunPool::start_queued(std::unique_lock<std::mutex>& lock) {
+  (void)lock;
+  while (!queue_.empty() && queue_.front()->cpus <= free_cpus_) {
+    Work* w = queue_.front();
+    queue_.pop_front();
+    free_cpus_ -= w->cpus;
+    counters_.peak_busy_cpus = std::max(counters_.peak_busy_cpus, cpus_ - free_cpus_);
+    ++counters_.executed;
+    Runner* r = nullptr;
+    if (!idle_.empty()) {
+      r = idle_.back();
+      idle_.pop_back();
+    } else {
+      runners_.push_back(std::make_unique<Runner>());
+      r = runners_.back().get();
+      r->thread = std::thread([this, r] { runner_loop(r); });
+      counters_.runners = static_cast<int>(runners_.size());
+    }
+    r->work = w;
+    r->assigned.notify_one();
+  }
+}
+
+void RunPool::runner_loop(Runner* runner) {
+  on_runner_thread = true;
+  std::unique_lock<std::mutex> lock(mutex_);
+  for (;;) {
+    runner->assigned.wait(lock, [&] { return runner->work != nullptr || stopping_; });
+    if (!runner->work) return;
+    Work* w = runner->work;
+    lock.unlock();
+    try {
+      (*w->body)();
+    } catch (...) {
+      w->error = std::current_exception();
+    }
+    lock.lock();
+    runner->work = nullptr;
+    free_cpus_ += w->cpus;
+    w->done = true;
+    w->finished.notify_one();
+    idle_.push_back(runner);
+    start_queued(lock);
+  }
+}
+
+RunPoolCounters RunPool::counters() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return counters_;
+}
+
+}  // namespace wpk

@@ -1,0 +1,67 @@
+#pragma once
+// The process's CPUs, shared by every run of every Session. A run asks for its session's thread
+// count in CPUs and executes on one of the pool's runner threads once that many are free, so
+// overlapping runs queue for the cores instead of each starting a full OpenMP team on them (8
+// concurrent requests at 2 threads each on 2 cores were 16 busy threads, plus libgomp's idle
+// workers spinning in every team).
+//
+// Why runner threads rather than the caller's thread: libgomp keeps one team per thread that
+// opens a parallel region, and its workers spin for a while after each region. Runs that go to
+// the most recently used idle runner land on a team that is already awake, and a process has at
+// most one team per CPU however many threads call run(). The same holds for the per-thread
+// caches of the kernels (oneDNN streams and scratchpads).
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace wpk {
+
+struct RunPoolCounters {
+  int cpus = 0;                // what the pool shares out
+  int runners = 0;             // runner threads started so far
+  int peak_busy_cpus = 0;      // the most CPUs held by runs at once
+  std::uint64_t executed = 0;  // works run on a runner thread
+  std::uint64_t waited = 0;    // of those, works that found too few CPUs free and queued
+};
+
+class RunPool {
+ public:
+  // The pool every Session uses: the CPUs of the process's affinity mask at first use.
+  static RunPool& process();
+
+  explicit RunPool(int cpus);
+  ~RunPool();  // waits for the works in flight
+  RunPool(const RunPool&) = delete;
+  RunPool& operator=(const RunPool&) = delete;
+
+  // Runs `work` on a runner thread once `threads` CPUs are free (a work asking for more than the
+  // pool has waits until it is idle and then runs alone), waits for it and rethrows what it
+  // threw. Works start in the order they were asked for. Called from a runner thread (a
+  // session's set-up runs the model to tune it), it runs `work` at once on that thread: the
+  // CPUs are already held.
+  void execute(int threads, const std::function<void()>& work);
+
+  RunPoolCounters counters() const;
+
+ private:
+  struct Work;
+  struct Runner;
+  void start_queued(std::unique_lock<std::mutex>& lock);
+  void runner_loop(Runner* runner);
+
+  const int cpus_;
+  mutable std::mutex mutex_;
+  int free_cpus_;
+  bool stopping_ = false;
+  std::deque<Work*> queue_;
+  std::vector<std::unique_ptr<Runner>> runners_;
+  std::vector<Runner*> idle_;  // the most recently idled last: its OpenMP team is the warmest
+  RunPoolCounters counters_;
+};
+
+}  // namespace wpk

@@ -1,0 +1,210 @@
+// The process's CPUs shared by runs (src/runtime/run_pool): works that fit together overlap,
+// works that do not queue in order, a work larger than the pool runs alone, errors reach the
+// caller, a work started from a runner runs inline, and sessions' runs go through the pool.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <stdexcept>
+#include <thread>
+#include <vector>
+
+#include "probe_backend.hpp"
+#include "runtime/run_pool.hpp"
+#include "runtime/session_factory.hpp"
+#include "runtime/threads.hpp"
+#include "wpk/wpk.hpp"
+
+using namespace wpk;
+
+namespace {
+
+// Counts the CPUs held by works running now and the most ever held.
+struct Occupancy {
+  std::atomic<int> now{0};
+  std::atomic<int> peak{0};
+  void enter(int cpus) {
+    const int n = now += cpus;
+    int p = peak;
+    while (n > p && !peak.compare_exchange_weak(p, n)) {
+    }
+  }
+  void leave(int cpus) { now -= cpus; }
+};
+
+// Waits (at most 10 s) until `flag` is set; false on timeout.
+bool wait_for(const std::atomic<bool>& flag) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!flag && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
+  return flag;
+}
+
+}  // namespace
+
+TEST_CASE("run pool: two works that fit the CPUs together run at once", "[threads][run_pool]") {
+  RunPool pool(2);
+  std::atomic<bool> a_in{false}, b_in{false};
+  bool a_saw_b = false, b_saw_a = false;
+  std::thread a([&] { pool.execute(1, [&] { a_in = true; a_saw_b = wait_for(b_in); }); });
+  std::thread b([&] { pool.execute(1, [&] { b_in = true; b_saw_a = wait_for(a_in); }); });
+  a.join();
+  b.join();
+  CHECK(a_saw_b);
+  CHECK(b_saw_a);
+  CHECK(pool.counters().peak_busy_cpus == 2);
+}
+
+TEST_CASE("run pool: works that do not fit together queue; the CPUs held never exceed the pool", "[threads][run_pool]") {
+  RunPool pool(2);
+  Occupancy cpus;
+  std::vector<std::thread> callers;
+  for (int i = 0; i < 6; ++i)
+    callers.emplace_back([&, i] {
+      const int want = i % 3 == 0 ? 1 : 2;
+      pool.execute(want, [&] {
+        cpus.enter(want);
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        cpus.leave(want);
+      });
+    });
+  for (auto& t : callers) t.join();
+  CHECK(cpus.peak <= 2);
+  const RunPoolCounters c = pool.counters();
+  CHECK(c.peak_busy_cpus <= 2);
+  CHECK(c.executed == 6);
+  CHECK(c.waited >= 1);
+  CHECK(c.runners <= 2);
+}
+
+TEST_CASE("run pool: a work asking for more CPUs than the pool has runs alone", "[threads][run_pool]") {
+  RunPool pool(2);
+  Occupancy cpus;
+  std::atomic<bool> big_alone{true};
+  std::vector<std::thread> callers;
+  for (int i = 0; i < 4; ++i)
+    callers.emplace_back([&, i] {
+      const bool big = i == 2;
+      pool.execute(big ? 8 : 1, [&] {
+        cpus.enter(big ? 2 : 1);
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        if (big && cpus.now != 2) big_alone = false;
+        cpus.leave(big ? 2 : 1);
+      });
+    });
+  for (auto& t : callers) t.join();
+  CHECK(big_alone);
+  CHECK(cpus.peak <= 2);
+}
+
+TEST_CASE("run pool: a work's exception reaches its caller and the pool goes on", "[threads][run_pool]") {
+  RunPool pool(1);
+  CHECK_THROWS_WITH(pool.execute(1, [] { throw std::runtime_error("from the work"); }), "from the work");
+  int ran = 0;
+  pool.execute(1, [&] { ran = 1; });
+  CHECK(ran == 1);
+}
+
+TEST_CASE("run pool: a work started from a runner runs inline instead of waiting for its own CPUs", "[threads][run_pool]") {
+  RunPool pool(1);
+  std::thread::id outer, inner;
+  pool.execute(1, [&] {
+    outer = std::this_thread::get_id();
+    pool.execute(1, [&] { inner = std::this_thread::get_id(); });
+  });
+  CHECK(outer == inner);
+  CHECK(outer != std::this_thread::get_id());
+}
+
+TEST_CASE("run pool: one caller's works in sequence reuse one runner", "[threads][run_pool]") {
+  // The warmest OpenMP team is the runner that finished last.
+  RunPool pool(2);
+  std::vector<std::thread::id> ids;
+  for (int i = 0; i < 10; ++i) pool.execute(2, [&] { ids.push_back(std::this_thread::get_id()); });
+  CHECK(std::all_of(ids.begin(), ids.end(), [&](std::thread::id id) { return id == ids.front(); }));
+  CHECK(pool.counters().runners == 1);
+}
+
+namespace {
+
+Graph relu_graph() {
+  Graph g;
+  g.add_input("x", DType::Float32, {Dim("N"), 4});
+  g.add_node("Relu", {"x"}, {"y"});
+  g.add_output("y");
+  return g;
+}
+
+TensorMap ones(std::int64_t n) {
+  return {{"x", Tensor::from_vector<float>(std::vector<float>(static_cast<std::size_t>(n * 4), 1.0f), {n, 4})}};
+}
+
+}  // namespace
+
+TEST_CASE("sessions' runs share the process's CPUs: runs of sessions using every CPU do not overlap", "[threads][run_pool]") {
+  Occupancy runs;
+  const runtime_test::WrappingBackend probe("probe", [&](KernelContext&) {
+    runs.enter(1);
+    std::this_thread::sleep_for(std::chrono::milliseconds(3));
+    runs.leave(1);
+  });
+  SessionOptions o;
+  o.threads = affinity_cpu_count();
+  const Session s1 = SessionFactory::create(relu_graph(), o, {&probe});
+  const Session s2 = SessionFactory::create(relu_graph(), o, {&probe});
+  std::vector<std::thread> callers;
+  for (int i = 0; i < 6; ++i) callers.emplace_back([&, i] { (i % 2 ? s1 : s2).run(ones(1 + i)); });
+  for (auto& t : callers) t.join();
+  CHECK(runs.peak == 1);
+  CHECK(RunPool::process().counters().peak_busy_cpus <= affinity_cpu_count());
+}
+
+TEST_CASE("sessions' runs share the process's CPUs: one-thread runs overlap on a machine of two or more", "[threads][run_pool]") {
+  if (affinity_cpu_count() < 2) {
+    WARN("skipped: this process may use one CPU");
+    return;
+  }
+  std::atomic<bool> a_in{false}, b_in{false};
+  std::atomic<bool> a_saw_b{false};
+  const runtime_test::WrappingBackend probe("probe", [&](KernelContext& ctx) {
+    if (ctx.input(0).dim(0) == 1) {
+      a_in = true;
+      a_saw_b = wait_for(b_in);
+    } else {
+      b_in = true;
+      wait_for(a_in);
+    }
+  });
+  SessionOptions o;
+  o.threads = 1;
+  const Session s = SessionFactory::create(relu_graph(), o, {&probe});
+  std::thread a([&] { s.run(ones(1)); });
+  s.run(ones(2));
+  a.join();
+  CHECK(a_saw_b);
+}
+
+TEST_CASE("a run's profile says how long it queued for CPUs", "[threads][run_pool]") {
+  std::atomic<bool> hold_in{false}, release{false};
+  const runtime_test::WrappingBackend probe("probe", [&](KernelContext& ctx) {
+    if (ctx.input(0).dim(0) == 1) {
+      hold_in = true;
+      wait_for(release);
+    }
+  });
+  SessionOptions o;
+  o.threads = affinity_cpu_count();
+  const Session s = SessionFactory::create(relu_graph(), o, {&probe});
+  std::thread holder([&] { s.run(ones(1)); });
+  REQUIRE(wait_for(hold_in));
+  std::thread releaser([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    release = true;
+  });
+  RunProfile p;
+  s.run(ones(2), &p);
+  holder.join();
+  releaser.join();
+  CHECK(p.queued_us >= 20000);
+  CHECK(p.total_us >= p.queued_us);
+}
