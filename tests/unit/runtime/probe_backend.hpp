@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "backends/reference/reference_backend.hpp"
+#include "wpk/session.hpp"
 
 namespace wpk::runtime_test {
 
@@ -60,6 +61,20 @@ inline const Backend& wrong_backend() {
     for (std::int64_t i = 0; i < y.numel(); ++i) y.data<float>()[i] += 1.0f;
   });
   return b;
+}
+
+// y = Relu(x), x of shape [N, 4]: a one-node model that test backends run.
+inline Graph relu_graph() {
+  Graph g;
+  g.add_input("x", DType::Float32, {Dim("N"), 4});
+  g.add_node("Relu", {"x"}, {"y"});
+  g.add_output("y");
+  return g;
+}
+
+// relu_graph's input: N rows of ones.
+inline TensorMap ones(std::int64_t n) {
+  return {{"x", Tensor::from_vector<float>(std::vector<float>(static_cast<std::size_t>(n * 4), 1.0f), {n, 4})}};
 }
 
 }  // namespace wpk::runtime_test

@@ -125,21 +125,8 @@ TEST_CASE("run pool: one caller's works in sequence reuse one runner", "[threads
   CHECK(pool.counters().runners == 1);
 }
 
-namespace {
-
-Graph relu_graph() {
-  Graph g;
-  g.add_input("x", DType::Float32, {Dim("N"), 4});
-  g.add_node("Relu", {"x"}, {"y"});
-  g.add_output("y");
-  return g;
-}
-
-TensorMap ones(std::int64_t n) {
-  return {{"x", Tensor::from_vector<float>(std::vector<float>(static_cast<std::size_t>(n * 4), 1.0f), {n, 4})}};
-}
-
-}  // namespace
+using runtime_test::ones;
+using runtime_test::relu_graph;
 
 TEST_CASE("sessions' runs share the process's CPUs: runs of sessions using every CPU do not overlap", "[threads][run_pool]") {
   Occupancy runs;

@@ -18,21 +18,8 @@
 
 using namespace wpk;
 
-namespace {
-
-Graph relu_graph() {
-  Graph g;
-  g.add_input("x", DType::Float32, {Dim("N"), 4});
-  g.add_node("Relu", {"x"}, {"y"});
-  g.add_output("y");
-  return g;
-}
-
-TensorMap ones(std::int64_t n) {
-  return {{"x", Tensor::from_vector<float>(std::vector<float>(static_cast<std::size_t>(n * 4), 1.0f), {n, 4})}};
-}
-
-}  // namespace
+using runtime_test::ones;
+using runtime_test::relu_graph;
 
 TEST_CASE("threads: negative is an error, 0 is the affinity mask's CPU count", "[threads]") {
   SessionOptions o;
