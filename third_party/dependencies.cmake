@@ -1,5 +1,10 @@
 # Build glue for the system packages wpk uses (all from Debian; see scripts/setup.sh).
 # Each becomes one wpk::<name> interface target so the rest of the build names what it needs.
+# Installed as wpkDependencies.cmake: the CMake package includes it to find them again for the
+# static library (WPK_WITH_ONEDNN says whether oneDNN is one), at most once per directory.
+if(TARGET wpk::onnx)
+  return()
+endif()
 find_package(Threads REQUIRED)
 find_package(Protobuf REQUIRED)
 find_package(ONNX REQUIRED)

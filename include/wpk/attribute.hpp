@@ -8,6 +8,10 @@
 
 #include "wpk/tensor.hpp"
 
+// What this header declares is libwpk's API: a shared libwpk exports it (its other symbols are
+// hidden).
+#pragma GCC visibility push(default)
+
 namespace wpk {
 
 class Graph;
@@ -54,3 +58,5 @@ class Attribute {
 const char* attribute_kind_name(Attribute::Kind k);
 
 }  // namespace wpk
+
+#pragma GCC visibility pop

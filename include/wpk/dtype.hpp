@@ -3,6 +3,10 @@
 #include <cstddef>
 #include <cstdint>
 
+// What this header declares is libwpk's API: a shared libwpk exports it (its other symbols are
+// hidden).
+#pragma GCC visibility push(default)
+
 namespace wpk {
 
 enum class DType : std::uint8_t {
@@ -52,3 +56,5 @@ template <> struct DTypeOf<BFloat16Bits> { static constexpr DType value = DType:
 template <typename T> constexpr DType dtype_of() { return DTypeOf<T>::value; }
 
 }  // namespace wpk
+
+#pragma GCC visibility pop

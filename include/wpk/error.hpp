@@ -5,6 +5,10 @@
 #include <stdexcept>
 #include <string>
 
+// What this header declares is libwpk's API: a shared libwpk exports it (its other symbols are
+// hidden).
+#pragma GCC visibility push(default)
+
 namespace wpk {
 
 enum class ErrorCode {
@@ -30,3 +34,5 @@ class Error : public std::runtime_error {
 };
 
 }  // namespace wpk
+
+#pragma GCC visibility pop

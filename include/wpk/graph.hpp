@@ -20,6 +20,10 @@
 #include "wpk/attribute.hpp"
 #include "wpk/tensor.hpp"
 
+// What this header declares is libwpk's API: a shared libwpk exports it (its other symbols are
+// hidden).
+#pragma GCC visibility push(default)
+
 namespace wpk {
 
 using ValueId = int;
@@ -117,3 +121,5 @@ class Graph {
 };
 
 }  // namespace wpk
+
+#pragma GCC visibility pop

@@ -7,6 +7,10 @@
 #include "wpk/graph.hpp"
 #include "wpk/options.hpp"
 
+// What this header declares is libwpk's API: a shared libwpk exports it (its other symbols are
+// hidden).
+#pragma GCC visibility push(default)
+
 namespace wpk {
 
 class Optimizer {
@@ -23,3 +27,5 @@ class Optimizer {
 };
 
 }  // namespace wpk
+
+#pragma GCC visibility pop

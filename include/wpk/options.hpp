@@ -7,6 +7,10 @@
 #include <string>
 #include <vector>
 
+// What this header declares is libwpk's API: a shared libwpk exports it (its other symbols are
+// hidden).
+#pragma GCC visibility push(default)
+
 namespace wpk {
 
 enum class OptimizationLevel {
@@ -97,3 +101,5 @@ struct SessionOptions {
 };
 
 }  // namespace wpk
+
+#pragma GCC visibility pop

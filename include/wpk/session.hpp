@@ -22,6 +22,10 @@
 #include "wpk/options.hpp"
 #include "wpk/tensor.hpp"
 
+// What this header declares is libwpk's API: a shared libwpk exports it (its other symbols are
+// hidden).
+#pragma GCC visibility push(default)
+
 namespace wpk {
 
 using TensorMap = std::map<std::string, Tensor>;
@@ -145,3 +149,5 @@ class Session {
 };
 
 }  // namespace wpk
+
+#pragma GCC visibility pop

@@ -13,6 +13,10 @@
 #include "wpk/dtype.hpp"
 #include "wpk/error.hpp"
 
+// What this header declares is libwpk's API: a shared libwpk exports it (its other symbols are
+// hidden).
+#pragma GCC visibility push(default)
+
 namespace wpk {
 
 using Shape = std::vector<std::int64_t>;
@@ -93,3 +97,5 @@ class Tensor {
 };
 
 }  // namespace wpk
+
+#pragma GCC visibility pop

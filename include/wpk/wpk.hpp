@@ -11,6 +11,10 @@
 #include "wpk/session.hpp"
 #include "wpk/tensor.hpp"
 
+// What this header declares is libwpk's API: a shared libwpk exports it (its other symbols are
+// hidden).
+#pragma GCC visibility push(default)
+
 namespace wpk {
 
 // Loads an ONNX model (opsets 7-17; external weight files resolved next to the model).
@@ -22,5 +26,11 @@ Graph load_from_bytes(const std::string& bytes, const std::string& base_dir = ""
 // Reads/writes a TensorProto file (the ONNX test-data layout, input_0.pb ...).
 Tensor load_tensor(const std::string& path);
 void save_tensor(const Tensor& tensor, const std::string& path);
+// The same TensorProto format in memory (a service's request and response bodies). A truncated
+// or corrupt message is an Error with code InvalidModel.
+Tensor tensor_from_bytes(const std::string& bytes);
+std::string tensor_to_bytes(const Tensor& tensor, const std::string& name = "");
 
 }  // namespace wpk
+
+#pragma GCC visibility pop

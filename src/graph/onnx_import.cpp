@@ -221,6 +221,25 @@ Tensor load_tensor(const std::string& path) {
   }
 }
 
+Tensor tensor_from_bytes(const std::string& bytes) {
+  onnx::TensorProto proto;
+  try {
+    parse_message(bytes, proto, "the tensor");
+    return onnx_import::tensor_from_proto(proto, "", "tensor");
+  } catch (...) {
+    rethrow_as_error();
+  }
+}
+
+std::string tensor_to_bytes(const Tensor& tensor, const std::string& name) {
+  onnx::TensorProto proto;
+  onnx_import::tensor_to_proto(tensor, proto);
+  proto.set_name(name);
+  std::string bytes;
+  if (!proto.SerializeToString(&bytes)) throw Error(ErrorCode::Internal, "cannot serialize a tensor");
+  return bytes;
+}
+
 void save_tensor(const Tensor& tensor, const std::string& path) {
   onnx::TensorProto proto;
   onnx_import::tensor_to_proto(tensor, proto);

@@ -172,6 +172,18 @@ TEST_CASE("tensor files: corrupt and mismatched", "[errors][import]") {
   CHECK(back.data<float>()[2] == 3.0f);
 }
 
+TEST_CASE("tensors in memory: bytes round-trip, truncated or corrupt bytes are an Error", "[errors][import]") {
+  const Tensor t = Tensor::from_vector<std::int64_t>({7, -8, 9, 10, 11, 12}, {2, 3});
+  const std::string bytes = tensor_to_bytes(t, "x");
+  const Tensor back = tensor_from_bytes(bytes);
+  REQUIRE(back.dtype() == DType::Int64);
+  REQUIRE(back.shape() == Shape{2, 3});
+  CHECK(back.data<std::int64_t>()[1] == -8);
+  CHECK(back.data<std::int64_t>()[5] == 12);
+  expect_error([&] { tensor_from_bytes(bytes.substr(0, bytes.size() - 5)); }, ErrorCode::InvalidModel, {"tensor"});
+  expect_error([&] { tensor_from_bytes("\xff\xff\xff\xff garbage"); }, ErrorCode::InvalidModel, {"tensor"});
+}
+
 TEST_CASE("inputs the fuzzers once crashed on end in an Error or a result", "[errors][import]") {
   namespace fs = std::filesystem;
   const fs::path dir = fs::path(WPK_SOURCE_DIR) / "tests" / "fuzz" / "regressions";
