@@ -37,6 +37,10 @@ std::map<std::string, std::int64_t> input_dim_sizes(const Graph& graph, std::int
 // bench --profile / --trace (profile_report.cpp).
 void print_profile_table(const std::vector<RunProfile>& runs);
 void write_chrome_trace(const std::vector<RunProfile>& runs, const std::string& path);
+// info --optimized --dot/--svg (graph_dot.cpp): the optimized graph in Graphviz's language, and
+// written to a .dot file and/or drawn to an .svg by Graphviz's `dot` (an Error when it is missing).
+std::string optimized_graph_dot(const Session& session, const PlanSummary& plan, const RunProfile& run);
+void write_graph_picture(const std::string& dot, const std::string& dot_path, const std::string& svg_path);
 // bench --idle: CPU ms the other threads of this process use during `sleep_ms` (idle_check.cpp).
 double idle_cpu_ms(int sleep_ms);
 

@@ -1,7 +1,8 @@
-// wpk info MODEL [--optimized [--batch B] [--dim NAME=SIZE] [--disable PASS,...]]: inputs and outputs with shapes and
-// dtypes, op histogram, unsupported ops. --optimized adds the graph the Session runs: every
-// node with its backend and layout (fused com.wpk ops marked), the layout reorders a run makes, and
-// the memory plan of one run with random inputs next to one allocation per intermediate.
+// wpk info MODEL [--optimized [--batch B] [--dim NAME=SIZE] [--dot FILE] [--svg FILE] [--disable PASS,...]]:
+// inputs and outputs with shapes and dtypes, op histogram, unsupported ops. --optimized adds the
+// graph the Session runs: every node with its backend and layout (fused com.wpk ops marked), the
+// layout reorders a run makes, and the memory plan of one run with random inputs next to one
+// allocation per intermediate. --dot / --svg (which imply --optimized) draw that graph.
 #include <algorithm>
 #include <cstdio>
 #include <map>
@@ -59,6 +60,8 @@ void print_optimized(const std::string& path, const Args& args, const SessionOpt
     std::printf("  %-4zu %-*s %-26s %-24s %-13s %s\n", i, width, s.node.c_str(),
                 ((s.domain == "com.wpk" ? "*" : " ") + s.op).c_str(), backend.c_str(), layout.c_str(), group.c_str());
   }
+  if (args.has("--dot") || args.has("--svg"))
+    write_graph_picture(optimized_graph_dot(session, plan, run), args.get("--dot", ""), args.get("--svg", ""));
   if (plan.memory_planned)
     std::printf("memory: arena %.2f MiB planned, %.2f MiB as one allocation per intermediate (%.0f%%)\n",
                 mib(plan.arena_bytes), mib(plan.naive_bytes),
@@ -82,7 +85,10 @@ int cmd_info(const Args& args) {
   for (const auto& u : unsupported) by_op.emplace(u.op_type, u.reason);
   std::printf("unsupported ops: %s\n", by_op.empty() ? "none" : "");
   for (const auto& kv : by_op) std::printf("  %-24s %s\n", kv.first.c_str(), kv.second.c_str());
-  if (args.has("--optimized") && by_op.empty()) print_optimized(args.positional[0], args, options);
+  const bool optimized = args.has("--optimized") || args.has("--dot") || args.has("--svg");
+  if (optimized && !by_op.empty() && (args.has("--dot") || args.has("--svg")))
+    throw Error(ErrorCode::Unsupported, "cannot draw the optimized graph of a model with unsupported ops");
+  if (optimized && by_op.empty()) print_optimized(args.positional[0], args, options);
   return 0;
 }
 

@@ -1,7 +1,7 @@
 // wpk — run, benchmark and inspect ONNX models.
 //   wpk run MODEL [--inputs DIR] [--outputs DIR]
 //   wpk bench MODEL [--threads N] [--batch B] [--iters K] [--json] [--profile] [--trace FILE] [--tune]
-//   wpk info MODEL [--optimized]
+//   wpk info MODEL [--optimized [--dot FILE] [--svg FILE]]
 //   wpk cache ls|clear|prune [--dir DIR]
 // Errors: one line on stderr and exit code 2.
 #include <cstdio>
@@ -15,7 +15,7 @@ const char* kUsage =
     "  wpk run MODEL [--inputs DIR] [--outputs DIR] [--batch B] [--dim NAME=SIZE] [--disable PASS,...]\n"
     "  wpk bench MODEL [--threads N] [--batch B] [--iters K] [--warmup W] [--dim NAME=SIZE] [--json]\n"
     "                  [--fix-dims] [--profile] [--trace FILE.json] [--tune] [--idle MS] [--clients C] [--disable PASS,...]\n"
-    "  wpk info MODEL [--optimized [--batch B] [--dim NAME=SIZE] [--disable PASS,...]]\n"
+    "  wpk info MODEL [--optimized [--batch B] [--dim NAME=SIZE] [--dot FILE] [--svg FILE] [--disable PASS,...]]\n"
     "  wpk tune MODEL [--algo ga|rl|random|grid|compare] [--budget-seconds S] [--budget-trials N] [--seed K]\n"
     "                 [--threads N] [--batch B] [--dim NAME=SIZE] [--iters K] [--disable PASS,...]\n"
     "  all four: [--disable-kernels BACKEND[:KERNEL],...]\n"
@@ -37,7 +37,7 @@ int main(int argc, char** argv) {
       return cmd_bench(parse_args(argc, argv, 2, {"--json", "--profile", "--tune", "--fix-dims"},
                                   {"--threads", "--batch", "--iters", "--warmup", "--dim", "--trace", "--idle", "--clients", "--disable", "--disable-kernels"}));
     if (cmd == "cache") return cmd_cache(argc, argv);
-    if (cmd == "info") return cmd_info(parse_args(argc, argv, 2, {"--optimized"}, {"--batch", "--dim", "--disable", "--disable-kernels"}));
+    if (cmd == "info") return cmd_info(parse_args(argc, argv, 2, {"--optimized"}, {"--batch", "--dim", "--dot", "--svg", "--disable", "--disable-kernels"}));
     if (cmd == "tune")
       return cmd_tune(parse_args(argc, argv, 2, {},
                                  {"--algo", "--budget-seconds", "--budget-trials", "--seed", "--threads", "--batch", "--dim",

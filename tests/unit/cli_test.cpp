@@ -140,6 +140,36 @@ TEST_CASE("wpk info --optimized lists the passes that ran; --disable switches th
   CHECK(wpk_cli("run " + model + " --disable fuse_gelu").exit_code == 0);
 }
 
+TEST_CASE("wpk info --dot draws the optimized graph: a box per step, its backend, fused group and edges", "[cli]") {
+  const std::string dir = wpk::testing::temp_dir("cli_dot");
+  wpk::testing::OnnxModelBuilder b;  // MatMul -> Add(residual) -> Sin: two steps, one fused
+  b.input("x", {2, 3}).output("y", {2, 3}).float_initializer("w", {3, 3}, std::vector<float>(9, 0.5f))
+      .node("MatMul", {"x", "w"}, {"m"})
+      .node("Add", {"m", "x"}, {"a"})
+      .node("Sin", {"a"}, {"y"});
+  const std::string model = b.save(dir + "/mm.onnx");
+  const Run r = wpk_cli("info " + model + " --dot " + dir + "/g.dot");
+  REQUIRE(r.exit_code == 0);
+  const std::string dot = slurp(dir + "/g.dot");
+  CHECK(dot.rfind("digraph wpk {", 0) == 0);
+  CHECK(dot.find("= MatMul+Add") != std::string::npos);
+  CHECK(dot.find("s0 [") != std::string::npos);
+  CHECK(dot.find("s1 [") != std::string::npos);
+  CHECK(dot.find("s2 [") == std::string::npos);
+  CHECK(dot.find(" -> s1 [label=\"a [2, 3]\"]") != std::string::npos);  // the value and its shape on the edge
+  CHECK(dot.find("-> out_") != std::string::npos);
+  CHECK(dot.find("s1 [fillcolor=\"#e0e0e0\", label=\"Sin  (Sin_2)\\nreference\"]") != std::string::npos);
+  const Run svg = wpk_cli("info " + model + " --svg " + dir + "/g.svg");
+  if (std::system("command -v dot >/dev/null 2>&1") == 0) {
+    REQUIRE(svg.exit_code == 0);
+    CHECK(slurp(dir + "/g.svg").find("<svg") != std::string::npos);
+  } else {
+    CHECK(svg.exit_code == 2);
+    CHECK(svg.err.find("graphviz") != std::string::npos);
+    CHECK(count_lines(svg.err) == 1);
+  }
+}
+
 TEST_CASE("wpk cache ls, prune and clear a cache folder", "[cli][cache]") {
   namespace fs = std::filesystem;
   const std::string dir = wpk::testing::temp_dir("cli_cache");
