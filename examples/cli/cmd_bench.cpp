@@ -4,8 +4,8 @@
 // benchmarked sizes at the first warm-up run. --fix-dims fixes the dims it sets (--batch for
 // symbolic first dims, --dim by name) at load (SessionOptions::fixed_dims), so load includes
 // compiling and packing for them.
-// Load (file to first-run-ready session), warm-up runs, then K timed runs. --profile prints a
-// per-node table, --trace writes the timed runs as a Chrome trace; both time every step, which
+// Load (file to first-run-ready session), warm-up runs, then K timed runs. --profile prints where
+// the load went (parse, optimize, prepare kernels, generated code, tune) and a per-node table, --trace writes the timed runs as a Chrome trace; both time every step, which
 // the plain timings do not. --tune turns tuning at load on (SessionOptions::tuning) for the
 // benchmarked sizes (fixed at load). --json adds the configurations this process measured, the
 // kernels it compiled and the nodes on tuned configurations. --idle sleeps MS
@@ -63,6 +63,7 @@ int cmd_bench(const Args& args) {
 
   const auto t0 = std::chrono::steady_clock::now();
   Graph graph = load(path);
+  const double parse_ms = ms_since(t0);
   // Tuning at load tunes the sizes fixed at load: --tune fixes the benchmarked ones.
   if (args.has("--fix-dims") || args.has("--tune")) options.fixed_dims = input_dim_sizes(graph, batch, dims);
   Session session(std::move(graph), options);
@@ -99,16 +100,19 @@ int cmd_bench(const Args& args) {
   };
   const double p90 = percentile(0.9), p99 = percentile(0.99);
   const int threads = session.threads();
+  const LoadProfile lp = session.load_profile();
   const std::string model = std::filesystem::path(path).stem().string();
   if (args.has("--json")) {
     std::printf(
         "{\"model\": \"%s\", \"runtime\": \"wpk\", \"threads\": %d, \"batch\": %d, \"load_ms\": %.3f, \"median_ms\": %.3f, "
         "\"p90_ms\": %.3f, \"min_ms\": %.3f, \"peak_rss_mb\": %.1f, \"measured_candidates\": %llu, "
-        "\"compiled_kernels\": %llu, \"tuned_nodes\": %d, \"clients\": %d, \"runs_per_s\": %.2f, \"p99_ms\": %.3f}\n",
+        "\"compiled_kernels\": %llu, \"tuned_nodes\": %d, \"clients\": %d, \"runs_per_s\": %.2f, \"p99_ms\": %.3f, "
+        "\"load_profile\": {\"parse_ms\": %.3f, \"optimize_ms\": %.3f, \"prepare_ms\": %.3f, \"compile_ms\": %.3f, "
+        "\"tune_ms\": %.3f}}\n",
         json_escape(model).c_str(), threads, batch, load_ms, median, p90, times.front(), peak_rss_mb(),
         static_cast<unsigned long long>(process_counters().measured_configurations),
         static_cast<unsigned long long>(process_counters().compiled_kernels), session.tuned_nodes(), clients, runs_per_s,
-        p99);
+        p99, parse_ms, lp.optimize_ms, lp.prepare_ms, lp.compile_ms, lp.tune_ms);
   } else {
     std::printf("model %s  batch %d  threads %d\n", model.c_str(), batch, threads);
     std::printf("load %.1f ms  median %.3f ms  p90 %.3f ms  min %.3f ms  (%d runs after %d warm-up)  peak RSS %.1f MB\n",
@@ -121,7 +125,11 @@ int cmd_bench(const Args& args) {
       std::printf("%d clients: %.1f runs/s  p99 %.3f ms\n", clients, runs_per_s, p99);
     if (idle_ms > 0)
       std::printf("idle: other threads used %.3f ms of CPU in the %d ms after the last run returned\n", idle, idle_ms);
-    if (args.has("--profile")) print_profile_table(profiles);
+    if (args.has("--profile")) {
+      std::printf("load %.1f ms: parse %.1f, optimize %.1f, prepare kernels %.1f (of which generated code %.1f), tune %.1f\n",
+                  load_ms, parse_ms, lp.optimize_ms, lp.prepare_ms, lp.compile_ms, lp.tune_ms);
+      print_profile_table(profiles);
+    }
   }
   if (args.has("--trace")) write_chrome_trace(profiles, args.get("--trace", ""));
   return 0;

@@ -68,6 +68,16 @@ struct RunProfile {
   double queued_us = 0;            // of total_us, waiting for CPUs that other runs held
 };
 
+// Where a Session's construction went (Session::load_profile), in milliseconds. Reading the
+// model file (wpk::load) comes before and is not part of it.
+struct LoadProfile {
+  double optimize_ms = 0;  // checks and graph rewrites (constant folding, fusion, layouts)
+  double prepare_ms = 0;   // kernels prepared for every node: weights packed, code obtained
+  double compile_ms = 0;   // of prepare_ms: generated kernels' code, from the kernel store or compiled
+  double tune_ms = 0;      // tuning at load (SessionOptions::tuning)
+  double total_ms = 0;     // the whole construction
+};
+
 // What a Session runs: per step the node and the backend chosen, plus the memory plan of the
 // most recent input-shape signature (zeros until a run has planned one).
 struct StepSummary {
@@ -128,6 +138,7 @@ class Session {
   int tuned_nodes() const;
   // Steps, backends and memory plan (see PlanSummary).
   PlanSummary describe() const;
+  LoadProfile load_profile() const;
   // OpenMP threads each run uses (SessionOptions::threads resolved).
   int threads() const;
 

@@ -166,6 +166,10 @@ class Backend {
   // Z's bytes when nothing reads Z afterwards. Off unless a backend says so: a kernel that
   // writes the product first and adds Z afterwards would read overwritten bytes.
   virtual bool accumulates_into_residual(const Node& /*node*/) const { return false; }
+  // True when its kernels come as source to compile (Kernel::source) before they can run: the
+  // plan then prepares none only to stand by as a fallback (preparing one prints its source and
+  // packs its weights; compiling it would cost every load).
+  virtual bool generates_code() const { return false; }
 };
 
 

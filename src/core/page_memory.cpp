@@ -2,6 +2,9 @@
 
 #include <sys/mman.h>
 #include <unistd.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 
 #include <cerrno>
 #include <cstdint>
@@ -31,8 +34,23 @@ std::size_t rounded_size(std::size_t bytes) {
   return rounded;
 }
 
+// Backs every page of [p, p + length) now; wpk::Error (and the mapping undone) when the system
+// cannot.
+void populate(void* p, std::size_t length) {
+#ifdef MADV_POPULATE_WRITE
+  if (::madvise(p, length, MADV_POPULATE_WRITE) == 0) return;
+  if (errno == ENOMEM) {  // an error now rather than the OOM killer at first touch
+    ::munmap(p, length);
+    out_of_memory(length);
+  }
+#endif
+  // Kernels before 5.14: touch every small page.
+  volatile char* bytes = static_cast<volatile char*>(p);
+  for (std::size_t i = 0; i < length; i += small_page_bytes()) bytes[i] = 0;
+}
+
 // Maps `length` bytes (whole small pages, at least kHugePageBytes) from a huge-page boundary,
-// asks for transparent huge pages there and populates them; null when the system refuses the
+// populates them and asks for transparent huge pages there; null when the system refuses the
 // mapping, wpk::Error when it cannot populate it.
 void* map_huge(std::size_t length) {
   const std::size_t span = length + kHugePageBytes;
@@ -44,18 +62,11 @@ void* map_huge(std::size_t length) {
   if (start > first) ::munmap(raw, start - first);
   if (last > end) ::munmap(reinterpret_cast<void*>(end), last - end);
   void* p = reinterpret_cast<void*>(start);
-  // Advice only: where transparent huge pages are off, the block is small pages as before.
+  populate(p, length);
+  // Advice only, and after populating: asked before, every fault may stop to compact memory
+  // into a huge page (the kernel's default for advised ranges), which made loads swing.
+  // Advised after, khugepaged merges the block into huge pages in the background.
   ::madvise(p, length, MADV_HUGEPAGE);
-#ifdef MADV_POPULATE_WRITE
-  if (::madvise(p, length, MADV_POPULATE_WRITE) == 0) return p;
-  if (errno == ENOMEM) {  // an error now rather than the OOM killer at first touch
-    ::munmap(p, length);
-    out_of_memory(length);
-  }
-#endif
-  // Kernels before 5.14: touch every small page (within a huge page only the first faults).
-  volatile char* bytes = static_cast<volatile char*>(p);
-  for (std::size_t i = 0; i < length; i += small_page_bytes()) bytes[i] = 0;
   return p;
 }
 
@@ -72,9 +83,9 @@ std::shared_ptr<void> heap_zeroed(std::size_t bytes) {
 std::shared_ptr<void> long_lived_zeroed(std::size_t bytes) {
   const std::size_t rounded = rounded_size(bytes);
   if (!kLongLivedUsesPages || rounded < kPageMemoryMinBytes) return heap_zeroed(bytes);
-  // Huge pages: populating costs ~0.1 instead of ~0.45 ms per MB here, and the weights a run
-  // streams through need 1/512 of the TLB entries. Only whole 2 MB stretches become huge pages,
-  // so a block takes no more memory than with small ones.
+  // Huge pages (merged in the background, see map_huge): the weights a run streams through
+  // need 1/512 of the TLB entries. Only whole 2 MB stretches become huge pages, so a block takes
+  // no more memory than with small ones.
   const std::size_t page = small_page_bytes();
   const std::size_t length = (rounded + page - 1) / page * page;
   if (length >= kHugePageBytes) {
@@ -86,6 +97,12 @@ std::shared_ptr<void> long_lived_zeroed(std::size_t bytes) {
   void* p = ::mmap(nullptr, rounded, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
   if (p == MAP_FAILED) out_of_memory(bytes);
   return std::shared_ptr<void>(p, [rounded](void* q) { ::munmap(q, rounded); });
+}
+
+void return_free_heap_pages() {
+#ifdef __GLIBC__
+  ::malloc_trim(0);
+#endif
 }
 
 }  // namespace wpk

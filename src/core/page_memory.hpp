@@ -8,7 +8,8 @@
 //   in bulk at session load; from the heap the freed copies stayed resident (glibc returns heap
 //   memory only from its top, and raises its mmap threshold up to 32 MB as big blocks are
 //   freed): ResNet-50's peak RSS was ~40 MB above this at batch 1, ~80 MB at batch 8, BERT's
-//   ~130 MB. Blocks of 2 MB and more are aligned to 2 MB and advised as transparent huge pages.
+//   ~130 MB. Blocks of 2 MB and more are aligned to 2 MB and, once populated, advised as
+//   transparent huge pages.
 #include <cstddef>
 #include <memory>
 
@@ -39,5 +40,11 @@ std::shared_ptr<void> long_lived_zeroed(std::size_t bytes);
 
 // Tensor::zeros over long_lived_zeroed (defined beside it, in tensor.cpp): for initializers.
 Tensor long_lived_zeros(DType dtype, Shape shape);
+
+// Hands the heap's free pages back to the system (glibc's malloc_trim; nothing elsewhere). For
+// after a load has freed weights that lived on the heap: the model's bytes as parsed, which the
+// initializers keep (onnx_import), come from malloc, and glibc returns heap memory only from its
+// top unless asked.
+void return_free_heap_pages();
 
 }  // namespace wpk

@@ -149,7 +149,7 @@ Graph import_model(onnx::ModelProto& model, const std::string& base_dir) {
     if (init.name().empty()) throw Error(ErrorCode::InvalidModel, "an initializer has no name");
     if (g.find_value(init.name()) != kNoValue)
       throw Error(ErrorCode::InvalidModel, "initializer '" + init.name() + "' is defined twice");
-    g.add_initializer(init.name(), onnx_import::tensor_from_proto(init, base_dir, "initializer '" + init.name() + "'"));
+    g.add_initializer(init.name(), onnx_import::tensor_from_proto(std::move(init), base_dir, "initializer '" + init.name() + "'"));
     release_data(init);
   }
   if (gp.sparse_initializer_size() > 0) throw Error(ErrorCode::Unsupported, "sparse initializers are not supported");

@@ -128,7 +128,10 @@ void copy_typed(const onnx::TensorProto& p, Tensor& t, const std::string& what) 
 
 }  // namespace
 
-Tensor tensor_from_proto(const onnx::TensorProto& p, const std::string& base_dir, const std::string& what) {
+namespace {
+
+// `take`, when given, is `p` itself: its raw bytes become the tensor's.
+Tensor convert(const onnx::TensorProto& p, onnx::TensorProto* take, const std::string& base_dir, const std::string& what) {
   if (p.has_segment()) throw Error(ErrorCode::Unsupported, what + ": segmented tensors are not supported");
   const DType dtype = dtype_from_proto(p.data_type(), what);
   Shape shape(p.dims().begin(), p.dims().end());
@@ -152,6 +155,16 @@ Tensor tensor_from_proto(const onnx::TensorProto& p, const std::string& base_dir
                   " needs " + std::to_string(numel));
   ExternalSpan span;
   if (external) span = locate_external(p, base_dir, what, need);
+  if (take && !external && p.has_raw_data() && need > 0) {
+    // The parsed bytes become the tensor's: no second copy of the weights, and no fresh memory
+    // to fault in while the model loads (the proto's copy is already resident).
+    auto bytes = std::make_shared<std::string>(std::move(*take->mutable_raw_data()));
+    take->clear_raw_data();
+    void* data = bytes->data();
+    if (dtype == DType::Bool)
+      for (std::uint64_t i = 0; i < need; ++i) static_cast<std::uint8_t*>(data)[i] = static_cast<std::uint8_t*>(data)[i] != 0;
+    return Tensor::wrap(std::move(bytes), data, dtype, std::move(shape));
+  }
   Tensor t;
   try {
     t = long_lived_zeros(dtype, shape);  // initializers above all, freed in bulk once packed
@@ -170,6 +183,16 @@ Tensor tensor_from_proto(const onnx::TensorProto& p, const std::string& base_dir
     copy_typed(p, t, what);
   }
   return t;
+}
+
+}  // namespace
+
+Tensor tensor_from_proto(const onnx::TensorProto& p, const std::string& base_dir, const std::string& what) {
+  return convert(p, nullptr, base_dir, what);
+}
+
+Tensor tensor_from_proto(onnx::TensorProto&& p, const std::string& base_dir, const std::string& what) {
+  return convert(p, &p, base_dir, what);
 }
 
 void tensor_to_proto(const Tensor& t, onnx::TensorProto& p) {

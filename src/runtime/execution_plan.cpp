@@ -231,6 +231,8 @@ void ExecutionPlan::prepare_steps(const Graph& graph, const std::vector<const Ba
     }
     bool packs_weights = false;  // a prepared candidate packs per shape, beside the loaded copy
     const auto prepare = [&](const Option& o, bool fallback) {
+      // A fallback must be ready to run; compiling one only to stand by costs every load.
+      if (fallback && o.backend->generates_code()) return;
       try {
         std::unique_ptr<Kernel> kernel = o.backend->prepare(n, graph, o.config);
         const std::string kernel_name = kernel->profile().name;
@@ -238,8 +240,6 @@ void ExecutionPlan::prepare_steps(const Graph& graph, const std::vector<const Ba
           why = o.backend->name() + ":" + kernel_name + " is disabled";
           return;
         }
-        // A fallback must be ready to run; compiling one only to stand by costs every load.
-        if (fallback && kernel->source()) return;
         // A generated kernel the session will run gets its code now, so that the node's other
         // candidates and its weights are settled knowing whether it can run. Tuning prepares
         // every configuration and compiles them in one batch below.
@@ -293,6 +293,7 @@ void ExecutionPlan::prepare_steps(const Graph& graph, const std::vector<const Ba
   }
   compilation.obtain_all(steps_, graph);
   compilation.report();
+  compile_seconds_ = compilation.seconds();
   compute_lifetimes(graph);
 }
 

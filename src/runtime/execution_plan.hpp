@@ -88,6 +88,8 @@ class ExecutionPlan {
   // A constant the graph no longer holds (its kernels own packed copies); runs pass nullptr.
   bool is_released(ValueId v) const { return !released_.empty() && released_[static_cast<std::size_t>(v)]; }
   std::size_t released_bytes() const { return released_bytes_; }
+  // Of the construction, the time generated kernels' code took (kernel store or compiler).
+  double compile_seconds() const { return compile_seconds_; }
 
  private:
   void prepare_steps(const Graph& graph, const std::vector<const Backend*>& backends, Graph* release_from,
@@ -101,6 +103,7 @@ class ExecutionPlan {
   std::vector<bool> is_output_;
   std::vector<bool> released_;
   std::size_t released_bytes_ = 0;
+  double compile_seconds_ = 0;
 };
 
 // The backends this build registers, in order of preference (explicit, no static registration).

@@ -1,5 +1,7 @@
 #include "runtime/kernel_compilation.hpp"
 
+#include <chrono>
+
 #include <map>
 
 #include "runtime/logging.hpp"
@@ -26,7 +28,9 @@ codegen::KernelStore& KernelCompilation::store() {
 }
 
 std::vector<codegen::Obtained> KernelCompilation::fetch(const std::vector<codegen::KernelSource>& sources) {
+  const auto t0 = std::chrono::steady_clock::now();
   std::vector<codegen::Obtained> got = store().obtain(sources, parallel_);
+  seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   for (const codegen::Obtained& o : got) {
     ++asked_;
     compiled_ += o.kernel && o.kernel->compiled;

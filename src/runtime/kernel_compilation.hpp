@@ -30,6 +30,8 @@ class KernelCompilation {
   void obtain_all(std::vector<PlanStep>& steps, const Graph& graph);
   // One warning for every kernel whose code could not be had; nothing when all came.
   void report() const;
+  // Time spent finding or compiling code so far.
+  double seconds() const { return seconds_; }
 
  private:
   codegen::KernelStore& store();
@@ -41,6 +43,7 @@ class KernelCompilation {
   int parallel_;
   std::size_t asked_ = 0, compiled_ = 0, failed_ = 0;
   std::string first_failure_;
+  double seconds_ = 0;
 };
 
 }  // namespace wpk

@@ -4,6 +4,7 @@
 #include <mutex>
 
 #include "core/api_boundary.hpp"
+#include "core/page_memory.hpp"
 #include "graph/shape_limits.hpp"
 #include "runtime/arena_pool.hpp"
 #include "runtime/cache_key.hpp"
@@ -39,6 +40,7 @@ struct Session::Impl {
   ShapeLimits limits;
   std::unique_ptr<MemoryBudget> budget;
   std::int64_t weight_bytes = 0;  // what the budget holds for the weights
+  LoadProfile load;
   mutable std::mutex profile_mutex;
   RunProfile last_profile;
 };
@@ -143,6 +145,7 @@ Session::Session(Graph graph, SessionOptions options, const std::vector<const Ba
                                             (bad.size() > 1 ? " (and " + std::to_string(bad.size() - 1) + " more nodes)" : ""));
   impl_->graph = Optimizer(options.optimizer).optimize(std::move(graph));
   const Graph& g = impl_->graph;
+  impl_->load.optimize_ms = us_since(t0) / 1000;
   // Folding may have grown the weights (within its budget); charge what the session now holds.
   impl_->budget->release(impl_->weight_bytes);
   impl_->weight_bytes = initializer_bytes(g);
@@ -156,6 +159,7 @@ Session::Session(Graph graph, SessionOptions options, const std::vector<const Ba
     impl_->tuning_db = TuningDb::open_for_lookup(resolve_cache_dir(options.cache_dir));
   // Preparing the plan packs weights and may compile kernels on the session's threads: it holds
   // CPUs like a run.
+  const auto t_prepare = std::chrono::steady_clock::now();
   RunPool::process().execute(impl_->threads, [&] {
     OmpThreadScope scope(impl_->threads);  // backends may size their kernels to the thread count
     PlanOptions plan;
@@ -182,8 +186,11 @@ Session::Session(Graph graph, SessionOptions options, const std::vector<const Ba
       };
     impl_->plan = std::make_unique<ExecutionPlan>(impl_->graph, backends, plan);
   });
+  impl_->load.prepare_ms = us_since(t_prepare) / 1000;
+  impl_->load.compile_ms = impl_->plan->compile_seconds() * 1000;
   logger().debug("freed {:.1f} MiB of weights that kernels keep packed",
                  static_cast<double>(impl_->plan->released_bytes()) / (1 << 20));
+  if (impl_->plan->released_bytes() > 0) return_free_heap_pages();
   impl_->arenas = ArenaPool::create(arena_poison_from_env());
   impl_->poison_outputs = poison_outputs_from_env();
   impl_->tuner = std::make_unique<Tuner>(g, *impl_->plan, impl_->tuning_db.get(), impl_->threads, tuning_settings(options),
@@ -191,7 +198,10 @@ Session::Session(Graph graph, SessionOptions options, const std::vector<const Ba
   const bool tune = options.tuning;
   const double budget = options.tuning_budget;
   impl_->options = std::move(options);
+  const auto t_tune = std::chrono::steady_clock::now();
   if (tune) RunPool::process().execute(impl_->threads, [&] { tune_at_load(budget); });
+  impl_->load.tune_ms = tune ? us_since(t_tune) / 1000 : 0;
+  impl_->load.total_ms = us_since(t0) / 1000;
   logger().debug("session ready: {} nodes, {} steps, {} threads, {:.1f} ms", g.nodes().size(), impl_->plan->steps().size(),
                  impl_->threads, us_since(t0) / 1000);
 } catch (...) {
@@ -293,6 +303,8 @@ TensorMap Session::run_checked(const TensorMap& inputs, RunProfile* profile, dou
   }
   return out;
 }
+
+LoadProfile Session::load_profile() const { return impl_->load; }
 
 RunProfile Session::last_profile() const {
   std::lock_guard<std::mutex> lock(impl_->profile_mutex);

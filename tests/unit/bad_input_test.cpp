@@ -74,6 +74,30 @@ TEST_CASE("an initializer whose data does not match its shape", "[errors][import
   expect_error([&] { load_from_bytes(raw.bytes()); }, ErrorCode::InvalidModel, {"'w'", "raw data has 8 bytes"});
 }
 
+TEST_CASE("raw initializers keep the parsed bytes: values as written, bools as 0 and 1", "[import]") {
+  OnnxModelBuilder b;
+  b.input("x", {3}).output("y", {3}).node("Add", {"x", "w"}, {"y"}).float_initializer("w", {3}, {});
+  const float values[3] = {1.5f, -2.0f, 1e-30f};
+  b.model.mutable_graph()->mutable_initializer(0)->set_raw_data(std::string(reinterpret_cast<const char*>(values), sizeof values));
+  auto* flags = b.model.mutable_graph()->add_initializer();
+  flags->set_name("flags");
+  flags->set_data_type(onnx::TensorProto::BOOL);
+  flags->add_dims(4);
+  flags->set_raw_data(std::string("\x00\x02\x01\xff", 4));
+  const Graph g = load_from_bytes(b.bytes());
+  const Tensor* w = g.initializer(g.value_id("w"));
+  REQUIRE(w);
+  REQUIRE(w->shape() == Shape{3});
+  for (int i = 0; i < 3; ++i) CHECK(w->data<float>()[i] == values[i]);
+  const Tensor* f = g.initializer(g.value_id("flags"));
+  REQUIRE(f);
+  const std::uint8_t* bytes = static_cast<const std::uint8_t*>(f->raw());
+  CHECK(std::vector<int>(bytes, bytes + 4) == std::vector<int>{0, 1, 1, 1});
+  Session s(load_from_bytes(b.bytes()));
+  const Tensor y = s.run({{"x", Tensor::from_vector<float>({1, 1, 1}, {3})}}).at("y");
+  CHECK(y.data<float>()[1] == -1.0f);
+}
+
 TEST_CASE("external data must stay inside the model's folder and be long enough", "[errors][import]") {
   const std::string dir = wpk::testing::temp_dir("external");
   auto with_external = [&](const std::string& location, std::size_t file_bytes) {

@@ -22,6 +22,7 @@ class GeneratedBackend : public Backend {
     return {"f32_matmul", "f32_conv1x1_nhwc", "f32_conv_nhwc", "f32_depthwise_conv_nhwc"};
   }
   std::string version() const override { return "1"; }
+  bool generates_code() const override { return true; }
 };
 
 }  // namespace wpk::gen

@@ -3,10 +3,13 @@
 // running when there is neither a compiler nor a stored kernel.
 #include <catch2/catch.hpp>
 
+#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <random>
 
+#include "backends/reference/reference_backend.hpp"
+#include "runtime/execution_plan.hpp"
 #include "support/onnx_model_builder.hpp"
 #include "wpk/wpk.hpp"
 
@@ -99,6 +102,50 @@ TEST_CASE("a generated product compiles once, and a warm load needs no compiler"
     CHECK(product_backend(s) == "reference");
     CHECK(wpk::process_counters().compiled_kernels == compiled);
   }
+}
+
+namespace {
+
+// A backend slower than the reference by the cost model whose kernels need compiling (or not):
+// counts how often the plan prepares one.
+class FallbackProbe : public wpk::reference::ReferenceBackend {
+ public:
+  explicit FallbackProbe(bool generates) : generates_(generates) {}
+  std::string name() const override { return "fallback-probe"; }
+  bool generates_code() const override { return generates_; }
+  std::optional<wpk::KernelProfile> describe(const wpk::Node&, const wpk::Graph&, const std::string&, const wpk::InputShapes&,
+                                             int) const override {
+    wpk::KernelProfile p;
+    p.efficiency = 1e-3;  // far behind the reference: never the plan's first choice
+    return p;
+  }
+  std::unique_ptr<wpk::Kernel> prepare(const wpk::Node& node, const wpk::Graph& graph) const override {
+    ++prepared;
+    return ReferenceBackend::prepare(node, graph);
+  }
+  mutable std::atomic<int> prepared{0};
+
+ private:
+  bool generates_;
+};
+
+}  // namespace
+
+TEST_CASE("a plan that does not tune prepares no kernel that needs compiling only to stand by", "[gen][session]") {
+  // Preparing a generated kernel prints its source and packs its weights; it could only stand
+  // by as a fallback after compiling.
+  const wpk::reference::ReferenceBackend reference;
+  wpk::Graph g = product_graph();
+  const FallbackProbe generating(true);
+  const wpk::ExecutionPlan plan(g, {&reference, &generating}, wpk::PlanOptions{});
+  CHECK(plan.steps().front().offered.find("fallback-probe") != std::string::npos);  // offered
+  CHECK(generating.prepared == 0);                                                   // not prepared
+  CHECK(plan.steps().front().candidates.size() == 1);
+  // The same backend without code to compile stands by as the node's fallback.
+  const FallbackProbe library(false);
+  const wpk::ExecutionPlan with_library(g, {&reference, &library}, wpk::PlanOptions{});
+  CHECK(library.prepared == static_cast<int>(with_library.steps().size()));  // one per node
+  CHECK(with_library.steps().front().candidates.size() == 2);
 }
 
 TEST_CASE("disabled_kernels leaves out a family of generated kernels", "[gen][session]") {
