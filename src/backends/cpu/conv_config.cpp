@@ -59,7 +59,7 @@ std::string conv_kernel_name(ConvConfig::Kernel kernel) {
 }
 
 // The efficiencies below are shares of the vectors' FMA peak each kernel sustains where its
-// operands are in cache, as measured on its shapes (docs/kernels.md); the memory terms carry
+// operands are in cache, as measured on its shapes (docs/backend-cpu.md); the memory terms carry
 // what happens when they are not.
 KernelProfile describe_conv(const ConvConfig& config, const StreamConvShape& s, int threads) {
   KernelProfile p;

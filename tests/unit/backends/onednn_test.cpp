@@ -385,7 +385,7 @@ TEST_CASE("the cpu backend offers its conv kernels as configs", "[cpu][conv]") {
 }
 
 // Without tuning the cost model picks the candidate; on each ISA it reproduces what measured
-// fastest inside models (docs/kernels.md): with AVX-512, oneDNN's Winograd on 3x3s at 14x14 but
+// fastest inside models (docs/backend-onednn.md): with AVX-512, oneDNN's Winograd on 3x3s at 14x14 but
 // not where its scratchpad spills, and streaming at 7x7 and batch 1 for large weights; with AVX2
 // only, wpk's Winograd at 14x14 and its direct kernel at 7x7.
 namespace {
