@@ -59,12 +59,22 @@ DType value_dtype(const onnx::ValueInfoProto& v) {
   return static_cast<DType>(v.type().tensor_type().elem_type());
 }
 
+// Names exporters write for "unknown", not for "equal to every other dimension of this name":
+// `?` and its kin, and Paddle's p2o.DynamicDimension.N, which it repeats for unrelated axes.
+// Such a dimension is imported as unknown, so it ties no two dimensions together.
+bool is_placeholder_dim_name(const std::string& name) {
+  static const char* const kNames[] = {"?", "*", "-1", "None", "none", "unk", "unknown"};
+  for (const char* n : kNames)
+    if (name == n) return true;
+  return name.rfind("p2o.DynamicDimension", 0) == 0;
+}
+
 std::optional<DimList> value_dims(const onnx::ValueInfoProto& v) {
   if (!v.type().has_tensor_type() || !v.type().tensor_type().has_shape()) return std::nullopt;
   DimList dims;
   for (const auto& d : v.type().tensor_type().shape().dim()) {
     if (d.has_dim_value()) dims.emplace_back(static_cast<std::int64_t>(d.dim_value()));
-    else if (d.has_dim_param()) dims.emplace_back(d.dim_param());
+    else if (d.has_dim_param() && !is_placeholder_dim_name(d.dim_param())) dims.emplace_back(d.dim_param());
     else dims.emplace_back(std::int64_t{-1});
   }
   return dims;

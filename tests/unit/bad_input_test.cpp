@@ -150,6 +150,27 @@ TEST_CASE("run() checks input names, dtypes and shapes", "[errors][session]") {
   CHECK(s.run({{"x", Tensor::borrow(x.data(), {1, 4})}}).at("y").shape() == Shape{1, 4});
 }
 
+TEST_CASE("placeholder dim names tie nothing together; a shared real name still must agree", "[errors][session]") {
+  for (const std::string name : {"?", "p2o.DynamicDimension.0", "N"}) {
+    INFO("dim_param '" << name << "'");
+    OnnxModelBuilder b;
+    b.input("x", {-1, 3}).input("z", {-1, 3}).output("y", {-1, 3}).output("w", {-1, 3})
+        .node("Relu", {"x"}, {"y"}).node("Sigmoid", {"z"}, {"w"});
+    for (int i = 0; i < 2; ++i)
+      b.model.mutable_graph()->mutable_input(i)->mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim(0)->set_dim_param(name);
+    Session s(load_from_bytes(b.bytes()));
+    std::vector<float> x(6, 1.0f), z(15, 1.0f);
+    const TensorMap ins{{"x", Tensor::borrow(x.data(), {2, 3})}, {"z", Tensor::borrow(z.data(), {5, 3})}};
+    if (name == "N") {
+      expect_error([&] { s.run(ins); }, ErrorCode::InvalidArgument, {"dimension 'N' is", "in another input"});
+    } else {
+      const TensorMap out = s.run(ins);
+      CHECK(out.at("y").shape() == Shape{2, 3});
+      CHECK(out.at("w").shape() == Shape{5, 3});
+    }
+  }
+}
+
 TEST_CASE("SessionOptions::fixed_dims fixes symbolic dims at load and rejects other sizes", "[errors][session]") {
   SessionOptions fixed;
   fixed.fixed_dims = {{"N", 3}};
