@@ -152,7 +152,8 @@ class Session {
   // Over a chosen backend list instead of registered_backends() (tests of dispatch and tuning).
   Session(Graph graph, SessionOptions options, const std::vector<const Backend*>& backends);
   friend struct SessionFactory;  // src/runtime/session_factory.hpp
-  TensorMap run_checked(const TensorMap& inputs, RunProfile* profile, double queued_us) const;
+  // The run once its inputs are checked and its CPUs are free (the times they took, for its profile).
+  TensorMap run_checked(const TensorMap& inputs, RunProfile* profile, double checks_us, double queued_us) const;
   void tune_at_load(double budget_seconds);
 
   struct Impl;

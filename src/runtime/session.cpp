@@ -242,17 +242,19 @@ TensorMap Session::run(const TensorMap& inputs) const { return run(inputs, nullp
 TensorMap Session::run(const TensorMap& inputs, RunProfile* profile) const {
   try {
     // A bad request is turned away before it queues for CPUs.
-    check_run_inputs(impl_->graph, inputs);
     const auto called = std::chrono::steady_clock::now();
+    check_run_inputs(impl_->graph, inputs);
+    const double checks_us = us_since(called);
+    const auto checked = std::chrono::steady_clock::now();
     TensorMap out;
-    RunPool::process().execute(impl_->threads, [&] { out = run_checked(inputs, profile, us_since(called)); });
+    RunPool::process().execute(impl_->threads, [&] { out = run_checked(inputs, profile, checks_us, us_since(checked)); });
     return out;
   } catch (...) {
     rethrow_as_error();
   }
 }
 
-TensorMap Session::run_checked(const TensorMap& inputs, RunProfile* profile, double queued_us) const {
+TensorMap Session::run_checked(const TensorMap& inputs, RunProfile* profile, double checks_us, double queued_us) const {
   const auto t0 = std::chrono::steady_clock::now();
   const Impl& im = *impl_;
   const Graph& g = im.graph;
@@ -294,7 +296,7 @@ TensorMap Session::run_checked(const TensorMap& inputs, RunProfile* profile, dou
 
   TensorMap out = collect_outputs(g, inputs, exec);
   if (prof) {
-    prof->total_us = queued_us + us_since(t0);
+    prof->total_us = checks_us + queued_us + us_since(t0);
     prof->queued_us = queued_us;
     if (im.options.profile) {
       std::lock_guard<std::mutex> lock(im.profile_mutex);
