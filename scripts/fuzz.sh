@@ -19,7 +19,8 @@ cmake --build build-fuzz -j2 --target $(printf 'wpk_%s_fuzz ' "${targets[@]}")
 
 # Seeds: the inputs fuzzing once failed on, small models with constant weights that the oneDNN
 # and cpu backends prepare kernels for (scripts/make_fuzz_seeds.py), and ONNX node tests (models
-# and tensor files from libonnx-testdata) covering the ops that build shapes from data.
+# and tensor files from libonnx-testdata) covering the ops that build shapes from data, and a few
+# opset-6 models.
 node_tests=/usr/share/libonnx-testdata/data/node
 import_seeds=(reshape_extended_dims reshape_negative_dim expand_dim_changed constantofshape_int_zeros tile
   range_float_type_positive_delta_expanded resize_upsample_sizes_nearest constant_pad edge_pad slice concat_1d_axis_0
@@ -27,9 +28,14 @@ import_seeds=(reshape_extended_dims reshape_negative_dim expand_dim_changed cons
   matmul_4d batchnorm_example layer_normalization_3d_axis_negative_3_epsilon_expanded softmax_axis_1
   split_equal_parts_1d unsqueeze_negative_axes squeeze_negative_axes gather_1 scatternd where_example
   transpose_all_permutations_0 reduce_mean_keepdims_example lrn instancenorm_example)
+# Models of opset 6, which the importer converts to opset 7 with the ONNX library's checker,
+# shape inference and version converter.
+old_opset_tests=(pytorch-converted/test_PReLU_2d_multiparam pytorch-converted/test_BatchNorm2d_eval
+  pytorch-converted/test_Softsign pytorch-operator/test_operator_addmm pytorch-operator/test_operator_add_broadcast)
 seeds_for() {
   case "$1" in
-    import) echo tests/fuzz/regressions tests/fuzz/seeds/import; for s in "${import_seeds[@]}"; do [ -d "$node_tests/test_$s" ] && echo "$node_tests/test_$s"; done ;;
+    import) echo tests/fuzz/regressions tests/fuzz/seeds/import; for s in "${import_seeds[@]}"; do [ -d "$node_tests/test_$s" ] && echo "$node_tests/test_$s"; done
+      for s in "${old_opset_tests[@]}"; do [ -d "$node_tests/../$s" ] && echo "$node_tests/../$s"; done ;;
     tensor) for s in add cast_FLOAT_to_FLOAT16 gather_1 reshape_extended_dims; do echo "$node_tests/test_$s/test_data_set_0"; done ;;
     cache) echo tests/fuzz/seeds/cache ;;
   esac

@@ -14,6 +14,7 @@
 #include "core/api_boundary.hpp"
 #include "graph/dtype_inference.hpp"
 #include "graph/onnx_tensor.hpp"
+#include "graph/onnx_upgrade.hpp"
 #include "wpk/wpk.hpp"
 
 namespace wpk {
@@ -150,9 +151,14 @@ Graph import_model(onnx::ModelProto& model, const std::string& base_dir) {
     if (model.opset_import_size() == 0) opset = 1;  // IR < 3 models had no opset_import: opset 1
     else opset = kMaxOpset;  // only other domains are imported; their nodes are checked per op
   }
-  if (opset < kMinOpset || opset > kMaxOpset)
-    throw Error(ErrorCode::Unsupported, "the model uses ONNX opset " + std::to_string(opset) + "; wpk supports opsets " +
-                                            std::to_string(kMinOpset) + " to " + std::to_string(kMaxOpset));
+  if (opset >= 1 && opset < kMinOpset) {
+    onnx_import::upgrade_opset(model, opset, kMinOpset);
+    opset = kMinOpset;
+  }
+  if (opset < 1 || opset > kMaxOpset)
+    throw Error(ErrorCode::Unsupported, "the model uses ONNX opset " + std::to_string(opset) + "; wpk supports opsets 1 to " +
+                                            std::to_string(kMaxOpset) + " (1 to " + std::to_string(kMinOpset - 1) +
+                                            " converted to " + std::to_string(kMinOpset) + ")");
   const onnx::GraphProto& gp = model.graph();
   Graph g;
   g.set_opset(opset);

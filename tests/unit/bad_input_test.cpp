@@ -44,13 +44,32 @@ TEST_CASE("unsupported ops, opsets and dtypes are named", "[errors][import]") {
   b.input("x", {2}).output("y", {2}).node("NoSuchOp", {"x"}, {"y"});
   expect_error([&] { Session s(load_from_bytes(b.bytes())); }, ErrorCode::Unsupported, {"unsupported op NoSuchOp (opset 17)"});
 
+  OnnxModelBuilder newer(18);
+  newer.input("x", {2}).output("y", {2}).node("Relu", {"x"}, {"y"});
+  expect_error([&] { load_from_bytes(newer.bytes()); }, ErrorCode::Unsupported, {"opset 18", "1 to 17"});
+
+  // Opsets 1-6 are converted, after the ONNX checker: one it refuses is named with the reason.
   OnnxModelBuilder old(3);
-  old.input("x", {2}).output("y", {2}).node("Relu", {"x"}, {"y"});
-  expect_error([&] { load_from_bytes(old.bytes()); }, ErrorCode::Unsupported, {"opset 3"});
+  old.input("x", {2}).output("y", {2}).node("Relu", {"nowhere"}, {"y"});
+  expect_error([&] { load_from_bytes(old.bytes()); }, ErrorCode::Unsupported, {"opset 3", "checker", "nowhere"});
 
   OnnxModelBuilder strings;
   strings.input("s", {2}, onnx::TensorProto::STRING).output("y", {2}, onnx::TensorProto::STRING).node("Identity", {"s"}, {"y"});
   expect_error([&] { Session s(load_from_bytes(strings.bytes())); }, ErrorCode::Unsupported, {"'s'", "string"});
+}
+
+TEST_CASE("opset 6 models run with opset 6 semantics: PRelu's slope per channel", "[import]") {
+  // Before opset 7 a [C] slope applied along axis 1; numpy-style broadcasting would refuse a [3]
+  // slope against a [2, 3, 2] input.
+  OnnxModelBuilder b(6);
+  b.input("x", {2, 3, 2}).output("y", {2, 3, 2}).float_initializer("slope", {3}, {0.5f, 0.25f, 2.0f})
+      .node("PRelu", {"x", "slope"}, {"y"});
+  Session s(load_from_bytes(b.bytes()));
+  std::vector<float> x(12, -4.0f);
+  const Tensor y = s.run({{"x", Tensor::borrow(x.data(), {2, 3, 2})}}).at("y");
+  REQUIRE(y.shape() == Shape{2, 3, 2});
+  const float* v = y.data<float>();
+  CHECK(std::vector<float>(v, v + 12) == std::vector<float>{-2, -2, -1, -1, -8, -8, -2, -2, -1, -1, -8, -8});
 }
 
 TEST_CASE("malformed graphs are rejected at load", "[errors][import]") {
