@@ -2,8 +2,8 @@
 # Installs a built wpk into a fresh prefix and uses it as a new user's project would:
 #   tests/install/check_install.sh BUILD_DIR MODELS_DIR
 # Checks: each public header compiles alone and names no dependency's header; a CMake project
-# with find_package(wpk) (wpk::wpk, and wpk::wpk_static beside a shared libwpk) and a plain
-# compiler line from pkg-config build and run ResNet-18 against PyTorch's output; a shared
+# with find_package(wpk) (wpk::wpk, and wpk::wpk_static beside a shared libwpk) and plain
+# compiler lines from pkg-config (and --static) build and run ResNet-18 against PyTorch's output; a shared
 # libwpk has a versioned soname and exports only wpk:: symbols; the installed `wpk` tool runs.
 set -euo pipefail
 build=$(cd "$1" && pwd)
@@ -69,6 +69,14 @@ link=(--libs)
 $launcher "$cxx" -std=c++17 -O2 "$here/consumer/consumer.cpp" -o "$work/pkg-consumer" $(pkg-config --cflags "${link[@]}" wpk) \
   || fail "build with pkg-config"
 LD_LIBRARY_PATH=$libdir run_consumer "$work/pkg-consumer" "pkg-config"
+if [ -e "$libdir/libwpk.so" ]; then
+  # The static library through pkg-config too: its private dependencies must be listed.
+  # shellcheck disable=SC2046
+  $launcher "$cxx" -std=c++17 -O2 "$here/consumer/consumer.cpp" -o "$work/pkg-static-consumer" $(pkg-config --cflags wpk) \
+    $(pkg-config --libs --static wpk | sed 's/-lwpk /-l:libwpk.a /') || fail "static build with pkg-config --static"
+  readelf -d "$work/pkg-static-consumer" | grep -q 'libwpk\.so' && fail "pkg-config --static linked the shared library"
+  run_consumer "$work/pkg-static-consumer" "pkg-config --static"
+fi
 grep -q MIT "$PKG_CONFIG_PATH/wpk.pc" || fail "wpk.pc does not name the licence"
 [ -f "$prefix/share/doc/wpk/LICENSE" ] || fail "LICENSE is not installed"
 
