@@ -48,10 +48,10 @@ TEST_CASE("unsupported ops, opsets and dtypes are named", "[errors][import]") {
   newer.input("x", {2}).output("y", {2}).node("Relu", {"x"}, {"y"});
   expect_error([&] { load_from_bytes(newer.bytes()); }, ErrorCode::Unsupported, {"opset 18", "1 to 17"});
 
-  // Opsets 1-6 are converted, after the ONNX checker: one it refuses is named with the reason.
-  OnnxModelBuilder old(3);
-  old.input("x", {2}).output("y", {2}).node("Relu", {"nowhere"}, {"y"});
-  expect_error([&] { load_from_bytes(old.bytes()); }, ErrorCode::Unsupported, {"opset 3", "checker", "nowhere"});
+  // Opsets 1-6 are rewritten to 7 where they differ; an op whose old meaning is not is named.
+  OnnxModelBuilder old(6);
+  old.input("x", {1, 1, 2, 2}).output("y", {1, 1, 4, 4}).node("Upsample", {"x"}, {"y"});
+  expect_error([&] { load_from_bytes(old.bytes()); }, ErrorCode::Unsupported, {"opset 6", "Upsample", "does not convert"});
 
   OnnxModelBuilder strings;
   strings.input("s", {2}, onnx::TensorProto::STRING).output("y", {2}, onnx::TensorProto::STRING).node("Identity", {"s"}, {"y"});
@@ -70,6 +70,26 @@ TEST_CASE("opset 6 models run with opset 6 semantics: PRelu's slope per channel"
   REQUIRE(y.shape() == Shape{2, 3, 2});
   const float* v = y.data<float>();
   CHECK(std::vector<float>(v, v + 12) == std::vector<float>{-2, -2, -1, -1, -8, -8, -2, -2, -1, -1, -8, -8});
+}
+
+TEST_CASE("opset 6 models run with opset 6 semantics: Add's legacy broadcast along an axis", "[import]") {
+  // Before opset 7, Add broadcast B only when told (broadcast=1), aligned at `axis`: a [3] B
+  // added along axis 1 of a [2, 3, 2] A, which numpy-style broadcasting would refuse.
+  OnnxModelBuilder b(6);
+  b.input("a", {2, 3, 2}).input("b", {3}).output("y", {2, 3, 2}).node("Add", {"a", "b"}, {"y"});
+  auto* add = b.model.mutable_graph()->mutable_node(0);
+  for (const auto& [name, value] : {std::pair<const char*, int>{"broadcast", 1}, {"axis", 1}}) {
+    auto* a = add->add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::INT);
+    a->set_i(value);
+  }
+  Session s(load_from_bytes(b.bytes()));
+  std::vector<float> a(12, 0.0f), bias{10, 20, 30};
+  const Tensor y = s.run({{"a", Tensor::borrow(a.data(), {2, 3, 2})}, {"b", Tensor::borrow(bias.data(), {3})}}).at("y");
+  REQUIRE(y.shape() == Shape{2, 3, 2});
+  const float* v = y.data<float>();
+  CHECK(std::vector<float>(v, v + 12) == std::vector<float>{10, 10, 20, 20, 30, 30, 10, 10, 20, 20, 30, 30});
 }
 
 TEST_CASE("malformed graphs are rejected at load", "[errors][import]") {
