@@ -65,6 +65,10 @@ void upgrade_opset(onnx::ModelProto& model, std::int64_t from, std::int64_t to) 
   for (const auto& node : g.node())
     for (const auto& in : node.input()) ++readers[in];
   google::protobuf::RepeatedPtrField<onnx::NodeProto> rewritten;
+  int added = 0;  // numbers the values this adds: node names may be empty or repeated
+  const auto new_name = [&](const std::string& base, const char* what_for) {
+    return base + "__legacy_" + what_for + "_" + std::to_string(added++);
+  };
   for (auto& node : *g.mutable_node()) {
     const std::string where = what + "node '" + node.name() + "' (" + node.op_type() + ")";
     const std::string& op = node.op_type();
@@ -100,9 +104,9 @@ void upgrade_opset(onnx::ModelProto& model, std::int64_t from, std::int64_t to) 
         if (ones > 0) {
           onnx::NodeProto& unsqueeze = *rewritten.Add();
           unsqueeze.set_op_type("Unsqueeze");
-          unsqueeze.set_name(node.name() + "__legacy_broadcast");
+          unsqueeze.set_name(new_name(node.name(), "broadcast"));
           unsqueeze.add_input(node.input(1));
-          unsqueeze.add_output(node.input(1) + "__" + node.name() + "__legacy_broadcast");
+          unsqueeze.add_output(new_name(node.input(1), "broadcast"));
           auto* axes = unsqueeze.add_attribute();
           axes->set_name("axes");
           axes->set_type(onnx::AttributeProto::INTS);
@@ -127,7 +131,7 @@ void upgrade_opset(onnx::ModelProto& model, std::int64_t from, std::int64_t to) 
       if (!shape) throw Error(ErrorCode::InvalidModel, where + " has no shape");
       // Reshape-1's shape attribute becomes the constant second input of Reshape-5.
       onnx::TensorProto* t = g.add_initializer();
-      t->set_name(node.name() + "__legacy_shape");
+      t->set_name(new_name(node.name(), "shape"));
       t->set_data_type(onnx::TensorProto::INT64);
       t->add_dims(shape->ints_size());
       for (std::int64_t d : shape->ints()) t->add_int64_data(d);
