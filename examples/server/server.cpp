@@ -10,10 +10,12 @@
 //   GET  /healthz                 {"status": "ok", ...}
 //   GET  /metrics                 requests, latency histogram, errors (Prometheus text)
 // Bad requests get a 4xx and one line of JSON: {"error": "...", "code": "..."}. SIGTERM or
-// SIGINT stops accepting connections; requests in flight are answered before the process exits.
+// SIGINT stops accepting connections; requests being served are answered before the process
+// exits (connections still waiting for an HTTP thread are closed unanswered).
 // Every session's runs share the machine's CPUs (wpk queues them), so --http-threads only bounds
 // how many requests are read and held in memory at once. A body larger than its model's inputs
-// can be (a symbolic dimension taken as --max-batch, default 8) is refused with 413 unread.
+// can be (a symbolic dimension taken as --max-batch, default 8) is refused with 413, unread when
+// it is larger than any model's; a JSON body holding more values than that is refused as it parses.
 #include <httplib.h>
 #include <pthread.h>
 #include <signal.h>
@@ -41,6 +43,7 @@ using nlohmann::json;
 struct Model {
   std::string name;
   std::unique_ptr<wpk::Session> session;
+  double max_values = 0;  // the most values its inputs can hold (symbolic dims as --max-batch)
   std::size_t max_body = 0;
 };
 
@@ -106,10 +109,15 @@ Flags parse_flags(int argc, char** argv) {
   return f;
 }
 
-// A body limit from the model's inputs: JSON spends at most ~24 bytes a value; a symbolic
-// dimension counts as --max-batch. --max-body-mb replaces it.
-std::size_t body_limit(const wpk::Session& s, const Flags& flags) {
-  if (flags.max_body_mb > 0) return static_cast<std::size_t>(flags.max_body_mb * (1 << 20));
+// An answer other than 200, with its one-line JSON body.
+struct HttpError {
+  int status;
+  std::string code;
+  std::string message;
+};
+
+// The most values a request for the model can hold: a symbolic dimension counts as --max-batch.
+double input_values(const wpk::Session& s, const Flags& flags) {
   double values = 0;
   for (const wpk::ValueInfo& in : s.inputs()) {
     double n = in.dims ? 1 : 1 << 20;  // an input of unknown rank: a million values
@@ -117,7 +125,26 @@ std::size_t body_limit(const wpk::Session& s, const Flags& flags) {
       for (const wpk::Dim& d : *in.dims) n *= d.is_static() ? static_cast<double>(std::max<std::int64_t>(d.value, 1)) : flags.max_batch;
     values += n;
   }
+  return values;
+}
+
+// A body limit from the model's inputs (JSON spends at most ~24 bytes a value), or --max-body-mb.
+std::size_t body_limit(double values, const Flags& flags) {
+  if (flags.max_body_mb > 0) return static_cast<std::size_t>(flags.max_body_mb * (1 << 20));
   return static_cast<std::size_t>(std::min(values * 24 + (1 << 20), 4.0 * (1 << 30)));
+}
+
+// JSON as deep as a request is ({"inputs": {"x": {"data": [values]}}}), holding at most the
+// model's values (and its keys and shapes): a parsed value takes many times the bytes it took in
+// the body, so a body of "0,0,0,..." or "[[[[..." is refused as it parses, not held.
+json parse_bounded(const std::string& text, double max_values) {
+  double values = 0;
+  return json::parse(text, [&](int depth, json::parse_event_t event, json&) {
+    if (depth > 5) throw HttpError{400, "InvalidArgument", "the JSON body nests deeper than a request does"};
+    if (event == json::parse_event_t::value && ++values > max_values + 4096)
+      throw HttpError{413, "ResourceExhausted", "the JSON body holds more values than the model's inputs can"};
+    return true;
+  });
 }
 
 json dims_json(const std::optional<wpk::DimList>& dims) {
@@ -141,12 +168,6 @@ json describe(const Model& m) {
   return out;
 }
 
-// An answer other than 200, with its one-line JSON body.
-struct HttpError {
-  int status;
-  std::string code;
-  std::string message;
-};
 
 std::string error_body(const std::string& code, const std::string& message) {
   return json{{"error", message}, {"code", code}}.dump(-1, ' ', false, json::error_handler_t::replace) + "\n";
@@ -170,8 +191,8 @@ int status_of(wpk::ErrorCode code) {
     case wpk::ErrorCode::InvalidModel:  // a tensor body that does not parse
     case wpk::ErrorCode::Unsupported:
       return 400;
-    case wpk::ErrorCode::ResourceExhausted:
-      return 413;
+    case wpk::ErrorCode::ResourceExhausted:  // the session's memory budget: inputs are bounded before
+      return 503;
     default:
       return 500;
   }
@@ -198,7 +219,7 @@ void predict(const Model& m, const httplib::Request& req, httplib::Response& res
                                                   " inputs; send them as JSON"};
     inputs.emplace(s.inputs()[0].name, std::move(t));
   } else {
-    const json body = json::parse(req.body);
+    const json body = parse_bounded(req.body, m.max_values);
     if (!body.is_object() || !body.contains("inputs") || !body["inputs"].is_object())
       throw HttpError{400, "InvalidArgument", "the body must be {\"inputs\": {\"NAME\": {\"shape\": [...], \"data\": [...]}}}"};
     for (const auto& [name, value] : body["inputs"].items()) {
@@ -223,7 +244,8 @@ void predict(const Model& m, const httplib::Request& req, httplib::Response& res
   }
   json outputs = json::object();
   for (const auto& [name, t] : out) outputs[name] = wpk_server::tensor_to_json(t);
-  res.set_content(json{{"model", m.name}, {"outputs", outputs}}.dump() + "\n", "application/json");
+  res.set_content(json{{"model", m.name}, {"outputs", outputs}}.dump(-1, ' ', false, json::error_handler_t::replace) + "\n",
+                  "application/json");
 }
 
 // SIGTERM and SIGINT are blocked in every thread and taken here, so the server stops between
@@ -235,6 +257,8 @@ void stop_on_signal(httplib::Server& server, const std::atomic<int>& in_flight) 
   sigaddset(&set, SIGINT);
   int sig = 0;
   sigwait(&set, &sig);
+  // stop() does nothing before listening starts: a signal that came during start-up waits.
+  while (!server.is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   std::printf("wpk_server: %s: no new connections; %d requests in flight finish first\n", sig == SIGTERM ? "SIGTERM" : "SIGINT",
               in_flight.load());
   std::fflush(stdout);
@@ -258,8 +282,9 @@ int main(int argc, char** argv) {
       const auto t0 = std::chrono::steady_clock::now();
       wpk::SessionOptions options;
       options.threads = flags.threads;
-      Model m{name, std::make_unique<wpk::Session>(wpk::load(path), options), 0};
-      m.max_body = body_limit(*m.session, flags);
+      Model m{name, std::make_unique<wpk::Session>(wpk::load(path), options), 0, 0};
+      m.max_values = input_values(*m.session, flags);
+      m.max_body = body_limit(m.max_values, flags);
       std::printf("wpk_server: model '%s' (%s) loaded in %.0f ms\n", name.c_str(), path.c_str(),
                   std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
       models.emplace(name, std::move(m));
@@ -305,7 +330,7 @@ int main(int argc, char** argv) {
       res.set_content(error_body("NotFound", "no model named '" + std::string(req.matches[1]) + "'"), "application/json");
       return;
     }
-    res.set_content(describe(it->second).dump() + "\n", "application/json");
+    res.set_content(describe(it->second).dump(-1, ' ', false, json::error_handler_t::replace) + "\n", "application/json");
   });
   server.Post(R"(/v1/models/([^/:]+):predict)", [&](const httplib::Request& req, httplib::Response& res) {
     ++in_flight;

@@ -1,8 +1,10 @@
 #include "graph/onnx_tensor.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 
 #include "core/page_memory.hpp"
 #include "wpk/wpk.hpp"
@@ -145,6 +147,8 @@ Tensor convert(const onnx::TensorProto& p, onnx::TensorProto* take, const std::s
   } catch (const Error& e) {
     bad(what, e.what());
   }
+  if (static_cast<std::uint64_t>(numel) > std::numeric_limits<std::uint64_t>::max() / std::max<std::size_t>(dtype_size(dtype), 1))
+    bad(what, "shape " + shape_to_string(shape) + " of " + dtype_name(dtype) + " is larger than any tensor can be");
   const std::uint64_t need = static_cast<std::uint64_t>(numel) * dtype_size(dtype);
   const bool external = p.data_location() == onnx::TensorProto::EXTERNAL;
   if (!external && p.has_raw_data() && p.raw_data().size() != need)

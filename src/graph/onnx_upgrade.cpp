@@ -99,8 +99,8 @@ void upgrade_opset(onnx::ModelProto& model, std::int64_t from, std::int64_t to) 
           throw Error(ErrorCode::Unsupported, where + " broadcasts along axis " + std::to_string(axis->i()) +
                                                   " and the ranks of its inputs are unknown");
         const std::int64_t ax = axis->i() < 0 ? axis->i() + a->second : axis->i();
+        if (ax < 0 || ax > a->second - b->second) throw Error(ErrorCode::InvalidModel, where + ": broadcast axis out of range");
         const std::int64_t ones = a->second - ax - b->second;
-        if (ax < 0 || ones < 0) throw Error(ErrorCode::InvalidModel, where + ": broadcast axis out of range");
         if (ones > 0) {
           onnx::NodeProto& unsqueeze = *rewritten.Add();
           unsqueeze.set_op_type("Unsqueeze");
@@ -139,13 +139,28 @@ void upgrade_opset(onnx::ModelProto& model, std::int64_t from, std::int64_t to) 
       node.add_input(t->name());
     }
     // PRelu before opset 7 applied a [C] slope along the channel axis (1); opset 7 broadcasts it
-    // against the last axis. A constant slope read only here gets trailing ones.
+    // against the last axis. A constant [C] slope gets trailing ones (a copy where others read
+    // it too); a slope that may be [C] on an input of unknown rank is refused, not misread.
     if (op == "PRelu" && node.input_size() == 2) {
+      onnx::TensorProto* slope = nullptr;
+      for (auto& t : *g.mutable_initializer())
+        if (t.name() == node.input(1)) slope = &t;
+      const bool per_channel = !slope || (slope->dims_size() == 1 && slope->dims(0) > 1);
       const auto x = rank.find(node.input(0));
-      if (x != rank.end() && x->second >= 3 && readers[node.input(1)] == 1)
-        for (auto& slope : *g.mutable_initializer())
-          if (slope.name() == node.input(1) && slope.dims_size() == 1 && slope.dims(0) > 1)
-            for (int i = 0; i < x->second - 2; ++i) slope.add_dims(1);
+      if (per_channel && (!slope || x == rank.end()))
+        throw Error(ErrorCode::Unsupported, where + ": its slope applies per channel before opset 7, and wpk rewrites only a "
+                                                    "constant slope on an input of known rank");
+      if (per_channel && x->second >= 3) {
+        onnx::TensorProto reshaped = *slope;
+        for (int i = 0; i < x->second - 2; ++i) reshaped.add_dims(1);
+        if (readers[node.input(1)] == 1) {
+          *slope = std::move(reshaped);
+        } else {
+          reshaped.set_name(new_name(slope->name(), "slope"));
+          node.set_input(1, reshaped.name());
+          *g.add_initializer() = std::move(reshaped);
+        }
+      }
     }
     // Ops whose old versions mean something else that wpk does not rewrite.
     static const std::set<std::string> kChanged = {"Upsample", "Tile", "Split", "Pad", "LSTM", "GRU", "RNN", "Scan", "Loop", "If"};

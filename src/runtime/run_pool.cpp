@@ -46,9 +46,27 @@ RunPool& RunPool::process() {
   return *process_pool.load();
 }
 
-RunPool::RunPool(int cpus) : cpus_(std::max(1, cpus)), free_cpus_(cpus_) { counters_.cpus = cpus_; }
+RunPool::RunPool(int cpus) : cpus_(std::max(1, cpus)), free_cpus_(cpus_) {
+  counters_.cpus = cpus_;
+  // One runner per CPU, all started now: at most that many works run at once, so handing one
+  // out never has to start a thread (which can fail, with the work already taken off the queue).
+  try {
+    for (int i = 0; i < cpus_; ++i) {
+      runners_.push_back(std::make_unique<Runner>());
+      Runner* r = runners_.back().get();
+      r->thread = std::thread([this, r] { runner_loop(r); });
+    }
+  } catch (...) {
+    stop_runners();
+    throw;
+  }
+  for (auto it = runners_.rbegin(); it != runners_.rend(); ++it) idle_.push_back(it->get());  // the first on top
+  counters_.runners = cpus_;
+}
 
-RunPool::~RunPool() {
+RunPool::~RunPool() { stop_runners(); }
+
+void RunPool::stop_runners() {
   {
     std::unique_lock<std::mutex> lock(mutex_);
     stopping_ = true;
@@ -84,16 +102,9 @@ void RunPool::start_queued(std::unique_lock<std::mutex>& lock) {
     free_cpus_ -= w->cpus;
     counters_.peak_busy_cpus = std::max(counters_.peak_busy_cpus, cpus_ - free_cpus_);
     ++counters_.executed;
-    Runner* r = nullptr;
-    if (!idle_.empty()) {
-      r = idle_.back();
-      idle_.pop_back();
-    } else {
-      runners_.push_back(std::make_unique<Runner>());
-      r = runners_.back().get();
-      r->thread = std::thread([this, r] { runner_loop(r); });
-      counters_.runners = static_cast<int>(runners_.size());
-    }
+    // Never empty: a runner per CPU, and every work running holds at least one CPU.
+    Runner* r = idle_.back();
+    idle_.pop_back();
     r->work = w;
     r->assigned.notify_one();
   }

@@ -23,7 +23,7 @@ namespace wpk {
 
 struct RunPoolCounters {
   int cpus = 0;                // what the pool shares out
-  int runners = 0;             // runner threads started so far
+  int runners = 0;             // runner threads (one per CPU)
   int peak_busy_cpus = 0;      // the most CPUs held by runs at once
   std::uint64_t executed = 0;  // works run on a runner thread
   std::uint64_t waited = 0;    // of those, works that found too few CPUs free and queued
@@ -53,6 +53,7 @@ class RunPool {
   struct Runner;
   void start_queued(std::unique_lock<std::mutex>& lock);
   void runner_loop(Runner* runner);
+  void stop_runners();
 
   const int cpus_;
   mutable std::mutex mutex_;

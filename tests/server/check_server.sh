@@ -70,6 +70,9 @@ expect 400 'must be float32, got int64' -X POST "${json[@]}" "$(predict tiny)" -
 expect 400 'holds 8 values, data has 3' -X POST "${json[@]}" "$(predict tiny)" -d '{"inputs":{"x":{"shape":[2,4],"data":[1,2,3]}}}'
 expect 400 'malformed JSON' -X POST "${json[@]}" "$(predict tiny)" -d '{"inputs":{"x":{"shape":[2,4],"data":[1,2,'
 expect 400 "$error_json" -X POST "${json[@]}" "$(predict tiny)" -d '{"inputs":{"x":{"shape":[-1,4],"data":[]}}}'
+expect 400 'nests deeper' -X POST "${json[@]}" "$(predict tiny)" -d '{"inputs":{"x":{"shape":[1,4],"data":[[[[[[[1]]]]]]]}}}'
+/usr/bin/python3 -c "print('{\"inputs\":{\"x\":{\"shape\":[1,4],\"data\":[' + ','.join(['0'] * 200000) + ']}}}')" > "$work/many.json"
+expect 413 'more values than' -X POST "${json[@]}" --data-binary @"$work/many.json" "$(predict tiny)"
 head -c 1000 "$input" > "$work/truncated.pb"
 expect 400 'not a valid ONNX protobuf' -X POST -H 'Content-Type: application/x-protobuf' --data-binary @"$work/truncated.pb" "$(predict resnet18)"
 head -c 2000000 /dev/zero > "$work/large"

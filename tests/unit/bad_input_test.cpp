@@ -3,6 +3,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <limits>
 
 #include "fuzz/run_model.hpp"
 #include "support/expect_error.hpp"
@@ -65,6 +66,11 @@ TEST_CASE("opset 6 models run with opset 6 semantics: PRelu's slope per channel"
   b.input("x", {2, 3, 2}).output("y", {2, 3, 2}).float_initializer("slope", {3}, {0.5f, 0.25f, 2.0f})
       .node("PRelu", {"x", "slope"}, {"y"});
   Session s(load_from_bytes(b.bytes()));
+  // On a value of unknown rank the slope cannot be placed: refused, not misread.
+  OnnxModelBuilder unknown(6);
+  unknown.input("x", {2, 3, 2}).output("y", {2, 3, 2}).float_initializer("slope", {3}, {0.5f, 0.25f, 2.0f})
+      .node("Relu", {"x"}, {"r"}).node("PRelu", {"r", "slope"}, {"y"});
+  expect_error([&] { load_from_bytes(unknown.bytes()); }, ErrorCode::Unsupported, {"PRelu", "per channel"});
   std::vector<float> x(12, -4.0f);
   const Tensor y = s.run({{"x", Tensor::borrow(x.data(), {2, 3, 2})}}).at("y");
   REQUIRE(y.shape() == Shape{2, 3, 2});
@@ -85,6 +91,12 @@ TEST_CASE("opset 6 models run with opset 6 semantics: Add's legacy broadcast alo
     a->set_i(value);
   }
   Session s(load_from_bytes(b.bytes()));
+  // An axis so large that counting B's trailing ones would overflow.
+  OnnxModelBuilder far(6);
+  far.model = b.model;
+  for (auto& attr : *far.model.mutable_graph()->mutable_node(0)->mutable_attribute())
+    if (attr.name() == "axis") attr.set_i(std::numeric_limits<std::int64_t>::max());
+  expect_error([&] { load_from_bytes(far.bytes()); }, ErrorCode::InvalidModel, {"axis out of range"});
   std::vector<float> a(12, 0.0f), bias{10, 20, 30};
   const Tensor y = s.run({{"a", Tensor::borrow(a.data(), {2, 3, 2})}, {"b", Tensor::borrow(bias.data(), {3})}}).at("y");
   REQUIRE(y.shape() == Shape{2, 3, 2});
@@ -111,6 +123,11 @@ TEST_CASE("an initializer whose data does not match its shape", "[errors][import
   raw.input("x", {2}).output("y", {2}).node("Add", {"x", "w"}, {"y"}).float_initializer("w", {1000000000, 1000}, {});
   raw.model.mutable_graph()->mutable_initializer(0)->set_raw_data(std::string(8, '\0'));
   expect_error([&] { load_from_bytes(raw.bytes()); }, ErrorCode::InvalidModel, {"'w'", "raw data has 8 bytes"});
+  // A count of elements whose bytes overflow 64 bits must not match a few raw bytes.
+  OnnxModelBuilder wrap;
+  wrap.input("x", {1}).output("y", {1}).node("Add", {"x", "w"}, {"y"}).float_initializer("w", {(1L << 62) + 1}, {});
+  wrap.model.mutable_graph()->mutable_initializer(0)->set_raw_data(std::string(4, '\0'));
+  expect_error([&] { load_from_bytes(wrap.bytes()); }, ErrorCode::InvalidModel, {"'w'"});
 }
 
 TEST_CASE("raw initializers keep the parsed bytes: values as written, bools as 0 and 1", "[import]") {
