@@ -3,7 +3,6 @@
 #include <map>
 #include <set>
 #include <string>
-#include <vector>
 
 #include "wpk/error.hpp"
 
@@ -162,8 +161,9 @@ void upgrade_opset(onnx::ModelProto& model, std::int64_t from, std::int64_t to) 
         }
       }
     }
-    // Ops whose old versions mean something else that wpk does not rewrite.
-    static const std::set<std::string> kChanged = {"Upsample", "Tile", "Split", "Pad", "LSTM", "GRU", "RNN", "Scan", "Loop", "If"};
+    // Ops whose old versions mean something else that wpk does not rewrite (Scan, Loop and If
+    // were refused above, with their subgraphs).
+    static const std::set<std::string> kChanged = {"Upsample", "Tile", "Split", "Pad", "LSTM", "GRU", "RNN"};
     if (kChanged.count(op) && from < 7) {
       const bool pad_ok = op == "Pad" && from >= 2, split_ok = op == "Split" && from >= 2, tile_ok = op == "Tile" && from >= 6;
       if (!pad_ok && !split_ok && !tile_ok)

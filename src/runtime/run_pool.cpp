@@ -15,11 +15,11 @@ namespace {
 thread_local bool on_runner_thread = false;
 
 std::atomic<RunPool*> process_pool{nullptr};
-std::once_flag process_pool_once;
 
-// A child of fork() has none of its parent's runner threads: it starts a pool of its own. The
-// parent's pool object is left behind (its mutex may have been held at the fork).
-void fresh_pool_after_fork() { process_pool.store(new RunPool(affinity_cpu_count())); }
+// A child of fork() has none of its parent's runner threads: it makes a pool of its own when it
+// first runs a model (most children exec at once, and a fork handler must not start threads).
+// The parent's pool object is left behind (its mutex may have been held at the fork).
+void forget_pool_after_fork() { process_pool.store(nullptr); }
 
 }  // namespace
 
@@ -38,12 +38,15 @@ struct RunPool::Runner {
 };
 
 RunPool& RunPool::process() {
-  std::call_once(process_pool_once, [] {
-    // Never destroyed: runs may still be in flight on detached threads when statics go away.
-    process_pool.store(new RunPool(affinity_cpu_count()));
-    pthread_atfork(nullptr, nullptr, fresh_pool_after_fork);
-  });
-  return *process_pool.load();
+  static const int registered = pthread_atfork(nullptr, nullptr, forget_pool_after_fork);
+  (void)registered;
+  RunPool* pool = process_pool.load();
+  if (pool) return *pool;
+  // Never destroyed: runs may still be in flight on other threads when statics go away. Two
+  // threads asking first each make one; the one that loses stops its runners again.
+  auto made = std::make_unique<RunPool>(affinity_cpu_count());
+  if (process_pool.compare_exchange_strong(pool, made.get())) return *made.release();
+  return *pool;
 }
 
 RunPool::RunPool(int cpus) : cpus_(std::max(1, cpus)), free_cpus_(cpus_) {
@@ -61,7 +64,6 @@ RunPool::RunPool(int cpus) : cpus_(std::max(1, cpus)), free_cpus_(cpus_) {
     throw;
   }
   for (auto it = runners_.rbegin(); it != runners_.rend(); ++it) idle_.push_back(it->get());  // the first on top
-  counters_.runners = cpus_;
 }
 
 RunPool::~RunPool() { stop_runners(); }

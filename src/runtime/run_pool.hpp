@@ -22,8 +22,7 @@
 namespace wpk {
 
 struct RunPoolCounters {
-  int cpus = 0;                // what the pool shares out
-  int runners = 0;             // runner threads (one per CPU)
+  int cpus = 0;                // what the pool shares out, and its runner threads (one per CPU)
   int peak_busy_cpus = 0;      // the most CPUs held by runs at once
   std::uint64_t executed = 0;  // works run on a runner thread
   std::uint64_t waited = 0;    // of those, works that found too few CPUs free and queued
