@@ -37,8 +37,13 @@
 //   reshaped to heads) instead of [B, H, S, D], so Q, K and V are read without the Transpose
 //   that splits off the heads and Y is written without the one that merges them back.
 //
+// QLinearAdd(A, A_scale, A_zero, B, B_scale, B_zero, Y_scale, Y_zero) -> Y
+//   Y = QuantizeLinear(DequantizeLinear(A) + DequantizeLinear(B), Y_scale, Y_zero), each step in
+//   float32 as those ops compute it; A and B 8-bit of one shape, scales and zero points scalars.
+//
 // The layout pass also sets channels_last = 1 on ONNX ops it moves to NHWC (MaxPool,
-// AveragePool, GlobalAveragePool, inference BatchNormalization), with the same meaning as above.
+// AveragePool, GlobalAveragePool, inference BatchNormalization, QLinearConv), with the same
+// meaning as above.
 #include <array>
 #include <cstdint>
 #include <string>

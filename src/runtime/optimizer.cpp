@@ -18,7 +18,8 @@ struct PassEntry {
   bool (*run)(Graph&, const passes::PassContext&);
 };
 
-// The order passes run in. Cleanups first so folding sees through Identity chains; shapes fold
+// The order passes run in. Cleanups first so folding sees through Identity chains; QDQ groups
+// become integer ops before constant folding dequantizes their weights; shapes fold
 // before constants so the arithmetic on them folds in the same round. BatchNorm folds into its
 // Conv before the Conv's epilogue is fused. Gelu and attention are recognised before the MatMul
 // epilogue fusion, which then absorbs the Gelu and must not take the attention MatMuls apart.
@@ -27,6 +28,7 @@ struct PassEntry {
 const std::vector<PassEntry>& pass_table() {
   static const std::vector<PassEntry> table = {
       {"remove_identity", OptimizationLevel::Basic, passes::remove_identity},
+      {"fold_qdq", OptimizationLevel::All, passes::fold_qdq},
       {"fold_shape_subgraphs", OptimizationLevel::Basic, passes::fold_shape_subgraphs},
       {"constant_folding", OptimizationLevel::Basic, passes::fold_constants},
       {"cancel_transposes", OptimizationLevel::Basic, passes::cancel_transposes},

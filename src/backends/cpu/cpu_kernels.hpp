@@ -53,6 +53,9 @@ std::unique_ptr<Kernel> make_layernorm(const Node& node, const Graph& graph);
 std::string max_pool_unsupported(const Node& node, const Graph& graph);  // max_pool_kernel.cpp
 std::unique_ptr<Kernel> make_max_pool(const Node& node, const Graph& graph);
 
+std::string quantize_unsupported(const Node& node, const Graph& graph);  // quantize_kernel.cpp
+std::unique_ptr<Kernel> make_quantize(const Node& node, const Graph& graph);
+
 std::string row_broadcast_unsupported(const Node& node, const Graph& graph);  // row_broadcast_kernel.cpp
 std::unique_ptr<Kernel> make_row_broadcast(const Node& node, const Graph& graph);
 

@@ -38,6 +38,9 @@ std::optional<KernelProfile> describe_conv(const Node& node, const std::string& 
 // `config` "" is algorithm=direct.
 std::unique_ptr<Kernel> make_conv(const Node& node, const Graph& graph, const std::string& config);
 
+std::string qlinear_conv_unsupported(const Node& node, const Graph& graph);  // qlinear_conv.cpp
+std::unique_ptr<Kernel> make_qlinear_conv(const Node& node, const Graph& graph);
+
 std::string matmul_unsupported(const Node& node, const Graph& graph);  // matmul.cpp
 std::unique_ptr<Kernel> make_matmul(const Node& node, const Graph& graph);
 // How its matmul computes a product with constant B, for the cost model; nullopt otherwise.

@@ -1,5 +1,6 @@
-// MaxPool, AveragePool and GlobalAveragePool on oneDNN: 2-D, float32, NCHW or NHWC
-// (channels_last, set by the layout pass).
+// MaxPool, AveragePool and GlobalAveragePool on oneDNN: 2-D, float32 (MaxPool also uint8 and
+// int8: the max of quantized codes is the code of the max), NCHW or NHWC (channels_last, set by
+// the layout pass).
 #include <algorithm>
 
 #include "backends/onednn/onednn_kernels.hpp"
@@ -16,16 +17,19 @@ struct PoolPlan {
 
 class PoolKernel : public OneDnnKernel {
  public:
-  explicit PoolKernel(const Node& node)
-      : global_(node.op_type == "GlobalAveragePool"), max_(node.op_type == "MaxPool"),
+  PoolKernel(const Node& node, DType dtype)
+      : dtype_(dtype), global_(node.op_type == "GlobalAveragePool"), max_(node.op_type == "MaxPool"),
         include_pad_(node.attr_int("count_include_pad", 0) == 1), channels_last_(node.attr_int("channels_last", 0) == 1),
         ceil_mode_(node.attr_int("ceil_mode", 0) == 1) {}
 
   void run(KernelContext& ctx) const override {
     guarded(ctx, [&] {
-      const Tensor& x = image_input(ctx);
+      const Tensor& x = ctx.input(0);
+      if (x.rank() != 4 || x.dtype() != dtype_)
+        ctx.fail(ErrorCode::InvalidArgument, std::string("expects a 4-D ") + dtype_name(dtype_) + " input, got " +
+                                                 dtype_name(x.dtype()) + " " + shape_to_string(x.shape()));
       auto plan = cache_.get(shape_key({&x.shape()}), [&] { return build(ctx, x.shape()); });
-      Tensor& y = ctx.allocate_output(0, DType::Float32, plan->y_shape);
+      Tensor& y = ctx.allocate_output(0, dtype_, plan->y_shape);
       execute(plan->primitive, {{DNNL_ARG_SRC, wrap_arg(plan->primitive, DNNL_ARG_SRC, plan->src, x)},
                                 {DNNL_ARG_DST, wrap_arg(plan->primitive, DNNL_ARG_DST, plan->dst, y)}});
     });
@@ -51,8 +55,11 @@ class PoolKernel : public OneDnnKernel {
     const Tag tag = channels_last_ ? Tag::nhwc : Tag::nchw;
     PoolPlan plan;
     plan.y_shape = channels_last_ ? Shape{nchw[0], out[0], out[1], nchw[1]} : Shape{nchw[0], nchw[1], out[0], out[1]};
-    plan.src = f32_desc({nchw[0], nchw[1], nchw[2], nchw[3]}, tag);
-    plan.dst = f32_desc({nchw[0], nchw[1], out[0], out[1]}, tag);
+    const auto type = dtype_ == DType::UInt8  ? dnnl::memory::data_type::u8
+                      : dtype_ == DType::Int8 ? dnnl::memory::data_type::s8
+                                              : dnnl::memory::data_type::f32;
+    plan.src = dnnl::memory::desc({nchw[0], nchw[1], nchw[2], nchw[3]}, type, tag);
+    plan.dst = dnnl::memory::desc({nchw[0], nchw[1], out[0], out[1]}, type, tag);
     const auto algo = max_ ? dnnl::algorithm::pooling_max
                            : (include_pad_ ? dnnl::algorithm::pooling_avg_include_padding
                                            : dnnl::algorithm::pooling_avg_exclude_padding);
@@ -62,6 +69,7 @@ class PoolKernel : public OneDnnKernel {
     return plan;
   }
 
+  DType dtype_;
   bool global_, max_, include_pad_, channels_last_, ceil_mode_;
   ShapeCache<PoolPlan> cache_;
 };
@@ -70,7 +78,9 @@ class PoolKernel : public OneDnnKernel {
 
 std::string pool_unsupported(const Node& node, const Graph& graph) {
   const ValueInfo& x = graph.value(node.inputs[0]);
-  if (x.dtype != DType::Float32 && x.dtype != DType::Undefined) return "input is not float32";
+  const bool quantized = x.dtype == DType::UInt8 || x.dtype == DType::Int8;
+  if (x.dtype != DType::Float32 && x.dtype != DType::Undefined && !(quantized && node.op_type == "MaxPool"))
+    return node.op_type == "MaxPool" ? "input is not float32, uint8 or int8" : "input is not float32";
   if (x.dims && x.dims->size() != 4) return "only 2-D pooling";
   if (node.op_type == "GlobalAveragePool") return "";
   // With ceil mode an including average would count the extra end padding ONNX does not.
@@ -83,6 +93,9 @@ std::string pool_unsupported(const Node& node, const Graph& graph) {
   return "";
 }
 
-std::unique_ptr<Kernel> make_pool(const Node& node, const Graph&) { return std::make_unique<PoolKernel>(node); }
+std::unique_ptr<Kernel> make_pool(const Node& node, const Graph& graph) {
+  const DType x = graph.value(node.inputs[0]).dtype;
+  return std::make_unique<PoolKernel>(node, x == DType::Undefined ? DType::Float32 : x);
+}
 
 }  // namespace wpk::onednn

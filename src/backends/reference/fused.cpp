@@ -4,8 +4,8 @@
 // does, so fused and unfused graphs agree to rounding.
 //
 // channels_last = 1 (NHWC) is handled by transposing around the NCHW kernels, for FusedConv and
-// for the pooling ops (MaxPool, AveragePool, GlobalAveragePool) that the layout pass moves to
-// NHWC: their table entries are wrapped here.
+// for the pooling ops (MaxPool, AveragePool, GlobalAveragePool) and QLinearConv that the layout
+// pass moves to NHWC: their table entries are wrapped here.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -24,6 +24,7 @@ namespace {
 struct PlainKernels {
   KernelFn conv = nullptr, matmul = nullptr, softmax = nullptr, concat = nullptr;
   KernelFn max_pool = nullptr, average_pool = nullptr, global_average_pool = nullptr, batch_norm = nullptr;
+  KernelFn qlinear_conv = nullptr;
 };
 PlainKernels plain;
 
@@ -320,6 +321,15 @@ void concat_batch_norm(KernelContext& ctx) {
   fused_batch_norm(inner);
   ctx.set_output(0, std::move(inner.outputs()[0]));
 }
+// QLinearConv in either layout: only x (input 0) follows it; scales, zero points, weights and
+// bias do not.
+void qlinear_conv(KernelContext& ctx) {
+  if (!channels_last(ctx)) return plain.qlinear_conv(ctx);
+  const Tensor x = to_channels_first(ctx.input(0), ctx);
+  std::vector<const Tensor*> ins{&x};
+  for (std::size_t i = 1; i < ctx.num_inputs(); ++i) ins.push_back(ctx.has_input(i) ? &ctx.input(i) : nullptr);
+  ctx.set_output(0, to_channels_last(run_plain(plain.qlinear_conv, ctx.node(), ins, ctx.opset())));
+}
 void max_pool(KernelContext& ctx) { pool_any_layout(ctx, plain.max_pool); }
 void average_pool(KernelContext& ctx) { pool_any_layout(ctx, plain.average_pool); }
 void global_average_pool(KernelContext& ctx) { pool_any_layout(ctx, plain.global_average_pool); }
@@ -355,6 +365,7 @@ void register_fused(OpTable& t) {
   wrap_pool("AveragePool", average_pool, plain.average_pool);
   wrap_pool("GlobalAveragePool", global_average_pool, plain.global_average_pool);
   wrap_pool("BatchNormalization", batch_norm, plain.batch_norm);
+  wrap_pool("QLinearConv", qlinear_conv, plain.qlinear_conv);
   t.add("com.wpk:FusedBatchNorm", {fused_batch_norm, 5, 5, 1});
   t.add("com.wpk:ConcatBatchNorm", {concat_batch_norm, 5, -1, 1});
 }

@@ -1,6 +1,7 @@
 // Moves the convolutional part of a graph to NHWC ("channels last"): the layout in which
 // oneDNN's fastest fp32 convolutions read and write activations, so no reorder runs between
-// convolutions. Convolutions become com.wpk FusedConv with channels_last = 1; pooling ops and
+// convolutions. Convolutions become com.wpk FusedConv with channels_last = 1 (QLinearConv keeps
+// its op and gets the attribute); pooling ops and
 // inference BatchNormalization get the same attribute; layout-agnostic elementwise ops and channel Concats whose inputs are all NHWC
 // join the region. Transposes convert at the region's edges only (one per value), and dead-code
 // elimination drops the ones nobody reads.
@@ -24,6 +25,13 @@ bool is_conv(const Node& n, const Graph& g) {
   return w && w->rank() == 4;
 }
 
+// QLinearConv with constant 4-D weights (its input 3): oneDNN's integer convolutions read NHWC.
+bool is_qlinear_conv(const Node& n, const Graph& g) {
+  if (!is_onnx(n) || n.op_type != "QLinearConv" || n.inputs.size() < 8) return false;
+  const Tensor* w = g.initializer(n.inputs[3]);
+  return w && w->rank() == 4;
+}
+
 // Pad of a 4-D tensor whose pads are constant (attribute before opset 11, input after): its
 // pads are permuted with the layout (DenseNet's transitions pad before average pooling).
 std::optional<std::vector<std::int64_t>> constant_pads(const Node& n, const Graph& g) {
@@ -44,7 +52,10 @@ bool is_pool(const Node& n) {
 // Ops whose result does not depend on the layout of their (same-layout) activation inputs.
 bool is_elementwise(const Node& n) {
   static const char* unary[] = {"Relu", "Clip", "Sigmoid", "Tanh", "LeakyRelu", "HardSigmoid", "HardSwish", "Elu",
-                                "Neg", "Abs", "Exp", "Sqrt", "Erf"};
+                                "Neg", "Abs", "Exp", "Sqrt", "Erf",
+                                // with scalar scale and zero point (a per-axis one is not a scalar
+                                // constant, which keeps the node out of the region)
+                                "QuantizeLinear", "DequantizeLinear"};
   static const char* binary[] = {"Add", "Sub", "Mul", "Div", "Max", "Min"};
   if (n.domain == kWpkDomain && n.op_type == "Gelu") return true;
   if (!is_onnx(n)) return false;
@@ -59,7 +70,7 @@ bool is_elementwise(const Node& n) {
 std::vector<std::size_t> activation_inputs(const Node& n) {
   if (n.inputs.empty()) return {};
   if (n.op_type == "FusedConv") return n.inputs.size() > 3 ? std::vector<std::size_t>{0, 3} : std::vector<std::size_t>{0};
-  if (n.op_type == "Conv" || is_pool(n) || n.op_type == "Clip" || n.op_type == "LeakyRelu" ||
+  if (n.op_type == "Conv" || n.op_type == "QLinearConv" || is_pool(n) || n.op_type == "Clip" || n.op_type == "LeakyRelu" ||
       n.op_type == "BatchNormalization" || n.op_type == "FusedBatchNorm" || n.op_type == "Pad")
     return {0};
   std::vector<std::size_t> all;
@@ -100,7 +111,7 @@ class LayoutRewriter {
 
  private:
   bool joins_region(const Node& n) const {
-    if (is_conv(n, g_)) return true;
+    if (is_conv(n, g_) || is_qlinear_conv(n, g_)) return true;
     const bool pool = is_pool(n) || is_inference_batchnorm(n, g_) || constant_pads(n, g_);
     const bool concat = is_onnx(n) && n.op_type == "Concat" &&
                         (n.attr_int("axis", 0) == 1 || n.attr_int("axis", 0) == -3);
@@ -132,7 +143,7 @@ class LayoutRewriter {
     }
     for (std::size_t i : activation_inputs(n))
       if (n.inputs[i] != kNoValue && !is_scalar_constant(g_, n.inputs[i])) n.inputs[i] = nhwc_input(n.inputs[i]);
-    if (n.op_type == "FusedConv" || is_pool(n) || n.op_type == "BatchNormalization" || n.op_type == "FusedBatchNorm")
+    if (n.op_type == "FusedConv" || n.op_type == "QLinearConv" || is_pool(n) || n.op_type == "BatchNormalization" || n.op_type == "FusedBatchNorm")
       n.attributes.insert_or_assign("channels_last", Attribute(std::int64_t{1}));
     if (n.op_type == "Concat") n.attributes.insert_or_assign("axis", Attribute(std::int64_t{3}));
     if (n.op_type == "Pad") {

@@ -33,6 +33,7 @@ bool fold_shape_subgraphs(Graph& g, const PassContext& ctx);  // fold_shape_subg
 bool cancel_transposes(Graph& g, const PassContext& ctx);     // cancel_transposes.cpp
 bool fold_batchnorm(Graph& g, const PassContext& ctx);        // fold_batchnorm.cpp
 bool fold_pad(Graph& g, const PassContext& ctx);              // fold_pad.cpp
+bool fold_qdq(Graph& g, const PassContext& ctx);              // fold_qdq.cpp
 bool fuse_layernorm(Graph& g, const PassContext& ctx);        // fuse_layernorm.cpp
 bool fuse_gelu(Graph& g, const PassContext& ctx);             // fuse_gelu.cpp
 bool fuse_attention(Graph& g, const PassContext& ctx);        // fuse_attention.cpp

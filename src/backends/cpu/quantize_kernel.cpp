@@ -1,0 +1,235 @@
+// QuantizeLinear (float32 -> uint8/int8) and DequantizeLinear (uint8/int8 -> float32), per
+// tensor or per slice along `axis`, on wpk's own vector loops over all the run's threads.
+//
+// They compute what the reference backend computes, bit for bit: x / scale in float32 rounded
+// to the nearest integer with ties to even (the rounding is the instruction's own, not the
+// floating-point environment's), NaN encoded as the zero point, then saturated; dequantizing
+// is (q - zero_point) * scale in float32. Other dtypes (int32 data, float16 scales, blocked
+// quantization) are the reference's.
+#include <immintrin.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <type_traits>
+#include <vector>
+
+#include "backends/cpu/cpu_kernels.hpp"
+#include "core/cpu_features.hpp"
+
+namespace wpk::cpu {
+namespace {
+
+// Below this many elements one thread does it all: waking the others costs more.
+constexpr std::int64_t kParallelElements = 1 << 15;
+
+bool is_8bit(DType t) { return t == DType::UInt8 || t == DType::Int8; }
+
+// One scale and zero point per block of `inner` consecutive elements, cycling through
+// `channels` of them (channels 1: one pair for the whole tensor).
+struct QuantLayout {
+  std::vector<float> scale;
+  std::vector<std::int32_t> zero_point;
+  std::int64_t channels = 1, inner = 1;
+};
+
+// Scale (input 1) and zero point (input 2) for x, when this kernel covers them.
+std::optional<QuantLayout> layout_of(const Node& node, std::int64_t opset, const Tensor& x, const Tensor& scale,
+                                     const Tensor* zp) {
+  if (scale.dtype() != DType::Float32) return std::nullopt;
+  QuantLayout q;
+  if (scale.numel() != 1) {
+    std::int64_t axis = node.attr_int("axis", 1);
+    if (axis < 0) axis += x.rank();
+    if (opset < 13 || scale.rank() != 1 || axis < 0 || axis >= x.rank() || scale.shape()[0] != x.shape()[axis])
+      return std::nullopt;
+    q.channels = scale.shape()[0];
+    for (int i = static_cast<int>(axis) + 1; i < x.rank(); ++i) q.inner *= x.shape()[i];
+  } else {
+    q.inner = x.numel();
+  }
+  const float* s = scale.data<float>();
+  q.scale.assign(s, s + scale.numel());
+  q.zero_point.assign(q.scale.size(), 0);
+  if (zp) {
+    if (!is_8bit(zp->dtype()) || zp->numel() != scale.numel()) return std::nullopt;
+    if (q.channels > 1 && zp->shape() != scale.shape()) return std::nullopt;
+    for (std::size_t i = 0; i < q.zero_point.size(); ++i)
+      q.zero_point[i] = zp->dtype() == DType::UInt8 ? zp->data<std::uint8_t>()[i] : zp->data<std::int8_t>()[i];
+  }
+  return q;
+}
+
+// ---- the loops ---------------------------------------------------------------------------
+
+template <typename Q>
+Q quantize_one(float x, float scale, std::int32_t zp) {
+  const float v = x / scale;
+  if (std::isnan(v)) return static_cast<Q>(zp);
+  const float lower = std::floor(v), frac = v - lower;
+  float r = frac > 0.5f ? lower + 1 : frac < 0.5f ? lower : (std::fmod(lower, 2.0f) == 0 ? lower : lower + 1);
+  const double q = std::min(std::max(double(r) + zp, double(std::numeric_limits<Q>::min())),
+                            double(std::numeric_limits<Q>::max()));
+  return static_cast<Q>(q);
+}
+
+template <typename Q>
+void quantize_scalar(const float* x, std::int64_t n, float scale, std::int32_t zp, Q* y) {
+  for (std::int64_t i = 0; i < n; ++i) y[i] = quantize_one<Q>(x[i], scale, zp);
+}
+
+// 8 floats quantized, still as int32 lanes in Q's range.
+__attribute__((target("avx2"))) inline __m256i quantize8(const float* x, __m256 scale, __m256 zp, __m256 lo, __m256 hi) {
+  __m256 v = _mm256_div_ps(_mm256_loadu_ps(x), scale);
+  v = _mm256_round_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  v = _mm256_and_ps(v, _mm256_cmp_ps(v, v, _CMP_ORD_Q));  // NaN -> 0, so it encodes as the zero point
+  v = _mm256_min_ps(_mm256_max_ps(_mm256_add_ps(v, zp), lo), hi);
+  return _mm256_cvtps_epi32(v);
+}
+
+template <typename Q>
+__attribute__((target("avx2"))) void quantize_avx2(const float* x, std::int64_t n, float scale, std::int32_t zp, Q* y) {
+  constexpr bool u8 = std::is_same_v<Q, std::uint8_t>;
+  const __m256 s = _mm256_set1_ps(scale), z = _mm256_set1_ps(float(zp));
+  const __m256 lo = _mm256_set1_ps(float(std::numeric_limits<Q>::min()));
+  const __m256 hi = _mm256_set1_ps(float(std::numeric_limits<Q>::max()));
+  // packs interleave 128-bit lanes; this puts the 32 bytes back in order.
+  const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+  std::int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    const __m256i a = quantize8(x + i, s, z, lo, hi), b = quantize8(x + i + 8, s, z, lo, hi);
+    const __m256i c = quantize8(x + i + 16, s, z, lo, hi), d = quantize8(x + i + 24, s, z, lo, hi);
+    const __m256i ab = _mm256_packs_epi32(a, b), cd = _mm256_packs_epi32(c, d);
+    const __m256i bytes = u8 ? _mm256_packus_epi16(ab, cd) : _mm256_packs_epi16(ab, cd);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(y + i), _mm256_permutevar8x32_epi32(bytes, order));
+  }
+  quantize_scalar(x + i, n - i, scale, zp, y + i);
+}
+
+template <typename Q>
+void dequantize_scalar(const Q* x, std::int64_t n, float scale, std::int32_t zp, float* y) {
+  for (std::int64_t i = 0; i < n; ++i) y[i] = (static_cast<float>(x[i]) - static_cast<float>(zp)) * scale;
+}
+
+template <typename Q>
+__attribute__((target("avx2"))) void dequantize_avx2(const Q* x, std::int64_t n, float scale, std::int32_t zp, float* y) {
+  const __m256 s = _mm256_set1_ps(scale), z = _mm256_set1_ps(float(zp));
+  std::int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(x + i));
+    const __m256i w = std::is_same_v<Q, std::uint8_t> ? _mm256_cvtepu8_epi32(b) : _mm256_cvtepi8_epi32(b);
+    _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_sub_ps(_mm256_cvtepi32_ps(w), z), s));
+  }
+  dequantize_scalar(x + i, n - i, scale, zp, y + i);
+}
+
+// Calls body(first, count, scale, zero_point) over [0, total) split among the threads, each
+// call within one block of constant parameters.
+template <typename Body>
+void for_blocks(const QuantLayout& q, std::int64_t total, Body&& body) {
+  const int threads = total >= kParallelElements ? omp_get_max_threads() : 1;
+#pragma omp parallel num_threads(threads) if (threads > 1)
+  {
+    const std::int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
+    std::int64_t i = total * t / nt;
+    const std::int64_t end = total * (t + 1) / nt;
+    while (i < end) {
+      const std::int64_t block = i / q.inner;
+      const std::int64_t stop = std::min(end, (block + 1) * q.inner);
+      const std::size_t c = static_cast<std::size_t>(block % q.channels);
+      body(i, stop - i, q.scale[c], q.zero_point[c]);
+      i = stop;
+    }
+  }
+}
+
+class QuantizeKernel : public Kernel {
+ public:
+  explicit QuantizeKernel(const Node& node, bool quantize) : node_(node), quantize_(quantize) {}
+
+  KernelProfile profile() const override {
+    return {quantize_ ? "f32_quantize_linear__avx2" : "f32_dequantize_linear__avx2", 256, 0.5};
+  }
+
+  bool runs(const std::vector<const Tensor*>& in) const override {
+    if (in.size() < 2 || !in[0] || !in[1]) return false;
+    if (quantize_ ? in[0]->dtype() != DType::Float32 : !is_8bit(in[0]->dtype())) return false;
+    const Tensor* zp = in.size() > 2 ? in[2] : nullptr;
+    if (!quantize_ && zp && zp->dtype() != in[0]->dtype()) return false;
+    return layout_of(node_, opset_, *in[0], *in[1], zp).has_value();
+  }
+
+  void run(KernelContext& ctx) const override {
+    const Tensor& x = ctx.input(0);
+    const Tensor* zp = ctx.has_input(2) ? &ctx.input(2) : nullptr;
+    const auto q = layout_of(ctx.node(), ctx.opset(), x, ctx.input(1), zp);
+    if (!q) ctx.fail(ErrorCode::Internal, "scale or zero point this kernel does not cover");
+    const bool avx2 = cpu_features().avx2;
+    if (quantize_) {
+      const DType out = zp ? zp->dtype() : DType::UInt8;
+      if (!is_8bit(out) || x.dtype() != DType::Float32) ctx.fail(ErrorCode::Internal, "dtype this kernel does not cover");
+      Tensor& y = ctx.allocate_output(0, out, x.shape());
+      const float* px = x.data<float>();
+      auto go = [&](auto* py) {
+        using Q = std::remove_pointer_t<decltype(py)>;
+        for_blocks(*q, x.numel(), [&](std::int64_t i, std::int64_t n, float s, std::int32_t z) {
+          if (avx2) quantize_avx2<Q>(px + i, n, s, z, py + i);
+          else quantize_scalar<Q>(px + i, n, s, z, py + i);
+        });
+      };
+      if (out == DType::UInt8) go(y.data<std::uint8_t>());
+      else go(y.data<std::int8_t>());
+    } else {
+      if (!is_8bit(x.dtype())) ctx.fail(ErrorCode::Internal, "dtype this kernel does not cover");
+      Tensor& y = ctx.allocate_output(0, DType::Float32, x.shape());
+      float* py = y.data<float>();
+      auto go = [&](const auto* px) {
+        using Q = std::remove_const_t<std::remove_pointer_t<decltype(px)>>;
+        for_blocks(*q, x.numel(), [&](std::int64_t i, std::int64_t n, float s, std::int32_t z) {
+          if (avx2) dequantize_avx2<Q>(px + i, n, s, z, py + i);
+          else dequantize_scalar<Q>(px + i, n, s, z, py + i);
+        });
+      };
+      if (x.dtype() == DType::UInt8) go(x.data<std::uint8_t>());
+      else go(x.data<std::int8_t>());
+    }
+  }
+
+  void set_opset(std::int64_t opset) { opset_ = opset; }
+
+ private:
+  Node node_;
+  bool quantize_;
+  std::int64_t opset_ = 13;
+};
+
+}  // namespace
+
+std::string quantize_unsupported(const Node& node, const Graph& graph) {
+  const bool quantize = node.op_type == "QuantizeLinear";
+  if (node.inputs.size() < 2 || node.inputs[1] == kNoValue) return "no scale";
+  if (node.attr_int("block_size", 0) != 0) return "blocked quantization";
+  if (node.attr_int("saturate", 1) != 1) return "saturate = 0";
+  if (node.has_attr("output_dtype")) return "output_dtype";
+  const DType x = graph.value(node.inputs[0]).dtype, s = graph.value(node.inputs[1]).dtype;
+  if (s != DType::Float32) return "scale is not float32";
+  if (quantize) {
+    if (x != DType::Float32) return "input is not float32";
+    const DType z = node.inputs.size() > 2 && node.inputs[2] != kNoValue ? graph.value(node.inputs[2]).dtype : DType::UInt8;
+    if (!is_8bit(z)) return "output is not uint8 or int8";
+  } else if (!is_8bit(x)) {
+    return "input is not uint8 or int8";
+  }
+  return "";
+}
+
+std::unique_ptr<Kernel> make_quantize(const Node& node, const Graph& graph) {
+  auto k = std::make_unique<QuantizeKernel>(node, node.op_type == "QuantizeLinear");
+  k->set_opset(graph.opset());
+  return k;
+}
+
+}  // namespace wpk::cpu

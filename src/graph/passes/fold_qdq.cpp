@@ -1,0 +1,148 @@
+// fold_qdq: quantized models in the QDQ form (what quantizers write: DequantizeLinear before and
+// QuantizeLinear after each float op) become integer ops where the values between them can stay
+// 8-bit:
+//   Q(Conv(DQ(x), DQ(w), DQ(b)))  ->  QLinearConv(x, w, b)      (w, b constant; b at x_scale * w_scale)
+//   Q(MaxPool(DQ(x)))             ->  MaxPool(x)                (Q with DQ's own scale and zero point)
+// QLinearConv requantizes once, as Q(Conv(...)) does; MaxPool commutes with a monotonic DQ, and
+// its Q then gives back the very codes. The DQs stay for any other reader (dead code goes later);
+// a DQ nothing absorbs runs in float as written. Runs before constant folding, which would turn
+// DQ(w) into float weights.
+#include <cmath>
+#include <cstring>
+
+#include "graph/passes/match.hpp"
+
+namespace wpk::passes {
+namespace {
+
+bool is_8bit(DType t) { return t == DType::UInt8 || t == DType::Int8; }
+
+// A DequantizeLinear writing v, and its input, scale and zero point.
+struct Dequantize {
+  ValueId q = kNoValue, scale = kNoValue, zero = kNoValue;
+  std::int64_t axis = 1;
+};
+
+std::optional<Dequantize> dequantize_of(const GraphIndex& index, ValueId v) {
+  const Node* n = index.producer(v);
+  if (!is_onnx_op(n, "DequantizeLinear") || n->inputs.size() < 3 || n->inputs[1] == kNoValue || n->inputs[2] == kNoValue)
+    return std::nullopt;
+  if (n->attr_int("block_size", 0) != 0) return std::nullopt;
+  return Dequantize{n->inputs[0], n->inputs[1], n->inputs[2], n->attr_int("axis", 1)};
+}
+
+// One-element float32 scale / 8-bit zero point initializers.
+const Tensor* scalar_scale(const Graph& g, ValueId v) {
+  const Tensor* t = g.initializer(v);
+  return t && t->dtype() == DType::Float32 && t->numel() == 1 && std::isfinite(t->data<float>()[0]) &&
+                 t->data<float>()[0] > 0
+             ? t
+             : nullptr;
+}
+const Tensor* scalar_zero(const Graph& g, ValueId v) {
+  const Tensor* t = g.initializer(v);
+  return t && is_8bit(t->dtype()) && t->numel() == 1 ? t : nullptr;
+}
+
+// True when two quantization parameter values hold the same single number of the same dtype.
+bool same_constant(const Graph& g, ValueId a, ValueId b) {
+  if (a == b) return true;
+  const Tensor *ta = g.initializer(a), *tb = g.initializer(b);
+  return ta && tb && ta->dtype() == tb->dtype() && ta->numel() == 1 && tb->numel() == 1 &&
+         std::memcmp(ta->raw(), tb->raw(), dtype_size(ta->dtype())) == 0;
+}
+
+// The QuantizeLinear that is v's only reader (v not a graph output), with scalar parameters.
+const Node* sole_quantize(const Graph& g, const GraphIndex& index, ValueId v) {
+  const Node* q = index.sole_reader(v);
+  if (!is_onnx_op(q, "QuantizeLinear") || q->inputs.size() < 3 || q->inputs[0] != v) return nullptr;
+  if (q->attr_int("block_size", 0) != 0 || q->attr_int("saturate", 1) != 1 || q->has_attr("output_dtype"))
+    return nullptr;
+  if (!scalar_scale(g, q->inputs[1]) || !scalar_zero(g, q->inputs[2])) return nullptr;
+  return q;
+}
+
+// Conv's weights DQ(w): constant int8 [C_out, ...] with scale and zero point per tensor or per
+// output channel (axis 0).
+bool constant_weights(const Graph& g, const Dequantize& w) {
+  const Tensor* q = g.initializer(w.q);
+  const Tensor* s = g.initializer(w.scale);
+  const Tensor* z = g.initializer(w.zero);
+  if (!q || !s || !z || !is_8bit(q->dtype()) || q->rank() < 3 || s->dtype() != DType::Float32 || z->dtype() != q->dtype())
+    return false;
+  if (s->numel() == 1) return z->numel() == 1;
+  const std::int64_t axis = w.axis < 0 ? w.axis + q->rank() : w.axis;
+  return axis == 0 && s->rank() == 1 && s->numel() == q->dim(0) && z->shape() == s->shape();
+}
+
+// Conv's bias DQ(b): constant int32 [C_out], zero point 0, scale x_scale * w_scale per channel
+// (as QLinearConv reads an int32 bias), to float32 rounding.
+bool bias_matches(const Graph& g, const Dequantize& b, float x_scale, const Tensor& w_scale, std::int64_t channels) {
+  const Tensor* q = g.initializer(b.q);
+  const Tensor* s = g.initializer(b.scale);
+  const Tensor* z = g.initializer(b.zero);
+  if (!q || !s || !z || q->dtype() != DType::Int32 || q->numel() != channels || s->dtype() != DType::Float32 ||
+      z->dtype() != DType::Int32 || (s->numel() != 1 && s->numel() != channels))
+    return false;
+  for (std::int64_t i = 0; i < z->numel(); ++i)
+    if (z->data<std::int32_t>()[i] != 0) return false;
+  for (std::int64_t c = 0; c < channels; ++c) {
+    const float want = x_scale * w_scale.data<float>()[w_scale.numel() == 1 ? 0 : c];
+    const float have = s->data<float>()[s->numel() == 1 ? 0 : c];
+    if (!(std::fabs(have - want) <= 1e-6f * std::fabs(want))) return false;
+  }
+  return true;
+}
+
+void fold_conv(const Graph& g, const GraphIndex& index, const Node& conv, int at, Rewriter& rewriter) {
+  if (conv.inputs.size() < 2 || conv.outputs.size() != 1) return;
+  const auto x = dequantize_of(index, conv.inputs[0]);
+  const auto w = dequantize_of(index, conv.inputs[1]);
+  if (!x || !w || !scalar_scale(g, x->scale) || !scalar_zero(g, x->zero) || !constant_weights(g, *w)) return;
+  const Tensor& w_q = *g.initializer(w->q);
+  const ValueId b_id = conv.inputs.size() > 2 ? conv.inputs[2] : kNoValue;
+  std::optional<Dequantize> b;
+  if (b_id != kNoValue) {
+    b = dequantize_of(index, b_id);
+    if (!b || !bias_matches(g, *b, g.initializer(x->scale)->data<float>()[0], *g.initializer(w->scale), w_q.dim(0)))
+      return;
+  }
+  const Node* q = sole_quantize(g, index, conv.outputs[0]);
+  if (!q) return;
+  const std::vector<int> matched = {at, index.sole_reader_index(conv.outputs[0])};
+  if (!rewriter.available(matched)) return;
+  Node fused;
+  fused.op_type = "QLinearConv";
+  fused.name = conv.name;
+  fused.attributes = conv.attributes;
+  fused.inputs = {x->q, x->scale, x->zero, w->q, w->scale, w->zero, q->inputs[1], q->inputs[2]};
+  if (b) fused.inputs.push_back(b->q);
+  fused.outputs = {q->outputs[0]};
+  rewriter.replace(matched, {std::move(fused)});
+}
+
+void fold_max_pool(const Graph& g, const GraphIndex& index, const Node& pool, int at, Rewriter& rewriter) {
+  if (pool.inputs.empty() || pool.outputs.size() != 1) return;  // no Indices output
+  const auto x = dequantize_of(index, pool.inputs[0]);
+  if (!x || !scalar_scale(g, x->scale) || !scalar_zero(g, x->zero)) return;
+  const Node* q = sole_quantize(g, index, pool.outputs[0]);
+  if (!q || !same_constant(g, q->inputs[1], x->scale) || !same_constant(g, q->inputs[2], x->zero)) return;
+  const std::vector<int> matched = {at, index.sole_reader_index(pool.outputs[0])};
+  if (!rewriter.available(matched)) return;
+  Node folded = pool;
+  folded.inputs = {x->q};
+  folded.outputs = {q->outputs[0]};
+  rewriter.replace(matched, {std::move(folded)});
+}
+
+}  // namespace
+
+bool fold_qdq(Graph& g, const PassContext&) {
+  return rewrite_to_fixed_point(g, [&](std::size_t i, const GraphIndex& index, const StaticShapes&, Rewriter& rewriter) {
+    const Node& n = g.nodes()[i];
+    if (is_onnx_op(&n, "Conv")) fold_conv(g, index, n, static_cast<int>(i), rewriter);
+    else if (is_onnx_op(&n, "MaxPool")) fold_max_pool(g, index, n, static_cast<int>(i), rewriter);
+  });
+}
+
+}  // namespace wpk::passes
