@@ -61,6 +61,12 @@ OpCase& OpCase::input(const std::string& name, Shape shape) {
   return *this;
 }
 
+OpCase& OpCase::input(const std::string& name, Tensor value) {
+  order_.push_back(name);
+  runtime_values_[name] = std::move(value);
+  return *this;
+}
+
 OpCase& OpCase::constant(const std::string& name, Shape shape) {
   std::mt19937 rng(seed_ * 7919u + static_cast<unsigned>(order_.size()));
   return constant(name, random_tensor(shape, rng));
@@ -100,6 +106,8 @@ std::string OpCase::describe() const {
   for (const auto& name : order_) {
     if (name.empty()) s << "-, ";
     else if (runtime_inputs_.count(name)) s << name << shape_to_string(runtime_inputs_.at(name)) << ", ";
+    else if (runtime_values_.count(name))
+      s << name << "=" << dtype_name(runtime_values_.at(name).dtype()) << shape_to_string(runtime_values_.at(name).shape()) << ", ";
     else s << name << "=const" << shape_to_string(constants_.at(name).shape()) << ", ";
   }
   s << ")";
@@ -127,6 +135,10 @@ Graph OpCase::build(std::map<std::string, Tensor>& values) const {
       const Shape& s = runtime_inputs_.at(name);
       g.add_input(name, DType::Float32, DimList(s.begin(), s.end()));
       values[name] = random_tensor(s, rng);
+    } else if (runtime_values_.count(name)) {
+      const Tensor& v = runtime_values_.at(name);
+      g.add_input(name, v.dtype(), DimList(v.shape().begin(), v.shape().end()));
+      values[name] = v;
     } else {
       g.add_initializer(name, constants_.at(name));
     }

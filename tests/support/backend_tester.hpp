@@ -21,6 +21,8 @@ class OpCase {
  public:
   OpCase(std::string op, std::string domain = "");
   OpCase& input(const std::string& name, Shape shape);
+  // A run-time input of this exact value (any dtype): 8-bit codes, ties, NaN, ...
+  OpCase& input(const std::string& name, Tensor value);
   OpCase& constant(const std::string& name, Shape shape);
   OpCase& constant(const std::string& name, Tensor value);
   OpCase& omitted();  // an omitted optional input
@@ -51,6 +53,7 @@ class OpCase {
   std::string op_, domain_;
   std::vector<std::string> order_;  // input names in order; "" for omitted
   std::map<std::string, Shape> runtime_inputs_;
+  std::map<std::string, Tensor> runtime_values_;
   std::map<std::string, Tensor> constants_;
   std::map<std::string, Attribute> attrs_;
   unsigned seed_ = 1;

@@ -1,5 +1,6 @@
 // QuantizeLinear (float32 -> uint8/int8) and DequantizeLinear (uint8/int8 -> float32), per
-// tensor or per slice along `axis`, on wpk's own vector loops over all the run's threads.
+// tensor or per slice along `axis`, and com.wpk QLinearAdd (graph/fused_ops.hpp), on wpk's own
+// vector loops over all the run's threads.
 //
 // They compute what the reference backend computes, bit for bit: x / scale in float32 rounded
 // to the nearest integer with ties to even (the rounding is the instruction's own, not the
@@ -81,32 +82,52 @@ void quantize_scalar(const float* x, std::int64_t n, float scale, std::int32_t z
   for (std::int64_t i = 0; i < n; ++i) y[i] = quantize_one<Q>(x[i], scale, zp);
 }
 
-// 8 floats quantized, still as int32 lanes in Q's range.
-__attribute__((target("avx2"))) inline __m256i quantize8(const float* x, __m256 scale, __m256 zp, __m256 lo, __m256 hi) {
-  __m256 v = _mm256_div_ps(_mm256_loadu_ps(x), scale);
-  v = _mm256_round_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  v = _mm256_and_ps(v, _mm256_cmp_ps(v, v, _CMP_ORD_Q));  // NaN -> 0, so it encodes as the zero point
-  v = _mm256_min_ps(_mm256_max_ps(_mm256_add_ps(v, zp), lo), hi);
-  return _mm256_cvtps_epi32(v);
+// Q's range and the output zero point, as floats.
+template <typename Q>
+struct Requantize {
+  __m256 zp, lo, hi;
+  __attribute__((target("avx2"))) explicit Requantize(std::int32_t z)
+      : zp(_mm256_set1_ps(float(z))), lo(_mm256_set1_ps(float(std::numeric_limits<Q>::min()))),
+        hi(_mm256_set1_ps(float(std::numeric_limits<Q>::max()))) {}
+  // v (already divided by the scale) rounded, offset and saturated, as int32 lanes.
+  __attribute__((target("avx2"))) __m256i operator()(__m256 v) const {
+    v = _mm256_round_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    v = _mm256_and_ps(v, _mm256_cmp_ps(v, v, _CMP_ORD_Q));  // NaN -> 0, so it encodes as the zero point
+    return _mm256_cvtps_epi32(_mm256_min_ps(_mm256_max_ps(_mm256_add_ps(v, zp), lo), hi));
+  }
+};
+
+// Stores 32 int32 lanes already in Q's range as 32 bytes.
+template <typename Q>
+__attribute__((target("avx2"))) inline void store32(Q* y, __m256i a, __m256i b, __m256i c, __m256i d) {
+  const __m256i ab = _mm256_packs_epi32(a, b), cd = _mm256_packs_epi32(c, d);
+  const __m256i bytes = std::is_same_v<Q, std::uint8_t> ? _mm256_packus_epi16(ab, cd) : _mm256_packs_epi16(ab, cd);
+  // packs interleave 128-bit lanes; this puts the 32 bytes back in order.
+  const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(y), _mm256_permutevar8x32_epi32(bytes, order));
+}
+
+template <typename Q>
+__attribute__((target("avx2"))) inline __m256i quantize8(const float* x, __m256 scale, const Requantize<Q>& rq) {
+  return rq(_mm256_div_ps(_mm256_loadu_ps(x), scale));
 }
 
 template <typename Q>
 __attribute__((target("avx2"))) void quantize_avx2(const float* x, std::int64_t n, float scale, std::int32_t zp, Q* y) {
-  constexpr bool u8 = std::is_same_v<Q, std::uint8_t>;
-  const __m256 s = _mm256_set1_ps(scale), z = _mm256_set1_ps(float(zp));
-  const __m256 lo = _mm256_set1_ps(float(std::numeric_limits<Q>::min()));
-  const __m256 hi = _mm256_set1_ps(float(std::numeric_limits<Q>::max()));
-  // packs interleave 128-bit lanes; this puts the 32 bytes back in order.
-  const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+  const __m256 s = _mm256_set1_ps(scale);
+  const Requantize<Q> rq(zp);
   std::int64_t i = 0;
-  for (; i + 32 <= n; i += 32) {
-    const __m256i a = quantize8(x + i, s, z, lo, hi), b = quantize8(x + i + 8, s, z, lo, hi);
-    const __m256i c = quantize8(x + i + 16, s, z, lo, hi), d = quantize8(x + i + 24, s, z, lo, hi);
-    const __m256i ab = _mm256_packs_epi32(a, b), cd = _mm256_packs_epi32(c, d);
-    const __m256i bytes = u8 ? _mm256_packus_epi16(ab, cd) : _mm256_packs_epi16(ab, cd);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(y + i), _mm256_permutevar8x32_epi32(bytes, order));
-  }
+  for (; i + 32 <= n; i += 32)
+    store32(y + i, quantize8(x + i, s, rq), quantize8(x + i + 8, s, rq), quantize8(x + i + 16, s, rq),
+            quantize8(x + i + 24, s, rq));
   quantize_scalar(x + i, n - i, scale, zp, y + i);
+}
+
+// 8 codes widened to floats.
+template <typename Q>
+__attribute__((target("avx2"))) inline __m256 load8(const Q* x) {
+  const __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(x));
+  return _mm256_cvtepi32_ps(std::is_same_v<Q, std::uint8_t> ? _mm256_cvtepu8_epi32(b) : _mm256_cvtepi8_epi32(b));
 }
 
 template <typename Q>
@@ -118,12 +139,49 @@ template <typename Q>
 __attribute__((target("avx2"))) void dequantize_avx2(const Q* x, std::int64_t n, float scale, std::int32_t zp, float* y) {
   const __m256 s = _mm256_set1_ps(scale), z = _mm256_set1_ps(float(zp));
   std::int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    const __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(x + i));
-    const __m256i w = std::is_same_v<Q, std::uint8_t> ? _mm256_cvtepu8_epi32(b) : _mm256_cvtepi8_epi32(b);
-    _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_sub_ps(_mm256_cvtepi32_ps(w), z), s));
-  }
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_sub_ps(load8(x + i), z), s));
   dequantize_scalar(x + i, n - i, scale, zp, y + i);
+}
+
+// QLinearAdd's parameters.
+struct AddParams {
+  float sa, sb, sy;
+  std::int32_t za, zb, zy;
+};
+
+template <typename A, typename B, typename Y>
+void qadd_scalar(const A* a, const B* b, std::int64_t n, const AddParams& p, Y* y) {
+  for (std::int64_t i = 0; i < n; ++i) {
+    const float sum = (static_cast<float>(a[i]) - static_cast<float>(p.za)) * p.sa +
+                      (static_cast<float>(b[i]) - static_cast<float>(p.zb)) * p.sb;
+    y[i] = quantize_one<Y>(sum, p.sy, p.zy);
+  }
+}
+
+struct AddVectors {
+  __m256 sa, sb, sy, za, zb;
+  __attribute__((target("avx2"))) explicit AddVectors(const AddParams& p)
+      : sa(_mm256_set1_ps(p.sa)), sb(_mm256_set1_ps(p.sb)), sy(_mm256_set1_ps(p.sy)), za(_mm256_set1_ps(float(p.za))),
+        zb(_mm256_set1_ps(float(p.zb))) {}
+};
+
+template <typename A, typename B, typename Y>
+__attribute__((target("avx2"))) inline __m256i qadd8(const A* a, const B* b, const AddVectors& v, const Requantize<Y>& rq) {
+  // Two products then a sum, never fused into one rounding: the unfused ops round each.
+  const __m256 va = _mm256_mul_ps(_mm256_sub_ps(load8(a), v.za), v.sa);
+  const __m256 vb = _mm256_mul_ps(_mm256_sub_ps(load8(b), v.zb), v.sb);
+  return rq(_mm256_div_ps(_mm256_add_ps(va, vb), v.sy));
+}
+
+template <typename A, typename B, typename Y>
+__attribute__((target("avx2"))) void qadd_avx2(const A* a, const B* b, std::int64_t n, const AddParams& p, Y* y) {
+  const AddVectors v(p);
+  const Requantize<Y> rq(p.zy);
+  std::int64_t i = 0;
+  for (; i + 32 <= n; i += 32)
+    store32(y + i, qadd8(a + i, b + i, v, rq), qadd8(a + i + 8, b + i + 8, v, rq), qadd8(a + i + 16, b + i + 16, v, rq),
+            qadd8(a + i + 24, b + i + 24, v, rq));
+  qadd_scalar(a + i, b + i, n - i, p, y + i);
 }
 
 // Calls body(first, count, scale, zero_point) over [0, total) split among the threads, each
@@ -206,7 +264,70 @@ class QuantizeKernel : public Kernel {
   std::int64_t opset_ = 13;
 };
 
+std::int32_t code(const Tensor& t) {
+  return t.dtype() == DType::UInt8 ? t.data<std::uint8_t>()[0] : t.data<std::int8_t>()[0];
+}
+
+class QLinearAddKernel : public Kernel {
+ public:
+  KernelProfile profile() const override { return {"q8_add__avx2", 256, 0.5}; }
+
+  // Same-shape 8-bit operands, one-element float32 scales and zero points of the data's dtypes.
+  bool runs(const std::vector<const Tensor*>& in) const override {
+    if (in.size() != 8) return false;
+    for (const Tensor* t : in)
+      if (!t) return false;
+    if (!is_8bit(in[0]->dtype()) || !is_8bit(in[3]->dtype()) || in[0]->shape() != in[3]->shape()) return false;
+    for (std::size_t i : {1, 4, 6})
+      if (in[i]->numel() != 1 || in[i]->dtype() != DType::Float32) return false;
+    return in[2]->numel() == 1 && in[2]->dtype() == in[0]->dtype() && in[5]->numel() == 1 &&
+           in[5]->dtype() == in[3]->dtype() && in[7]->numel() == 1 && is_8bit(in[7]->dtype());
+  }
+
+  void run(KernelContext& ctx) const override {
+    std::vector<const Tensor*> in;
+    for (std::size_t i = 0; i < 8; ++i) in.push_back(ctx.has_input(i) ? &ctx.input(i) : nullptr);
+    if (!runs(in)) ctx.fail(ErrorCode::Internal, "operands this kernel does not cover");
+    const Tensor &a = *in[0], &b = *in[3];
+    const AddParams p{in[1]->data<float>()[0], in[4]->data<float>()[0], in[6]->data<float>()[0],
+                      code(*in[2]), code(*in[5]), code(*in[7])};
+    Tensor& y = ctx.allocate_output(0, in[7]->dtype(), a.shape());
+    const bool avx2 = cpu_features().avx2;
+    QuantLayout whole;
+    whole.inner = a.numel();
+    whole.scale = {1};
+    whole.zero_point = {0};
+    auto go = [&](const auto* pa, const auto* pb, auto* py) {
+      for_blocks(whole, a.numel(), [&](std::int64_t i, std::int64_t n, float, std::int32_t) {
+        if (avx2) qadd_avx2(pa + i, pb + i, n, p, py + i);
+        else qadd_scalar(pa + i, pb + i, n, p, py + i);
+      });
+    };
+    auto with_y = [&](const auto* pa, const auto* pb) {
+      if (y.dtype() == DType::UInt8) go(pa, pb, y.data<std::uint8_t>());
+      else go(pa, pb, y.data<std::int8_t>());
+    };
+    auto with_b = [&](const auto* pa) {
+      if (b.dtype() == DType::UInt8) with_y(pa, b.data<std::uint8_t>());
+      else with_y(pa, b.data<std::int8_t>());
+    };
+    if (a.dtype() == DType::UInt8) with_b(a.data<std::uint8_t>());
+    else with_b(a.data<std::int8_t>());
+  }
+};
+
 }  // namespace
+
+std::string qlinear_add_unsupported(const Node& node, const Graph& graph) {
+  if (node.inputs.size() != 8) return "needs 8 inputs";
+  for (ValueId v : node.inputs)
+    if (v == kNoValue) return "an input is omitted";
+  if (!is_8bit(graph.value(node.inputs[0]).dtype) || !is_8bit(graph.value(node.inputs[3]).dtype))
+    return "operands are not uint8 or int8";
+  return "";
+}
+
+std::unique_ptr<Kernel> make_qlinear_add(const Node&, const Graph&) { return std::make_unique<QLinearAddKernel>(); }
 
 std::string quantize_unsupported(const Node& node, const Graph& graph) {
   const bool quantize = node.op_type == "QuantizeLinear";

@@ -1,4 +1,4 @@
-// Transpose of float32 tensors as a oneDNN reorder: the input is described with permuted
+// Transpose of float32, int32 and 8-bit tensors as a oneDNN reorder: the input is described with permuted
 // strides and copied into the plain output. Covers the NCHW <-> NHWC edges of the layout pass
 // and the head transposes of attention.
 #include "backends/onednn/onednn_kernels.hpp"
@@ -14,14 +14,15 @@ struct TransposePlan {
 
 class TransposeKernel : public OneDnnKernel {
  public:
-  explicit TransposeKernel(std::vector<std::int64_t> perm) : perm_(std::move(perm)) {}
+  TransposeKernel(std::vector<std::int64_t> perm, DType dtype) : perm_(std::move(perm)), dtype_(dtype) {}
 
   void run(KernelContext& ctx) const override {
     guarded(ctx, [&] {
       const Tensor& x = ctx.input(0);
-      require_f32(ctx, x, "input");
+      if (x.dtype() != dtype_)
+        ctx.fail(ErrorCode::InvalidArgument, std::string("input must be ") + dtype_name(dtype_) + ", got " + dtype_name(x.dtype()));
       auto plan = cache_.get(shape_key({&x.shape()}), [&] { return build(ctx, x.shape()); });
-      Tensor& y = ctx.allocate_output(0, DType::Float32, plan->y_shape);
+      Tensor& y = ctx.allocate_output(0, dtype_, plan->y_shape);
       if (y.numel() == 0) return;
       execute(plan->primitive, {{DNNL_ARG_FROM, wrap_arg(plan->primitive, DNNL_ARG_FROM, plan->src, x)},
                                 {DNNL_ARG_TO, wrap_arg(plan->primitive, DNNL_ARG_TO, plan->dst, y)}});
@@ -51,14 +52,24 @@ class TransposeKernel : public OneDnnKernel {
     }
     Dims y_strides(r, 1);
     for (std::size_t i = r - 1; i-- > 0;) y_strides[i] = y_strides[i + 1] * y_dims[i + 1];
-    plan.src = dnnl::memory::desc(y_dims, dnnl::memory::data_type::f32, src_strides);
-    plan.dst = dnnl::memory::desc(y_dims, dnnl::memory::data_type::f32, y_strides);
+    plan.src = dnnl::memory::desc(y_dims, data_type(dtype_), src_strides);
+    plan.dst = dnnl::memory::desc(y_dims, data_type(dtype_), y_strides);
     plan.primitive = dnnl::reorder(dnnl::reorder::primitive_desc(engine(), plan.src, engine(), plan.dst, make_attr()));
     plan.y_shape = Shape(y_dims.begin(), y_dims.end());
     return plan;
   }
 
+  static dnnl::memory::data_type data_type(DType t) {
+    switch (t) {
+      case DType::UInt8: return dnnl::memory::data_type::u8;
+      case DType::Int8: return dnnl::memory::data_type::s8;
+      case DType::Int32: return dnnl::memory::data_type::s32;
+      default: return dnnl::memory::data_type::f32;
+    }
+  }
+
   std::vector<std::int64_t> perm_;
+  DType dtype_;
   ShapeCache<TransposePlan> cache_;
 };
 
@@ -66,7 +77,8 @@ class TransposeKernel : public OneDnnKernel {
 
 std::string transpose_unsupported(const Node& node, const Graph& graph) {
   const ValueInfo& x = graph.value(node.inputs[0]);
-  if (x.dtype != DType::Float32) return "input is not float32";
+  if (x.dtype != DType::Float32 && x.dtype != DType::Int32 && x.dtype != DType::UInt8 && x.dtype != DType::Int8)
+    return "input is not float32, int32, uint8 or int8";
   // The rank comes from perm, or from the declared shape when perm is absent (reverse order).
   const auto perm = node.attr_ints("perm", {});
   const std::size_t rank = !perm.empty() ? perm.size() : (x.dims ? x.dims->size() : 0);
@@ -74,8 +86,8 @@ std::string transpose_unsupported(const Node& node, const Graph& graph) {
   return "";
 }
 
-std::unique_ptr<Kernel> make_transpose(const Node& node, const Graph&) {
-  return std::make_unique<TransposeKernel>(node.attr_ints("perm", {}));
+std::unique_ptr<Kernel> make_transpose(const Node& node, const Graph& graph) {
+  return std::make_unique<TransposeKernel>(node.attr_ints("perm", {}), graph.value(node.inputs[0]).dtype);
 }
 
 }  // namespace wpk::onednn

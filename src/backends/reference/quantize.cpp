@@ -212,9 +212,49 @@ void dynamic_quantize_linear(KernelContext& ctx) {
     ctx.allocate_output(2, DType::UInt8, {}).data<std::uint8_t>()[0] = static_cast<std::uint8_t>(zp);
 }
 
+// com.wpk QLinearAdd (graph/fused_ops.hpp): DQ(A) + DQ(B) quantized again, each step in float32
+// as the ops it replaces compute it.
+void qlinear_add(KernelContext& ctx) {
+  const Tensor& a = ctx.input(0);
+  const Tensor& b = ctx.input(3);
+  if (a.dtype() != DType::UInt8 && a.dtype() != DType::Int8)
+    ctx.fail(ErrorCode::Unsupported, std::string("input dtype ") + dtype_name(a.dtype()) + " is not supported (uint8 and int8 are)");
+  if (a.shape() != b.shape())
+    ctx.fail(ErrorCode::InvalidArgument, "A has shape " + shape_to_string(a.shape()) + " but B has " + shape_to_string(b.shape()));
+  auto scalar = [&](std::size_t i, const char* what) {
+    const Tensor& t = ctx.input(i);
+    if (t.numel() != 1) ctx.fail(ErrorCode::InvalidArgument, std::string(what) + " must have one element, got shape " + shape_to_string(t.shape()));
+    return &t;
+  };
+  for (std::size_t i : {1, 4, 6})
+    if (scalar(i, "scale")->dtype() != DType::Float32) ctx.fail(ErrorCode::Unsupported, "scales must be float32");
+  const std::size_t zero_inputs[] = {2, 5};
+  const Tensor* data[] = {&a, &b};
+  for (int k = 0; k < 2; ++k)
+    if (scalar(zero_inputs[k], "zero point")->dtype() != data[k]->dtype())
+      ctx.fail(ErrorCode::InvalidModel, "a zero point's dtype differs from its data's");
+  const DType out = scalar(7, "zero point")->dtype();
+  if (out != DType::UInt8 && out != DType::Int8)
+    ctx.fail(ErrorCode::Unsupported, std::string("output dtype ") + dtype_name(out) + " is not supported (uint8 and int8 are)");
+  const float sa = ctx.input(1).data<float>()[0], sb = ctx.input(4).data<float>()[0], sy = ctx.input(6).data<float>()[0];
+  const std::vector<std::int32_t> za = read_zero_points(ctx, ctx.input(2)), zb = read_zero_points(ctx, ctx.input(5)),
+                                  zy = read_zero_points(ctx, ctx.input(7));
+  Tensor& y = ctx.allocate_output(0, out, a.shape());
+  auto value = [&](const Tensor& t, std::int64_t i, std::int32_t z, float s) {
+    const float q = t.dtype() == DType::UInt8 ? t.data<std::uint8_t>()[i] : t.data<std::int8_t>()[i];
+    return (q - static_cast<float>(z)) * s;
+  };
+  for (std::int64_t i = 0; i < a.numel(); ++i) {
+    const float sum = value(a, i, za[0], sa) + value(b, i, zb[0], sb);
+    if (out == DType::UInt8) y.data<std::uint8_t>()[i] = saturate_round<std::uint8_t>(sum / sy, zy[0]);
+    else y.data<std::int8_t>()[i] = saturate_round<std::int8_t>(sum / sy, zy[0]);
+  }
+}
+
 }  // namespace
 
 void register_quantize(OpTable& t) {
+  t.add("com.wpk:QLinearAdd", {qlinear_add, 8, 8, 1});
   t.add("QuantizeLinear", {quantize_linear, 2, 3, 10});
   t.add("DequantizeLinear", {dequantize_linear, 2, 3, 10});
   t.add("DynamicQuantizeLinear", {dynamic_quantize_linear, 1, 1, 11});

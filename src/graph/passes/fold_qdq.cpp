@@ -3,6 +3,7 @@
 // 8-bit:
 //   Q(Conv(DQ(x), DQ(w), DQ(b)))  ->  QLinearConv(x, w, b)      (w, b constant; b at x_scale * w_scale)
 //   Q(MaxPool(DQ(x)))             ->  MaxPool(x)                (Q with DQ's own scale and zero point)
+//   Q(Add(DQ(a), DQ(b)))          ->  com.wpk QLinearAdd(a, b)  (a and b of one shape)
 // QLinearConv requantizes once, as Q(Conv(...)) does; MaxPool commutes with a monotonic DQ, and
 // its Q then gives back the very codes. The DQs stay for any other reader (dead code goes later);
 // a DQ nothing absorbs runs in float as written. Runs before constant folding, which would turn
@@ -10,6 +11,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "graph/fused_ops.hpp"
 #include "graph/passes/match.hpp"
 
 namespace wpk::passes {
@@ -135,13 +137,36 @@ void fold_max_pool(const Graph& g, const GraphIndex& index, const Node& pool, in
   rewriter.replace(matched, {std::move(folded)});
 }
 
+void fold_add(const Graph& g, const GraphIndex& index, const StaticShapes& shapes, const Node& add, int at,
+              Rewriter& rewriter) {
+  if (add.inputs.size() != 2 || add.outputs.size() != 1 || !shapes.same_shape(add.inputs[0], add.inputs[1])) return;
+  const auto a = dequantize_of(index, add.inputs[0]);
+  const auto b = dequantize_of(index, add.inputs[1]);
+  if (!a || !b) return;
+  for (const Dequantize* d : {&*a, &*b})
+    if (!scalar_scale(g, d->scale) || !scalar_zero(g, d->zero)) return;
+  const Node* q = sole_quantize(g, index, add.outputs[0]);
+  if (!q) return;
+  const std::vector<int> matched = {at, index.sole_reader_index(add.outputs[0])};
+  if (!rewriter.available(matched)) return;
+  Node fused;
+  fused.op_type = "QLinearAdd";
+  fused.domain = kWpkDomain;
+  fused.name = add.name;
+  fused.inputs = {a->q, a->scale, a->zero, b->q, b->scale, b->zero, q->inputs[1], q->inputs[2]};
+  fused.outputs = {q->outputs[0]};
+  rewriter.replace(matched, {std::move(fused)});
+}
+
 }  // namespace
 
 bool fold_qdq(Graph& g, const PassContext&) {
-  return rewrite_to_fixed_point(g, [&](std::size_t i, const GraphIndex& index, const StaticShapes&, Rewriter& rewriter) {
+  return rewrite_to_fixed_point(g, [&](std::size_t i, const GraphIndex& index, const StaticShapes& shapes,
+                                       Rewriter& rewriter) {
     const Node& n = g.nodes()[i];
     if (is_onnx_op(&n, "Conv")) fold_conv(g, index, n, static_cast<int>(i), rewriter);
     else if (is_onnx_op(&n, "MaxPool")) fold_max_pool(g, index, n, static_cast<int>(i), rewriter);
+    else if (is_onnx_op(&n, "Add")) fold_add(g, index, shapes, n, static_cast<int>(i), rewriter);
   });
 }
 

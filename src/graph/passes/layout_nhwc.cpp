@@ -57,7 +57,7 @@ bool is_elementwise(const Node& n) {
                                 // constant, which keeps the node out of the region)
                                 "QuantizeLinear", "DequantizeLinear"};
   static const char* binary[] = {"Add", "Sub", "Mul", "Div", "Max", "Min"};
-  if (n.domain == kWpkDomain && n.op_type == "Gelu") return true;
+  if (n.domain == kWpkDomain && (n.op_type == "Gelu" || n.op_type == "QLinearAdd")) return true;
   if (!is_onnx(n)) return false;
   for (const char* u : unary)
     if (n.op_type == u) return true;

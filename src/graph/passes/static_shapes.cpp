@@ -57,8 +57,11 @@ bool one_of(const std::string& op, std::initializer_list<const char*> ops) {
 // Ops whose output 0 has the shape of input 0.
 bool keeps_shape(const Node& n) {
   if (n.domain == kWpkDomain)
-    return n.op_type == "Gelu" || n.op_type == "LayerNormalization" || n.op_type == "FusedBatchNorm";
+    return n.op_type == "Gelu" || n.op_type == "LayerNormalization" || n.op_type == "FusedBatchNorm" ||
+           n.op_type == "QLinearAdd";
   return one_of(n.op_type, {"Relu",
+                            "QuantizeLinear",
+                            "DequantizeLinear",
                             "Sigmoid",
                             "Tanh",
                             "Clip",
@@ -382,6 +385,8 @@ void StaticShapes::infer(const Graph& g, const Node& n) {
     set_dims(out, DimList{(*in(0))[n.attr_int("transA", 0) ? 1 : 0], (*in(1))[n.attr_int("transB", 0) ? 0 : 1]});
   } else if (op == "Conv" && in(1) && !in(1)->empty()) {
     set_dims(out, window_dims(n, in(0), in(1), (*in(1))[0]));
+  } else if (op == "QLinearConv" && in(3) && !in(3)->empty()) {
+    set_dims(out, window_dims(n, in(0), in(3), (*in(3))[0]));
   } else if ((op == "MaxPool" || op == "AveragePool") && in(0) && in(0)->size() >= 3) {
     const bool nhwc = n.attr_int("channels_last", 0) != 0;
     set_dims(out, window_dims(n, in(0), nullptr, nhwc ? in(0)->back() : (*in(0))[1]));

@@ -6,8 +6,11 @@
 // and reported, never passed silently.
 #include <catch2/catch.hpp>
 
+#include <limits>
 #include <map>
+#include <set>
 
+#include "core/cpu_features.hpp"
 #include "runtime/execution_plan.hpp"
 #include "support/backend_tester.hpp"
 
@@ -52,6 +55,108 @@ std::vector<SweepCase> conv_cases() {
   out.push_back({OpCase("Conv").input("X", {1, 16, 14, 14}).constant("W", {16, 16, 3, 3})
                      .attr("pads", std::vector<std::int64_t>{1, 1, 1, 1}).seed(seed++),
                  1e-4, 1e-4});
+  return out;
+}
+
+// 8-bit codes: uniform over the dtype's range, from a seed.
+template <typename T>
+wpk::Tensor random_codes(const Shape& shape, unsigned seed, int lo, int hi) {
+  std::vector<T> v(static_cast<std::size_t>(wpk::shape_numel(shape)));
+  unsigned x = seed * 2654435761u + 1;
+  for (T& e : v) {
+    x = x * 1664525u + 1013904223u;
+    e = static_cast<T>(lo + static_cast<int>((x >> 8) % static_cast<unsigned>(hi - lo + 1)));
+  }
+  return wpk::Tensor::from_vector(v, shape);
+}
+
+// Quantization: Q/DQ per tensor and per axis, at lengths around the 32-element vector loop,
+// including ties, NaN, infinities and values past the range; QLinearAdd; QLinearConv in NHWC
+// (uint8 and int8 input, per-channel scales, bias, padding, stride, depthwise) against the
+// reference's, which rounds its double product where oneDNN rounds a float one: one code apart
+// at most.
+std::vector<SweepCase> quantized_cases() {
+  using wpk::Tensor;
+  std::vector<SweepCase> out;
+  unsigned seed = 500;
+  for (std::int64_t n : {31, 32, 33, 100}) {
+    out.push_back({OpCase("QuantizeLinear").input("X", {n}).constant("S", Tensor::scalar(0.01f))
+                       .constant("Z", Tensor::scalar(std::uint8_t{128})).seed(seed++), 0, 0});
+    out.push_back({OpCase("QuantizeLinear").input("X", {n}).constant("S", Tensor::scalar(0.02f))
+                       .constant("Z", Tensor::scalar(std::int8_t{-3})).seed(seed++), 0, 0});
+    out.push_back({OpCase("DequantizeLinear").input("X", random_codes<std::uint8_t>({n}, seed++, 0, 255))
+                       .constant("S", Tensor::scalar(0.37f)).constant("Z", Tensor::scalar(std::uint8_t{7})), 0, 0});
+    out.push_back({OpCase("DequantizeLinear").input("X", random_codes<std::int8_t>({n}, seed++, -128, 127))
+                       .constant("S", Tensor::scalar(0.37f)).constant("Z", Tensor::scalar(std::int8_t{-5})), 0, 0});
+  }
+  // Ties at +-0.5 and 2.5 steps, NaN, infinities, past the range, in the vector body and the tail.
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  std::vector<float> special = {0.5f, 1.5f, 2.5f, -0.5f, -1.5f, -2.5f, nan, inf, -inf, 1e30f, -1e30f, 300.f, -300.f, 0.f, -0.f, 127.5f};
+  for (int r = 0; r < 2; ++r) special.insert(special.end(), special.begin(), special.begin() + 16);
+  for (auto z : {std::uint8_t{0}, std::uint8_t{128}})
+    out.push_back({OpCase("QuantizeLinear").input("X", Tensor::from_vector(special, {48})).constant("S", Tensor::scalar(1.0f))
+                       .constant("Z", Tensor::scalar(z)), 0, 0});
+  out.push_back({OpCase("QuantizeLinear").input("X", Tensor::from_vector(special, {48})).constant("S", Tensor::scalar(1.0f))
+                     .constant("Z", Tensor::scalar(std::int8_t{0})), 0, 0});
+  // Per axis: a scale and zero point for each of axis 1's 3 entries.
+  out.push_back({OpCase("QuantizeLinear").input("X", {2, 3, 37})
+                     .constant("S", Tensor::from_vector(std::vector<float>{0.01f, 0.02f, 0.05f}, {3}))
+                     .constant("Z", Tensor::from_vector(std::vector<std::int8_t>{-1, 0, 4}, {3})).seed(seed++), 0, 0});
+  out.push_back({OpCase("DequantizeLinear").input("X", random_codes<std::uint8_t>({2, 3, 37}, seed++, 0, 255))
+                     .constant("S", Tensor::from_vector(std::vector<float>{0.01f, 0.02f, 0.05f}, {3}))
+                     .constant("Z", Tensor::from_vector(std::vector<std::uint8_t>{1, 128, 250}, {3})), 0, 0});
+  for (std::int64_t c : {15, 16, 17, 64})
+    out.push_back({OpCase("QLinearAdd", "com.wpk").input("A", random_codes<std::uint8_t>({1, 5, 7, c}, seed++, 0, 255))
+                       .constant("SA", Tensor::scalar(0.05f)).constant("ZA", Tensor::scalar(std::uint8_t{120}))
+                       .input("B", random_codes<std::uint8_t>({1, 5, 7, c}, seed++, 0, 255))
+                       .constant("SB", Tensor::scalar(0.03f)).constant("ZB", Tensor::scalar(std::uint8_t{3}))
+                       .constant("SY", Tensor::scalar(0.07f)).constant("ZY", Tensor::scalar(std::uint8_t{100})), 0, 0});
+  out.push_back({OpCase("QLinearAdd", "com.wpk").input("A", random_codes<std::int8_t>({3, 37}, seed++, -128, 127))
+                     .constant("SA", Tensor::scalar(0.05f)).constant("ZA", Tensor::scalar(std::int8_t{-1}))
+                     .input("B", random_codes<std::uint8_t>({3, 37}, seed++, 0, 255))
+                     .constant("SB", Tensor::scalar(0.03f)).constant("ZB", Tensor::scalar(std::uint8_t{3}))
+                     .constant("SY", Tensor::scalar(0.02f)).constant("ZY", Tensor::scalar(std::int8_t{5})), 0, 0});
+  struct Conv {
+    std::int64_t c, co, hw, k, stride, group;
+    bool signed_input;
+  };
+  for (const Conv& v : {Conv{15, 16, 7, 3, 1, 1, false}, Conv{17, 33, 6, 3, 2, 1, false}, Conv{16, 32, 5, 1, 1, 1, true},
+                        Conv{64, 64, 9, 3, 1, 1, false}, Conv{32, 32, 7, 3, 1, 32, false}, Conv{3, 16, 11, 7, 2, 1, false}}) {
+    const std::int64_t pad = v.k / 2;
+    const std::vector<float> ws = [&] {
+      std::vector<float> s;
+      for (std::int64_t o = 0; o < v.co; ++o) s.push_back(0.002f + 0.0003f * static_cast<float>(o % 7));
+      return s;
+    }();
+    const std::vector<std::int32_t> bias = [&] {
+      std::vector<std::int32_t> b;
+      for (std::int64_t o = 0; o < v.co; ++o) b.push_back(static_cast<std::int32_t>((o * 7919) % 4001) - 2000);
+      return b;
+    }();
+    OpCase op("QLinearConv");
+    if (v.signed_input)
+      op.input("X", random_codes<std::int8_t>({1, v.hw, v.hw, v.c}, seed++, -128, 127)).constant("XS", Tensor::scalar(0.04f))
+          .constant("XZ", Tensor::scalar(std::int8_t{-7}));
+    else
+      op.input("X", random_codes<std::uint8_t>({1, v.hw, v.hw, v.c}, seed++, 0, 255)).constant("XS", Tensor::scalar(0.04f))
+          .constant("XZ", Tensor::scalar(std::uint8_t{9}));
+    op.constant("W", random_codes<std::int8_t>({v.co, v.c / v.group, v.k, v.k}, seed++, -127, 127))
+        .constant("WS", Tensor::from_vector(ws, {v.co}))
+        .constant("WZ", Tensor::from_vector(std::vector<std::int8_t>(static_cast<std::size_t>(v.co), 0), {v.co}))
+        .constant("YS", Tensor::scalar(0.5f)).constant("YZ", Tensor::scalar(std::uint8_t{60}))
+        .constant("B", Tensor::from_vector(bias, {v.co}))
+        .attr("pads", std::vector<std::int64_t>{pad, pad, pad, pad}).attr("strides", std::vector<std::int64_t>{v.stride, v.stride})
+        .attr("group", v.group).attr("channels_last", std::int64_t{1});
+    out.push_back({op, 0, 1});
+  }
+  // 8-bit max pooling and NHWC transposes of codes.
+  out.push_back({OpCase("MaxPool").input("X", random_codes<std::uint8_t>({1, 9, 9, 17}, seed++, 0, 255))
+                     .attr("kernel_shape", std::vector<std::int64_t>{3, 3}).attr("strides", std::vector<std::int64_t>{2, 2})
+                     .attr("pads", std::vector<std::int64_t>{1, 1, 1, 1}).attr("channels_last", std::int64_t{1}), 0, 0});
+  out.push_back({OpCase("MaxPool").input("X", random_codes<std::int8_t>({1, 8, 8, 16}, seed++, -128, 127))
+                     .attr("kernel_shape", std::vector<std::int64_t>{2, 2}).attr("strides", std::vector<std::int64_t>{2, 2}), 0, 0});
+  out.push_back({OpCase("Transpose").input("X", random_codes<std::uint8_t>({1, 3, 5, 7}, seed++, 0, 255))
+                     .attr("perm", std::vector<std::int64_t>{0, 2, 3, 1}), 0, 0});
   return out;
 }
 
@@ -103,7 +208,9 @@ std::vector<std::string> configs_of(const SweepCase& c, const wpk::Backend& back
 TEST_CASE("every candidate of every registered backend matches the reference at tile edges", "[backends][sweep]") {
   std::vector<SweepCase> cases = conv_cases();
   for (SweepCase& c : other_cases()) cases.push_back(std::move(c));
+  for (SweepCase& c : quantized_cases()) cases.push_back(std::move(c));
   std::map<std::string, int> checked, declined;
+  std::map<std::string, std::set<std::string>> ops_checked;  // backend -> op types it was checked on
   // Generated kernels compile in one batch first, as a session compiles a model's.
   wpk::testing::GeneratedCode generated;
   for (const SweepCase& c : cases)
@@ -126,6 +233,8 @@ TEST_CASE("every candidate of every registered backend matches the reference at 
         }
         CHECK(why == "");
         ++checked[name];
+        const std::string op = c.op.describe();
+        ops_checked[backend->name()].insert(op.substr(0, op.find('(')));
       }
     }
   std::string summary;
@@ -133,10 +242,17 @@ TEST_CASE("every candidate of every registered backend matches the reference at 
     summary += name + " " + std::to_string(n) + " checked, " + std::to_string(declined[name]) + " declined; ";
   INFO(summary);
   CHECK(checked.count("cpu") == 1);  // row broadcast, pooling at least: any CPU runs those
+  for (const char* op : {"QuantizeLinear", "DequantizeLinear", "com.wpk.QLinearAdd"}) CHECK(ops_checked["cpu"].count(op) == 1);
   CHECK(checked["gen(rows=4,vectors=2,parallel=rows)"] > 0);  // products, on every CPU
 #ifdef WPK_WITH_ONEDNN
   CHECK(checked["onednn"] > 0);
   CHECK(checked["onednn(algorithm=direct)"] > 0);
+  CHECK(ops_checked["onednn"].count("Transpose") == 1);
+  CHECK(ops_checked["onednn"].count("MaxPool") == 1);
+  // Every QLinearConv case has weights past [-64, 64]: oneDNN takes them where the CPU has VNNI.
+  const wpk::CpuFeatures& cpu = wpk::cpu_features();
+  if (cpu.avx512_vnni || cpu.avx_vnni || cpu.amx_int8) CHECK(ops_checked["onednn"].count("QLinearConv") == 1);
+  else CHECK(ops_checked["onednn"].count("QLinearConv") == 0);
 #endif
   WARN(summary);
 }
