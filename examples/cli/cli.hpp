@@ -8,8 +8,8 @@
 
 namespace wpk::cli {
 
-// Parsed command line: positional arguments and --flags (a flag's value is the next argument,
-// or "" for the switches listed in `switches`).
+// Parsed command line: positional arguments (as many as `positionals` names) and --flags (a
+// flag's value is the next argument, or "" for the switches listed in `switches`).
 struct Args {
   std::vector<std::string> positional;
   std::map<std::string, std::string> flags;
@@ -18,7 +18,7 @@ struct Args {
   int get_int(const std::string& f, int fallback, int min_value) const;
 };
 Args parse_args(int argc, char** argv, int first, const std::vector<std::string>& switches,
-                const std::vector<std::string>& valued);
+                const std::vector<std::string>& valued, const std::vector<std::string>& positionals = {"MODEL"});
 
 // Deterministic inputs for every graph input: floats uniform in [-1, 1], integers in [0, 100),
 // bools random; symbolic dims take `dims[symbol]`, else `batch` for the first dim, else 1.
@@ -48,6 +48,7 @@ int cmd_run(const Args& args);
 int cmd_bench(const Args& args);
 int cmd_info(const Args& args);
 int cmd_tune(const Args& args);
+int cmd_quantize(const Args& args);
 // wpk cache ls|clear|prune [--dir DIR] (cmd_cache.cpp): parses its own arguments from argv[2].
 int cmd_cache(int argc, char** argv);
 

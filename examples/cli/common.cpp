@@ -25,7 +25,7 @@ int Args::get_int(const std::string& f, int fallback, int min_value) const {
 }
 
 Args parse_args(int argc, char** argv, int first, const std::vector<std::string>& switches,
-                const std::vector<std::string>& valued) {
+                const std::vector<std::string>& valued, const std::vector<std::string>& positionals) {
   Args a;
   auto in = [](const std::vector<std::string>& v, const std::string& s) {
     for (const auto& x : v)
@@ -46,7 +46,11 @@ Args parse_args(int argc, char** argv, int first, const std::vector<std::string>
       throw Error(ErrorCode::InvalidArgument, "unknown option '" + s + "'");
     }
   }
-  if (a.positional.size() != 1) throw Error(ErrorCode::InvalidArgument, "expected exactly one MODEL argument");
+  if (a.positional.size() != positionals.size()) {
+    std::string want;
+    for (const auto& p : positionals) want += (want.empty() ? "" : " and ") + p;
+    throw Error(ErrorCode::InvalidArgument, "expected exactly the arguments " + want);
+  }
   return a;
 }
 

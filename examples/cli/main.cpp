@@ -3,6 +3,7 @@
 //   wpk bench MODEL [--threads N] [--batch B] [--iters K] [--json] [--profile] [--trace FILE] [--tune]
 //   wpk info MODEL [--optimized [--dot FILE] [--svg FILE]]
 //   wpk cache ls|clear|prune [--dir DIR]
+//   wpk quantize MODEL OUT --calibrate DIR
 // Errors: one line on stderr and exit code 2.
 #include <cstdio>
 #include <cstring>
@@ -18,7 +19,9 @@ const char* kUsage =
     "  wpk info MODEL [--optimized [--batch B] [--dim NAME=SIZE] [--dot FILE] [--svg FILE] [--disable PASS,...]]\n"
     "  wpk tune MODEL [--algo ga|rl|random|grid|compare] [--budget-seconds S] [--budget-trials N] [--seed K]\n"
     "                 [--threads N] [--batch B] [--dim NAME=SIZE] [--iters K] [--disable PASS,...]\n"
-    "  all four: [--disable-kernels BACKEND[:KERNEL],...]\n"
+    "  wpk quantize MODEL OUT --calibrate DIR [--method minmax|percentile] [--percentile P] [--threads N]\n"
+    "                 int8 QDQ model calibrated on DIR's inputs (input_0.pb, ... or test_data_set_*/)\n"
+    "  run, bench, info, tune: [--disable-kernels BACKEND[:KERNEL],...]\n"
     "  --disable switches optimizer passes off by name; `wpk info --optimized` lists them\n"
     "  --disable-kernels leaves candidates out, as profiles name them: cpu, onednn, cpu:f32_maxpool_nhwc\n"
     "  wpk cache ls|clear|prune [--dir DIR]  the tuning cache folder (default: where sessions put it)\n";
@@ -37,6 +40,9 @@ int main(int argc, char** argv) {
       return cmd_bench(parse_args(argc, argv, 2, {"--json", "--profile", "--tune", "--fix-dims"},
                                   {"--threads", "--batch", "--iters", "--warmup", "--dim", "--trace", "--idle", "--clients", "--disable", "--disable-kernels"}));
     if (cmd == "cache") return cmd_cache(argc, argv);
+    if (cmd == "quantize")
+      return cmd_quantize(parse_args(argc, argv, 2, {}, {"--calibrate", "--method", "--percentile", "--threads", "--disable", "--disable-kernels"},
+                                     {"MODEL", "OUT"}));
     if (cmd == "info") return cmd_info(parse_args(argc, argv, 2, {"--optimized"}, {"--batch", "--dim", "--dot", "--svg", "--disable", "--disable-kernels"}));
     if (cmd == "tune")
       return cmd_tune(parse_args(argc, argv, 2, {},

@@ -8,6 +8,7 @@
 #include "wpk/graph.hpp"
 #include "wpk/optimizer.hpp"
 #include "wpk/options.hpp"
+#include "wpk/quantize.hpp"
 #include "wpk/session.hpp"
 #include "wpk/tensor.hpp"
 

@@ -1,10 +1,12 @@
 // fold_qdq: quantized models in the QDQ form (what quantizers write: DequantizeLinear before and
 // QuantizeLinear after each float op) become integer ops where the values between them can stay
 // 8-bit:
-//   Q(Conv(DQ(x), DQ(w), DQ(b)))  ->  QLinearConv(x, w, b)      (w, b constant; b at x_scale * w_scale)
+//   Q([Relu](Conv(DQ(x), DQ(w), DQ(b))))  ->  QLinearConv(x, w, b)  (w, b constant; b at x_scale * w_scale)
 //   Q(MaxPool(DQ(x)))             ->  MaxPool(x)                (Q with DQ's own scale and zero point)
-//   Q(Add(DQ(a), DQ(b)))          ->  com.wpk QLinearAdd(a, b)  (a and b of one shape)
-// QLinearConv requantizes once, as Q(Conv(...)) does; MaxPool commutes with a monotonic DQ, and
+//   Q([Relu](Add(DQ(a), DQ(b))))  ->  com.wpk QLinearAdd(a, b)  (a and b of one shape)
+// A Relu between the op and its Q folds too when the Q's zero point is its type's lowest code
+// (what a quantizer gives a Relu's output): saturating there is the Relu. QLinearConv
+// requantizes once, as Q(Conv(...)) does; MaxPool commutes with a monotonic DQ, and
 // its Q then gives back the very codes. The DQs stay for any other reader (dead code goes later);
 // a DQ nothing absorbs runs in float as written. Runs before constant folding, which would turn
 // DQ(w) into float weights.
@@ -64,6 +66,25 @@ const Node* sole_quantize(const Graph& g, const GraphIndex& index, ValueId v) {
   return q;
 }
 
+// The Q that ends an op's group: the sole reader of its output v, or of a Relu that is v's sole
+// reader when that Q's zero point is its type's lowest code. Fills `matched` with their indices.
+const Node* group_end(const Graph& g, const GraphIndex& index, ValueId v, std::vector<int>& matched) {
+  if (const Node* q = sole_quantize(g, index, v)) {
+    matched.push_back(index.sole_reader_index(v));
+    return q;
+  }
+  const Node* relu = index.sole_reader(v);
+  if (!is_onnx_op(relu, "Relu") || relu->outputs.size() != 1) return nullptr;
+  const Node* q = sole_quantize(g, index, relu->outputs[0]);
+  if (!q) return nullptr;
+  const Tensor& z = *g.initializer(q->inputs[2]);
+  const bool lowest = z.dtype() == DType::UInt8 ? z.data<std::uint8_t>()[0] == 0 : z.data<std::int8_t>()[0] == -128;
+  if (!lowest) return nullptr;
+  matched.push_back(index.sole_reader_index(v));
+  matched.push_back(index.sole_reader_index(relu->outputs[0]));
+  return q;
+}
+
 // Conv's weights DQ(w): constant int8 [C_out, ...] with scale and zero point per tensor or per
 // output channel (axis 0).
 bool constant_weights(const Graph& g, const Dequantize& w) {
@@ -109,10 +130,9 @@ void fold_conv(const Graph& g, const GraphIndex& index, const Node& conv, int at
     if (!b || !bias_matches(g, *b, g.initializer(x->scale)->data<float>()[0], *g.initializer(w->scale), w_q.dim(0)))
       return;
   }
-  const Node* q = sole_quantize(g, index, conv.outputs[0]);
-  if (!q) return;
-  const std::vector<int> matched = {at, index.sole_reader_index(conv.outputs[0])};
-  if (!rewriter.available(matched)) return;
+  std::vector<int> matched = {at};
+  const Node* q = group_end(g, index, conv.outputs[0], matched);
+  if (!q || !rewriter.available(matched)) return;
   Node fused;
   fused.op_type = "QLinearConv";
   fused.name = conv.name;
@@ -145,10 +165,9 @@ void fold_add(const Graph& g, const GraphIndex& index, const StaticShapes& shape
   if (!a || !b) return;
   for (const Dequantize* d : {&*a, &*b})
     if (!scalar_scale(g, d->scale) || !scalar_zero(g, d->zero)) return;
-  const Node* q = sole_quantize(g, index, add.outputs[0]);
-  if (!q) return;
-  const std::vector<int> matched = {at, index.sole_reader_index(add.outputs[0])};
-  if (!rewriter.available(matched)) return;
+  std::vector<int> matched = {at};
+  const Node* q = group_end(g, index, add.outputs[0], matched);
+  if (!q || !rewriter.available(matched)) return;
   Node fused;
   fused.op_type = "QLinearAdd";
   fused.domain = kWpkDomain;

@@ -16,6 +16,8 @@ struct Variant {
   bool conv_read_twice = false;  // the Conv's float output is also a graph output
   float pool_scale = kYScale;    // the Q after MaxPool (folds only at the DQ's own scale)
   bool broadcast_add = false;    // the Add's second operand is [1, 8, 1, 1]
+  bool relu = false;             // a Relu between the Conv and its Q
+  std::uint8_t conv_zero = 10;   // the zero point of the Conv's Q (a quantizer gives a Relu's 0)
 };
 
 // x [N, 8, 6, 6] -> Q -> DQ -> Conv(DQ(w int8 per channel), DQ(b int32)) -> Q -> DQ -> MaxPool
@@ -27,7 +29,7 @@ Graph qdq_graph(const Variant& v = {}) {
   scalar("xs", kXScale);
   g.add_initializer("xz", Tensor::scalar(std::uint8_t{128}));
   scalar("ys", kYScale);
-  g.add_initializer("yz", Tensor::scalar(std::uint8_t{10}));
+  g.add_initializer("yz", Tensor::scalar(v.conv_zero));
   scalar("ps", v.pool_scale);
   scalar("os", kOutScale);
   g.add_initializer("oz", Tensor::scalar(std::uint8_t{100}));
@@ -51,7 +53,8 @@ Graph qdq_graph(const Variant& v = {}) {
   g.add_node("DequantizeLinear", {"wq", "ws", "wz"}, {"wd"}, {{"axis", Attribute(std::int64_t{0})}});
   g.add_node("DequantizeLinear", {"bq", "bs", "bz"}, {"bd"}, {{"axis", Attribute(std::int64_t{0})}});
   g.add_node("Conv", {"xd", "wd", "bd"}, {"c"}, {{"pads", Attribute({1, 1, 1, 1})}});
-  g.add_node("QuantizeLinear", {"c", "ys", "yz"}, {"cq"});
+  if (v.relu) g.add_node("Relu", {"c"}, {"cr"});
+  g.add_node("QuantizeLinear", {v.relu ? "cr" : "c", "ys", "yz"}, {"cq"});
   g.add_node("DequantizeLinear", {"cq", "ys", "yz"}, {"cd"});
   g.add_node("MaxPool", {"cd"}, {"p"}, {{"kernel_shape", Attribute({3, 3})}, {"pads", Attribute({1, 1, 1, 1})}});
   g.add_node("QuantizeLinear", {"p", "ps", "yz"}, {"pq"});
@@ -92,6 +95,22 @@ TEST_CASE("fold_qdq turns a quantizer's Conv, MaxPool and Add groups into intege
   CHECK(count_op(opt, "QuantizeLinear") == 1);
   CHECK(count_op(opt, "DequantizeLinear") == 1);
   check_within_a_step(g);
+}
+
+TEST_CASE("fold_qdq folds a Relu whose Q saturates at zero into the integer op", "[optimizer][passes][int8]") {
+  Variant v;
+  v.relu = true;
+  v.conv_zero = 0;
+  const Graph g = qdq_graph(v);
+  const Graph opt = optimized(g);
+  CHECK(count_op(opt, "QLinearConv") == 1);
+  CHECK(count_op(opt, "Relu") == 0);
+  check_within_a_step(g);
+  // At another zero point the Relu clips where the codes do not: it stays, and so does the Conv.
+  v.conv_zero = 10;
+  const Graph kept = qdq_graph(v);
+  CHECK(count_op(optimized(kept), "QLinearConv") == 0);
+  check_within_a_step(kept);
 }
 
 TEST_CASE("fold_qdq moves QLinearConv into the NHWC region with its neighbours", "[optimizer][passes][int8]") {

@@ -1,0 +1,371 @@
+// wpk::quantize_model (wpk/quantize.hpp): the float model's ONNX protobuf rewritten into the
+// QDQ form. Which activations get a Q/DQ pair:
+//   - each quantized Conv's input, and its output, or its Relu's when a Relu is the output's only
+//     reader (a uint8 range from 0 saturates where the Relu clips, so the pair covers both);
+//   - the inputs and output (or its Relu's) of an Add whose two inputs both have a pair;
+//   - a MaxPool's output when its input has a pair, at the input's scale and zero point.
+// A tensor with a pair keeps its name on the DequantizeLinear's output, so every reader and the
+// graph's outputs are left as they were; the value its producer writes gets a new name.
+#include <onnx/onnx_pb.h>
+
+#include <cmath>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <map>
+#include <set>
+#include <algorithm>
+
+#include "graph/onnx_tensor.hpp"
+#include "runtime/calibration.hpp"
+#include "wpk/wpk.hpp"
+
+namespace wpk {
+namespace {
+
+constexpr std::int64_t kMinOpset = 13;  // per-axis DequantizeLinear
+
+bool is_onnx_domain(const std::string& d) { return d.empty() || d == "ai.onnx"; }
+
+onnx::ModelProto read_model(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) throw Error(ErrorCode::NotFound, "'" + path + "': file not found");
+  const auto size = std::filesystem::file_size(path, ec);
+  if (ec || size > static_cast<std::uintmax_t>(std::numeric_limits<int>::max()))
+    throw Error(ErrorCode::InvalidModel, "'" + path + "': larger than 2 GiB");
+  std::ifstream in(path, std::ios::binary);
+  onnx::ModelProto model;
+  if (!in || !model.ParseFromIstream(&in))
+    throw Error(ErrorCode::InvalidModel, "'" + path + "': not a valid ONNX protobuf (truncated or not ONNX)");
+  return model;
+}
+
+std::int64_t onnx_opset(const onnx::ModelProto& m) {
+  for (const auto& o : m.opset_import())
+    if (is_onnx_domain(o.domain())) return o.version();
+  return 0;
+}
+
+// Names in use anywhere in the graph, and fresh ones made from a base.
+class Names {
+ public:
+  explicit Names(const onnx::GraphProto& g) {
+    for (const auto& n : g.node()) {
+      for (const auto& s : n.input()) used_.insert(s);
+      for (const auto& s : n.output()) used_.insert(s);
+    }
+    for (const auto& t : g.initializer()) used_.insert(t.name());
+    for (const auto& v : g.input()) used_.insert(v.name());
+    for (const auto& v : g.output()) used_.insert(v.name());
+    for (const auto& v : g.value_info()) used_.insert(v.name());
+  }
+  std::string fresh(const std::string& base) {
+    std::string name = base;
+    for (int i = 1; used_.count(name); ++i) name = base + "_" + std::to_string(i);
+    used_.insert(name);
+    return name;
+  }
+
+ private:
+  std::set<std::string> used_;
+};
+
+// Round half to even, as QuantizeLinear rounds.
+float round_even(float v) { return std::nearbyint(v); }
+
+// uint8 scale and zero point covering [r.lo, r.hi] (which holds 0).
+std::pair<float, std::uint8_t> activation_params(const ActivationRange& r) {
+  const float span = r.hi - r.lo;
+  if (!(span > 0)) return {1.0f, 0};
+  const float scale = span / 255.0f;
+  const float zero = std::min(255.0f, std::max(0.0f, round_even(-r.lo / scale)));
+  return {scale, static_cast<std::uint8_t>(zero)};
+}
+
+// int8 weights symmetric per output channel (axis 0): scale = max |w| / 127.
+struct QuantizedWeights {
+  Tensor q, scale, zero;
+};
+QuantizedWeights quantize_weights(const Tensor& w) {
+  const std::int64_t channels = w.dim(0), per = w.numel() / std::max<std::int64_t>(1, channels);
+  std::vector<std::int8_t> q(static_cast<std::size_t>(w.numel()));
+  std::vector<float> scales(static_cast<std::size_t>(channels));
+  const float* p = w.data<float>();
+  for (std::int64_t c = 0; c < channels; ++c) {
+    float amax = 0;
+    for (std::int64_t i = 0; i < per; ++i) amax = std::max(amax, std::fabs(p[c * per + i]));
+    const float s = amax > 0 ? amax / 127.0f : 1.0f;
+    scales[static_cast<std::size_t>(c)] = s;
+    for (std::int64_t i = 0; i < per; ++i)
+      q[static_cast<std::size_t>(c * per + i)] =
+          static_cast<std::int8_t>(std::min(127.0f, std::max(-127.0f, round_even(p[c * per + i] / s))));
+  }
+  return {Tensor::from_vector(q, w.shape()), Tensor::from_vector(scales, {channels}),
+          Tensor::from_vector(std::vector<std::int8_t>(static_cast<std::size_t>(channels), 0), {channels})};
+}
+
+// int32 bias at scale x_scale * w_scale[c] (in float32, as QLinearConv forms it).
+QuantizedWeights quantize_bias(const Tensor& b, float x_scale, const Tensor& w_scale) {
+  const std::int64_t n = b.numel();
+  std::vector<std::int32_t> q(static_cast<std::size_t>(n));
+  std::vector<float> scales(static_cast<std::size_t>(n));
+  for (std::int64_t c = 0; c < n; ++c) {
+    const float s = x_scale * w_scale.data<float>()[c];
+    scales[static_cast<std::size_t>(c)] = s;
+    const double v = std::nearbyint(static_cast<double>(b.data<float>()[c]) / s);
+    q[static_cast<std::size_t>(c)] = static_cast<std::int32_t>(std::min(2147483647.0, std::max(-2147483648.0, v)));
+  }
+  return {Tensor::from_vector(q, {n}), Tensor::from_vector(scales, {n}),
+          Tensor::from_vector(std::vector<std::int32_t>(static_cast<std::size_t>(n), 0), {n})};
+}
+
+class Quantizer {
+ public:
+  Quantizer(onnx::ModelProto& model, std::string base_dir)
+      : g_(*model.mutable_graph()), names_(g_), base_dir_(std::move(base_dir)) {
+    for (int i = 0; i < g_.initializer_size(); ++i) initializers_[g_.initializer(i).name()] = i;
+    for (const auto& v : g_.input()) graph_inputs_.insert(v.name());
+    for (const auto& v : g_.output()) graph_outputs_.insert(v.name());
+    for (int i = 0; i < g_.node_size(); ++i) {
+      for (const auto& s : g_.node(i).input()) readers_[s].push_back(i);
+    }
+  }
+
+  // Picks the Convs and the activations to quantize; returns those activations' names.
+  std::vector<std::string> plan(QuantizeReport& report) {
+    for (int i = 0; i < g_.node_size(); ++i) {
+      const onnx::NodeProto& n = g_.node(i);
+      if (n.op_type() != "Conv" || !is_onnx_domain(n.domain())) continue;
+      const std::string why = conv_unquantizable(n);
+      if (!why.empty()) {
+        report.skipped.push_back("'" + (n.name().empty() ? n.output(0) : n.name()) + "': " + why);
+        continue;
+      }
+      convs_.push_back(i);
+      add_activation(n.input(0));
+      add_activation(end_of(n.output(0)));
+    }
+    for (int i = 0; i < g_.node_size(); ++i) {
+      const onnx::NodeProto& n = g_.node(i);
+      if (n.op_type() == "Add" && is_onnx_domain(n.domain()) && n.input_size() == 2 && n.output_size() == 1 &&
+          has_pair(n.input(0)) && has_pair(n.input(1)))
+        add_activation(end_of(n.output(0)));
+      if (n.op_type() == "MaxPool" && is_onnx_domain(n.domain()) && n.output_size() == 1 && has_pair(n.input(0)) &&
+          !has_pair(n.output(0))) {
+        add_activation(n.output(0));
+        shares_params_[n.output(0)] = n.input(0);
+      }
+    }
+    report.convs = static_cast<int>(convs_.size());
+    report.activations = static_cast<int>(activations_.size());
+    return activations_;
+  }
+
+  void rewrite(const std::map<std::string, ActivationRange>& ranges) {
+    std::map<std::string, std::pair<std::string, std::string>> params;  // activation -> (scale, zero) names
+    for (const std::string& a : activations_) {
+      if (shares_params_.count(a)) continue;
+      const auto [scale, zero] = activation_params(ranges.at(a));
+      params[a] = {add_initializer(a + "_scale", Tensor::scalar(scale)), add_initializer(a + "_zero_point", Tensor::scalar(zero))};
+      scales_[a] = scale;
+    }
+    for (const auto& [a, from] : shares_params_) params[a] = params.at(root_of(from));
+
+    std::vector<onnx::NodeProto> nodes;
+    std::map<std::string, std::string> renamed_inputs;  // graph input -> its DequantizeLinear's output
+    for (const std::string& a : activations_)
+      if (graph_inputs_.count(a)) {
+        const std::string dq = names_.fresh(a + "_dequantized");
+        emit_pair(nodes, a, dq, params.at(a));
+        renamed_inputs[a] = dq;
+      }
+    std::set<int> convs(convs_.begin(), convs_.end());
+    for (int i = 0; i < g_.node_size(); ++i) {
+      onnx::NodeProto n = g_.node(i);
+      const float x_scale = convs.count(i) ? scales_.at(root_of(n.input(0))) : 0;
+      for (auto& in : *n.mutable_input())
+        if (renamed_inputs.count(in)) in = renamed_inputs.at(in);
+      if (convs.count(i)) quantize_conv_weights(n, x_scale, nodes);
+      std::vector<std::pair<std::string, std::string>> pairs;  // (float output, name it keeps)
+      for (auto& out : *n.mutable_output())
+        if (!out.empty() && params.count(out) && !graph_inputs_.count(out)) {
+          const std::string kept = out;
+          out = names_.fresh(kept + "_float");
+          pairs.emplace_back(out, kept);
+        }
+      nodes.push_back(std::move(n));
+      for (const auto& [from, kept] : pairs) emit_pair(nodes, from, kept, params.at(kept));
+    }
+    g_.clear_node();
+    for (auto& n : nodes) *g_.add_node() = std::move(n);
+    drop_unread_initializers();
+  }
+
+ private:
+  // "" when the Conv can be quantized: 2-D, float32 constant weights and bias.
+  std::string conv_unquantizable(const onnx::NodeProto& n) {
+    if (n.input_size() < 2) return "no weights";
+    const Tensor* w = constant(n.input(1));
+    if (!w || w->dtype() != DType::Float32 || w->rank() != 4) return "weights are not a constant 4-D float32 tensor";
+    if (n.input_size() > 2 && !n.input(2).empty()) {
+      const Tensor* b = constant(n.input(2));
+      if (!b || b->dtype() != DType::Float32 || b->numel() != w->dim(0)) return "bias is not a constant float32 [C_out]";
+    }
+    if (initializers_.count(n.input(0))) return "its input is a constant";
+    return "";
+  }
+
+  const Tensor* constant(const std::string& name) {
+    const auto it = initializers_.find(name);
+    if (it == initializers_.end()) return nullptr;
+    auto cached = loaded_.find(name);
+    if (cached == loaded_.end())
+      cached = loaded_.emplace(name, onnx_import::tensor_from_proto(g_.initializer(it->second), base_dir_,
+                                                                     "initializer '" + name + "'")).first;
+    return &cached->second;
+  }
+
+  // v, or the output of a Relu that is v's only reader (and v not a graph output).
+  std::string end_of(const std::string& v) const {
+    const auto it = readers_.find(v);
+    if (graph_outputs_.count(v) || it == readers_.end() || it->second.size() != 1) return v;
+    const onnx::NodeProto& r = g_.node(it->second[0]);
+    return r.op_type() == "Relu" && is_onnx_domain(r.domain()) && r.output_size() == 1 ? r.output(0) : v;
+  }
+
+  bool has_pair(const std::string& v) const { return std::find(activations_.begin(), activations_.end(), v) != activations_.end(); }
+  void add_activation(const std::string& v) {
+    if (!v.empty() && !has_pair(v)) activations_.push_back(v);
+  }
+  std::string root_of(std::string v) const {
+    while (shares_params_.count(v)) v = shares_params_.at(v);
+    return v;
+  }
+
+  std::string add_initializer(const std::string& base, const Tensor& t) {
+    onnx::TensorProto* p = g_.add_initializer();
+    onnx_import::tensor_to_proto(t, *p);
+    p->set_name(names_.fresh(base));
+    return p->name();
+  }
+
+  onnx::NodeProto make_node(const char* op, std::vector<std::string> in, const std::string& out, std::int64_t axis = -1) {
+    onnx::NodeProto n;
+    n.set_op_type(op);
+    n.set_name(names_.fresh(out + "_" + op));
+    for (auto& s : in) n.add_input(s);
+    n.add_output(out);
+    if (axis >= 0) {
+      onnx::AttributeProto* a = n.add_attribute();
+      a->set_name("axis");
+      a->set_type(onnx::AttributeProto::INT);
+      a->set_i(axis);
+    }
+    return n;
+  }
+
+  void emit_pair(std::vector<onnx::NodeProto>& nodes, const std::string& from, const std::string& to,
+                 const std::pair<std::string, std::string>& p) {
+    const std::string q = names_.fresh(to + "_quantized");
+    nodes.push_back(make_node("QuantizeLinear", {from, p.first, p.second}, q));
+    nodes.push_back(make_node("DequantizeLinear", {q, p.first, p.second}, to));
+  }
+
+  // The Conv reads DequantizeLinear(int8 weights) and DequantizeLinear(int32 bias) instead.
+  void quantize_conv_weights(onnx::NodeProto& conv, float x_scale, std::vector<onnx::NodeProto>& nodes) {
+    const QuantizedWeights w = quantize_weights(*constant(conv.input(1)));
+    const std::string wq = add_initializer(conv.input(1) + "_quantized", w.q);
+    const std::string ws = add_initializer(conv.input(1) + "_scale", w.scale);
+    const std::string wz = add_initializer(conv.input(1) + "_zero_point", w.zero);
+    const std::string wd = names_.fresh(conv.input(1) + "_dequantized");
+    nodes.push_back(make_node("DequantizeLinear", {wq, ws, wz}, wd, 0));
+    if (conv.input_size() > 2 && !conv.input(2).empty()) {
+      const QuantizedWeights b = quantize_bias(*constant(conv.input(2)), x_scale, w.scale);
+      const std::string bq = add_initializer(conv.input(2) + "_quantized", b.q);
+      const std::string bs = add_initializer(conv.input(2) + "_scale", b.scale);
+      const std::string bz = add_initializer(conv.input(2) + "_zero_point", b.zero);
+      const std::string bd = names_.fresh(conv.input(2) + "_dequantized");
+      nodes.push_back(make_node("DequantizeLinear", {bq, bs, bz}, bd, 0));
+      conv.set_input(2, bd);
+    }
+    conv.set_input(1, wd);
+  }
+
+  // The float weights the quantized ones replaced, unless something else reads them.
+  void drop_unread_initializers() {
+    std::set<std::string> read;
+    for (const auto& n : g_.node())
+      for (const auto& s : n.input()) read.insert(s);
+    for (const auto& v : g_.output()) read.insert(v.name());
+    auto* list = g_.mutable_initializer();
+    for (int i = list->size() - 1; i >= 0; --i)
+      if (!read.count(list->Get(i).name()) && !graph_inputs_.count(list->Get(i).name())) list->DeleteSubrange(i, 1);
+  }
+
+  onnx::GraphProto& g_;
+  Names names_;
+  std::string base_dir_;
+  std::map<std::string, int> initializers_;
+  std::map<std::string, Tensor> loaded_;
+  std::set<std::string> graph_inputs_, graph_outputs_;
+  std::map<std::string, std::vector<int>> readers_;
+  std::vector<int> convs_;
+  std::vector<std::string> activations_;             // in the order they were picked
+  std::map<std::string, std::string> shares_params_;  // MaxPool output -> its input
+  std::map<std::string, float> scales_;
+};
+
+// A copy of the model that also outputs `names`, serialized.
+std::string with_outputs(const onnx::ModelProto& model, const std::vector<std::string>& names) {
+  onnx::ModelProto copy = model;
+  std::set<std::string> outputs;
+  for (const auto& v : copy.graph().output()) outputs.insert(v.name());
+  for (const std::string& n : names) {
+    if (outputs.count(n)) continue;
+    onnx::ValueInfoProto* v = copy.mutable_graph()->add_output();
+    v->set_name(n);
+    v->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
+  }
+  std::string bytes;
+  if (!copy.SerializeToString(&bytes)) throw Error(ErrorCode::Internal, "cannot serialize the calibration model");
+  return bytes;
+}
+
+}  // namespace
+
+QuantizeReport quantize_model(const std::string& model_path, const std::vector<TensorMap>& calibration,
+                              const std::string& out_path, const QuantizeOptions& options) {
+  if (options.method != "minmax" && options.method != "percentile")
+    throw Error(ErrorCode::InvalidArgument, "quantization method '" + options.method + "' is not minmax or percentile");
+  if (!(options.percentile > 50 && options.percentile <= 100))
+    throw Error(ErrorCode::InvalidArgument, "percentile must be in (50, 100], got " + std::to_string(options.percentile));
+  if (calibration.empty()) throw Error(ErrorCode::InvalidArgument, "quantization needs at least one calibration sample");
+  onnx::ModelProto model = read_model(model_path);
+  const std::int64_t opset = onnx_opset(model);
+  if (opset < kMinOpset)
+    throw Error(ErrorCode::Unsupported, "'" + model_path + "' is opset " + std::to_string(opset) + "; quantization writes per-channel DequantizeLinear, which needs opset " + std::to_string(kMinOpset) + " or later");
+  const std::string dir = std::filesystem::path(model_path).parent_path().string();
+  const std::string base_dir = dir.empty() ? "." : dir;
+
+  QuantizeReport report;
+  report.samples = static_cast<int>(calibration.size());
+  Quantizer quantizer(model, base_dir);
+  const std::vector<std::string> activations = quantizer.plan(report);
+  if (activations.empty()) throw Error(ErrorCode::InvalidArgument, "'" + model_path + "' has no Conv that can be quantized");
+  const auto ranges = calibrate_ranges(with_outputs(model, activations), base_dir, activations, calibration, options);
+  quantizer.rewrite(ranges);
+
+  const std::string tmp = out_path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out || !model.SerializeToOstream(&out) || !out.flush())
+      throw Error(ErrorCode::Io, "cannot write '" + out_path + "'");
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, out_path, ec);
+  if (ec) throw Error(ErrorCode::Io, "cannot write '" + out_path + "': " + ec.message());
+  return report;
+}
+
+}  // namespace wpk
