@@ -1,7 +1,7 @@
 // wpk::quantize_model (wpk/quantize.hpp): the float model's ONNX protobuf rewritten into the
 // QDQ form. Which activations get a Q/DQ pair:
-//   - each quantized Conv's input, and its output, or its Relu's when a Relu is the output's only
-//     reader (a uint8 range from 0 saturates where the Relu clips, so the pair covers both);
+//   - each quantized Conv's input, and its output, or its Relu's or Clip(0, max)'s when that is the
+//     output's only reader (a uint8 range from 0 saturates where it clips, so the pair covers both);
 //   - the inputs and output (or its Relu's) of an Add whose two inputs both have a pair;
 //   - a MaxPool's output when its input has a pair, at the input's scale and zero point.
 // A tensor with a pair keeps its name on the DequantizeLinear's output, so every reader and the
@@ -129,6 +129,7 @@ class Quantizer {
     for (const auto& v : g_.output()) graph_outputs_.insert(v.name());
     for (int i = 0; i < g_.node_size(); ++i) {
       for (const auto& s : g_.node(i).input()) readers_[s].push_back(i);
+      if (g_.node(i).op_type() == "Constant" && g_.node(i).output_size() == 1) constant_nodes_[g_.node(i).output(0)] = i;
     }
   }
 
@@ -216,22 +217,33 @@ class Quantizer {
     return "";
   }
 
+  // An initializer's value, or a Constant node's (exporters write Clip's bounds so).
   const Tensor* constant(const std::string& name) {
-    const auto it = initializers_.find(name);
-    if (it == initializers_.end()) return nullptr;
     auto cached = loaded_.find(name);
-    if (cached == loaded_.end())
-      cached = loaded_.emplace(name, onnx_import::tensor_from_proto(g_.initializer(it->second), base_dir_,
-                                                                     "initializer '" + name + "'")).first;
-    return &cached->second;
+    if (cached != loaded_.end()) return &cached->second;
+    const auto it = initializers_.find(name);
+    if (it != initializers_.end())
+      return &loaded_.emplace(name, onnx_import::tensor_from_proto(g_.initializer(it->second), base_dir_,
+                                                                    "initializer '" + name + "'")).first->second;
+    const auto node = constant_nodes_.find(name);
+    if (node == constant_nodes_.end()) return nullptr;
+    for (const auto& a : g_.node(node->second).attribute())
+      if (a.name() == "value" && a.has_t())
+        return &loaded_.emplace(name, onnx_import::tensor_from_proto(a.t(), base_dir_, "constant '" + name + "'")).first->second;
+    return nullptr;
   }
 
-  // v, or the output of a Relu that is v's only reader (and v not a graph output).
-  std::string end_of(const std::string& v) const {
+  // v, or the output of a Relu or Clip(0, max) that is v's only reader (and v not a graph
+  // output): its uint8 range starts at 0, so the codes saturate where it clips.
+  std::string end_of(const std::string& v) {
     const auto it = readers_.find(v);
     if (graph_outputs_.count(v) || it == readers_.end() || it->second.size() != 1) return v;
     const onnx::NodeProto& r = g_.node(it->second[0]);
-    return r.op_type() == "Relu" && is_onnx_domain(r.domain()) && r.output_size() == 1 ? r.output(0) : v;
+    if (!is_onnx_domain(r.domain()) || r.output_size() != 1 || r.input(0) != v) return v;
+    if (r.op_type() == "Relu") return r.output(0);
+    if (r.op_type() != "Clip" || r.input_size() < 2) return v;
+    const Tensor* lo = constant(r.input(1));
+    return lo && lo->dtype() == DType::Float32 && lo->numel() == 1 && lo->data<float>()[0] == 0.0f ? r.output(0) : v;
   }
 
   bool has_pair(const std::string& v) const { return std::find(activations_.begin(), activations_.end(), v) != activations_.end(); }
@@ -307,6 +319,7 @@ class Quantizer {
   Names names_;
   std::string base_dir_;
   std::map<std::string, int> initializers_;
+  std::map<std::string, int> constant_nodes_;  // output -> Constant node
   std::map<std::string, Tensor> loaded_;
   std::set<std::string> graph_inputs_, graph_outputs_;
   std::map<std::string, std::vector<int>> readers_;

@@ -1,17 +1,19 @@
 // fold_qdq: quantized models in the QDQ form (what quantizers write: DequantizeLinear before and
 // QuantizeLinear after each float op) become integer ops where the values between them can stay
 // 8-bit:
-//   Q([Relu](Conv(DQ(x), DQ(w), DQ(b))))  ->  QLinearConv(x, w, b)  (w, b constant; b at x_scale * w_scale)
+//   Q([Relu|Clip](Conv(DQ(x), DQ(w), DQ(b))))  ->  QLinearConv(x, w, b)  (w, b constant; b at x_scale * w_scale)
 //   Q(MaxPool(DQ(x)))             ->  MaxPool(x)                (Q with DQ's own scale and zero point)
-//   Q([Relu](Add(DQ(a), DQ(b))))  ->  com.wpk QLinearAdd(a, b)  (a and b of one shape)
+//   Q([Relu|Clip](Add(DQ(a), DQ(b))))  ->  com.wpk QLinearAdd(a, b)  (a and b of one shape)
 // A Relu between the op and its Q folds too when the Q's zero point is its type's lowest code
-// (what a quantizer gives a Relu's output): saturating there is the Relu. QLinearConv
+// (what a quantizer gives a Relu's output): saturating there is the Relu; so does a Clip(0, max)
+// whose max is at or past the highest code's value. QLinearConv
 // requantizes once, as Q(Conv(...)) does; MaxPool commutes with a monotonic DQ, and
 // its Q then gives back the very codes. The DQs stay for any other reader (dead code goes later);
 // a DQ nothing absorbs runs in float as written. Runs before constant folding, which would turn
 // DQ(w) into float weights.
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "graph/fused_ops.hpp"
 #include "graph/passes/match.hpp"
@@ -66,22 +68,54 @@ const Node* sole_quantize(const Graph& g, const GraphIndex& index, ValueId v) {
   return q;
 }
 
-// The Q that ends an op's group: the sole reader of its output v, or of a Relu that is v's sole
-// reader when that Q's zero point is its type's lowest code. Fills `matched` with their indices.
+// An initializer's one float, or a Constant node's: this pass runs before constant folding turns
+// those into initializers.
+std::optional<float> constant_float(const Graph& g, const GraphIndex& index, ValueId v) {
+  const Tensor* t = g.initializer(v);
+  const Node* n = index.producer(v);
+  if (!t && is_onnx_op(n, "Constant") && n->has_attr("value") && n->attributes.at("value").kind() == Attribute::Kind::Tensor)
+    t = &n->attributes.at("value").t();
+  if (!t || t->dtype() != DType::Float32 || t->numel() != 1) return std::nullopt;
+  return t->data<float>()[0];
+}
+
+// Clip's [min, max] when known at load (attributes before opset 11, inputs after).
+std::optional<std::pair<float, float>> constant_clip_bounds(const Graph& g, const GraphIndex& index, const Node& clip) {
+  float lo = std::numeric_limits<float>::lowest(), hi = std::numeric_limits<float>::max();
+  if (g.opset() < 11) return std::make_pair(clip.attr_float("min", lo), clip.attr_float("max", hi));
+  for (std::size_t i = 1; i < clip.inputs.size() && i < 3; ++i) {
+    if (clip.inputs[i] == kNoValue) continue;
+    const auto v = constant_float(g, index, clip.inputs[i]);
+    if (!v) return std::nullopt;
+    (i == 1 ? lo : hi) = *v;
+  }
+  return std::make_pair(lo, hi);
+}
+
+// The Q that ends an op's group: the sole reader of its output v, or of a Relu or Clip that is
+// v's sole reader when saturating to that Q's codes clips as it does. Fills `matched` with their indices.
 const Node* group_end(const Graph& g, const GraphIndex& index, ValueId v, std::vector<int>& matched) {
   if (const Node* q = sole_quantize(g, index, v)) {
     matched.push_back(index.sole_reader_index(v));
     return q;
   }
-  const Node* relu = index.sole_reader(v);
-  if (!is_onnx_op(relu, "Relu") || relu->outputs.size() != 1) return nullptr;
-  const Node* q = sole_quantize(g, index, relu->outputs[0]);
+  const Node* act = index.sole_reader(v);
+  const bool relu = is_onnx_op(act, "Relu"), clip = is_onnx_op(act, "Clip");
+  if ((!relu && !clip) || act->outputs.size() != 1) return nullptr;
+  const Node* q = sole_quantize(g, index, act->outputs[0]);
   if (!q) return nullptr;
   const Tensor& z = *g.initializer(q->inputs[2]);
-  const bool lowest = z.dtype() == DType::UInt8 ? z.data<std::uint8_t>()[0] == 0 : z.data<std::int8_t>()[0] == -128;
+  const bool u8 = z.dtype() == DType::UInt8;
+  const bool lowest = u8 ? z.data<std::uint8_t>()[0] == 0 : z.data<std::int8_t>()[0] == -128;
   if (!lowest) return nullptr;
+  if (clip) {
+    // Clip(0, max) when the codes saturate at or below max: max rounds to the highest code.
+    const auto bounds = constant_clip_bounds(g, index, *act);
+    const float scale = g.initializer(q->inputs[1])->data<float>()[0];
+    if (!bounds || bounds->first != 0.0f || !(bounds->second / scale >= 254.5f)) return nullptr;
+  }
   matched.push_back(index.sole_reader_index(v));
-  matched.push_back(index.sole_reader_index(relu->outputs[0]));
+  matched.push_back(index.sole_reader_index(act->outputs[0]));
   return q;
 }
 

@@ -17,6 +17,7 @@ struct Variant {
   float pool_scale = kYScale;    // the Q after MaxPool (folds only at the DQ's own scale)
   bool broadcast_add = false;    // the Add's second operand is [1, 8, 1, 1]
   bool relu = false;             // a Relu between the Conv and its Q
+  float clip_max = 0;            // > 0: a Clip(0, clip_max) there instead, bounds from Constant nodes
   std::uint8_t conv_zero = 10;   // the zero point of the Conv's Q (a quantizer gives a Relu's 0)
 };
 
@@ -54,7 +55,12 @@ Graph qdq_graph(const Variant& v = {}) {
   g.add_node("DequantizeLinear", {"bq", "bs", "bz"}, {"bd"}, {{"axis", Attribute(std::int64_t{0})}});
   g.add_node("Conv", {"xd", "wd", "bd"}, {"c"}, {{"pads", Attribute({1, 1, 1, 1})}});
   if (v.relu) g.add_node("Relu", {"c"}, {"cr"});
-  g.add_node("QuantizeLinear", {v.relu ? "cr" : "c", "ys", "yz"}, {"cq"});
+  if (v.clip_max > 0) {
+    g.add_node("Constant", {}, {"lo"}, {{"value", Attribute(Tensor::scalar(0.0f))}});
+    g.add_node("Constant", {}, {"hi"}, {{"value", Attribute(Tensor::scalar(v.clip_max))}});
+    g.add_node("Clip", {"c", "lo", "hi"}, {"cr"});
+  }
+  g.add_node("QuantizeLinear", {v.relu || v.clip_max > 0 ? "cr" : "c", "ys", "yz"}, {"cq"});
   g.add_node("DequantizeLinear", {"cq", "ys", "yz"}, {"cd"});
   g.add_node("MaxPool", {"cd"}, {"p"}, {{"kernel_shape", Attribute({3, 3})}, {"pads", Attribute({1, 1, 1, 1})}});
   g.add_node("QuantizeLinear", {"p", "ps", "yz"}, {"pq"});
@@ -108,6 +114,20 @@ TEST_CASE("fold_qdq folds a Relu whose Q saturates at zero into the integer op",
   check_within_a_step(g);
   // At another zero point the Relu clips where the codes do not: it stays, and so does the Conv.
   v.conv_zero = 10;
+  const Graph kept = qdq_graph(v);
+  CHECK(count_op(optimized(kept), "QLinearConv") == 0);
+  check_within_a_step(kept);
+}
+
+TEST_CASE("fold_qdq folds a Clip(0, max) only where the codes saturate at or below max", "[optimizer][passes][int8]") {
+  Variant v;
+  v.conv_zero = 0;
+  v.clip_max = 255 * kYScale + 1;  // past the highest code: saturating clips there first
+  const Graph g = qdq_graph(v);
+  CHECK(count_op(optimized(g), "QLinearConv") == 1);
+  CHECK(count_op(optimized(g), "Clip") == 0);
+  check_within_a_step(g);
+  v.clip_max = 100 * kYScale;  // inside the codes' range: the Clip matters
   const Graph kept = qdq_graph(v);
   CHECK(count_op(optimized(kept), "QLinearConv") == 0);
   check_within_a_step(kept);
