@@ -41,6 +41,12 @@
 //   Y = QuantizeLinear(DequantizeLinear(A) + DequantizeLinear(B), Y_scale, Y_zero), each step in
 //   float32 as those ops compute it; A and B 8-bit of one shape, scales and zero points scalars.
 //
+// MatMulIntegerToFloat(A, B, A_scale, B_scale, A_zero, B_zero) -> Y
+//   Y = Cast<float32>(MatMulInteger(A, B, A_zero, B_zero)) * (A_scale * B_scale), the scales'
+//   product in float32 and broadcast along Y's last axis: A 8-bit [..., K] with a one-element
+//   scale and zero point, B 8-bit [K, N] with one-element or [N] scale and zero point. What
+//   dynamic quantization writes as MatMulInteger -> Cast -> Mul(A_scale * B_scale).
+//
 // The layout pass also sets channels_last = 1 on ONNX ops it moves to NHWC (MaxPool,
 // AveragePool, GlobalAveragePool, inference BatchNormalization, QLinearConv), with the same
 // meaning as above.

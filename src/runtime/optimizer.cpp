@@ -29,6 +29,7 @@ const std::vector<PassEntry>& pass_table() {
   static const std::vector<PassEntry> table = {
       {"remove_identity", OptimizationLevel::Basic, passes::remove_identity},
       {"fold_qdq", OptimizationLevel::All, passes::fold_qdq},
+      {"fuse_matmul_integer", OptimizationLevel::All, passes::fuse_matmul_integer},
       {"fold_shape_subgraphs", OptimizationLevel::Basic, passes::fold_shape_subgraphs},
       {"constant_folding", OptimizationLevel::Basic, passes::fold_constants},
       {"cancel_transposes", OptimizationLevel::Basic, passes::cancel_transposes},

@@ -10,7 +10,7 @@
 namespace wpk::cpu {
 namespace {
 
-enum class Family { None, Attention, Conv, MatMul, LayerNorm, MaxPool, RowBroadcast, ConcatBatchNorm, Quantize, QLinearAdd };
+enum class Family { None, Attention, Conv, MatMul, LayerNorm, MaxPool, RowBroadcast, ConcatBatchNorm, Quantize, QLinearAdd, DynamicQuantize };
 
 Family family_of(const Node& node) {
   const bool onnx = node.domain.empty() || node.domain == "ai.onnx";
@@ -26,6 +26,7 @@ Family family_of(const Node& node) {
   if (wpk_op && node.op_type == "ConcatBatchNorm") return Family::ConcatBatchNorm;
   if (onnx && (node.op_type == "QuantizeLinear" || node.op_type == "DequantizeLinear")) return Family::Quantize;
   if (wpk_op && node.op_type == "QLinearAdd") return Family::QLinearAdd;
+  if (onnx && node.op_type == "DynamicQuantizeLinear") return Family::DynamicQuantize;
   return Family::None;
 }
 
@@ -53,7 +54,7 @@ void copy_residual(const KernelContext& ctx, std::size_t index, Tensor& y) {
 std::vector<std::string> CpuBackend::kernel_names() const {
   std::vector<std::string> names = {"f32_attention__avx2", "f32_concat_batchnorm", "f32_layernorm__avx2", "f32_maxpool_nhwc",
                                      "f32_row_broadcast", "f32_quantize_linear__avx2", "f32_dequantize_linear__avx2",
-                                     "q8_add__avx2"};
+                                     "q8_add__avx2", "f32_dynamic_quantize_linear__avx2"};
   for (auto k : {ConvConfig::Kernel::DirectAvx2, ConvConfig::Kernel::WinogradAvx2, ConvConfig::Kernel::StreamAvx512})
     names.push_back(conv_kernel_name(k));
   names.push_back(kMatMulKernelName);
@@ -100,6 +101,7 @@ std::string CpuBackend::why_unsupported(const Node& node, const Graph& graph) co
     case Family::ConcatBatchNorm: return concat_batchnorm_unsupported(node, graph);
     case Family::Quantize: return quantize_unsupported(node, graph);
     case Family::QLinearAdd: return qlinear_add_unsupported(node, graph);
+    case Family::DynamicQuantize: return dynamic_quantize_unsupported(node, graph);
     case Family::None: break;
   }
   return "the cpu backend does not run " + node.op_type;
@@ -118,6 +120,7 @@ std::unique_ptr<Kernel> CpuBackend::prepare(const Node& node, const Graph& graph
     case Family::ConcatBatchNorm: return make_concat_batchnorm(node, graph);
     case Family::Quantize: return make_quantize(node, graph);
     case Family::QLinearAdd: return make_qlinear_add(node, graph);
+    case Family::DynamicQuantize: return make_dynamic_quantize(node, graph);
     case Family::None: break;
   }
   throw Error(ErrorCode::Internal, node_label(node) + "no cpu kernel");

@@ -55,6 +55,8 @@ std::unique_ptr<Kernel> make_max_pool(const Node& node, const Graph& graph);
 
 std::string quantize_unsupported(const Node& node, const Graph& graph);  // quantize_kernel.cpp
 std::unique_ptr<Kernel> make_quantize(const Node& node, const Graph& graph);
+std::string dynamic_quantize_unsupported(const Node& node, const Graph& graph);  // quantize_kernel.cpp
+std::unique_ptr<Kernel> make_dynamic_quantize(const Node& node, const Graph& graph);
 std::string qlinear_add_unsupported(const Node& node, const Graph& graph);  // quantize_kernel.cpp
 std::unique_ptr<Kernel> make_qlinear_add(const Node& node, const Graph& graph);
 

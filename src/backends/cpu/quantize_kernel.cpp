@@ -1,6 +1,6 @@
 // QuantizeLinear (float32 -> uint8/int8) and DequantizeLinear (uint8/int8 -> float32), per
-// tensor or per slice along `axis`, and com.wpk QLinearAdd (graph/fused_ops.hpp), on wpk's own
-// vector loops over all the run's threads.
+// tensor or per slice along `axis`, DynamicQuantizeLinear, and com.wpk QLinearAdd
+// (graph/fused_ops.hpp), on wpk's own vector loops over all the run's threads.
 //
 // They compute what the reference backend computes, bit for bit: x / scale in float32 rounded
 // to the nearest integer with ties to even (the rounding is the instruction's own, not the
@@ -264,6 +264,100 @@ class QuantizeKernel : public Kernel {
   std::int64_t opset_ = 13;
 };
 
+// min(0, min x), max(0, max x) of n floats, and whether all are finite.
+struct Extremes {
+  float lo = 0, hi = 0;
+  bool finite = true;
+};
+
+Extremes extremes_scalar(const float* x, std::int64_t n) {
+  Extremes e;
+  for (std::int64_t i = 0; i < n; ++i) {
+    if (!std::isfinite(x[i])) e.finite = false;
+    e.lo = std::min(e.lo, x[i]);
+    e.hi = std::max(e.hi, x[i]);
+  }
+  return e;
+}
+
+__attribute__((target("avx2"))) Extremes extremes_avx2(const float* x, std::int64_t n) {
+  __m256 lo = _mm256_setzero_ps(), hi = _mm256_setzero_ps();
+  __m256 finite = _mm256_castsi256_ps(_mm256_set1_epi32(-1));
+  std::int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 v = _mm256_loadu_ps(x + i);
+    // v - v is 0 for finite v and NaN for infinities and NaN.
+    finite = _mm256_and_ps(finite, _mm256_cmp_ps(_mm256_sub_ps(v, v), _mm256_setzero_ps(), _CMP_EQ_OQ));
+    lo = _mm256_min_ps(lo, v);
+    hi = _mm256_max_ps(hi, v);
+  }
+  alignas(32) float l[8], h[8];
+  _mm256_store_ps(l, lo);
+  _mm256_store_ps(h, hi);
+  Extremes e = extremes_scalar(x + i, n - i);
+  e.finite = e.finite && _mm256_movemask_ps(finite) == 0xff;
+  for (int k = 0; k < 8; ++k) {
+    e.lo = std::min(e.lo, l[k]);
+    e.hi = std::max(e.hi, h[k]);
+  }
+  return e;
+}
+
+class DynamicQuantizeKernel : public Kernel {
+ public:
+  KernelProfile profile() const override { return {"f32_dynamic_quantize_linear__avx2", 256, 0.5}; }
+
+  bool runs(const std::vector<const Tensor*>& in) const override {
+    return !in.empty() && in[0] && in[0]->dtype() == DType::Float32;
+  }
+
+  void run(KernelContext& ctx) const override {
+    const Tensor& x = ctx.input(0);
+    if (x.dtype() != DType::Float32) ctx.fail(ErrorCode::Internal, "dtype this kernel does not cover");
+    const float* px = x.data<float>();
+    const bool avx2 = cpu_features().avx2;
+    const std::int64_t n = x.numel();
+    const int threads = n >= kParallelElements ? omp_get_max_threads() : 1;
+    std::vector<Extremes> parts(static_cast<std::size_t>(threads));
+#pragma omp parallel num_threads(threads) if (threads > 1)
+    {
+      const std::int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
+      const std::int64_t begin = n * t / nt, end = n * (t + 1) / nt;
+      parts[static_cast<std::size_t>(t)] = avx2 ? extremes_avx2(px + begin, end - begin) : extremes_scalar(px + begin, end - begin);
+    }
+    Extremes e;
+    for (const Extremes& p : parts) {
+      e.finite = e.finite && p.finite;
+      e.lo = std::min(e.lo, p.lo);
+      e.hi = std::max(e.hi, p.hi);
+    }
+    if (!e.finite)
+      for (std::int64_t i = 0; i < n; ++i)
+        if (!std::isfinite(px[i]))
+          ctx.fail(ErrorCode::InvalidArgument, "input holds a non-finite value at element " + std::to_string(i));
+    // As the reference (and the op's definition) derive them: the zero point clipped, then rounded.
+    const float scale = (e.hi - e.lo) / 255.0f;
+    std::uint8_t zp = 0;
+    if (scale != 0.0f) zp = quantize_one<std::uint8_t>(std::min(std::max(0.0f - e.lo / scale, 0.0f), 255.0f), 1.0f, 0);
+    Tensor& y = ctx.allocate_output(0, DType::UInt8, x.shape());
+    std::uint8_t* py = y.data<std::uint8_t>();
+    QuantLayout whole;
+    whole.inner = n;
+    whole.scale = {scale};
+    whole.zero_point = {zp};
+    if (scale == 0.0f) {
+      std::fill(py, py + n, std::uint8_t{0});
+    } else {
+      for_blocks(whole, n, [&](std::int64_t i, std::int64_t count, float s, std::int32_t z) {
+        if (avx2) quantize_avx2<std::uint8_t>(px + i, count, s, z, py + i);
+        else quantize_scalar<std::uint8_t>(px + i, count, s, z, py + i);
+      });
+    }
+    if (ctx.wants_output(1)) ctx.allocate_output(1, DType::Float32, {}).data<float>()[0] = scale;
+    if (ctx.wants_output(2)) ctx.allocate_output(2, DType::UInt8, {}).data<std::uint8_t>()[0] = zp;
+  }
+};
+
 std::int32_t code(const Tensor& t) {
   return t.dtype() == DType::UInt8 ? t.data<std::uint8_t>()[0] : t.data<std::int8_t>()[0];
 }
@@ -328,6 +422,13 @@ std::string qlinear_add_unsupported(const Node& node, const Graph& graph) {
 }
 
 std::unique_ptr<Kernel> make_qlinear_add(const Node&, const Graph&) { return std::make_unique<QLinearAddKernel>(); }
+
+std::string dynamic_quantize_unsupported(const Node& node, const Graph& graph) {
+  const DType x = graph.value(node.inputs[0]).dtype;
+  return x == DType::Float32 || x == DType::Undefined ? "" : "input is not float32";
+}
+
+std::unique_ptr<Kernel> make_dynamic_quantize(const Node&, const Graph&) { return std::make_unique<DynamicQuantizeKernel>(); }
 
 std::string quantize_unsupported(const Node& node, const Graph& graph) {
   const bool quantize = node.op_type == "QuantizeLinear";

@@ -6,7 +6,7 @@
 namespace wpk::onednn {
 namespace {
 
-enum class Family { None, Conv, QLinearConv, MatMul, Pool, Transpose, Attention, LayerNorm, Binary, BatchNorm, Eltwise, Softmax, Concat };
+enum class Family { None, Conv, QLinearConv, MatMulInteger, MatMul, Pool, Transpose, Attention, LayerNorm, Binary, BatchNorm, Eltwise, Softmax, Concat };
 
 Family family_of(const Node& node) {
   const bool onnx = node.domain.empty() || node.domain == "ai.onnx";
@@ -15,6 +15,7 @@ Family family_of(const Node& node) {
   if ((onnx && (node.op_type == "MatMul" || node.op_type == "Gemm")) || (wpk_op && node.op_type == "FusedMatMul"))
     return Family::MatMul;
   if (onnx && node.op_type == "QLinearConv") return Family::QLinearConv;
+  if (wpk_op && node.op_type == "MatMulIntegerToFloat") return Family::MatMulInteger;
   if (onnx && (node.op_type == "MaxPool" || node.op_type == "AveragePool" || node.op_type == "GlobalAveragePool"))
     return Family::Pool;
   if (onnx && node.op_type == "Transpose") return Family::Transpose;
@@ -66,6 +67,7 @@ std::string OneDnnBackend::why_unsupported(const Node& node, const Graph& graph)
   switch (family_of(node)) {
     case Family::Conv: return conv_unsupported(node, graph);
     case Family::QLinearConv: return qlinear_conv_unsupported(node, graph);
+    case Family::MatMulInteger: return matmul_integer_unsupported(node, graph);
     case Family::MatMul: return matmul_unsupported(node, graph);
     case Family::Pool: return pool_unsupported(node, graph);
     case Family::Transpose: return transpose_unsupported(node, graph);
@@ -96,6 +98,7 @@ std::unique_ptr<Kernel> OneDnnBackend::prepare(const Node& node, const Graph& gr
   switch (family_of(node)) {
     case Family::Conv: return make_conv(node, graph, "");
     case Family::QLinearConv: return make_qlinear_conv(node, graph);
+    case Family::MatMulInteger: return make_matmul_integer(node, graph);
     case Family::MatMul: return make_matmul(node, graph);
     case Family::Pool: return make_pool(node, graph);
     case Family::Transpose: return make_transpose(node, graph);

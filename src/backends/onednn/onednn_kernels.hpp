@@ -41,6 +41,9 @@ std::unique_ptr<Kernel> make_conv(const Node& node, const Graph& graph, const st
 std::string qlinear_conv_unsupported(const Node& node, const Graph& graph);  // qlinear_conv.cpp
 std::unique_ptr<Kernel> make_qlinear_conv(const Node& node, const Graph& graph);
 
+std::string matmul_integer_unsupported(const Node& node, const Graph& graph);  // matmul_integer.cpp
+std::unique_ptr<Kernel> make_matmul_integer(const Node& node, const Graph& graph);
+
 std::string matmul_unsupported(const Node& node, const Graph& graph);  // matmul.cpp
 std::unique_ptr<Kernel> make_matmul(const Node& node, const Graph& graph);
 // How its matmul computes a product with constant B, for the cost model; nullopt otherwise.

@@ -24,7 +24,7 @@ namespace {
 struct PlainKernels {
   KernelFn conv = nullptr, matmul = nullptr, softmax = nullptr, concat = nullptr;
   KernelFn max_pool = nullptr, average_pool = nullptr, global_average_pool = nullptr, batch_norm = nullptr;
-  KernelFn qlinear_conv = nullptr;
+  KernelFn qlinear_conv = nullptr, matmul_integer = nullptr;
 };
 PlainKernels plain;
 
@@ -330,6 +330,29 @@ void qlinear_conv(KernelContext& ctx) {
   for (std::size_t i = 1; i < ctx.num_inputs(); ++i) ins.push_back(ctx.has_input(i) ? &ctx.input(i) : nullptr);
   ctx.set_output(0, to_channels_last(run_plain(plain.qlinear_conv, ctx.node(), ins, ctx.opset())));
 }
+// MatMulIntegerToFloat: MatMulInteger, then each int32 element times A_scale * B_scale[n].
+void matmul_integer_to_float(KernelContext& ctx) {
+  Node plain_node = ctx.node();
+  plain_node.op_type = "MatMulInteger";
+  plain_node.domain.clear();
+  const Tensor& as = ctx.input(2);
+  const Tensor& bs = ctx.input(3);
+  if (as.dtype() != DType::Float32 || bs.dtype() != DType::Float32)
+    ctx.fail(ErrorCode::Unsupported, "scales must be float32");
+  if (as.numel() != 1) ctx.fail(ErrorCode::InvalidArgument, "A_scale must have one element, got shape " + shape_to_string(as.shape()));
+  const Tensor acc = run_plain(plain.matmul_integer, plain_node, {&ctx.input(0), &ctx.input(1), &ctx.input(4), &ctx.input(5)},
+                               ctx.opset());
+  const std::int64_t n = acc.rank() > 0 ? acc.shape().back() : 1;
+  if (bs.numel() != 1 && !(bs.rank() == 1 && bs.numel() == n))
+    ctx.fail(ErrorCode::InvalidArgument, "B_scale must have 1 or " + std::to_string(n) + " elements, got shape " + shape_to_string(bs.shape()));
+  Tensor& y = ctx.allocate_output(0, DType::Float32, acc.shape());
+  const float a_scale = as.data<float>()[0];
+  for (std::int64_t i = 0; i < acc.numel(); ++i) {
+    const float scale = a_scale * bs.data<float>()[bs.numel() == 1 ? 0 : i % n];
+    y.data<float>()[i] = static_cast<float>(acc.data<std::int32_t>()[i]) * scale;
+  }
+}
+
 void max_pool(KernelContext& ctx) { pool_any_layout(ctx, plain.max_pool); }
 void average_pool(KernelContext& ctx) { pool_any_layout(ctx, plain.average_pool); }
 void global_average_pool(KernelContext& ctx) { pool_any_layout(ctx, plain.global_average_pool); }
@@ -346,9 +369,11 @@ void register_fused(OpTable& t) {
   plain.matmul = entry("MatMul").fn;
   plain.softmax = entry("Softmax").fn;
   plain.concat = entry("Concat").fn;
+  plain.matmul_integer = entry("MatMulInteger").fn;
   t.add("com.wpk:FusedConv", {fused_conv, 2, 4, 1});
   t.add("com.wpk:FusedMatMul", {fused_matmul, 2, 4, 1});
   t.add("com.wpk:Gelu", {gelu_kernel, 1, 1, 1});
+  t.add("com.wpk:MatMulIntegerToFloat", {matmul_integer_to_float, 6, 6, 1});
   t.add("com.wpk:Attention", {attention, 3, 4, 1});
   // fuse_layernorm's op for models older than opset 17: the same kernel.
   t.add("com.wpk:LayerNormalization", {entry("LayerNormalization").fn, 2, 3, 1});

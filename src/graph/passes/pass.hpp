@@ -34,6 +34,7 @@ bool cancel_transposes(Graph& g, const PassContext& ctx);     // cancel_transpos
 bool fold_batchnorm(Graph& g, const PassContext& ctx);        // fold_batchnorm.cpp
 bool fold_pad(Graph& g, const PassContext& ctx);              // fold_pad.cpp
 bool fold_qdq(Graph& g, const PassContext& ctx);              // fold_qdq.cpp
+bool fuse_matmul_integer(Graph& g, const PassContext& ctx);   // fuse_matmul_integer.cpp
 bool fuse_layernorm(Graph& g, const PassContext& ctx);        // fuse_layernorm.cpp
 bool fuse_gelu(Graph& g, const PassContext& ctx);             // fuse_gelu.cpp
 bool fuse_attention(Graph& g, const PassContext& ctx);        // fuse_attention.cpp

@@ -62,6 +62,7 @@ bool keeps_shape(const Node& n) {
   return one_of(n.op_type, {"Relu",
                             "QuantizeLinear",
                             "DequantizeLinear",
+                            "DynamicQuantizeLinear",
                             "Sigmoid",
                             "Tanh",
                             "Clip",
@@ -360,7 +361,7 @@ void StaticShapes::infer(const Graph& g, const Node& n) {
 
   if (n.domain == kWpkDomain) {
     if (keeps_shape(n) && in(0)) set_dims(out, *in(0));
-    if (op == "FusedMatMul") set_dims(out, matmul_dims(in(0), in(1)));
+    if (op == "FusedMatMul" || op == "MatMulIntegerToFloat") set_dims(out, matmul_dims(in(0), in(1)));
     if (op == "FusedConv" && in(1) && !in(1)->empty()) set_dims(out, window_dims(n, in(0), in(1), (*in(1))[0]));
     if (op == "ConcatBatchNorm") set_dims(out, concat_batchnorm_dims(n, [&](std::size_t i) { return in(i); }));
     if (op == "Attention" && in(0) && in(1) && in(2) && rank0 >= 2 && rank(n.inputs[1]) >= 2 &&
@@ -379,7 +380,7 @@ void StaticShapes::infer(const Graph& g, const Node& n) {
     for (std::size_t i = 0; i < n.inputs.size(); ++i) ins.push_back(in(i));
     set_dims(out, broadcast(ins));
     if (in_data(0) && in_data(1)) infer_arithmetic(n, *in_data(0), *in_data(1));
-  } else if (op == "MatMul") {
+  } else if (op == "MatMul" || op == "MatMulInteger") {
     set_dims(out, matmul_dims(in(0), in(1)));
   } else if (op == "Gemm" && in(0) && in(1) && in(0)->size() == 2 && in(1)->size() == 2) {
     set_dims(out, DimList{(*in(0))[n.attr_int("transA", 0) ? 1 : 0], (*in(1))[n.attr_int("transB", 0) ? 0 : 1]});

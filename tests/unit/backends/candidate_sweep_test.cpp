@@ -149,6 +149,24 @@ std::vector<SweepCase> quantized_cases() {
         .attr("group", v.group).attr("channels_last", std::int64_t{1});
     out.push_back({op, 0, 1});
   }
+  for (std::int64_t n : {31, 100}) out.push_back({OpCase("DynamicQuantizeLinear").input("X", {n}).seed(seed++), 0, 0});
+  // Dynamic quantization's products: the float result to the bit.
+  for (std::int64_t rows : {1, 7, 33})
+    for (std::int64_t k : {16, 17, 64})
+      for (std::int64_t n : {15, 16, 33}) {
+        std::vector<float> bs;
+        for (std::int64_t j = 0; j < n; ++j) bs.push_back(0.01f + 0.001f * static_cast<float>(j % 5));
+        out.push_back({OpCase("MatMulIntegerToFloat", "com.wpk").input("A", random_codes<std::uint8_t>({rows, k}, seed++, 0, 255))
+                           .constant("B", random_codes<std::int8_t>({k, n}, seed++, -127, 127))
+                           .input("AS", Tensor::scalar(0.023f))
+                           .constant("BS", rows == 7 ? Tensor::scalar(0.02f) : Tensor::from_vector(bs, {n}))
+                           .input("AZ", Tensor::scalar(std::uint8_t{131}))
+                           .constant("BZ", Tensor::scalar(std::int8_t{0})), 0, 0});
+      }
+  out.push_back({OpCase("MatMulIntegerToFloat", "com.wpk").input("A", random_codes<std::int8_t>({2, 3, 17}, seed++, -128, 127))
+                     .constant("B", random_codes<std::int8_t>({17, 20}, seed++, -127, 127)).input("AS", Tensor::scalar(0.5f))
+                     .constant("BS", Tensor::scalar(0.25f)).input("AZ", Tensor::scalar(std::int8_t{-3}))
+                     .constant("BZ", Tensor::scalar(std::int8_t{0})), 0, 0});
   // 8-bit max pooling and NHWC transposes of codes.
   out.push_back({OpCase("MaxPool").input("X", random_codes<std::uint8_t>({1, 9, 9, 17}, seed++, 0, 255))
                      .attr("kernel_shape", std::vector<std::int64_t>{3, 3}).attr("strides", std::vector<std::int64_t>{2, 2})
@@ -242,17 +260,22 @@ TEST_CASE("every candidate of every registered backend matches the reference at 
     summary += name + " " + std::to_string(n) + " checked, " + std::to_string(declined[name]) + " declined; ";
   INFO(summary);
   CHECK(checked.count("cpu") == 1);  // row broadcast, pooling at least: any CPU runs those
-  for (const char* op : {"QuantizeLinear", "DequantizeLinear", "com.wpk.QLinearAdd"}) CHECK(ops_checked["cpu"].count(op) == 1);
+  for (const char* op : {"QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear", "com.wpk.QLinearAdd"})
+    CHECK(ops_checked["cpu"].count(op) == 1);
   CHECK(checked["gen(rows=4,vectors=2,parallel=rows)"] > 0);  // products, on every CPU
 #ifdef WPK_WITH_ONEDNN
   CHECK(checked["onednn"] > 0);
   CHECK(checked["onednn(algorithm=direct)"] > 0);
   CHECK(ops_checked["onednn"].count("Transpose") == 1);
   CHECK(ops_checked["onednn"].count("MaxPool") == 1);
-  // Every QLinearConv case has weights past [-64, 64]: oneDNN takes them where the CPU has VNNI.
+  // Every QLinearConv and MatMulIntegerToFloat case has weights past [-64, 64]: oneDNN takes
+  // them where the CPU has VNNI.
   const wpk::CpuFeatures& cpu = wpk::cpu_features();
-  if (cpu.avx512_vnni || cpu.avx_vnni || cpu.amx_int8) CHECK(ops_checked["onednn"].count("QLinearConv") == 1);
-  else CHECK(ops_checked["onednn"].count("QLinearConv") == 0);
+  for (const char* op : {"QLinearConv", "com.wpk.MatMulIntegerToFloat"}) {
+    INFO(op);
+    if (cpu.avx512_vnni || cpu.avx_vnni || cpu.amx_int8) CHECK(ops_checked["onednn"].count(op) == 1);
+    else CHECK(ops_checked["onednn"].count(op) == 0);
+  }
 #endif
   WARN(summary);
 }

@@ -1,0 +1,146 @@
+// com.wpk MatMulIntegerToFloat (graph/fused_ops.hpp) on oneDNN's integer matmul: uint8 or int8
+// A [..., K] (leading dims as rows) with its run-time scale and zero point, constant int8 B
+// [K, N] with zero point 0, packed once; the int32 accumulators become float32 as they are
+// stored, times A_scale * B_scale[n] (run-time output scales, formed in float32 as the
+// definition forms them: the result is the reference's to the bit).
+//
+// As for QLinearConv (qlinear_conv.cpp), CPUs without VNNI or AMX sum pairs of 8-bit products in
+// int16, which can saturate: there B must lie in [-64, 64].
+#include "backends/onednn/onednn_kernels.hpp"
+#include "core/cpu_features.hpp"
+
+namespace wpk::onednn {
+namespace {
+
+enum Input : std::size_t { A = 0, B, AScale, BScale, AZero, BZero };
+
+bool is_8bit(DType t) { return t == DType::UInt8 || t == DType::Int8; }
+
+const Tensor* constant_input(const Node& node, const Graph& graph, std::size_t i) {
+  return i < node.inputs.size() && node.inputs[i] != kNoValue ? graph.initializer(node.inputs[i]) : nullptr;
+}
+
+bool products_exact(const Tensor& w) {
+  const CpuFeatures& cpu = cpu_features();
+  if (cpu.avx512_vnni || cpu.avx_vnni || cpu.amx_int8) return true;
+  for (std::int64_t i = 0; i < w.numel(); ++i)
+    if (w.data<std::int8_t>()[i] < -64 || w.data<std::int8_t>()[i] > 64) return false;
+  return true;
+}
+
+struct IntegerMatMulPlan {
+  dnnl::matmul primitive;
+  dnnl::memory::desc src, dst;
+  dnnl::memory weights;
+};
+
+class MatMulIntegerToFloatKernel : public OneDnnKernel {
+ public:
+  MatMulIntegerToFloatKernel(const Node& node, const Graph& graph) {
+    const Tensor& b = *constant_input(node, graph, B);
+    k_ = b.dim(0);
+    n_ = b.dim(1);
+    weights_ = PackedWeights(b, view());
+    const Tensor& bs = *constant_input(node, graph, BScale);
+    b_scale_.assign(bs.data<float>(), bs.data<float>() + bs.numel());
+    a_type_ = graph.value(node.inputs[A]).dtype;
+  }
+
+  void run(KernelContext& ctx) const override {
+    guarded(ctx, [&] {
+      const Tensor& a = ctx.input(A);
+      const Tensor& as = ctx.input(AScale);
+      const Tensor& az = ctx.input(AZero);
+      if (a.dtype() != a_type_ || a.rank() < 1 || a.shape().back() != k_)
+        ctx.fail(ErrorCode::InvalidArgument, std::string("A must be ") + dtype_name(a_type_) + " [..., " + std::to_string(k_) +
+                                                 "], got " + dtype_name(a.dtype()) + " " + shape_to_string(a.shape()));
+      if (as.dtype() != DType::Float32 || as.numel() != 1 || az.dtype() != a_type_ || az.numel() != 1)
+        ctx.fail(ErrorCode::InvalidArgument, "A_scale must be one float32 and A_zero one element of A's dtype");
+      const std::int64_t rows = a.numel() / k_;
+      const Shape key_shape = {rows};
+      auto plan = cache_.get(shape_key({&key_shape}), [&] { return build(rows); });
+      Shape y_shape = a.shape();
+      y_shape.back() = n_;
+      Tensor& y = ctx.allocate_output(0, DType::Float32, y_shape);
+      if (rows == 0) return;
+      thread_local std::vector<float> scales;
+      scales.resize(b_scale_.size());
+      const float a_scale = as.data<float>()[0];
+      for (std::size_t i = 0; i < scales.size(); ++i) scales[i] = a_scale * b_scale_[i];
+      thread_local std::int32_t zero = 0;
+      zero = a_type_ == DType::UInt8 ? az.data<std::uint8_t>()[0] : az.data<std::int8_t>()[0];
+      const dnnl::memory::desc scale_desc({static_cast<std::int64_t>(scales.size())}, dnnl::memory::data_type::f32, Tag::x);
+      const dnnl::memory::desc zero_desc({1}, dnnl::memory::data_type::s32, Tag::x);
+      execute(plan->primitive, {{DNNL_ARG_SRC, wrap_arg(plan->primitive, DNNL_ARG_SRC, plan->src, a)},
+                                {DNNL_ARG_WEIGHTS, plan->weights},
+                                {DNNL_ARG_DST, wrap_arg(plan->primitive, DNNL_ARG_DST, plan->dst, y)},
+                                {DNNL_ARG_ATTR_OUTPUT_SCALES, dnnl::memory(scale_desc, engine(), scales.data())},
+                                {DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, dnnl::memory(zero_desc, engine(), &zero)}});
+    });
+  }
+
+  // Packs B for the rows the graph declares. The loaded B stays beside the packing: another row
+  // count may want another layout, and a packing with compensation is not read back.
+  void warm_up(std::int64_t rows) {
+    const Shape key{rows};
+    auto plan = cache_.get(shape_key({&key}), [&] { return build(rows); });
+    weights_.keep_beside_loaded(plan->weights, view());
+  }
+
+  bool owns_input(std::size_t i) const override { return i == B && weights_.owns_copy(); }
+
+ private:
+  dnnl::memory::desc view() const { return {{k_, n_}, dnnl::memory::data_type::s8, Tag::ab}; }
+
+  IntegerMatMulPlan build(std::int64_t rows) const {
+    IntegerMatMulPlan plan;
+    const auto a_type = a_type_ == DType::UInt8 ? dnnl::memory::data_type::u8 : dnnl::memory::data_type::s8;
+    plan.src = dnnl::memory::desc({rows, k_}, a_type, Tag::ab);
+    plan.dst = dnnl::memory::desc({rows, n_}, dnnl::memory::data_type::f32, Tag::ab);
+    dnnl::primitive_attr attr = make_attr();
+    attr.set_output_scales(b_scale_.size() > 1 ? 1 << 1 : 0, {DNNL_RUNTIME_F32_VAL});
+    attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
+    const dnnl::matmul::primitive_desc pd(
+        dnnl::matmul::desc(plan.src, dnnl::memory::desc({k_, n_}, dnnl::memory::data_type::s8, Tag::any), plan.dst), attr,
+        engine());
+    plan.weights = weights_.pack_for(pd.weights_desc(), view());
+    plan.primitive = dnnl::matmul(pd);
+    return plan;
+  }
+
+  std::int64_t k_ = 0, n_ = 0;
+  PackedWeights weights_;
+  std::vector<float> b_scale_;
+  DType a_type_ = DType::UInt8;
+  ShapeCache<IntegerMatMulPlan> cache_;
+};
+
+}  // namespace
+
+std::string matmul_integer_unsupported(const Node& node, const Graph& graph) {
+  if (node.inputs.size() != 6) return "needs 6 inputs";
+  if (!is_8bit(graph.value(node.inputs[A]).dtype)) return "A is not uint8 or int8";
+  const Tensor* b = constant_input(node, graph, B);
+  if (!b || b->dtype() != DType::Int8 || b->rank() != 2) return "B is not a constant 2-D int8 tensor";
+  const Tensor* bs = constant_input(node, graph, BScale);
+  if (!bs || bs->dtype() != DType::Float32 || (bs->numel() != 1 && bs->numel() != b->dim(1)))
+    return "B_scale is not a constant float32 of 1 or N elements";
+  const Tensor* bz = constant_input(node, graph, BZero);
+  if (!bz || bz->dtype() != DType::Int8) return "B_zero is not a constant int8 tensor";
+  for (std::int64_t i = 0; i < bz->numel(); ++i)
+    if (bz->data<std::int8_t>()[i] != 0) return "B_zero is not 0";
+  if (!products_exact(*b)) return "B past [-64, 64] on a CPU without VNNI (8-bit products would saturate)";
+  return "";
+}
+
+std::unique_ptr<Kernel> make_matmul_integer(const Node& node, const Graph& graph) {
+  auto kernel = std::make_unique<MatMulIntegerToFloatKernel>(node, graph);
+  if (auto shape = static_shape(graph, node.inputs[A]); shape && !shape->empty()) {
+    std::int64_t rows = 1;
+    for (std::size_t i = 0; i + 1 < shape->size(); ++i) rows *= (*shape)[i];
+    try_warm_up([&] { kernel->warm_up(rows); });
+  }
+  return kernel;
+}
+
+}  // namespace wpk::onednn

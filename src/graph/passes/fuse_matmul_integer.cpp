@@ -1,0 +1,74 @@
+// fuse_matmul_integer: a product as dynamic quantization writes it,
+//   Mul(Cast<float>(MatMulInteger(A, B, A_zero, B_zero)), Mul(A_scale, B_scale))
+// becomes com.wpk MatMulIntegerToFloat(A, B, A_scale, B_scale, A_zero, B_zero)
+// (graph/fused_ops.hpp): one integer product whose accumulators are scaled as they are stored,
+// instead of an int32 tensor cast and multiplied in two more passes. B is a constant 8-bit
+// [K, N]; A_scale one element (DynamicQuantizeLinear's scale, or known to have one element);
+// B_scale and B_zero constants of one or N elements. The DynamicQuantizeLinear that makes A
+// stays: the products that read one quantized input share it.
+#include "graph/fused_ops.hpp"
+#include "graph/passes/match.hpp"
+
+namespace wpk::passes {
+namespace {
+
+bool is_8bit(DType t) { return t == DType::UInt8 || t == DType::Int8; }
+
+// A constant with one element or n.
+bool per_tensor_or_column(const Tensor* t, std::int64_t n) {
+  return t && (t->numel() == 1 || (t->rank() == 1 && t->numel() == n));
+}
+
+// True when v is sure to hold one element: DynamicQuantizeLinear's scale or zero point, or a
+// known shape.
+bool one_element(const GraphIndex& index, const StaticShapes& shapes, ValueId v) {
+  const Node* p = index.producer(v);
+  if (is_onnx_op(p, "DynamicQuantizeLinear") && p->outputs[0] != v) return true;
+  const DimList* d = shapes.dims(v);
+  if (!d) return false;
+  for (const Dim& x : *d)
+    if (!x.is_static() || x.value != 1) return false;
+  return true;
+}
+
+}  // namespace
+
+bool fuse_matmul_integer(Graph& g, const PassContext&) {
+  return rewrite_to_fixed_point(g, [&](std::size_t i, const GraphIndex& index, const StaticShapes& shapes,
+                                       Rewriter& rewriter) {
+    const Node& mmi = g.nodes()[i];
+    if (!is_onnx_op(&mmi, "MatMulInteger") || mmi.inputs.size() != 4 || mmi.outputs.size() != 1) return;
+    for (ValueId v : mmi.inputs)
+      if (v == kNoValue) return;
+    const Tensor* b = g.initializer(mmi.inputs[1]);
+    if (!b || !is_8bit(b->dtype()) || b->rank() != 2) return;
+    const std::int64_t n = b->dim(1);
+    const Node* cast = index.sole_reader(mmi.outputs[0]);
+    if (!is_onnx_op(cast, "Cast") || cast->attr_int("to", 0) != static_cast<std::int64_t>(DType::Float32)) return;
+    const Node* mul = index.sole_reader(cast->outputs[0]);
+    if (!is_onnx_op(mul, "Mul") || mul->inputs.size() != 2) return;
+    const Node* scales = index.producer(other_input(*mul, cast->outputs[0]));
+    if (!is_onnx_op(scales, "Mul") || scales->inputs.size() != 2) return;
+    // Mul(A_scale, B_scale) in either order, B_scale the float constant.
+    const int bi = float_constant(g, scales->inputs[1]) ? 1 : 0;
+    const ValueId a_scale = scales->inputs[1 - bi], b_scale = scales->inputs[bi];
+    if (!per_tensor_or_column(float_constant(g, b_scale), n) || float_constant(g, a_scale)) return;
+    if (!one_element(index, shapes, a_scale) || !one_element(index, shapes, mmi.inputs[2])) return;
+    const Tensor* b_zero = g.initializer(mmi.inputs[3]);
+    if (!per_tensor_or_column(b_zero, n) || b_zero->dtype() != b->dtype()) return;
+    std::vector<int> matched = {static_cast<int>(i), index.sole_reader_index(mmi.outputs[0]),
+                                index.sole_reader_index(cast->outputs[0])};
+    // The scales' product goes too when this product is its only reader.
+    if (index.sole_reader(scales->outputs[0]) == mul) matched.push_back(index.producer_index(scales->outputs[0]));
+    if (!rewriter.available(matched)) return;
+    Node fused;
+    fused.op_type = "MatMulIntegerToFloat";
+    fused.domain = kWpkDomain;
+    fused.name = mmi.name;
+    fused.inputs = {mmi.inputs[0], mmi.inputs[1], a_scale, b_scale, mmi.inputs[2], mmi.inputs[3]};
+    fused.outputs = {mul->outputs[0]};
+    rewriter.replace(matched, {std::move(fused)});
+  });
+}
+
+}  // namespace wpk::passes

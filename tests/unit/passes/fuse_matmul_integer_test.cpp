@@ -1,0 +1,65 @@
+// fuse_matmul_integer: dynamic quantization's MatMulInteger -> Cast -> Mul(A_scale * B_scale)
+// becomes one com.wpk MatMulIntegerToFloat computing the same floats; variants it does not
+// cover stay as written.
+#include "pass_test_util.hpp"
+
+using namespace wpk;
+using namespace wpk::testing;
+
+namespace {
+
+struct Variant {
+  bool per_column = true;   // B_scale [N] (else one element)
+  bool cast_to_int = false;  // the Cast is not to float: not this pattern
+  bool scales_swapped = false;  // Mul(B_scale, A_scale)
+};
+
+// x [N, 5, 16] -> DynamicQuantizeLinear -> MatMulInteger(B [16, 24]) -> Cast -> Mul(scales)
+// -> Add(bias) -> y, as ONNX Runtime's dynamic quantizer writes a MatMul with a bias.
+Graph dynamic_graph(const Variant& v = {}) {
+  Graph g;
+  g.add_input("x", DType::Float32, {Dim("N"), 5, 16});
+  std::vector<std::int8_t> b(16 * 24);
+  for (std::size_t i = 0; i < b.size(); ++i) b[i] = static_cast<std::int8_t>(static_cast<int>(i * 53 % 255) - 127);
+  g.add_initializer("b", Tensor::from_vector(b, {16, 24}));
+  std::vector<float> bs;
+  for (int j = 0; j < (v.per_column ? 24 : 1); ++j) bs.push_back(0.004f + 0.0005f * static_cast<float>(j % 3));
+  g.add_initializer("bs", v.per_column ? Tensor::from_vector(bs, {24}) : Tensor::scalar(bs[0]));
+  g.add_initializer("bz", Tensor::scalar(std::int8_t{0}));
+  g.add_initializer("bias", random_tensor({24}, 3));
+  g.add_node("DynamicQuantizeLinear", {"x"}, {"xq", "xs", "xz"});
+  g.add_node("MatMulInteger", {"xq", "b", "xz", "bz"}, {"acc"});
+  g.add_node("Cast", {"acc"}, {"accf"}, {{"to", Attribute(std::int64_t(v.cast_to_int ? DType::Int64 : DType::Float32))}});
+  g.add_node("Mul", v.scales_swapped ? std::vector<std::string>{"bs", "xs"} : std::vector<std::string>{"xs", "bs"}, {"s"});
+  g.add_node("Mul", {"accf", "s"}, {"m"});
+  g.add_node("Add", {"m", "bias"}, {"y"});
+  g.add_output("y");
+  return g;
+}
+
+TensorMap inputs() { return {{"x", random_tensor({3, 5, 16}, 8, -2.0f, 3.0f)}}; }
+
+}  // namespace
+
+TEST_CASE("fuse_matmul_integer makes dynamic quantization's product one op with the same floats", "[optimizer][passes][int8]") {
+  for (bool per_column : {true, false})
+    for (bool swapped : {false, true}) {
+      Variant v;
+      v.per_column = per_column;
+      v.scales_swapped = swapped;
+      const Graph g = dynamic_graph(v);
+      const Graph opt = optimized(g);
+      CHECK(count_op(opt, "MatMulIntegerToFloat", kWpkDomain) == 1);
+      CHECK(count_op(opt, "MatMulInteger") == 0);
+      CHECK(count_op(opt, "Cast") == 0);
+      CHECK(count_op(opt, "Mul") == 0);
+      CHECK(count_op(opt, "DynamicQuantizeLinear") == 1);
+      check_unchanged(g, inputs(), "fuse_matmul_integer", 0, 0);
+    }
+}
+
+TEST_CASE("fuse_matmul_integer leaves a product cast to another type alone", "[optimizer][passes][int8]") {
+  Variant v;
+  v.cast_to_int = true;
+  CHECK(count_op(optimized(dynamic_graph(v)), "MatMulIntegerToFloat", kWpkDomain) == 0);
+}
