@@ -6,7 +6,9 @@ Usage: compare_ort.py [--models LIST] [--iters K] [--rounds R] [--warmup W] [--t
 
 LIST is comma-separated: NAME (its default rows) or NAME:BATCH, or `all` (every model in the models
 folder at batch 1). The default rows are resnet50:1, mobilenet_v2:1, bert_base:1 (seq 128),
-resnet50:8; a NAME with no default row runs at batch 1. Models come from scripts/export_models.py (build/models), exported on first use.
+resnet50:8, and the int8 rows resnet50_int8:1 and bert_base_int8:1; a NAME with no default row runs
+at batch 1. Models come from scripts/export_models.py (build/models), exported on first use; the
+int8 ones from scripts/quantize_ort.py (ONNX Runtime's quantization tool), made on first use.
 
 With --fix-dims both runtimes get the model's symbolic first dims (its batch) fixed at load to the
 row's batch (`--dim NAME=BATCH`: SessionOptions::fixed_dims in wpk, a free dimension override in
@@ -27,8 +29,10 @@ import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DEFAULT_ROWS = [("resnet50", 1), ("mobilenet_v2", 1), ("bert_base", 1), ("resnet50", 8)]
+DEFAULT_ROWS = [("resnet50", 1), ("mobilenet_v2", 1), ("bert_base", 1), ("resnet50", 8),
+                ("resnet50_int8", 1), ("bert_base_int8", 1)]
 EXPORTABLE = ["resnet18", "resnet50", "mobilenet_v2", "bert_base"]
+QUANTIZED = {"resnet50_int8": "resnet50", "bert_base_int8": "bert_base"}  # made by scripts/quantize_ort.py
 FIELDS = ["model", "runtime", "threads", "batch", "load_ms", "median_ms", "p90_ms", "min_ms", "peak_rss_mb"]
 
 
@@ -135,12 +139,16 @@ def main():
         sys.exit("compare_ort: %s not found; build it with scripts/setup.sh" % a.wpk)
 
     names = sorted({m for m, _ in rows})
-    to_export = [m for m in names if m in EXPORTABLE]
+    to_export = sorted({QUANTIZED.get(m, m) for m in names} & set(EXPORTABLE))
     if to_export:
         subprocess.run(["/usr/bin/python3", "scripts/export_models.py", a.models_dir] + to_export, cwd=ROOT, check=True)
+    to_quantize = [m for m in names if m in QUANTIZED]
+    if to_quantize:
+        subprocess.run([sys.executable, "scripts/quantize_ort.py", a.models_dir] + to_quantize, cwd=ROOT, check=True)
     for m in names:
         if not os.path.exists(os.path.join(ROOT, a.models_dir, m + ".onnx")):
-            sys.exit("compare_ort: no model %s.onnx in %s (exportable: %s)" % (m, a.models_dir, " ".join(EXPORTABLE)))
+            sys.exit("compare_ort: no model %s.onnx in %s (exportable: %s)"
+                     % (m, a.models_dir, " ".join(EXPORTABLE + sorted(QUANTIZED))))
 
     import onnxruntime  # only for the version; the measurements run in their own processes
     log("onnxruntime %s, %d threads, %d rounds x (%d warm-up + %d timed runs) per runtime and row"

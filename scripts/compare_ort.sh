@@ -3,10 +3,11 @@
 #   scripts/compare_ort.sh [--no-build] [--models LIST] [--iters K] [--rounds R] [--warmup W] [--threads N] [--quick] [--fix-dims]
 # Each step is skipped when already done:
 #   1. scripts/setup.sh builds wpk (incremental; --no-build uses build/examples/wpk as it is);
-#   2. a venv in .venv (ignored by git) with onnxruntime and numpy from PyPI;
-#   3. scripts/compare_ort.py exports the models it needs into build/models and measures.
-# Default rows: ResNet-50, MobileNetV2, BERT-base (seq 128) at batch 1, ResNet-50 at batch 8;
-# 2 threads, fp32; 5 rounds of wpk then ONNX Runtime, each 3 warm-up + 20 timed runs (more
+#   2. a venv in .venv (ignored by git) with onnxruntime, onnx and numpy from PyPI;
+#   3. scripts/compare_ort.py exports the models it needs into build/models (the int8 ones by
+#      ONNX Runtime's quantization tool, scripts/quantize_ort.py) and measures.
+# Default rows: ResNet-50, MobileNetV2, BERT-base (seq 128) at batch 1, ResNet-50 at batch 8
+# (fp32), and ResNet-50 (QDQ) and BERT-base (dynamic) in int8 at batch 1; 2 threads; 5 rounds of wpk then ONNX Runtime, each 3 warm-up + 20 timed runs (more
 # rounds: one slow spell on this shared machine moves the median of rounds less).
 # stdout: JSON lines (wpk, onnxruntime, ratio wpk/onnxruntime per row); progress on stderr.
 set -euo pipefail
@@ -30,10 +31,10 @@ elif [ ! -x build/examples/wpk ]; then
 fi
 
 venv=.venv
-if ! "$venv/bin/python" -c "import onnxruntime, numpy" >/dev/null 2>&1; then
-  echo "compare_ort: setting up $venv with onnxruntime and numpy" >&2
+if ! "$venv/bin/python" -c "import onnxruntime, numpy, onnx" >/dev/null 2>&1; then
+  echo "compare_ort: setting up $venv with onnxruntime, onnx and numpy" >&2
   [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
-  "$venv/bin/python" -m pip install -q onnxruntime numpy >&2
+  "$venv/bin/python" -m pip install -q onnxruntime numpy onnx >&2
 fi
 
 exec "$venv/bin/python" scripts/compare_ort.py "${args[@]+"${args[@]}"}"

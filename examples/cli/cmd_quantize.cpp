@@ -87,9 +87,10 @@ int cmd_quantize(const Args& args) {
   options.session = base_options(args);
   options.session.threads = args.get_int("--threads", 0, 0);
   const QuantizeReport report = quantize_model(model, samples, out, options);
-  std::printf("quantized %d convs and %d activations (uint8), calibrated on %d sample%s (%s): wrote %s\n", report.convs,
-              report.activations, report.samples, report.samples == 1 ? "" : "s", options.method.c_str(), out.c_str());
-  for (const std::string& s : report.skipped) std::printf("  left in float: conv %s\n", s.c_str());
+  std::printf("quantized %d convs, %d matmuls and %d activations (uint8), calibrated on %d sample%s (%s): wrote %s\n",
+              report.convs, report.products, report.activations, report.samples, report.samples == 1 ? "" : "s",
+              options.method.c_str(), out.c_str());
+  for (const std::string& s : report.skipped) std::printf("  left in float: %s\n", s.c_str());
 
   const Session float_session(load(model), options.session), int8_session(load(out), options.session);
   std::map<std::string, std::vector<double>> errors;

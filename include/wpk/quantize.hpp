@@ -24,18 +24,20 @@ struct QuantizeOptions {
 
 struct QuantizeReport {
   int convs = 0;        // Conv nodes given int8 weights (per output channel) and an int32 bias
+  int products = 0;     // MatMul/Gemm nodes given int8 B (per output column)
   int activations = 0;  // tensors given a QuantizeLinear/DequantizeLinear pair (uint8)
   int samples = 0;      // calibration inputs run
-  // Convs left in float, each "'name': why".
+  // Convs and products left in float, each "Op 'name': why".
   std::vector<std::string> skipped;
 };
 
 // Reads the ONNX model at `model_path` (opset 13 or later), runs it on each calibration sample
 // (all its inputs by name) to find the activations' ranges, and writes to `out_path` the model
 // with Conv weights quantized to int8 symmetric per output channel, biases to int32 at
-// input scale x weight scale, and uint8 QuantizeLinear/DequantizeLinear pairs on the Convs'
-// inputs and outputs (after their Relu), the Adds that join them, and MaxPools between them
-// (which keep their input's scale). Other ops stay float. Throws Error: NotFound, InvalidModel,
+// input scale x weight scale, MatMul/Gemm constant B to int8 per output column, and uint8
+// QuantizeLinear/DequantizeLinear pairs on the Convs' inputs and outputs (after their Relu or
+// Clip(0, max)), the Adds that join them, MaxPools between them (which keep their input's
+// scale) and the products' A inputs. Other ops, and the products' outputs, stay float. Throws Error: NotFound, InvalidModel,
 // InvalidArgument (no samples, a sample missing an input, bad options), Io.
 QuantizeReport quantize_model(const std::string& model_path, const std::vector<TensorMap>& calibration,
                               const std::string& out_path, const QuantizeOptions& options = {});

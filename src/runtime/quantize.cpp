@@ -1,5 +1,7 @@
 // wpk::quantize_model (wpk/quantize.hpp): the float model's ONNX protobuf rewritten into the
-// QDQ form. Which activations get a Q/DQ pair:
+// QDQ form. Conv weights become int8 per output channel, MatMul/Gemm B int8 per output column.
+// Which activations get a Q/DQ pair:
+//   - each quantized product's input A (its output stays float);
 //   - each quantized Conv's input, and its output, or its Relu's or Clip(0, max)'s when that is the
 //     output's only reader (a uint8 range from 0 saturates where it clips, so the pair covers both);
 //   - the inputs and output (or its Relu's) of an Add whose two inputs both have a pair;
@@ -83,23 +85,25 @@ std::pair<float, std::uint8_t> activation_params(const ActivationRange& r) {
   return {scale, static_cast<std::uint8_t>(zero)};
 }
 
-// int8 weights symmetric per output channel (axis 0): scale = max |w| / 127.
+// int8 weights symmetric per slice along `axis` (0: a Conv's output channels or a transposed
+// product's rows; 1: a product's columns): scale = max |w| / 127.
 struct QuantizedWeights {
   Tensor q, scale, zero;
 };
-QuantizedWeights quantize_weights(const Tensor& w) {
-  const std::int64_t channels = w.dim(0), per = w.numel() / std::max<std::int64_t>(1, channels);
+QuantizedWeights quantize_weights(const Tensor& w, int axis = 0) {
+  const std::int64_t channels = w.dim(axis), per = w.numel() / std::max<std::int64_t>(1, channels);
+  // Element (c, i) of channel c: rows of `per` for axis 0, columns of a [per, channels] matrix for 1.
+  auto at = [&](std::int64_t c, std::int64_t i) { return axis == 0 ? c * per + i : i * channels + c; };
   std::vector<std::int8_t> q(static_cast<std::size_t>(w.numel()));
   std::vector<float> scales(static_cast<std::size_t>(channels));
   const float* p = w.data<float>();
   for (std::int64_t c = 0; c < channels; ++c) {
     float amax = 0;
-    for (std::int64_t i = 0; i < per; ++i) amax = std::max(amax, std::fabs(p[c * per + i]));
+    for (std::int64_t i = 0; i < per; ++i) amax = std::max(amax, std::fabs(p[at(c, i)]));
     const float s = amax > 0 ? amax / 127.0f : 1.0f;
     scales[static_cast<std::size_t>(c)] = s;
     for (std::int64_t i = 0; i < per; ++i)
-      q[static_cast<std::size_t>(c * per + i)] =
-          static_cast<std::int8_t>(std::min(127.0f, std::max(-127.0f, round_even(p[c * per + i] / s))));
+      q[static_cast<std::size_t>(at(c, i))] = static_cast<std::int8_t>(std::min(127.0f, std::max(-127.0f, round_even(p[at(c, i)] / s))));
   }
   return {Tensor::from_vector(q, w.shape()), Tensor::from_vector(scales, {channels}),
           Tensor::from_vector(std::vector<std::int8_t>(static_cast<std::size_t>(channels), 0), {channels})};
@@ -133,19 +137,26 @@ class Quantizer {
     }
   }
 
-  // Picks the Convs and the activations to quantize; returns those activations' names.
+  // Picks the Convs, products and activations to quantize; returns those activations' names.
   std::vector<std::string> plan(QuantizeReport& report) {
     for (int i = 0; i < g_.node_size(); ++i) {
       const onnx::NodeProto& n = g_.node(i);
-      if (n.op_type() != "Conv" || !is_onnx_domain(n.domain())) continue;
-      const std::string why = conv_unquantizable(n);
+      const bool conv = n.op_type() == "Conv", product = n.op_type() == "MatMul" || n.op_type() == "Gemm";
+      if ((!conv && !product) || !is_onnx_domain(n.domain())) continue;
+      // A product of two activations (attention's) has no weights to quantize: not worth a word.
+      if (product && (n.input_size() < 2 || !constant(n.input(1)))) continue;
+      const std::string why = conv ? conv_unquantizable(n) : product_unquantizable(n);
       if (!why.empty()) {
-        report.skipped.push_back("'" + (n.name().empty() ? n.output(0) : n.name()) + "': " + why);
+        report.skipped.push_back(n.op_type() + " '" + (n.name().empty() ? n.output(0) : n.name()) + "': " + why);
         continue;
       }
-      convs_.push_back(i);
       add_activation(n.input(0));
-      add_activation(end_of(n.output(0)));
+      if (conv) {
+        convs_.push_back(i);
+        add_activation(end_of(n.output(0)));
+      } else {
+        products_.push_back(i);  // its output stays float: wpk computes it so from the integer product
+      }
     }
     for (int i = 0; i < g_.node_size(); ++i) {
       const onnx::NodeProto& n = g_.node(i);
@@ -159,6 +170,7 @@ class Quantizer {
       }
     }
     report.convs = static_cast<int>(convs_.size());
+    report.products = static_cast<int>(products_.size());
     report.activations = static_cast<int>(activations_.size());
     return activations_;
   }
@@ -181,13 +193,14 @@ class Quantizer {
         emit_pair(nodes, a, dq, params.at(a));
         renamed_inputs[a] = dq;
       }
-    std::set<int> convs(convs_.begin(), convs_.end());
+    std::set<int> convs(convs_.begin(), convs_.end()), products(products_.begin(), products_.end());
     for (int i = 0; i < g_.node_size(); ++i) {
       onnx::NodeProto n = g_.node(i);
       const float x_scale = convs.count(i) ? scales_.at(root_of(n.input(0))) : 0;
       for (auto& in : *n.mutable_input())
         if (renamed_inputs.count(in)) in = renamed_inputs.at(in);
       if (convs.count(i)) quantize_conv_weights(n, x_scale, nodes);
+      if (products.count(i)) quantize_product_weights(n, nodes);
       std::vector<std::pair<std::string, std::string>> pairs;  // (float output, name it keeps)
       for (auto& out : *n.mutable_output())
         if (!out.empty() && params.count(out) && !graph_inputs_.count(out)) {
@@ -204,6 +217,38 @@ class Quantizer {
   }
 
  private:
+  // "" when the MatMul or Gemm can be quantized: constant float32 2-D B; Gemm plain but for
+  // transB (alpha and beta 1), its C left as it is.
+  std::string product_unquantizable(const onnx::NodeProto& n) {
+    if (n.input_size() < 2) return "no B";
+    const Tensor* b = constant(n.input(1));
+    if (!b || b->dtype() != DType::Float32 || b->rank() != 2) return "B is not a constant 2-D float32 tensor";
+    if (initializers_.count(n.input(0)) || constant_nodes_.count(n.input(0))) return "A is a constant";
+    for (const auto& a : n.attribute()) {
+      if (a.name() == "transA" && a.i() != 0) return "transA";
+      if ((a.name() == "alpha" || a.name() == "beta") && a.f() != 1.0f) return a.name() + " is not 1";
+    }
+    return "";
+  }
+
+  bool transposed_b(const onnx::NodeProto& n) const {
+    for (const auto& a : n.attribute())
+      if (a.name() == "transB") return n.op_type() == "Gemm" && a.i() != 0;
+    return false;
+  }
+
+  // The product reads DequantizeLinear(int8 B), per output column.
+  void quantize_product_weights(onnx::NodeProto& n, std::vector<onnx::NodeProto>& nodes) {
+    const int axis = transposed_b(n) ? 0 : 1;
+    const QuantizedWeights w = quantize_weights(*constant(n.input(1)), axis);
+    const std::string wq = add_initializer(n.input(1) + "_quantized", w.q);
+    const std::string ws = add_initializer(n.input(1) + "_scale", w.scale);
+    const std::string wz = add_initializer(n.input(1) + "_zero_point", w.zero);
+    const std::string wd = names_.fresh(n.input(1) + "_dequantized");
+    nodes.push_back(make_node("DequantizeLinear", {wq, ws, wz}, wd, axis));
+    n.set_input(1, wd);
+  }
+
   // "" when the Conv can be quantized: 2-D, float32 constant weights and bias.
   std::string conv_unquantizable(const onnx::NodeProto& n) {
     if (n.input_size() < 2) return "no weights";
@@ -323,7 +368,7 @@ class Quantizer {
   std::map<std::string, Tensor> loaded_;
   std::set<std::string> graph_inputs_, graph_outputs_;
   std::map<std::string, std::vector<int>> readers_;
-  std::vector<int> convs_;
+  std::vector<int> convs_, products_;
   std::vector<std::string> activations_;             // in the order they were picked
   std::map<std::string, std::string> shares_params_;  // MaxPool output -> its input
   std::map<std::string, float> scales_;
@@ -365,7 +410,8 @@ QuantizeReport quantize_model(const std::string& model_path, const std::vector<T
   report.samples = static_cast<int>(calibration.size());
   Quantizer quantizer(model, base_dir);
   const std::vector<std::string> activations = quantizer.plan(report);
-  if (activations.empty()) throw Error(ErrorCode::InvalidArgument, "'" + model_path + "' has no Conv that can be quantized");
+  if (activations.empty())
+    throw Error(ErrorCode::InvalidArgument, "'" + model_path + "' has no Conv, MatMul or Gemm with constant weights to quantize");
   const auto ranges = calibrate_ranges(with_outputs(model, activations), base_dir, activations, calibration, options);
   quantizer.rewrite(ranges);
 

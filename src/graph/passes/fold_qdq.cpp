@@ -4,6 +4,10 @@
 //   Q([Relu|Clip](Conv(DQ(x), DQ(w), DQ(b))))  ->  QLinearConv(x, w, b)  (w, b constant; b at x_scale * w_scale)
 //   Q(MaxPool(DQ(x)))             ->  MaxPool(x)                (Q with DQ's own scale and zero point)
 //   Q([Relu|Clip](Add(DQ(a), DQ(b))))  ->  com.wpk QLinearAdd(a, b)  (a and b of one shape)
+//   MatMul(DQ(a), DQ(B)), Gemm(DQ(a), DQ(B), C)  ->  com.wpk MatMulIntegerToFloat(a, B) [+ C]
+//                                 (B constant, per tensor or per output column; a float result:
+//                                 the integer product scaled once, where the float one rounds
+//                                 each term)
 // A Relu between the op and its Q folds too when the Q's zero point is its type's lowest code
 // (what a quantizer gives a Relu's output): saturating there is the Relu; so does a Clip(0, max)
 // whose max is at or past the highest code's value. QLinearConv
@@ -211,16 +215,80 @@ void fold_add(const Graph& g, const GraphIndex& index, const StaticShapes& shape
   rewriter.replace(matched, {std::move(fused)});
 }
 
+// B of a product: constant 8-bit [K, N] (or [N, K] read transposed) with a scale and zero point
+// per tensor or per output column.
+bool constant_product_weights(const Graph& g, const Dequantize& b, bool transposed) {
+  const Tensor* q = g.initializer(b.q);
+  const Tensor* s = g.initializer(b.scale);
+  const Tensor* z = g.initializer(b.zero);
+  if (!q || !s || !z || !is_8bit(q->dtype()) || q->rank() != 2 || s->dtype() != DType::Float32 || z->dtype() != q->dtype())
+    return false;
+  if (s->numel() == 1) return z->numel() == 1;
+  const std::int64_t axis = b.axis < 0 ? b.axis + 2 : b.axis;
+  const std::int64_t column_axis = transposed ? 0 : 1;
+  return axis == column_axis && s->rank() == 1 && s->numel() == q->dim(column_axis) && z->shape() == s->shape();
+}
+
+// B [N, K] as [K, N].
+Tensor transposed(const Tensor& b) {
+  const std::int64_t n = b.dim(0), k = b.dim(1), size = static_cast<std::int64_t>(dtype_size(b.dtype()));
+  Tensor t = Tensor::zeros(b.dtype(), {k, n});
+  const char* src = static_cast<const char*>(b.raw());
+  char* dst = static_cast<char*>(t.raw());
+  for (std::int64_t i = 0; i < n; ++i)
+    for (std::int64_t j = 0; j < k; ++j) std::memcpy(dst + (j * n + i) * size, src + (i * k + j) * size, static_cast<std::size_t>(size));
+  return t;
+}
+
+void fold_product(Graph& g, const GraphIndex& index, const Node& n, int at, Rewriter& rewriter) {
+  const bool gemm = n.op_type == "Gemm";
+  if (n.inputs.size() < 2 || n.outputs.size() != 1) return;
+  if (gemm && (n.attr_int("transA", 0) != 0 || n.attr_float("alpha", 1.0f) != 1.0f || n.attr_float("beta", 1.0f) != 1.0f))
+    return;
+  const bool trans_b = gemm && n.attr_int("transB", 0) != 0;
+  const auto a = dequantize_of(index, n.inputs[0]);
+  const auto b = dequantize_of(index, n.inputs[1]);
+  if (!a || !b || !scalar_scale(g, a->scale) || !scalar_zero(g, a->zero) || !constant_product_weights(g, *b, trans_b)) return;
+  if (!rewriter.available({at})) return;
+  ValueId weights = b->q;
+  if (trans_b) weights = add_constant(g, g.value(b->q).name + "_transposed", transposed(*g.initializer(b->q)));
+  Node product;
+  product.op_type = "MatMulIntegerToFloat";
+  product.domain = kWpkDomain;
+  product.name = n.name;
+  product.inputs = {a->q, weights, a->scale, b->scale, a->zero, b->zero};
+  const ValueId c = gemm && n.inputs.size() > 2 ? n.inputs[2] : kNoValue;
+  if (c == kNoValue) {
+    product.outputs = {n.outputs[0]};
+    rewriter.replace({at}, {std::move(product)});
+    return;
+  }
+  const ValueInfo& out = g.value(n.outputs[0]);
+  const ValueId unbiased = g.add_value({unique_name(g, out.name + "_product"), DType::Float32, out.dims});
+  product.outputs = {unbiased};
+  Node add;
+  add.op_type = "Add";
+  add.name = n.name + "_bias";
+  add.inputs = {unbiased, c};
+  add.outputs = {n.outputs[0]};
+  rewriter.replace({at}, {std::move(product), std::move(add)});
+}
+
 }  // namespace
 
-bool fold_qdq(Graph& g, const PassContext&) {
-  return rewrite_to_fixed_point(g, [&](std::size_t i, const GraphIndex& index, const StaticShapes& shapes,
-                                       Rewriter& rewriter) {
+bool fold_qdq(Graph& g, const PassContext& ctx) {
+  const bool changed = rewrite_to_fixed_point(g, [&](std::size_t i, const GraphIndex& index, const StaticShapes& shapes,
+                                                     Rewriter& rewriter) {
     const Node& n = g.nodes()[i];
     if (is_onnx_op(&n, "Conv")) fold_conv(g, index, n, static_cast<int>(i), rewriter);
     else if (is_onnx_op(&n, "MaxPool")) fold_max_pool(g, index, n, static_cast<int>(i), rewriter);
     else if (is_onnx_op(&n, "Add")) fold_add(g, index, shapes, n, static_cast<int>(i), rewriter);
+    else if (is_onnx_op(&n, "MatMul") || is_onnx_op(&n, "Gemm")) fold_product(g, index, n, static_cast<int>(i), rewriter);
   });
+  // The DQs of the weights folded here are read by nothing now: they go before constant folding
+  // would dequantize every weight for nothing.
+  if (changed) eliminate_dead_code(g, ctx);
+  return changed;
 }
 
 }  // namespace wpk::passes

@@ -1,6 +1,6 @@
 // wpk::quantize_model: a float model with Conv -> Relu -> MaxPool -> Conv, a residual Add and a
-// Gemm head becomes a QDQ model whose Convs, Add and MaxPool wpk runs as integer ops, close to
-// the float model; bad requests are clear errors. Whole models: quantized_model_test.cpp.
+// Gemm head becomes a QDQ model whose Convs, Add, MaxPool and Gemm wpk runs as integer ops, close
+// to the float model; bad requests are clear errors. Whole models: quantized_model_test.cpp.
 #include <catch2/catch.hpp>
 
 #include <onnx/onnx_pb.h>
@@ -91,21 +91,23 @@ TEST_CASE("quantize_model writes a QDQ model that runs close to the float one on
     o.method = method;
     const QuantizeReport r = quantize_model(in, samples(4, 10), out, o);
     CHECK(r.convs == 2);
+    CHECK(r.products == 1);
     CHECK(r.samples == 4);
     CHECK(r.skipped.empty());
-    // x, the two Relu outputs, the MaxPool's output, the second Conv's output.
-    CHECK(r.activations == 5);
+    // x, the two Relu outputs, the MaxPool's output, the second Conv's output, the Gemm's input.
+    CHECK(r.activations == 6);
     const onnx::ModelProto m = read(out);
-    CHECK(count_op(m, "QuantizeLinear") == 5);
-    CHECK(count_op(m, "DequantizeLinear") == 5 + 4);  // and two weights, two biases
+    CHECK(count_op(m, "QuantizeLinear") == 6);
+    CHECK(count_op(m, "DequantizeLinear") == 6 + 5);  // and three weights, two biases
     CHECK(count_op(m, "Relu") == 2);                  // still there: other runtimes run it as written
     for (const auto& t : m.graph().initializer()) CHECK(t.name() != "w1");  // the float weights went
 
     const Session float_session(load(in)), int8_session(load(out));
     const PlanSummary plan = int8_session.describe();
     int integer_ops = 0;
-    for (const StepSummary& s : plan.steps) integer_ops += s.op == "QLinearConv" || s.op == "com.wpk.QLinearAdd";
-    CHECK(integer_ops == 3);
+    for (const StepSummary& s : plan.steps)
+      integer_ops += s.op == "QLinearConv" || s.op == "com.wpk.QLinearAdd" || s.op == "com.wpk.MatMulIntegerToFloat";
+    CHECK(integer_ops == 4);
     SessionOptions as_written;
     as_written.optimizer.level = OptimizationLevel::None;
     const Session plain(load(out), as_written);
