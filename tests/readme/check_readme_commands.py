@@ -43,9 +43,11 @@ samples = {
     "--warmup": "0", "--dim": "N=2", "--trace": os.path.join(work, "trace.json"), "--idle": "1", "--clients": "2",
     "--dot": os.path.join(work, "g.dot"), "--svg": os.path.join(work, "g.svg"), "--algo": "ga",
     "--budget-seconds": "1", "--budget-trials": "2", "--seed": "1", "--disable": "fold_pad",
-    "--disable-kernels": "gen", "--dir": os.path.join(work, "cache"),
+    "--disable-kernels": "gen", "--dir": os.path.join(work, "cache"), "--method": "percentile", "--percentile": "99.9",
 }
-subcommands = {"run", "bench", "info", "tune", "cache"}
+subcommands = {"run", "bench", "info", "tune", "cache", "quantize"}
+# What a subcommand needs besides MODEL to run at all.
+required = {"quantize": [os.path.join(work, "int8.onnx"), "--calibrate", inputs]}
 
 
 def commands(text):
@@ -90,7 +92,7 @@ for number, command in found:
             actions = words[2].split("|") if len(words) > 2 and not words[2].startswith("-") else ["ls"]
         options = sorted(set(re.findall(r"--[a-z][a-z-]*", command)))
         for action in actions:
-            head = ["cache", action] if sub == "cache" else [sub, model]
+            head = ["cache", action] if sub == "cache" else [sub, model] + required.get(sub, [])
             if ("--svg" in options) and not have_dot:
                 options = [o for o in options if o != "--svg"]
             for option in options or [None]:
@@ -98,7 +100,7 @@ for number, command in found:
                 if key in checked:
                     continue
                 checked.add(key)
-                if option is None:
+                if option is None or option in head:
                     run(head, where)
                 elif option in switches:
                     run(head + [option], where)
