@@ -25,7 +25,7 @@ Args parse_args(int argc, char** argv, int first, const std::vector<std::string>
 TensorMap make_random_inputs(const Session& session, std::int64_t batch, const std::map<std::string, std::int64_t>& dims);
 // SessionOptions from the flags every command shares: --disable PASS[,PASS] switches optimizer
 // passes off by name, --disable-kernels BACKEND[:KERNEL][,...] leaves candidates out (an
-// unknown name is an error when the Session is built).
+// unknown name is an error when the Session is built), --precision fp32|bf16.
 SessionOptions base_options(const Args& args);
 // Parses repeated "--dim name=value" settings.
 std::map<std::string, std::int64_t> parse_dims(const Args& args);

@@ -77,6 +77,9 @@ SessionOptions base_options(const Args& args) {
   for (const std::string& kernel : comma_items(args.get("--disable-kernels", "")))
     if (!kernel.empty()) options.disabled_kernels.push_back(kernel);
   static_cast<void>(Optimizer(options.optimizer));  // an unknown pass name is an error, optimized or not
+  const std::string precision = args.get("--precision", "fp32");
+  if (precision == "bf16") options.precision = Precision::BF16;
+  else if (precision != "fp32") throw Error(ErrorCode::InvalidArgument, "--precision must be fp32 or bf16, got '" + precision + "'");
   return options;
 }
 

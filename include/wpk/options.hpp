@@ -21,6 +21,15 @@ enum class OptimizationLevel {
 
 enum class LogLevel { Trace, Debug, Info, Warn, Error, Off };
 
+// The arithmetic of convolutions and matrix products.
+enum class Precision {
+  FP32,  // float32 throughout
+  // bfloat16 inputs and weights with float32 accumulation and output (about 3 significant
+  // digits per product), the rest of the model in float32; on CPUs with AVX-512 BF16 or AMX
+  // only: elsewhere the session logs one warning and runs float32.
+  BF16,
+};
+
 struct OptimizerOptions {
   OptimizationLevel level = OptimizationLevel::All;
   std::vector<std::string> disabled_passes;  // pass names, as `wpk info --optimized` lists them
@@ -95,6 +104,9 @@ struct SessionOptions {
   // intermediates (arenas, or one allocation per value while a run records its memory plan).
   // 0 = 3/4 of the machine's memory, or of the cgroup's limit when that is lower.
   std::int64_t memory_limit = 0;
+  // Precision of convolutions and matrix products (see Precision). Part of every node's tuning
+  // record key: bf16 and fp32 choices are measured apart.
+  Precision precision = Precision::FP32;
   // Log level for this session; unset means: WPK_LOG_LEVEL from the environment, else Warn.
   bool log_level_set = false;
   LogLevel log_level = LogLevel::Warn;

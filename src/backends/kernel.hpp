@@ -96,7 +96,8 @@ struct KernelProfile {
   int vector_bits = 32;      // the widest vectors its inner loops use
   double efficiency = 0.25;  // the share of those vectors' peak it sustains where compute-bound
   double work_scale = 1;     // the share of the op's arithmetic it does (a Winograd conv: under 1)
-  double extra_bytes = 0;    // bytes it moves beyond the op's inputs and outputs (reorders, ...)
+  double extra_bytes = 0;    // bytes it moves beyond the op's inputs and outputs (reorders, ...;
+                             // negative: fewer, as weights packed in bf16)
   bool overlaps_memory = false;  // prefetches while it computes: memory and compute time overlap
   // Its packed weights depend on the input shape (oneDNN's Winograd: another transform from batch
   // 2 on), so with symbolic dims it keeps the loaded weights beside its packing.

@@ -47,6 +47,11 @@
 //   scale and zero point, B 8-bit [K, N] with one-element or [N] scale and zero point. What
 //   dynamic quantization writes as MatMulInteger -> Cast -> Mul(A_scale * B_scale).
 //
+// compute_precision (string attribute; absent = "fp32"), set by the session on Conv, FusedConv,
+//   MatMul, Gemm and FusedMatMul under SessionOptions::precision = BF16: "bf16" lets a kernel
+//   round the inputs and weights to bfloat16 and accumulate in float32; a kernel that computes
+//   in float32 is still right. The reference computes in float32.
+//
 // The layout pass also sets channels_last = 1 on ONNX ops it moves to NHWC (MaxPool,
 // AveragePool, GlobalAveragePool, inference BatchNormalization, QLinearConv), with the same
 // meaning as above.

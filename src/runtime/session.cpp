@@ -4,7 +4,9 @@
 #include <mutex>
 
 #include "core/api_boundary.hpp"
+#include "core/cpu_features.hpp"
 #include "core/page_memory.hpp"
+#include "graph/passes/pass.hpp"
 #include "graph/shape_limits.hpp"
 #include "runtime/arena_pool.hpp"
 #include "runtime/cache_key.hpp"
@@ -144,6 +146,13 @@ Session::Session(Graph graph, SessionOptions options, const std::vector<const Ba
     throw Error(ErrorCode::Unsupported, "node '" + bad.front().node + "' (" + bad.front().op_type + "): " + bad.front().reason +
                                             (bad.size() > 1 ? " (and " + std::to_string(bad.size() - 1) + " more nodes)" : ""));
   impl_->graph = Optimizer(options.optimizer).optimize(std::move(graph));
+  if (options.precision == Precision::BF16) {
+    const CpuFeatures& cpu = cpu_features();
+    if (cpu.avx512_bf16 || cpu.amx_bf16)
+      logger().debug("bf16: {} convolutions and products may compute in bf16", passes::mark_bf16_compute(impl_->graph));
+    else
+      logger().warn("precision bf16 asked for, but this CPU has neither AVX-512 BF16 nor AMX: running float32");
+  }
   const Graph& g = impl_->graph;
   impl_->load.optimize_ms = us_since(t0) / 1000;
   // Folding may have grown the weights (within its budget); charge what the session now holds.

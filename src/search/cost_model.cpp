@@ -9,7 +9,7 @@ double predict_seconds(const Workload& w, const KernelTraits& k, const Machine& 
   const double lanes = std::max(1, k.vector_bits / 32);
   const double compute =
       w.flops * std::max(0.0, k.work_scale) / (threads * lanes * m.flops_per_lane * std::clamp(k.efficiency, 1e-3, 1.0));
-  const double memory = (w.bytes + std::max(0.0, k.extra_bytes)) / (threads * m.bytes_per_second);
+  const double memory = std::max(0.0, w.bytes + k.extra_bytes) / (threads * m.bytes_per_second);
   return k.overlaps_memory ? std::max(compute, memory) : compute + memory;
 }
 

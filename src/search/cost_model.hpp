@@ -19,7 +19,9 @@ struct KernelTraits {
   int vector_bits = 32;      // the widest vectors its inner loops use
   double efficiency = 0.25;  // the share of those vectors' peak it sustains where compute-bound
   double work_scale = 1;     // the share of the workload's FLOPs it performs (Winograd: under 1)
-  double extra_bytes = 0;    // bytes it moves beyond the workload's (reorders, transformed weights)
+  // Bytes it moves beyond the workload's (reorders, transformed weights); negative where it
+  // moves fewer (weights packed in bf16).
+  double extra_bytes = 0;
   bool overlaps_memory = false;  // prefetches while computing: the larger of the two times counts
 };
 

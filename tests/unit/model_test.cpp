@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <filesystem>
 
+#include "core/cpu_features.hpp"
 #include "support/tensor_compare.hpp"
 #include "wpk/wpk.hpp"
 
@@ -105,4 +106,40 @@ TEST_CASE("a dynamic batch dimension runs at any batch size", "[model]") {
   CHECK(wpk::testing::relative_l2_error(row0, ref) <= 1e-5);
   CHECK(wpk::testing::relative_l2_error(row2, ref) <= 1e-5);
   CHECK(wpk::testing::relative_l2_error(row1, ref) > 1e-3);  // a different image gives different logits
+}
+
+namespace {
+
+// precision = BF16: on CPUs with AVX-512 BF16 or AMX the convolutions and products round their
+// inputs to bf16 (the output moves off PyTorch's by more than float32 rounding, but stays within
+// `max_error` with the same top class); elsewhere the session runs float32.
+void check_bf16_against_pytorch(const std::string& name, double max_error) {
+  SessionOptions options;
+  options.precision = Precision::BF16;
+  Session s(load(require_model(name).string()), options);
+  const fs::path data = models_dir() / name / "test_data_set_0";
+  TensorMap inputs;
+  for (std::size_t i = 0; i < s.inputs().size(); ++i)
+    inputs[s.inputs()[i].name] = load_tensor((data / ("input_" + std::to_string(i) + ".pb")).string());
+  const Tensor expected = load_tensor((data / "output_0.pb").string());
+  const Tensor actual = s.run(inputs).at(s.outputs()[0].name);
+  REQUIRE(actual.shape() == expected.shape());
+  const double err = wpk::testing::relative_l2_error(actual, expected);
+  INFO(name << " bf16: relative L2 error " << err);
+  const wpk::CpuFeatures& cpu = wpk::cpu_features();
+  if (cpu.avx512_bf16 || cpu.amx_bf16) {
+    CHECK(err > 1e-4);
+    CHECK(err < max_error);
+    const auto top = [](const Tensor& t) { return std::max_element(t.data<float>(), t.data<float>() + t.numel()) - t.data<float>(); };
+    if (expected.rank() == 2) CHECK(top(actual) == top(expected));
+  } else {
+    CHECK(err <= 1e-4);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("ResNet-50 in bf16 stays near PyTorch's float output", "[model][bf16]") { check_bf16_against_pytorch("resnet50", 2e-2); }
+TEST_CASE("BERT-base-like encoder in bf16 stays near PyTorch's float output", "[model][bf16]") {
+  check_bf16_against_pytorch("bert_base", 2e-2);
 }

@@ -7,7 +7,9 @@
 //   algorithm=winograd                Winograd F(2x2, 3x3) (F(4x4, 3x3) at batch 2+), blocked
 //   algorithm=matmul                  a 1x1 stride-1 unpadded NHWC conv as the product
 //                                     [N*H*W, C_in] x [C_in, C_out] over the same bytes
-// Which runs is the cost model's call (describe_conv below), or tuning's.
+// Which runs is the cost model's call (describe_conv below), or tuning's. A node marked
+// compute_precision = "bf16" (SessionOptions::precision) runs direct only, its input rounded to
+// bf16 in per-thread staging, bf16 weights, float32 accumulation and output.
 #include <omp.h>
 
 #include <algorithm>
@@ -37,7 +39,14 @@ struct ConvPlan {
   const char* blocked_layout = "";
   dnnl::memory::desc blocked_src, blocked_dst;
   dnnl::reorder to_blocked, from_blocked;
+  // bf16: the input is reordered into `bf16_src` (staging) before the primitive reads it.
+  bool bf16 = false;
+  dnnl::memory::desc bf16_src;
+  dnnl::reorder to_bf16;
 };
+
+// The node may compute in bf16 (graph/fused_ops.hpp; set only on CPUs that do).
+bool computes_bf16(const Node& node) { return node.attr_string("compute_precision", "") == "bf16"; }
 
 enum class Algorithm { Direct, DirectBlocked, Winograd, MatMul };
 
@@ -86,8 +95,10 @@ bool is_winograd_candidate(const Node& node, const Shape& ws) {
 // in whatever layout oneDNN picks.
 dnnl::convolution_forward::desc conv_forward_desc(dnnl::algorithm alg, const dnnl::memory::desc& src,
                                                   const dnnl::memory::desc& dst, const Dims& w_dims,
-                                                  const dnnl::memory::desc& bias, const reference::Window& win) {
-  return dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference, alg, src, f32_desc(w_dims, Tag::any), bias, dst,
+                                                  const dnnl::memory::desc& bias, const reference::Window& win,
+                                                  dnnl::memory::data_type weights = dnnl::memory::data_type::f32) {
+  return dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference, alg, src,
+                                         dnnl::memory::desc(w_dims, weights, Tag::any), bias, dst,
                                          {win.stride[1], win.stride[2]}, {win.dilation[1] - 1, win.dilation[2] - 1},
                                          {win.pad_begin[1], win.pad_begin[2]}, {win.pad_end[1], win.pad_end[2]});
 }
@@ -105,7 +116,7 @@ class ConvKernel : public OneDnnKernel {
   ConvKernel(const Node& node, const Tensor& w, Tensor b, Algorithm algorithm)
       : algorithm_(algorithm), weights_(w, loaded_weights_desc(w.shape(), node.attr_int("group", 1), false)),
         b_(std::move(b)), act_(read_activation(node)), channels_last_(node.attr_int("channels_last", 0) == 1),
-        group_(node.attr_int("group", 1)), has_residual_(has_fused_residual(node)) {}
+        group_(node.attr_int("group", 1)), has_residual_(has_fused_residual(node)), bf16_(computes_bf16(node)) {}
 
   void run(KernelContext& ctx) const override {
     guarded(ctx, [&] {
@@ -115,6 +126,10 @@ class ConvKernel : public OneDnnKernel {
       const dnnl::memory x_mem = wrap_arg(plan->primitive, DNNL_ARG_SRC, plan->src, x),
                          y_mem = wrap_arg(plan->primitive, DNNL_ARG_DST, plan->dst, y);
       dnnl::memory src = x_mem, dst = y_mem;
+      if (plan->bf16) {
+        src = thread_memory(0, plan->bf16_src);
+        execute(plan->to_bf16, {{DNNL_ARG_FROM, x_mem}, {DNNL_ARG_TO, src}});
+      }
       if (plan->blocked) {
         ctx.note_internal_layout(plan->blocked_layout, 2);
         src = thread_memory(0, plan->blocked_src);
@@ -181,6 +196,19 @@ class ConvKernel : public OneDnnKernel {
     plan.dst = f32_desc(dst_dims, act_tag);
     plan.bias = f32_desc({ws[0]}, Tag::x);
     const auto bias_desc = b_.empty() ? dnnl::memory::desc() : plan.bias;
+    if (bf16_) {
+      plan.bf16 = true;
+      plan.bf16_src = dnnl::memory::desc(src_dims, dnnl::memory::data_type::bf16, act_tag);
+      plan.to_bf16 = dnnl::reorder(dnnl::reorder::primitive_desc(engine(), plan.src, engine(), plan.bf16_src, make_attr()));
+      const dnnl::convolution_forward::primitive_desc pd(
+          conv_forward_desc(dnnl::algorithm::convolution_direct, plan.bf16_src, plan.dst, w_dims, bias_desc, win,
+                            dnnl::memory::data_type::bf16),
+          attr, engine());
+      plan.weights_view = loaded_weights_desc(ws, group_, false);
+      plan.weights = weights_.pack_for(pd.weights_desc(), plan.weights_view);
+      plan.primitive = dnnl::convolution_forward(pd);
+      return plan;
+    }
     auto describe = [&](dnnl::algorithm alg, const dnnl::memory::desc& src, const dnnl::memory::desc& dst) {
       return conv_forward_desc(alg, src, dst, w_dims, bias_desc, win);
     };
@@ -224,6 +252,7 @@ class ConvKernel : public OneDnnKernel {
   bool channels_last_;
   std::int64_t group_;
   bool has_residual_;
+  bool bf16_;
   ShapeCache<ConvPlan> cache_;
 };
 
@@ -248,7 +277,7 @@ std::string conv_unsupported(const Node& node, const Graph& graph) {
 std::vector<std::string> conv_configs(const Node& node, const Graph& graph) {
   const Tensor* w = graph.initializer(node.inputs[1]);
   std::vector<std::string> out = {"algorithm=direct"};
-  if (!w) return out;
+  if (!w || computes_bf16(node)) return out;
   if (is_blocked_candidate(node, w->shape())) out.push_back("algorithm=direct,layout=blocked");
   if (is_winograd_candidate(node, w->shape())) out.push_back("algorithm=winograd");
   if (is_pointwise_nhwc(node, w->shape())) out.push_back("algorithm=matmul");
@@ -334,6 +363,13 @@ std::optional<KernelProfile> describe_conv(const Node& node, const std::string& 
       // (ResNet-50's 1x1s at batch 8) and behind on narrow products at batch 1.
       p.efficiency = (!avx2_only ? 0.6 : 0.55) * (batch < 2 ? 0.97 : 1.05);
       break;
+  }
+  if (computes_bf16(node)) {
+    // bf16 dot products do two multiply-adds a lane per instruction: the instructions of half
+    // the float32 work. The input is rounded into staging first (read 4 bytes, write 2, the
+    // conv reads 2); the weights are read at 2 bytes.
+    p.work_scale *= 0.5;
+    p.extra_bytes += activation_bytes - weight_bytes / 2;
   }
   return p;
 }

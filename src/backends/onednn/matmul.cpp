@@ -2,6 +2,8 @@
 //   constant B (weights):  A [..., M, K] is flattened to [rows, K]; B packed once; bias,
 //                          residual add and activation fused as post-ops.
 //   variable B:            batched product over equal leading dims (attention's Q·Kᵀ, P·V).
+// A constant-B node marked compute_precision = "bf16" (SessionOptions::precision) rounds A into
+// bf16 staging, packs B in bf16 and accumulates and writes float32.
 #include "backends/onednn/onednn_kernels.hpp"
 #include "core/cpu_features.hpp"
 #include "graph/fused_ops.hpp"
@@ -17,7 +19,12 @@ struct MatMulPlan {
   dnnl::memory packed_b;         // constant B only
   dnnl::memory::desc b_view;     // the view of the loaded B it was packed through
   Shape y_shape;
+  bool bf16 = false;             // A reordered into `bf16_a` (staging) first
+  dnnl::memory::desc bf16_a;
+  dnnl::reorder to_bf16;
 };
+
+bool computes_bf16(const Node& node) { return node.attr_string("compute_precision", "") == "bf16"; }
 
 std::int64_t rows_of(const Shape& a) {
   std::int64_t rows = 1;
@@ -47,7 +54,7 @@ class MatMulKernel : public OneDnnKernel {
   // (broadcast batch dims).
   MatMulKernel(const Node& node, const Tensor& b, bool transposed_b, Tensor bias, std::unique_ptr<Kernel> fallback)
       : fallback_(std::move(fallback)), b_(b.empty() ? PackedWeights() : PackedWeights(b, loaded_b_desc(b.shape(), transposed_b))), transposed_b_(transposed_b), bias_(std::move(bias)), act_(read_activation(node)),
-        has_residual_(has_fused_residual(node)) {}
+        has_residual_(has_fused_residual(node)), bf16_(computes_bf16(node) && !b.empty()) {}
 
   void run(KernelContext& ctx) const override {
     const Tensor& a = ctx.input(0);
@@ -62,7 +69,13 @@ class MatMulKernel : public OneDnnKernel {
     if (!plan->supported) return fallback_->run(ctx);
     guarded(ctx, [&] {
       Tensor& y = ctx.allocate_output(0, DType::Float32, plan->y_shape);
-      Args args = {{DNNL_ARG_SRC, wrap_arg(plan->primitive, DNNL_ARG_SRC, plan->a, a)},
+      dnnl::memory src = wrap_arg(plan->primitive, DNNL_ARG_SRC, plan->a, a);
+      if (plan->bf16) {
+        const dnnl::memory f32_a = src;
+        src = thread_memory(0, plan->bf16_a);
+        execute(plan->to_bf16, {{DNNL_ARG_FROM, f32_a}, {DNNL_ARG_TO, src}});
+      }
+      Args args = {{DNNL_ARG_SRC, src},
                    {DNNL_ARG_WEIGHTS, b ? wrap_arg(plan->primitive, DNNL_ARG_WEIGHTS, plan->b, *b) : plan->packed_b},
                    {DNNL_ARG_DST, wrap_arg(plan->primitive, DNNL_ARG_DST, plan->dst, y)}};
       if (!bias_.empty()) args.emplace(DNNL_ARG_BIAS, wrap_arg(plan->primitive, DNNL_ARG_BIAS, plan->bias, bias_));
@@ -102,6 +115,19 @@ class MatMulKernel : public OneDnnKernel {
     plan.a = f32_desc({rows, k}, Tag::ab);
     plan.dst = f32_desc({rows, n}, Tag::ab);
     if (!bias_.empty()) plan.bias = f32_desc({1, n}, Tag::ab);
+    if (bf16_) {
+      plan.bf16 = true;
+      plan.bf16_a = dnnl::memory::desc({rows, k}, dnnl::memory::data_type::bf16, Tag::ab);
+      plan.to_bf16 = dnnl::reorder(dnnl::reorder::primitive_desc(engine(), plan.a, engine(), plan.bf16_a, make_attr()));
+      const dnnl::matmul::primitive_desc pd(
+          dnnl::matmul::desc(plan.bf16_a, dnnl::memory::desc({k, n}, dnnl::memory::data_type::bf16, Tag::any), plan.bias,
+                             plan.dst),
+          attributes(), engine());
+      plan.primitive = dnnl::matmul(pd);
+      plan.b_view = loaded_b_desc(b_.shape(), transposed_b_);
+      plan.packed_b = b_.pack_for(pd.weights_desc(), plan.b_view);
+      return plan;
+    }
     const auto describe = [&](Tag b_tag) {
       return dnnl::matmul::primitive_desc(dnnl::matmul::desc(plan.a, f32_desc({k, n}, b_tag), plan.bias, plan.dst),
                                           attributes(), engine());
@@ -145,6 +171,7 @@ class MatMulKernel : public OneDnnKernel {
   Tensor bias_;
   Activation act_;
   bool has_residual_;
+  bool bf16_;
   ShapeCache<MatMulPlan> cache_;
 };
 
@@ -182,7 +209,7 @@ std::string matmul_unsupported(const Node& node, const Graph& graph) {
   return "";
 }
 
-std::optional<KernelProfile> describe_matmul(const Node& /*node*/, const Graph& /*graph*/, const InputShapes& shapes) {
+std::optional<KernelProfile> describe_matmul(const Node& node, const Graph& /*graph*/, const InputShapes& shapes) {
   // From the shapes alone: once kernels own B, the graph no longer holds it.
   if (shapes.size() < 2 || !shapes[1] || shapes[1]->size() != 2) return std::nullopt;
   const CpuFeatures& cpu = cpu_features();
@@ -193,6 +220,17 @@ std::optional<KernelProfile> describe_matmul(const Node& /*node*/, const Graph& 
   if (!cpu.avx512f) {
     p.efficiency = 0.4;
     p.extra_bytes = 2 * 4.0 * static_cast<double>((*shapes[1])[0] * (*shapes[1])[1]);
+  }
+  if (computes_bf16(node)) {
+    // Two multiply-adds a lane per instruction (the instructions of half the work); A rounded
+    // into staging first; B read at 2 bytes.
+    p.work_scale *= 0.5;
+    double a = 0;
+    if (shapes[0]) {
+      a = 1;
+      for (auto d : *shapes[0]) a *= static_cast<double>(d);
+    }
+    p.extra_bytes = 4 * a - 2.0 * static_cast<double>((*shapes[1])[0] * (*shapes[1])[1]);
   }
   return p;
 }

@@ -6,6 +6,7 @@
 // and reported, never passed silently.
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <limits>
 #include <map>
 #include <set>
@@ -178,6 +179,30 @@ std::vector<SweepCase> quantized_cases() {
   return out;
 }
 
+// Convolutions and products allowed to compute in bf16 (SessionOptions::precision), on CPUs that
+// do: inputs and weights keep 8 significant bits, so each product is off by up to ~2^-8 of
+// itself and a sum of K of them by ~1% of sqrt(K) (terms of magnitude ~1/3 with random signs).
+std::vector<SweepCase> bf16_cases() {
+  std::vector<SweepCase> out;
+  const wpk::CpuFeatures& cpu = wpk::cpu_features();
+  if (!cpu.avx512_bf16 && !cpu.amx_bf16) return out;
+  unsigned seed = 700;
+  const wpk::Attribute bf16(std::string("bf16"));
+  for (std::int64_t c : {15, 16, 64})
+    out.push_back({OpCase("FusedConv", "com.wpk").input("X", {1, 7, 7, c}).constant("W", {32, c, 3, 3}).constant("B", {32})
+                       .input("Z", {1, 7, 7, 32}).attr("pads", std::vector<std::int64_t>{1, 1, 1, 1})
+                       .attr("channels_last", std::int64_t{1}).attr("compute_precision", bf16).activation("Relu").seed(seed++),
+                   2e-2, 1e-2 * std::sqrt(9.0 * static_cast<double>(c))});
+  for (std::int64_t rows : {1, 7})
+    out.push_back({OpCase("FusedMatMul", "com.wpk").input("A", {rows, 33}).constant("B", {33, 40}).constant("C", {40})
+                       .attr("compute_precision", bf16).activation("GeluTanh").seed(seed++),
+                   2e-2, 1e-2 * std::sqrt(33.0)});
+  out.push_back({OpCase("Gemm").input("A", {3, 17}).constant("B", {24, 17}).constant("C", {24})
+                     .attr("transB", std::int64_t{1}).attr("compute_precision", bf16).seed(seed++),
+                 2e-2, 1e-2 * std::sqrt(17.0)});
+  return out;
+}
+
 std::vector<SweepCase> other_cases() {
   std::vector<SweepCase> out;
   unsigned seed = 300;
@@ -227,6 +252,7 @@ TEST_CASE("every candidate of every registered backend matches the reference at 
   std::vector<SweepCase> cases = conv_cases();
   for (SweepCase& c : other_cases()) cases.push_back(std::move(c));
   for (SweepCase& c : quantized_cases()) cases.push_back(std::move(c));
+  for (SweepCase& c : bf16_cases()) cases.push_back(std::move(c));
   std::map<std::string, int> checked, declined;
   std::map<std::string, std::set<std::string>> ops_checked;  // backend -> op types it was checked on
   // Generated kernels compile in one batch first, as a session compiles a model's.
