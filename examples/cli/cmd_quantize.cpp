@@ -1,4 +1,4 @@
-// wpk quantize MODEL OUT --calibrate DIR [--method minmax|percentile] [--percentile P] [--threads N]:
+// wpk quantize MODEL OUT --calibrate DIR [--method minmax|percentile] [--percentile P] [--reduce-range] [--threads N]:
 // static int8 QDQ quantization (wpk/quantize.hpp) calibrated on DIR's inputs, in the ONNX
 // test-data layout (input_0.pb, ... in the model's input order): DIR itself, or each of its
 // test_data_set_* folders, is one sample. Then the quantized model's outputs on those samples
@@ -84,6 +84,7 @@ int cmd_quantize(const Args& args) {
     options.percentile = std::strtod(p.c_str(), &end);
     if (p.empty() || *end != '\0') throw Error(ErrorCode::InvalidArgument, "--percentile needs a number, got '" + p + "'");
   }
+  options.reduce_range = args.has("--reduce-range");
   options.session = base_options(args);
   options.session.threads = args.get_int("--threads", 0, 0);
   const QuantizeReport report = quantize_model(model, samples, out, options);

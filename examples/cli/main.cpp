@@ -19,7 +19,7 @@ const char* kUsage =
     "  wpk info MODEL [--optimized [--batch B] [--dim NAME=SIZE] [--dot FILE] [--svg FILE] [--disable PASS,...]]\n"
     "  wpk tune MODEL [--algo ga|rl|random|grid|compare] [--budget-seconds S] [--budget-trials N] [--seed K]\n"
     "                 [--threads N] [--batch B] [--dim NAME=SIZE] [--iters K] [--disable PASS,...]\n"
-    "  wpk quantize MODEL OUT --calibrate DIR [--method minmax|percentile] [--percentile P] [--threads N]\n"
+    "  wpk quantize MODEL OUT --calibrate DIR [--method minmax|percentile] [--percentile P] [--reduce-range] [--threads N]\n"
     "                 int8 QDQ model calibrated on DIR's inputs (input_0.pb, ... or test_data_set_*/)\n"
     "  run, bench, info, tune: [--disable-kernels BACKEND[:KERNEL],...] [--precision fp32|bf16]\n"
     "  --disable switches optimizer passes off by name; `wpk info --optimized` lists them\n"
@@ -41,7 +41,7 @@ int main(int argc, char** argv) {
                                   {"--threads", "--batch", "--iters", "--warmup", "--dim", "--trace", "--idle", "--clients", "--disable", "--disable-kernels", "--precision"}));
     if (cmd == "cache") return cmd_cache(argc, argv);
     if (cmd == "quantize")
-      return cmd_quantize(parse_args(argc, argv, 2, {}, {"--calibrate", "--method", "--percentile", "--threads", "--disable", "--disable-kernels"},
+      return cmd_quantize(parse_args(argc, argv, 2, {"--reduce-range"}, {"--calibrate", "--method", "--percentile", "--threads", "--disable", "--disable-kernels"},
                                      {"MODEL", "OUT"}));
     if (cmd == "info") return cmd_info(parse_args(argc, argv, 2, {"--optimized"}, {"--batch", "--dim", "--dot", "--svg", "--disable", "--disable-kernels", "--precision"}));
     if (cmd == "tune")

@@ -86,11 +86,11 @@ std::pair<float, std::uint8_t> activation_params(const ActivationRange& r) {
 }
 
 // int8 weights symmetric per slice along `axis` (0: a Conv's output channels or a transposed
-// product's rows; 1: a product's columns): scale = max |w| / 127.
+// product's rows; 1: a product's columns): scale = max |w| / top, codes in [-top, top].
 struct QuantizedWeights {
   Tensor q, scale, zero;
 };
-QuantizedWeights quantize_weights(const Tensor& w, int axis = 0) {
+QuantizedWeights quantize_weights(const Tensor& w, int axis, float top) {
   const std::int64_t channels = w.dim(axis), per = w.numel() / std::max<std::int64_t>(1, channels);
   // Element (c, i) of channel c: rows of `per` for axis 0, columns of a [per, channels] matrix for 1.
   auto at = [&](std::int64_t c, std::int64_t i) { return axis == 0 ? c * per + i : i * channels + c; };
@@ -100,10 +100,10 @@ QuantizedWeights quantize_weights(const Tensor& w, int axis = 0) {
   for (std::int64_t c = 0; c < channels; ++c) {
     float amax = 0;
     for (std::int64_t i = 0; i < per; ++i) amax = std::max(amax, std::fabs(p[at(c, i)]));
-    const float s = amax > 0 ? amax / 127.0f : 1.0f;
+    const float s = amax > 0 ? amax / top : 1.0f;
     scales[static_cast<std::size_t>(c)] = s;
     for (std::int64_t i = 0; i < per; ++i)
-      q[static_cast<std::size_t>(at(c, i))] = static_cast<std::int8_t>(std::min(127.0f, std::max(-127.0f, round_even(p[at(c, i)] / s))));
+      q[static_cast<std::size_t>(at(c, i))] = static_cast<std::int8_t>(std::min(top, std::max(-top, round_even(p[at(c, i)] / s))));
   }
   return {Tensor::from_vector(q, w.shape()), Tensor::from_vector(scales, {channels}),
           Tensor::from_vector(std::vector<std::int8_t>(static_cast<std::size_t>(channels), 0), {channels})};
@@ -126,8 +126,8 @@ QuantizedWeights quantize_bias(const Tensor& b, float x_scale, const Tensor& w_s
 
 class Quantizer {
  public:
-  Quantizer(onnx::ModelProto& model, std::string base_dir)
-      : g_(*model.mutable_graph()), names_(g_), base_dir_(std::move(base_dir)) {
+  Quantizer(onnx::ModelProto& model, std::string base_dir, bool reduce_range)
+      : g_(*model.mutable_graph()), names_(g_), base_dir_(std::move(base_dir)), weight_top_(reduce_range ? 64.0f : 127.0f) {
     for (int i = 0; i < g_.initializer_size(); ++i) initializers_[g_.initializer(i).name()] = i;
     for (const auto& v : g_.input()) graph_inputs_.insert(v.name());
     for (const auto& v : g_.output()) graph_outputs_.insert(v.name());
@@ -240,7 +240,7 @@ class Quantizer {
   // The product reads DequantizeLinear(int8 B), per output column.
   void quantize_product_weights(onnx::NodeProto& n, std::vector<onnx::NodeProto>& nodes) {
     const int axis = transposed_b(n) ? 0 : 1;
-    const QuantizedWeights w = quantize_weights(*constant(n.input(1)), axis);
+    const QuantizedWeights w = quantize_weights(*constant(n.input(1)), axis, weight_top_);
     const std::string wq = add_initializer(n.input(1) + "_quantized", w.q);
     const std::string ws = add_initializer(n.input(1) + "_scale", w.scale);
     const std::string wz = add_initializer(n.input(1) + "_zero_point", w.zero);
@@ -331,7 +331,7 @@ class Quantizer {
 
   // The Conv reads DequantizeLinear(int8 weights) and DequantizeLinear(int32 bias) instead.
   void quantize_conv_weights(onnx::NodeProto& conv, float x_scale, std::vector<onnx::NodeProto>& nodes) {
-    const QuantizedWeights w = quantize_weights(*constant(conv.input(1)));
+    const QuantizedWeights w = quantize_weights(*constant(conv.input(1)), 0, weight_top_);
     const std::string wq = add_initializer(conv.input(1) + "_quantized", w.q);
     const std::string ws = add_initializer(conv.input(1) + "_scale", w.scale);
     const std::string wz = add_initializer(conv.input(1) + "_zero_point", w.zero);
@@ -363,6 +363,7 @@ class Quantizer {
   onnx::GraphProto& g_;
   Names names_;
   std::string base_dir_;
+  float weight_top_;  // the largest weight code
   std::map<std::string, int> initializers_;
   std::map<std::string, int> constant_nodes_;  // output -> Constant node
   std::map<std::string, Tensor> loaded_;
@@ -408,7 +409,7 @@ QuantizeReport quantize_model(const std::string& model_path, const std::vector<T
 
   QuantizeReport report;
   report.samples = static_cast<int>(calibration.size());
-  Quantizer quantizer(model, base_dir);
+  Quantizer quantizer(model, base_dir, options.reduce_range);
   const std::vector<std::string> activations = quantizer.plan(report);
   if (activations.empty())
     throw Error(ErrorCode::InvalidArgument, "'" + model_path + "' has no Conv, MatMul or Gemm with constant weights to quantize");

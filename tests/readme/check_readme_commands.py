@@ -37,7 +37,7 @@ with open(os.path.join(inputs, "input_0.pb"), "wb") as f:
 
 have_dot = shutil.which("dot") is not None
 # Options that take no value, and a sample value for the others.
-switches = {"--json", "--profile", "--tune", "--fix-dims", "--optimized"}
+switches = {"--json", "--profile", "--tune", "--fix-dims", "--optimized", "--reduce-range"}
 samples = {
     "--inputs": inputs, "--outputs": os.path.join(work, "out"), "--threads": "1", "--batch": "2", "--iters": "1",
     "--warmup": "0", "--dim": "N=2", "--trace": os.path.join(work, "trace.json"), "--idle": "1", "--clients": "2",

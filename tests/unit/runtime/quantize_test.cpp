@@ -140,3 +140,23 @@ TEST_CASE("quantize_model refuses what it cannot quantize with clear errors", "[
   wpk::testing::expect_error([&] { quantize_model(in, {TensorMap{}}, out); }, ErrorCode::InvalidArgument, {});
   CHECK_FALSE(std::filesystem::exists(out));
 }
+
+TEST_CASE("quantize_model with reduce_range keeps every weight code in [-64, 64]", "[quantize][int8]") {
+  const std::string dir = wpk::testing::temp_dir("quantize_reduced");
+  const std::string in = float_model(dir), out = dir + "/int8.onnx";
+  QuantizeOptions o;
+  o.reduce_range = true;
+  quantize_model(in, samples(2, 30), out, o);
+  const onnx::ModelProto m = read(out);
+  int weights = 0, widest = 0;
+  for (const auto& t : m.graph().initializer()) {
+    if (t.data_type() != onnx::TensorProto::INT8 || t.dims_size() < 2) continue;
+    ++weights;
+    for (unsigned char c : t.raw_data()) widest = std::max(widest, std::abs(static_cast<int>(static_cast<signed char>(c))));
+  }
+  CHECK(weights == 3);
+  CHECK(widest == 64);  // the largest weight of each channel maps to the top code
+  const Session float_session(load(in)), int8_session(load(out));
+  for (const TensorMap& s : samples(2, 60))
+    CHECK(wpk::testing::relative_l2_error(int8_session.run(s).at("y"), float_session.run(s).at("y")) < 0.08);
+}
