@@ -71,3 +71,48 @@ save("depthwise_se", [
 ], [tensor("x", ["N", 16, 8, 8])], [tensor("y", ["N", 16, 8, 8])],
     [const("wd", [16, 1, 3, 3]), const("ws", [16, 16, 1, 1]),
      numpy_helper.from_array(np.array(0.0, np.float32), "lo"), numpy_helper.from_array(np.array(6.0, np.float32), "hi")])
+
+
+def q8(name, values, dtype):
+    return numpy_helper.from_array(np.array(values, dtype), name)
+
+
+# A QDQ ResNet block as quantizers write it (fold_qdq's groups: Conv, Relu, MaxPool, Add, Gemm).
+w8 = rng.integers(-127, 128, [8, 8, 3, 3]).astype(np.int8)
+save("qdq_block", [
+    helper.make_node("QuantizeLinear", ["x", "xs", "xz"], ["xq"]),
+    helper.make_node("DequantizeLinear", ["xq", "xs", "xz"], ["xd"]),
+    helper.make_node("DequantizeLinear", ["wq", "ws", "wz"], ["wd"], axis=0),
+    helper.make_node("DequantizeLinear", ["bq", "bs", "bz"], ["bd"], axis=0),
+    helper.make_node("Conv", ["xd", "wd", "bd"], ["c"], pads=[1, 1, 1, 1]),
+    helper.make_node("Relu", ["c"], ["r"]),
+    helper.make_node("QuantizeLinear", ["r", "ys", "yz"], ["rq"]),
+    helper.make_node("DequantizeLinear", ["rq", "ys", "yz"], ["rd"]),
+    helper.make_node("MaxPool", ["rd"], ["p"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+    helper.make_node("QuantizeLinear", ["p", "ys", "yz"], ["pq"]),
+    helper.make_node("DequantizeLinear", ["pq", "ys", "yz"], ["pd"]),
+    helper.make_node("Add", ["pd", "xd"], ["a"]),
+    helper.make_node("QuantizeLinear", ["a", "ys", "yz"], ["aq"]),
+    helper.make_node("DequantizeLinear", ["aq", "ys", "yz"], ["y"]),
+], [tensor("x", ["N", 8, 6, 6])], [tensor("y", ["N", 8, 6, 6])],
+    [q8("xs", 0.02, np.float32), q8("xz", 128, np.uint8), q8("ys", 0.05, np.float32), q8("yz", 0, np.uint8),
+     numpy_helper.from_array(w8, "wq"), q8("ws", [0.001 * (i + 1) for i in range(8)], np.float32),
+     q8("wz", [0] * 8, np.int8), q8("bq", [i * 100 for i in range(8)], np.int32),
+     q8("bs", [0.02 * 0.001 * (i + 1) for i in range(8)], np.float32), q8("bz", [0] * 8, np.int32)])
+
+# A dynamically quantized product (fuse_matmul_integer's pattern) with ONNX Runtime's QOperator
+# QLinearAdd beside it (expanded at import).
+graph = helper.make_graph([
+    helper.make_node("DynamicQuantizeLinear", ["x"], ["xq", "xs", "xz"]),
+    helper.make_node("MatMulInteger", ["xq", "b", "xz", "bz"], ["acc"]),
+    helper.make_node("Cast", ["acc"], ["accf"], to=TensorProto.FLOAT),
+    helper.make_node("Mul", ["xs", "bs"], ["s"]),
+    helper.make_node("Mul", ["accf", "s"], ["m"]),
+    helper.make_node("QuantizeLinear", ["m", "qs", "qz"], ["mq"]),
+    helper.make_node("QLinearAdd", ["mq", "qs", "qz", "mq", "qs", "qz", "qs", "qz"], ["aq"], domain="com.microsoft"),
+    helper.make_node("DequantizeLinear", ["aq", "qs", "qz"], ["y"]),
+], "dynamic_and_contrib", [tensor("x", ["N", 16])], [tensor("y", ["N", 24])],
+    [numpy_helper.from_array(rng.integers(-127, 128, [16, 24]).astype(np.int8), "b"), q8("bz", 0, np.int8),
+     q8("bs", 0.01, np.float32), q8("qs", 0.1, np.float32), q8("qz", 100, np.uint8)])
+model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)])
+onnx.save(model, f"{OUT}/dynamic_and_contrib.onnx")

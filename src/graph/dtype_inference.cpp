@@ -53,8 +53,10 @@ std::vector<DType> rule(const Node& n, const std::vector<DType>& in) {
     for (auto& o : out) o = d;
   };
   const std::string& op = n.op_type;
-  if (n.domain == "com.wpk") {  // fused ops compute in their first input's type
-    all(input(0));
+  if (n.domain == "com.wpk") {  // fused ops compute in their first input's type, but for these
+    if (op == "QLinearAdd") all(input(7));  // the output zero point's
+    else if (op == "MatMulIntegerToFloat") all(DType::Float32);
+    else all(input(0));
     return out;
   }
   if (!n.domain.empty() && n.domain != "ai.onnx") return out;
@@ -92,6 +94,10 @@ std::vector<DType> rule(const Node& n, const std::vector<DType>& in) {
     all(in.size() > 2 && input(2) != DType::Undefined ? input(2) : DType::UInt8);
   } else if (op == "DequantizeLinear") {
     all(input(1));
+  } else if (op == "QLinearConv" || op == "QLinearMatMul") {
+    all(input(7));  // the output zero point's
+  } else if (op == "MatMulInteger" || op == "ConvInteger") {
+    all(DType::Int32);
   } else if (op == "DynamicQuantizeLinear") {
     all(DType::UInt8);
     if (out.size() > 1) out[1] = DType::Float32;

@@ -14,6 +14,7 @@
 #include "core/api_boundary.hpp"
 #include "graph/dtype_inference.hpp"
 #include "graph/onnx_tensor.hpp"
+#include "graph/onnx_contrib.hpp"
 #include "graph/onnx_upgrade.hpp"
 #include "wpk/wpk.hpp"
 
@@ -159,6 +160,7 @@ Graph import_model(onnx::ModelProto& model, const std::string& base_dir) {
     throw Error(ErrorCode::Unsupported, "the model uses ONNX opset " + std::to_string(opset) + "; wpk supports opsets 1 to " +
                                             std::to_string(kMaxOpset) + " (1 to " + std::to_string(kMinOpset - 1) +
                                             " converted to " + std::to_string(kMinOpset) + ")");
+  onnx_import::expand_quantized_contrib_ops(model, opset);
   const onnx::GraphProto& gp = model.graph();
   Graph g;
   g.set_opset(opset);
