@@ -102,22 +102,25 @@ double time_config(const Kernel& kernel, const Node& node, const std::vector<con
 
 bool all_agree(const Node& node, const std::vector<Tensor>& got, const std::vector<Tensor>& want) {
   const bool bf16 = node.attr_string("compute_precision", "") == "bf16";
+  // QLinearConv requantizes a float or a double product (kernels differ): one code apart.
+  const int codes = node.op_type == "QLinearConv" ? 1 : 0;
   for (std::size_t o = 0; o < node.outputs.size(); ++o) {
     if (node.outputs[o] == kNoValue) continue;
     if (o >= got.size() || o >= want.size()) return false;
-    if (!(bf16 ? outputs_agree(got[o], want[o], 3e-2, 1e-2) : outputs_agree(got[o], want[o]))) return false;
+    if (!(bf16 ? outputs_agree(got[o], want[o], 3e-2, 1e-2) : outputs_agree(got[o], want[o], 1e-3, 1e-4, codes)))
+      return false;
   }
   return true;
 }
 
-bool outputs_agree(const Tensor& got, const Tensor& want, double rtol, double scale_share) {
+bool outputs_agree(const Tensor& got, const Tensor& want, double rtol, double scale_share, int codes) {
   if (got.empty() || want.empty()) return got.empty() == want.empty();
   if (got.dtype() != want.dtype() || got.shape() != want.shape()) return false;
-  if (want.dtype() == DType::UInt8 || want.dtype() == DType::Int8) {
+  if (codes > 0 && (want.dtype() == DType::UInt8 || want.dtype() == DType::Int8)) {
     for (std::int64_t i = 0; i < want.numel(); ++i) {
       const int g = want.dtype() == DType::UInt8 ? got.data<std::uint8_t>()[i] : got.data<std::int8_t>()[i];
       const int w = want.dtype() == DType::UInt8 ? want.data<std::uint8_t>()[i] : want.data<std::int8_t>()[i];
-      if (g - w > 1 || w - g > 1) return false;
+      if (g - w > codes || w - g > codes) return false;
     }
     return true;
   }

@@ -40,11 +40,12 @@ double median(std::vector<double> v);
 
 // True when `got` matches `want` closely enough to stand in for it: same dtype and shape;
 // floats within `rtol` relative plus `scale_share` of the largest |want| (summation order
-// differs between backends); NaN where `want` has NaN; 8-bit codes within one (requantizing
-// rounds a float or a double product); other types exactly.
-bool outputs_agree(const Tensor& got, const Tensor& want, double rtol = 1e-3, double scale_share = 1e-4);
+// differs between backends); NaN where `want` has NaN; 8-bit codes within `codes`; other types
+// exactly.
+bool outputs_agree(const Tensor& got, const Tensor& want, double rtol = 1e-3, double scale_share = 1e-4, int codes = 0);
 // outputs_agree for every output the node has; looser for a node allowed to compute in bf16
-// (compute_precision, graph/fused_ops.hpp): its inputs and weights keep 8 significant bits.
+// (compute_precision, graph/fused_ops.hpp: its inputs and weights keep 8 significant bits), and
+// one code for QLinearConv (kernels requantize float or double products).
 bool all_agree(const Node& node, const std::vector<Tensor>& got, const std::vector<Tensor>& want);
 
 }  // namespace wpk

@@ -79,8 +79,9 @@ float round_even(float v) { return std::nearbyint(v); }
 // uint8 scale and zero point covering [r.lo, r.hi] (which holds 0).
 std::pair<float, std::uint8_t> activation_params(const ActivationRange& r) {
   const float span = r.hi - r.lo;
-  if (!(span > 0)) return {1.0f, 0};
   const float scale = span / 255.0f;
+  // No range, or one so small its scale is not a normal float (QuantizeLinear would divide by 0).
+  if (!(scale >= std::numeric_limits<float>::min())) return {1.0f, 0};
   const float zero = std::min(255.0f, std::max(0.0f, round_even(-r.lo / scale)));
   return {scale, static_cast<std::uint8_t>(zero)};
 }
@@ -99,8 +100,11 @@ QuantizedWeights quantize_weights(const Tensor& w, int axis, float top) {
   const float* p = w.data<float>();
   for (std::int64_t c = 0; c < channels; ++c) {
     float amax = 0;
-    for (std::int64_t i = 0; i < per; ++i) amax = std::max(amax, std::fabs(p[at(c, i)]));
-    const float s = amax > 0 ? amax / top : 1.0f;
+    for (std::int64_t i = 0; i < per; ++i) {
+      if (!std::isfinite(p[at(c, i)])) throw Error(ErrorCode::InvalidModel, "a weight is not finite: it cannot be quantized");
+      amax = std::max(amax, std::fabs(p[at(c, i)]));
+    }
+    const float s = amax / top >= std::numeric_limits<float>::min() ? amax / top : 1.0f;  // all ~0: any scale
     scales[static_cast<std::size_t>(c)] = s;
     for (std::int64_t i = 0; i < per; ++i)
       q[static_cast<std::size_t>(at(c, i))] = static_cast<std::int8_t>(std::min(top, std::max(-top, round_even(p[at(c, i)] / s))));

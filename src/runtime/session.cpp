@@ -146,6 +146,7 @@ Session::Session(Graph graph, SessionOptions options, const std::vector<const Ba
     throw Error(ErrorCode::Unsupported, "node '" + bad.front().node + "' (" + bad.front().op_type + "): " + bad.front().reason +
                                             (bad.size() > 1 ? " (and " + std::to_string(bad.size() - 1) + " more nodes)" : ""));
   impl_->graph = Optimizer(options.optimizer).optimize(std::move(graph));
+  passes::clear_compute_precision(impl_->graph);
   if (options.precision == Precision::BF16) {
     const CpuFeatures& cpu = cpu_features();
     if (cpu.avx512_bf16 || cpu.amx_bf16)

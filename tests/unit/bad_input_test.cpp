@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <map>
 
 #include "fuzz/run_model.hpp"
 #include "support/expect_error.hpp"
@@ -318,4 +319,43 @@ TEST_CASE("a hand-written com.wpk ConcatBatchNorm with inconsistent inputs is an
   Session s(g);
   expect_error([&] { s.run({{"a", Tensor::borrow(a.data(), {1, 4, 2, 2})}, {"b", Tensor::borrow(b.data(), {1, 3, 2, 2})}}); },
                ErrorCode::InvalidArgument, {"ConcatBatchNorm", "channels"});
+}
+
+TEST_CASE("a model file cannot switch its convolutions to bf16: only SessionOptions::precision does", "[errors][bf16]") {
+  auto model = [](bool marked) {
+    Graph g;
+    g.add_input("x", DType::Float32, {1, 16, 8, 8});
+    std::vector<float> w(32 * 16 * 9);
+    for (std::size_t i = 0; i < w.size(); ++i) w[i] = static_cast<float>((i * 37) % 101) / 101.0f - 0.5f;
+    g.add_initializer("w", Tensor::from_vector(w, {32, 16, 3, 3}));
+    std::map<std::string, Attribute> attrs = {{"pads", Attribute(std::vector<std::int64_t>{1, 1, 1, 1})}};
+    if (marked) attrs.emplace("compute_precision", Attribute(std::string("bf16")));
+    g.add_node("Conv", {"x", "w"}, {"y"}, attrs);
+    g.add_output("y");
+    return g;
+  };
+  std::vector<float> x(16 * 64);
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>((i * 53) % 97) / 97.0f - 0.5f;
+  const TensorMap in = {{"x", Tensor::from_vector(x, {1, 16, 8, 8})}};
+  const Tensor plain = Session(model(false)).run(in).at("y");
+  const Tensor marked = Session(model(true)).run(in).at("y");
+  REQUIRE(plain.numel() == marked.numel());
+  for (std::int64_t i = 0; i < plain.numel(); ++i) CHECK(marked.data<float>()[i] == plain.data<float>()[i]);
+}
+
+TEST_CASE("an integer product with an empty inner dimension gives zeros, not a crash", "[errors][int8]") {
+  Graph g;
+  g.add_input("x", DType::Float32, {3, 0});
+  g.add_initializer("b", Tensor::zeros(DType::Int8, {0, 5}));
+  g.add_initializer("bs", Tensor::scalar(0.5f));
+  g.add_initializer("bz", Tensor::scalar(std::int8_t{0}));
+  g.add_node("DynamicQuantizeLinear", {"x"}, {"xq", "xs", "xz"});
+  g.add_node("MatMulInteger", {"xq", "b", "xz", "bz"}, {"acc"});
+  g.add_node("Cast", {"acc"}, {"accf"}, {{"to", Attribute(std::int64_t(DType::Float32))}});
+  g.add_node("Mul", {"xs", "bs"}, {"s"});
+  g.add_node("Mul", {"accf", "s"}, {"y"});
+  g.add_output("y");
+  const Tensor y = Session(std::move(g)).run({{"x", Tensor::zeros(DType::Float32, {3, 0})}}).at("y");
+  REQUIRE(y.shape() == Shape{3, 5});
+  for (std::int64_t i = 0; i < y.numel(); ++i) CHECK(y.data<float>()[i] == 0.0f);
 }

@@ -4,10 +4,9 @@
 // stored, times A_scale * B_scale[n] (run-time output scales, formed in float32 as the
 // definition forms them: the result is the reference's to the bit).
 //
-// As for QLinearConv (qlinear_conv.cpp), CPUs without VNNI or AMX sum pairs of 8-bit products in
-// int16, which can saturate: there B must lie in [-64, 64].
+// Below AVX-512 VNNI oneDNN's integer sums are not exact (exact_int8_products): there A must be
+// uint8 and B lie in [-64, 64].
 #include "backends/onednn/onednn_kernels.hpp"
-#include "core/cpu_features.hpp"
 
 namespace wpk::onednn {
 namespace {
@@ -18,14 +17,6 @@ bool is_8bit(DType t) { return t == DType::UInt8 || t == DType::Int8; }
 
 const Tensor* constant_input(const Node& node, const Graph& graph, std::size_t i) {
   return i < node.inputs.size() && node.inputs[i] != kNoValue ? graph.initializer(node.inputs[i]) : nullptr;
-}
-
-bool products_exact(const Tensor& w) {
-  const CpuFeatures& cpu = cpu_features();
-  if (cpu.avx512_vnni || cpu.avx_vnni || cpu.amx_int8) return true;
-  for (std::int64_t i = 0; i < w.numel(); ++i)
-    if (w.data<std::int8_t>()[i] < -64 || w.data<std::int8_t>()[i] > 64) return false;
-  return true;
 }
 
 struct IntegerMatMulPlan {
@@ -129,7 +120,11 @@ std::string matmul_integer_unsupported(const Node& node, const Graph& graph) {
   if (!bz || bz->dtype() != DType::Int8) return "B_zero is not a constant int8 tensor";
   for (std::int64_t i = 0; i < bz->numel(); ++i)
     if (bz->data<std::int8_t>()[i] != 0) return "B_zero is not 0";
-  if (!products_exact(*b)) return "B past [-64, 64] on a CPU without VNNI (8-bit products would saturate)";
+  if (b->dim(0) == 0 || b->dim(1) == 0) return "B is empty";
+  const bool signed_a = graph.value(node.inputs[A]).dtype == DType::Int8;
+  if (!exact_int8_products(*b, signed_a))
+    return signed_a ? "int8 A on a CPU without AVX-512 VNNI (oneDNN would halve B)"
+                    : "B past [-64, 64] on a CPU without AVX-512 VNNI (8-bit products would saturate)";
   return "";
 }
 

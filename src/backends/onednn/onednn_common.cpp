@@ -252,6 +252,18 @@ std::vector<std::int64_t> shape_key(std::initializer_list<const Shape*> shapes) 
 }
 
 
+bool exact_int8_products(const Tensor& weights, bool signed_input) {
+  const dnnl::cpu_isa isa = dnnl::get_effective_cpu_isa();
+  if (isa == dnnl::cpu_isa::avx512_core_vnni || isa == dnnl::cpu_isa::avx512_core_bf16 ||
+      isa == dnnl::cpu_isa::avx512_core_amx)
+    return true;
+  if (signed_input || weights.dtype() != DType::Int8) return false;
+  const std::int8_t* w = weights.data<std::int8_t>();
+  for (std::int64_t i = 0; i < weights.numel(); ++i)
+    if (w[i] < -64 || w[i] > 64) return false;
+  return true;
+}
+
 KernelProfile OneDnnKernel::profile() const {
   const CpuFeatures& cpu = cpu_features();
   return {"", cpu.avx512_core() ? 512 : cpu.avx2_fma() ? 256 : 128, 0.5};

@@ -180,6 +180,13 @@ class ShapeCache {
   mutable std::uint64_t clock_ = 0;
 };
 
+// True when oneDNN's integer convolutions and matmuls compute exact int32 sums on this CPU, by
+// the ISA oneDNN dispatches to (which ONEDNN_MAX_CPU_ISA may lower below the CPU's): with
+// AVX-512 VNNI (or AMX) they use 8-bit dot products. Below that they add pairs of uint8 x int8
+// products in 16 bits, which saturates unless every weight lies in [-64, 64], and int8 inputs
+// have their weights halved (odd weights round): those are never exact there.
+bool exact_int8_products(const Tensor& weights, bool signed_input);
+
 // Cache key: the OpenMP thread count, then the shapes with separators.
 std::vector<std::int64_t> shape_key(std::initializer_list<const Shape*> shapes);
 

@@ -4,15 +4,13 @@
 // primitive (output scales x_scale * w_scale[c] / y_scale, formed in float32 as the reference
 // forms them; ties round to even and saturate).
 //
-// Where the CPU has no dot-product instruction for 8-bit data (VNNI, AMX), oneDNN multiplies
-// pairs of uint8 x int8 products into int16, which saturates once two weights add up past 128;
-// there such a conv is left to the reference unless every weight lies in [-64, 64] (weights
-// quantized with a reduced range, as quantizers offer for these CPUs).
+// Where oneDNN has no 8-bit dot products (below AVX-512 VNNI), its sums are not exact
+// (exact_int8_products): such a conv is left to the reference unless its input is uint8 and
+// every weight lies in [-64, 64] (weights quantized with a reduced range, as quantizers offer).
 #include <cmath>
 
 #include "backends/onednn/onednn_kernels.hpp"
 #include "backends/reference/conv_pool.hpp"
-#include "core/cpu_features.hpp"
 
 namespace wpk::onednn {
 namespace {
@@ -35,16 +33,6 @@ std::int32_t zero_point_of(const Tensor& t) {
 
 const Tensor* constant_input(const Node& node, const Graph& graph, std::size_t i) {
   return i < node.inputs.size() && node.inputs[i] != kNoValue ? graph.initializer(node.inputs[i]) : nullptr;
-}
-
-// True when oneDNN's products are exact for these weights on this CPU (the file comment).
-bool products_exact(const Tensor& w) {
-  const CpuFeatures& cpu = cpu_features();
-  if (cpu.avx512_vnni || cpu.avx_vnni || cpu.amx_int8) return true;
-  const std::int8_t* p = w.data<std::int8_t>();
-  for (std::int64_t i = 0; i < w.numel(); ++i)
-    if (p[i] < -64 || p[i] > 64) return false;
-  return true;
 }
 
 struct QConvPlan {
@@ -186,7 +174,9 @@ std::string qlinear_conv_unsupported(const Node& node, const Graph& graph) {
     const Tensor* b = constant_input(node, graph, Bias);
     if (!b || b->dtype() != DType::Int32 || b->numel() != w->shape()[0]) return "bias is not a constant int32 [C_out]";
   }
-  if (!products_exact(*w)) return "weights past [-64, 64] on a CPU without VNNI (8-bit products would saturate)";
+  if (!exact_int8_products(*w, x == DType::Int8))
+    return x == DType::Int8 ? "int8 input on a CPU without AVX-512 VNNI (oneDNN would halve the weights)"
+                            : "weights past [-64, 64] on a CPU without AVX-512 VNNI (8-bit products would saturate)";
   return "";
 }
 

@@ -10,7 +10,7 @@
 //                                 each term)
 // A Relu between the op and its Q folds too when the Q's zero point is its type's lowest code
 // (what a quantizer gives a Relu's output): saturating there is the Relu; so does a Clip(0, max)
-// whose max is at or past the highest code's value. QLinearConv
+// whose max lies past the highest code's value. QLinearConv
 // requantizes once, as Q(Conv(...)) does; MaxPool commutes with a monotonic DQ, and
 // its Q then gives back the very codes. The DQs stay for any other reader (dead code goes later);
 // a DQ nothing absorbs runs in float as written. Runs before constant folding, which would turn
@@ -113,10 +113,11 @@ const Node* group_end(const Graph& g, const GraphIndex& index, ValueId v, std::v
   const bool lowest = u8 ? z.data<std::uint8_t>()[0] == 0 : z.data<std::int8_t>()[0] == -128;
   if (!lowest) return nullptr;
   if (clip) {
-    // Clip(0, max) when the codes saturate at or below max: max rounds to the highest code.
+    // Clip(0, max) when the codes saturate below max: max rounds to the highest code.
     const auto bounds = constant_clip_bounds(g, index, *act);
     const float scale = g.initializer(q->inputs[1])->data<float>()[0];
-    if (!bounds || bounds->first != 0.0f || !(bounds->second / scale >= 254.5f)) return nullptr;
+    // Past 254.5, not at it: Q(254.5 steps) rounds to even, 254, where saturating gives 255.
+    if (!bounds || bounds->first != 0.0f || !(bounds->second / scale > 254.5f)) return nullptr;
   }
   matched.push_back(index.sole_reader_index(v));
   matched.push_back(index.sole_reader_index(act->outputs[0]));

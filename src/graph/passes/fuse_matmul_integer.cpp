@@ -14,18 +14,19 @@ namespace {
 
 bool is_8bit(DType t) { return t == DType::UInt8 || t == DType::Int8; }
 
-// A constant with one element or n.
+// A constant with one element (of rank 0 or 1: a higher rank would broadcast the product's
+// shape up) or n.
 bool per_tensor_or_column(const Tensor* t, std::int64_t n) {
-  return t && (t->numel() == 1 || (t->rank() == 1 && t->numel() == n));
+  return t && t->rank() <= 1 && (t->numel() == 1 || t->numel() == n);
 }
 
-// True when v is sure to hold one element: DynamicQuantizeLinear's scale or zero point, or a
-// known shape.
+// True when v is sure to hold one element, at rank 0 or 1: DynamicQuantizeLinear's scale or
+// zero point, or a known shape.
 bool one_element(const GraphIndex& index, const StaticShapes& shapes, ValueId v) {
   const Node* p = index.producer(v);
   if (is_onnx_op(p, "DynamicQuantizeLinear") && p->outputs[0] != v) return true;
   const DimList* d = shapes.dims(v);
-  if (!d) return false;
+  if (!d || d->size() > 1) return false;
   for (const Dim& x : *d)
     if (!x.is_static() || x.value != 1) return false;
   return true;

@@ -1,11 +1,15 @@
 // mark_bf16_compute (passes/pass.hpp): the nodes whose kernels may compute in bfloat16 under
-// SessionOptions::precision = BF16: the float32 convolutions and matrix products, where the
-// bf16 dot-product instructions double the work per instruction. Everything else (norms,
+// SessionOptions::precision = BF16: the float32 convolutions and matrix products with constant
+// weights, where the bf16 dot-product instructions double the work per instruction. Everything else (norms,
 // softmax, attention, elementwise) keeps float32.
 #include "graph/fused_ops.hpp"
 #include "graph/passes/pass.hpp"
 
 namespace wpk::passes {
+
+void clear_compute_precision(Graph& g) {
+  for (Node& n : g.mutable_nodes()) n.attributes.erase("compute_precision");
+}
 
 int mark_bf16_compute(Graph& g) {
   int marked = 0;
@@ -14,7 +18,10 @@ int mark_bf16_compute(Graph& g) {
     const bool wpk_op = n.domain == kWpkDomain;
     const bool product = (onnx && (n.op_type == "Conv" || n.op_type == "MatMul" || n.op_type == "Gemm")) ||
                          (wpk_op && (n.op_type == "FusedConv" || n.op_type == "FusedMatMul"));
-    if (!product || n.inputs.empty() || n.outputs.empty() || g.value(n.outputs[0]).dtype != DType::Float32) continue;
+    // Constant weights (input 1): products of two activations (attention's) stay float32.
+    if (!product || n.inputs.size() < 2 || n.outputs.empty() || !g.initializer(n.inputs[1]) ||
+        g.value(n.outputs[0]).dtype != DType::Float32)
+      continue;
     n.attributes.insert_or_assign("compute_precision", Attribute(std::string("bf16")));
     ++marked;
   }

@@ -35,9 +35,11 @@ bool fold_batchnorm(Graph& g, const PassContext& ctx);        // fold_batchnorm.
 bool fold_pad(Graph& g, const PassContext& ctx);              // fold_pad.cpp
 bool fold_qdq(Graph& g, const PassContext& ctx);              // fold_qdq.cpp
 // Not in the pass table: the session runs it after the passes when SessionOptions::precision is
-// BF16 on a CPU that computes in bf16. Marks float32 convolutions and matrix products
-// compute_precision = "bf16" (graph/fused_ops.hpp); returns how many.
+// BF16 on a CPU that computes in bf16. Marks float32 convolutions and matrix products with
+// constant weights compute_precision = "bf16" (graph/fused_ops.hpp); returns how many.
 int mark_bf16_compute(Graph& g);                                // mark_bf16_compute.cpp
+// Removes compute_precision wherever a model file set it: only the session's options decide.
+void clear_compute_precision(Graph& g);                         // mark_bf16_compute.cpp
 bool fuse_matmul_integer(Graph& g, const PassContext& ctx);   // fuse_matmul_integer.cpp
 bool fuse_layernorm(Graph& g, const PassContext& ctx);        // fuse_layernorm.cpp
 bool fuse_gelu(Graph& g, const PassContext& ctx);             // fuse_gelu.cpp
