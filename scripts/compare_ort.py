@@ -19,7 +19,9 @@ process doing W warm-up runs and K timed runs, so drift hits both and peak RSS i
 then prints, on stdout, one JSON line per runtime in the format of BENCHMARKS.md, aggregated over
 the rounds (median_ms and p90_ms: median of the rounds' values; min_ms: the least; load_ms: the
 slowest of the rounds' loads; peak_rss_mb: the largest), and one ratio line wpk / onnxruntime (below 1.0 =
-wpk faster). Progress and per-round figures go to stderr. Exit status 1 if any row failed.
+wpk faster). For the int8 rows a last line (scripts/agreement_ort.py) says how closely the two
+runtimes' outputs agree on the stored input, and how far each is from the float model. Progress
+and per-round figures go to stderr. Exit status 1 if any row failed.
 """
 import argparse
 import json
@@ -191,6 +193,11 @@ def main():
                           "ratio_median": ratio(w["median_ms"], o["median_ms"]),
                           "ratio_rss": ratio(w["peak_rss_mb"], o["peak_rss_mb"]),
                           "ratio_load": ratio(w["load_ms"], o["load_ms"])}), flush=True)
+        if model in QUANTIZED:
+            base = QUANTIZED[model]
+            subprocess.run([sys.executable, os.path.join("scripts", "agreement_ort.py"), path,
+                            os.path.join(a.models_dir, base + ".onnx"),
+                            os.path.join(a.models_dir, base, "test_data_set_0"), a.wpk], cwd=ROOT, check=False)
     warn_if_busy("at the end")
     sys.exit(1 if failed else 0)
 
