@@ -3,12 +3,17 @@
 Run it through scripts/compare_ort.sh, which makes the venv and builds wpk first.
 
 Usage: compare_ort.py [--models LIST] [--iters K] [--rounds R] [--warmup W] [--threads N] [--quick] [--fix-dims]
+                      [--peer onnxruntime|openvino] [--precision fp32|bf16]
 
 LIST is comma-separated: NAME (its default rows) or NAME:BATCH, or `all` (every model in the models
 folder at batch 1). The default rows are resnet50:1, mobilenet_v2:1, bert_base:1 (seq 128),
 resnet50:8, and the int8 rows resnet50_int8:1 and bert_base_int8:1; a NAME with no default row runs
 at batch 1. Models come from scripts/export_models.py (build/models), exported on first use; the
 int8 ones from scripts/quantize_ort.py (ONNX Runtime's quantization tool), made on first use.
+
+--peer openvino measures OpenVINO (scripts/bench_openvino.py: its CPU defaults, so bf16 where the
+CPU has AMX or AVX-512 BF16) in place of ONNX Runtime; --precision bf16 runs wpk with
+`--precision bf16` (the issue's AMX rows: wpk bf16 against OpenVINO's default).
 
 With --fix-dims both runtimes get the model's symbolic first dims (its batch) fixed at load to the
 row's batch (`--dim NAME=BATCH`: SessionOptions::fixed_dims in wpk, a free dimension override in
@@ -125,6 +130,8 @@ def main():
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--quick", action="store_true", help="a smoke test, not a measurement by the protocol")
     p.add_argument("--fix-dims", action="store_true", help="fix the batch dims at load in both runtimes")
+    p.add_argument("--peer", choices=["onnxruntime", "openvino"], default="onnxruntime")
+    p.add_argument("--precision", choices=["fp32", "bf16"], default="fp32", help="wpk's SessionOptions::precision")
     p.add_argument("--wpk", default=os.path.join("build", "examples", "wpk"))
     p.add_argument("--models-dir", default=os.path.join("build", "models"))
     a = p.parse_args()
@@ -152,9 +159,13 @@ def main():
             sys.exit("compare_ort: no model %s.onnx in %s (exportable: %s)"
                      % (m, a.models_dir, " ".join(EXPORTABLE + sorted(QUANTIZED))))
 
-    import onnxruntime  # only for the version; the measurements run in their own processes
-    log("onnxruntime %s, %d threads, %d rounds x (%d warm-up + %d timed runs) per runtime and row"
-        % (onnxruntime.__version__, a.threads, rounds, warmup, iters))
+    if a.peer == "openvino":
+        import openvino as peer_module  # only for the version; the measurements run in their own processes
+    else:
+        import onnxruntime as peer_module
+    log("%s %s, wpk %s, %d threads, %d rounds x (%d warm-up + %d timed runs) per runtime and row"
+        % (a.peer, peer_module.__version__, a.precision, a.threads, rounds, warmup, iters))
+    peer_bench = os.path.join("scripts", "bench_openvino.py" if a.peer == "openvino" else "bench_ort.py")
 
     warn_if_busy("before the run")
     failed = 0
@@ -165,12 +176,13 @@ def main():
         if a.fix_dims:
             for name in batch_dim_names(path):
                 fix += ["--dim", "%s=%d" % (name, batch)]
-        cmds = {"wpk": [a.wpk, "bench", path] + common + fix + (["--fix-dims"] if fix else []),
-                "onnxruntime": [sys.executable, os.path.join("scripts", "bench_ort.py"), path] + common + fix}
-        results = {"wpk": [], "onnxruntime": []}
+        cmds = {"wpk": [a.wpk, "bench", path] + common + fix + (["--fix-dims"] if fix else []) +
+                       (["--precision", a.precision] if a.precision != "fp32" else []),
+                a.peer: [sys.executable, peer_bench, path] + common + fix}
+        results = {"wpk": [], a.peer: []}
         ok = True
         for r in range(rounds):
-            for runtime in ("wpk", "onnxruntime"):  # A B A B ...
+            for runtime in ("wpk", a.peer):  # A B A B ...
                 res = run_json(cmds[runtime])
                 if res is None:
                     ok = False
@@ -186,14 +198,14 @@ def main():
             log("%s batch %d: skipped" % (model, batch))
             continue
         w = aggregate(results["wpk"], "wpk", model, a.threads, batch)
-        o = aggregate(results["onnxruntime"], "onnxruntime", model, a.threads, batch)
+        o = aggregate(results[a.peer], a.peer, model, a.threads, batch)
         print(json.dumps({k: w[k] for k in FIELDS}))
         print(json.dumps({k: o[k] for k in FIELDS}))
         print(json.dumps({"model": model, "batch": batch, "threads": a.threads,
                           "ratio_median": ratio(w["median_ms"], o["median_ms"]),
                           "ratio_rss": ratio(w["peak_rss_mb"], o["peak_rss_mb"]),
                           "ratio_load": ratio(w["load_ms"], o["load_ms"])}), flush=True)
-        if model in QUANTIZED:
+        if model in QUANTIZED and a.peer == "onnxruntime":
             base = QUANTIZED[model]
             subprocess.run([sys.executable, os.path.join("scripts", "agreement_ort.py"), path,
                             os.path.join(a.models_dir, base + ".onnx"),

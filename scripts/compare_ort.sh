@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # wpk vs ONNX Runtime, side by side, by the protocol of ../shared/BENCHMARKS.md. One command:
 #   scripts/compare_ort.sh [--no-build] [--models LIST] [--iters K] [--rounds R] [--warmup W] [--threads N] [--quick] [--fix-dims]
+#                          [--peer onnxruntime|openvino] [--precision fp32|bf16]
 # Each step is skipped when already done:
 #   1. scripts/setup.sh builds wpk (incremental; --no-build uses build/examples/wpk as it is);
 #   2. a venv in .venv (ignored by git) with onnxruntime, onnx and numpy from PyPI;
@@ -14,8 +15,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 build=1
+openvino=0
 args=()
+prev=""
 for a in "$@"; do
+  [ "$prev" = "--peer" ] && [ "$a" = "openvino" ] && openvino=1
+  prev="$a"
   case "$a" in
     --no-build) build=0 ;;
     -h|--help) sed -n '2,/^[^#]/{/^#/s/^# \{0,1\}//p}' "$0"; exit 0 ;;
@@ -35,6 +40,11 @@ if ! "$venv/bin/python" -c "import onnxruntime, numpy, onnx" >/dev/null 2>&1; th
   echo "compare_ort: setting up $venv with onnxruntime, onnx and numpy" >&2
   [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
   "$venv/bin/python" -m pip install -q onnxruntime numpy onnx >&2
+fi
+
+if [ "$openvino" = 1 ] && ! "$venv/bin/python" -c "import openvino" >/dev/null 2>&1; then
+  echo "compare_ort: adding openvino to $venv" >&2
+  "$venv/bin/python" -m pip install -q openvino >&2
 fi
 
 exec "$venv/bin/python" scripts/compare_ort.py "${args[@]+"${args[@]}"}"
