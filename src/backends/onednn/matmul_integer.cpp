@@ -4,8 +4,12 @@
 // stored, times A_scale * B_scale[n] (run-time output scales, formed in float32 as the
 // definition forms them: the result is the reference's to the bit).
 //
-// Below AVX-512 VNNI oneDNN's integer sums are not exact (exact_int8_products): there A must be
-// uint8 and B lie in [-64, 64].
+// Its arithmetic is a config, as QLinearConv's (qlinear_conv.cpp): arithmetic=int8 (oneDNN's
+// integer matmul, offered where its sums are exact: exact_int8_products) or arithmetic=float (A
+// minus its zero point reordered into float32, oneDNN's float32 matmul over B's codes as floats,
+// the same output scales: the integer sums while they stay below 2^24, on every CPU).
+#include <algorithm>
+
 #include "backends/onednn/onednn_kernels.hpp"
 
 namespace wpk::onednn {
@@ -23,15 +27,31 @@ struct IntegerMatMulPlan {
   dnnl::matmul primitive;
   dnnl::memory::desc src, dst;
   dnnl::memory weights;
+  bool in_float = false;  // A reordered into float32 staging `float_src` first
+  dnnl::memory::desc float_src;
+  dnnl::reorder to_float;
 };
+
+bool parse_float_arithmetic(const std::string& config) {
+  if (config.empty() || config == "arithmetic=int8") return false;
+  if (config == "arithmetic=float") return true;
+  throw Error(ErrorCode::Internal, "onednn has no MatMulIntegerToFloat configuration '" + config + "'");
+}
+
+// B's int8 codes as float32 (exact).
+Tensor codes_as_float(const Tensor& b) {
+  Tensor f = Tensor::zeros(DType::Float32, b.shape());
+  for (std::int64_t i = 0; i < b.numel(); ++i) f.data<float>()[i] = static_cast<float>(b.data<std::int8_t>()[i]);
+  return f;
+}
 
 class MatMulIntegerToFloatKernel : public OneDnnKernel {
  public:
-  MatMulIntegerToFloatKernel(const Node& node, const Graph& graph) {
+  MatMulIntegerToFloatKernel(const Node& node, const Graph& graph, bool in_float) : in_float_(in_float) {
     const Tensor& b = *constant_input(node, graph, B);
     k_ = b.dim(0);
     n_ = b.dim(1);
-    weights_ = PackedWeights(b, view());
+    weights_ = PackedWeights(in_float ? codes_as_float(b) : b, view());
     const Tensor& bs = *constant_input(node, graph, BScale);
     b_scale_.assign(bs.data<float>(), bs.data<float>() + bs.numel());
     a_type_ = graph.value(node.inputs[A]).dtype;
@@ -62,6 +82,17 @@ class MatMulIntegerToFloatKernel : public OneDnnKernel {
       zero = a_type_ == DType::UInt8 ? az.data<std::uint8_t>()[0] : az.data<std::int8_t>()[0];
       const dnnl::memory::desc scale_desc({static_cast<std::int64_t>(scales.size())}, dnnl::memory::data_type::f32, Tag::x);
       const dnnl::memory::desc zero_desc({1}, dnnl::memory::data_type::s32, Tag::x);
+      if (plan->in_float) {
+        const dnnl::memory src = thread_memory(0, plan->float_src);
+        execute(plan->to_float, {{DNNL_ARG_FROM, wrap_arg(plan->to_float, DNNL_ARG_FROM, plan->src, a)},
+                                 {DNNL_ARG_TO, src},
+                                 {DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_FROM, dnnl::memory(zero_desc, engine(), &zero)}});
+        execute(plan->primitive, {{DNNL_ARG_SRC, src},
+                                  {DNNL_ARG_WEIGHTS, plan->weights},
+                                  {DNNL_ARG_DST, wrap_arg(plan->primitive, DNNL_ARG_DST, plan->dst, y)},
+                                  {DNNL_ARG_ATTR_OUTPUT_SCALES, dnnl::memory(scale_desc, engine(), scales.data())}});
+        return;
+      }
       execute(plan->primitive, {{DNNL_ARG_SRC, wrap_arg(plan->primitive, DNNL_ARG_SRC, plan->src, a)},
                                 {DNNL_ARG_WEIGHTS, plan->weights},
                                 {DNNL_ARG_DST, wrap_arg(plan->primitive, DNNL_ARG_DST, plan->dst, y)},
@@ -81,7 +112,9 @@ class MatMulIntegerToFloatKernel : public OneDnnKernel {
   bool owns_input(std::size_t i) const override { return i == B && weights_.owns_copy(); }
 
  private:
-  dnnl::memory::desc view() const { return {{k_, n_}, dnnl::memory::data_type::s8, Tag::ab}; }
+  dnnl::memory::desc view() const {
+    return {{k_, n_}, in_float_ ? dnnl::memory::data_type::f32 : dnnl::memory::data_type::s8, Tag::ab};
+  }
 
   IntegerMatMulPlan build(std::int64_t rows) const {
     IntegerMatMulPlan plan;
@@ -90,6 +123,18 @@ class MatMulIntegerToFloatKernel : public OneDnnKernel {
     plan.dst = dnnl::memory::desc({rows, n_}, dnnl::memory::data_type::f32, Tag::ab);
     dnnl::primitive_attr attr = make_attr();
     attr.set_output_scales(b_scale_.size() > 1 ? 1 << 1 : 0, {DNNL_RUNTIME_F32_VAL});
+    if (in_float_) {
+      plan.in_float = true;
+      plan.float_src = f32_desc({rows, k_}, Tag::ab);
+      dnnl::primitive_attr in = make_attr();
+      in.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
+      plan.to_float = dnnl::reorder(dnnl::reorder::primitive_desc(engine(), plan.src, engine(), plan.float_src, in));
+      const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(plan.float_src, f32_desc({k_, n_}, Tag::any), plan.dst), attr,
+                                            engine());
+      plan.weights = weights_.pack_for(pd.weights_desc(), view());
+      plan.primitive = dnnl::matmul(pd);
+      return plan;
+    }
     attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
     const dnnl::matmul::primitive_desc pd(
         dnnl::matmul::desc(plan.src, dnnl::memory::desc({k_, n_}, dnnl::memory::data_type::s8, Tag::any), plan.dst), attr,
@@ -99,6 +144,7 @@ class MatMulIntegerToFloatKernel : public OneDnnKernel {
     return plan;
   }
 
+  bool in_float_;
   std::int64_t k_ = 0, n_ = 0;
   PackedWeights weights_;
   std::vector<float> b_scale_;
@@ -121,15 +167,22 @@ std::string matmul_integer_unsupported(const Node& node, const Graph& graph) {
   for (std::int64_t i = 0; i < bz->numel(); ++i)
     if (bz->data<std::int8_t>()[i] != 0) return "B_zero is not 0";
   if (b->dim(0) == 0 || b->dim(1) == 0) return "B is empty";
-  const bool signed_a = graph.value(node.inputs[A]).dtype == DType::Int8;
-  if (!exact_int8_products(*b, signed_a))
-    return signed_a ? "int8 A on a CPU without AVX-512 VNNI (oneDNN would halve B)"
-                    : "B past [-64, 64] on a CPU without AVX-512 VNNI (8-bit products would saturate)";
   return "";
 }
 
-std::unique_ptr<Kernel> make_matmul_integer(const Node& node, const Graph& graph) {
-  auto kernel = std::make_unique<MatMulIntegerToFloatKernel>(node, graph);
+std::vector<std::string> matmul_integer_configs(const Node& node, const Graph& graph) {
+  const Tensor* b = constant_input(node, graph, B);
+  if (b && exact_int8_products(*b, graph.value(node.inputs[A]).dtype == DType::Int8))
+    return {"arithmetic=int8", "arithmetic=float"};
+  return {"arithmetic=float"};
+}
+
+std::unique_ptr<Kernel> make_matmul_integer(const Node& node, const Graph& graph, const std::string& config) {
+  const std::vector<std::string> offered = matmul_integer_configs(node, graph);
+  const std::string chosen = config.empty() ? offered.front() : config;
+  if (std::find(offered.begin(), offered.end(), chosen) == offered.end())
+    throw Error(ErrorCode::Internal, node_label(node) + "onednn does not offer configuration '" + chosen + "' here");
+  auto kernel = std::make_unique<MatMulIntegerToFloatKernel>(node, graph, parse_float_arithmetic(chosen));
   if (auto shape = static_shape(graph, node.inputs[A]); shape && !shape->empty()) {
     std::int64_t rows = 1;
     for (std::size_t i = 0; i + 1 < shape->size(); ++i) rows *= (*shape)[i];

@@ -97,8 +97,8 @@ std::unique_ptr<Kernel> OneDnnBackend::prepare(const Node& node, const Graph& gr
   if (!why.empty()) throw Error(ErrorCode::Unsupported, node_label(node) + why);
   switch (family_of(node)) {
     case Family::Conv: return make_conv(node, graph, "");
-    case Family::QLinearConv: return make_qlinear_conv(node, graph);
-    case Family::MatMulInteger: return make_matmul_integer(node, graph);
+    case Family::QLinearConv: return make_qlinear_conv(node, graph, "");
+    case Family::MatMulInteger: return make_matmul_integer(node, graph, "");
     case Family::MatMul: return make_matmul(node, graph);
     case Family::Pool: return make_pool(node, graph);
     case Family::Transpose: return make_transpose(node, graph);
@@ -115,17 +115,23 @@ std::unique_ptr<Kernel> OneDnnBackend::prepare(const Node& node, const Graph& gr
 }
 
 std::vector<std::string> OneDnnBackend::configs(const Node& node, const Graph& graph) const {
-  if (family_of(node) != Family::Conv || !why_unsupported(node, graph).empty()) return {""};
-  return conv_configs(node, graph);
+  if (!why_unsupported(node, graph).empty()) return {""};
+  if (family_of(node) == Family::Conv) return conv_configs(node, graph);
+  if (family_of(node) == Family::QLinearConv) return qlinear_conv_configs(node, graph);
+  if (family_of(node) == Family::MatMulInteger) return matmul_integer_configs(node, graph);
+  return {""};
 }
 
 std::unique_ptr<Kernel> OneDnnBackend::prepare(const Node& node, const Graph& graph, const std::string& config) const {
   if (config.empty()) return prepare(node, graph);
-  if (family_of(node) != Family::Conv)
+  const Family family = family_of(node);
+  if (family != Family::Conv && family != Family::QLinearConv && family != Family::MatMulInteger)
     throw Error(ErrorCode::Internal, node_label(node) + "onednn has no configuration '" + config + "'");
   const std::string why = why_unsupported(node, graph);
   if (!why.empty()) throw Error(ErrorCode::Unsupported, node_label(node) + why);
-  return make_conv(node, graph, config);
+  if (family == Family::Conv) return make_conv(node, graph, config);
+  if (family == Family::QLinearConv) return make_qlinear_conv(node, graph, config);
+  return make_matmul_integer(node, graph, config);
 }
 
 std::optional<KernelProfile> OneDnnBackend::describe(const Node& node, const Graph& graph, const std::string& config,

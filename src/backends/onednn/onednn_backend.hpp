@@ -11,7 +11,7 @@ class OneDnnBackend : public Backend {
   std::string why_unsupported(const Node& node, const Graph& graph) const override;
   std::unique_ptr<Kernel> prepare(const Node& node, const Graph& graph) const override;
   // Convolutions: one config per algorithm oneDNN has for the node (conv.cpp), each described
-  // for the cost model.
+  // for the cost model; QLinearConv: its arithmetic, int8 or float (qlinear_conv.cpp).
   std::vector<std::string> configs(const Node& node, const Graph& graph) const override;
   std::unique_ptr<Kernel> prepare(const Node& node, const Graph& graph, const std::string& config) const override;
   std::optional<KernelProfile> describe(const Node& node, const Graph& graph, const std::string& config,

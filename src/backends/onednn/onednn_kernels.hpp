@@ -39,10 +39,15 @@ std::optional<KernelProfile> describe_conv(const Node& node, const std::string& 
 std::unique_ptr<Kernel> make_conv(const Node& node, const Graph& graph, const std::string& config);
 
 std::string qlinear_conv_unsupported(const Node& node, const Graph& graph);  // qlinear_conv.cpp
-std::unique_ptr<Kernel> make_qlinear_conv(const Node& node, const Graph& graph);
+// "arithmetic=int8" first where oneDNN's integer sums are exact here, then "arithmetic=float".
+std::vector<std::string> qlinear_conv_configs(const Node& node, const Graph& graph);
+// `config` "" is the first of qlinear_conv_configs.
+std::unique_ptr<Kernel> make_qlinear_conv(const Node& node, const Graph& graph, const std::string& config);
 
 std::string matmul_integer_unsupported(const Node& node, const Graph& graph);  // matmul_integer.cpp
-std::unique_ptr<Kernel> make_matmul_integer(const Node& node, const Graph& graph);
+// As qlinear_conv_configs: "arithmetic=int8" where exact here, then "arithmetic=float".
+std::vector<std::string> matmul_integer_configs(const Node& node, const Graph& graph);
+std::unique_ptr<Kernel> make_matmul_integer(const Node& node, const Graph& graph, const std::string& config);
 
 std::string matmul_unsupported(const Node& node, const Graph& graph);  // matmul.cpp
 std::unique_ptr<Kernel> make_matmul(const Node& node, const Graph& graph);

@@ -4,9 +4,16 @@
 // primitive (output scales x_scale * w_scale[c] / y_scale, formed in float32 as the reference
 // forms them; ties round to even and saturate).
 //
-// Where oneDNN has no 8-bit dot products (below AVX-512 VNNI), its sums are not exact
-// (exact_int8_products): such a conv is left to the reference unless its input is uint8 and
-// every weight lies in [-64, 64] (weights quantized with a reduced range, as quantizers offer).
+// Its arithmetic is a config:
+//   arithmetic=int8   oneDNN's integer convolution. Exact only where oneDNN has 8-bit dot
+//                     products (AVX-512 VNNI, AMX), or for uint8 input with weights in [-64, 64]
+//                     (exact_int8_products); offered only there.
+//   arithmetic=float  the codes minus their zero point converted to float32 (a reorder), oneDNN's
+//                     float32 convolution over the weights' codes and bias as floats, then a
+//                     reorder that scales, rounds to even, adds the zero point and saturates: the
+//                     integer sums while they stay below 2^24 (one code apart at most past it),
+//                     at float32 speed, on every CPU.
+#include <algorithm>
 #include <cmath>
 
 #include "backends/onednn/onednn_kernels.hpp"
@@ -40,14 +47,35 @@ struct QConvPlan {
   dnnl::memory::desc src, dst, bias;
   dnnl::memory weights;
   Shape y_shape;  // NHWC
+  // arithmetic=float: the input reordered into float32 staging `float_src`, the convolution
+  // writing float32 staging `float_dst`, reordered out into the codes.
+  bool in_float = false;
+  dnnl::memory::desc float_src, float_dst;
+  dnnl::reorder to_float, from_float;
 };
+
+bool parse_float_arithmetic(const std::string& config) {
+  if (config.empty() || config == "arithmetic=int8") return false;
+  if (config == "arithmetic=float") return true;
+  throw Error(ErrorCode::Internal, "onednn has no QLinearConv configuration '" + config + "'");
+}
+
+// The weights' or bias' integers as float32 (exact: |w| <= 128, and a bias below 2^24).
+Tensor as_float(const Tensor& t) {
+  Tensor f = Tensor::zeros(DType::Float32, t.shape());
+  for (std::int64_t i = 0; i < t.numel(); ++i)
+    f.data<float>()[i] = t.dtype() == DType::Int8 ? static_cast<float>(t.data<std::int8_t>()[i])
+                                                  : static_cast<float>(t.data<std::int32_t>()[i]);
+  return f;
+}
 
 class QLinearConvKernel : public OneDnnKernel {
  public:
-  QLinearConvKernel(const Node& node, const Graph& graph) : group_(node.attr_int("group", 1)) {
+  QLinearConvKernel(const Node& node, const Graph& graph, bool in_float)
+      : group_(node.attr_int("group", 1)), in_float_(in_float) {
     const Tensor& w = *constant_input(node, graph, W);
     const Shape& ws = w.shape();
-    weights_ = PackedWeights(w, weights_view(ws));
+    weights_ = PackedWeights(in_float ? as_float(w) : w, weights_view(ws));
     x_type_ = graph.value(node.inputs[X]).dtype;
     x_zero_ = zero_point_of(*constant_input(node, graph, XZero));
     const Tensor& y_zero = *constant_input(node, graph, YZero);
@@ -57,7 +85,7 @@ class QLinearConvKernel : public OneDnnKernel {
     const float ys = constant_input(node, graph, YScale)->data<float>()[0];
     const Tensor& w_scale = *constant_input(node, graph, WScale);
     for (std::int64_t c = 0; c < w_scale.numel(); ++c) scales_.push_back(xs * w_scale.data<float>()[c] / ys);
-    if (const Tensor* b = constant_input(node, graph, Bias)) bias_ = *b;
+    if (const Tensor* b = constant_input(node, graph, Bias)) bias_ = in_float ? as_float(*b) : *b;
   }
 
   void run(KernelContext& ctx) const override {
@@ -68,6 +96,7 @@ class QLinearConvKernel : public OneDnnKernel {
                                                  dtype_name(x.dtype()) + " " + shape_to_string(x.shape()));
       auto plan = cache_.get(shape_key({&x.shape()}), [&] { return build(ctx, x.shape()); });
       Tensor& y = ctx.allocate_output(0, y_type_, plan->y_shape);
+      if (plan->in_float) return run_in_float(*plan, x, y);
       Args args = {{DNNL_ARG_SRC, wrap_arg(plan->primitive, DNNL_ARG_SRC, plan->src, x)},
                    {DNNL_ARG_WEIGHTS, plan->weights},
                    {DNNL_ARG_DST, wrap_arg(plan->primitive, DNNL_ARG_DST, plan->dst, y)}};
@@ -91,8 +120,41 @@ class QLinearConvKernel : public OneDnnKernel {
 
  private:
   dnnl::memory::desc weights_view(const Shape& ws) const {
-    if (group_ == 1) return {{ws[0], ws[1], ws[2], ws[3]}, dnnl::memory::data_type::s8, Tag::oihw};
-    return {{group_, ws[0] / group_, ws[1], ws[2], ws[3]}, dnnl::memory::data_type::s8, Tag::goihw};
+    const auto type = in_float_ ? dnnl::memory::data_type::f32 : dnnl::memory::data_type::s8;
+    if (group_ == 1) return {{ws[0], ws[1], ws[2], ws[3]}, type, Tag::oihw};
+    return {{group_, ws[0] / group_, ws[1], ws[2], ws[3]}, type, Tag::goihw};
+  }
+
+  void run_in_float(const QConvPlan& plan, const Tensor& x, Tensor& y) const {
+    const dnnl::memory src = thread_memory(0, plan.float_src), acc = thread_memory(1, plan.float_dst);
+    execute(plan.to_float, {{DNNL_ARG_FROM, wrap_arg(plan.to_float, DNNL_ARG_FROM, plan.src, x)}, {DNNL_ARG_TO, src}});
+    Args args = {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, plan.weights}, {DNNL_ARG_DST, acc}};
+    if (!bias_.empty()) args.emplace(DNNL_ARG_BIAS, wrap_arg(plan.primitive, DNNL_ARG_BIAS, plan.bias, bias_));
+    execute(plan.primitive, args);
+    execute(plan.from_float, {{DNNL_ARG_FROM, acc}, {DNNL_ARG_TO, wrap_arg(plan.from_float, DNNL_ARG_TO, plan.dst, y)}});
+  }
+
+  // arithmetic=float (see the file comment).
+  void build_in_float(QConvPlan& plan, const Dims& src_dims, const Dims& dst_dims, const Dims& w_dims,
+                      const reference::Window& win) const {
+    plan.in_float = true;
+    plan.float_src = f32_desc(src_dims, Tag::nhwc);
+    plan.float_dst = f32_desc(dst_dims, Tag::nhwc);
+    plan.bias = f32_desc({dst_dims[1]}, Tag::x);
+    dnnl::primitive_attr in = make_attr();
+    in.set_zero_points(DNNL_ARG_SRC, 0, {x_zero_});
+    plan.to_float = dnnl::reorder(dnnl::reorder::primitive_desc(engine(), plan.src, engine(), plan.float_src, in));
+    dnnl::primitive_attr out = make_attr();
+    out.set_output_scales(scales_.size() > 1 ? 1 << 1 : 0, scales_);
+    out.set_zero_points(DNNL_ARG_DST, 0, {y_zero_});
+    plan.from_float = dnnl::reorder(dnnl::reorder::primitive_desc(engine(), plan.float_dst, engine(), plan.dst, out));
+    const dnnl::convolution_forward::desc desc(
+        dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, plan.float_src, f32_desc(w_dims, Tag::any),
+        bias_.empty() ? dnnl::memory::desc() : plan.bias, plan.float_dst, {win.stride[1], win.stride[2]},
+        {win.dilation[1] - 1, win.dilation[2] - 1}, {win.pad_begin[1], win.pad_begin[2]}, {win.pad_end[1], win.pad_end[2]});
+    const dnnl::convolution_forward::primitive_desc pd(desc, make_attr(), engine());
+    plan.weights = weights_.pack_for(pd.weights_desc(), weights_view(weights_.shape()));
+    plan.primitive = dnnl::convolution_forward(pd);
   }
 
   // A one-element int32 memory holding z, on this thread (bound for one execute()).
@@ -119,6 +181,10 @@ class QLinearConvKernel : public OneDnnKernel {
     plan.dst = {dst_dims, int_type(y_type_), Tag::nhwc};
     plan.bias = {{ws[0]}, dnnl::memory::data_type::s32, Tag::x};
     Dims w_dims = weights_view(ws).dims();
+    if (in_float_) {
+      build_in_float(plan, src_dims, dst_dims, w_dims, win);
+      return plan;
+    }
     dnnl::primitive_attr attr = make_attr();
     attr.set_output_scales(scales_.size() > 1 ? 1 << 1 : 0, scales_);
     attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
@@ -135,6 +201,7 @@ class QLinearConvKernel : public OneDnnKernel {
   }
 
   std::int64_t group_;
+  bool in_float_;
   PackedWeights weights_;
   DType x_type_ = DType::UInt8, y_type_ = DType::UInt8;
   std::int32_t x_zero_ = 0, y_zero_ = 0;
@@ -174,14 +241,22 @@ std::string qlinear_conv_unsupported(const Node& node, const Graph& graph) {
     const Tensor* b = constant_input(node, graph, Bias);
     if (!b || b->dtype() != DType::Int32 || b->numel() != w->shape()[0]) return "bias is not a constant int32 [C_out]";
   }
-  if (!exact_int8_products(*w, x == DType::Int8))
-    return x == DType::Int8 ? "int8 input on a CPU without AVX-512 VNNI (oneDNN would halve the weights)"
-                            : "weights past [-64, 64] on a CPU without AVX-512 VNNI (8-bit products would saturate)";
   return "";
 }
 
-std::unique_ptr<Kernel> make_qlinear_conv(const Node& node, const Graph& graph) {
-  auto kernel = std::make_unique<QLinearConvKernel>(node, graph);
+std::vector<std::string> qlinear_conv_configs(const Node& node, const Graph& graph) {
+  const Tensor* w = constant_input(node, graph, W);
+  if (w && exact_int8_products(*w, graph.value(node.inputs[X]).dtype == DType::Int8))
+    return {"arithmetic=int8", "arithmetic=float"};
+  return {"arithmetic=float"};
+}
+
+std::unique_ptr<Kernel> make_qlinear_conv(const Node& node, const Graph& graph, const std::string& config) {
+  const std::vector<std::string> offered = qlinear_conv_configs(node, graph);
+  const std::string chosen = config.empty() ? offered.front() : config;
+  if (std::find(offered.begin(), offered.end(), chosen) == offered.end())
+    throw Error(ErrorCode::Internal, node_label(node) + "onednn does not offer QLinearConv configuration '" + chosen + "' here");
+  auto kernel = std::make_unique<QLinearConvKernel>(node, graph, parse_float_arithmetic(chosen));
   if (auto shape = static_shape(graph, node.inputs[X]); shape && shape->size() == 4)
     try_warm_up([&] { kernel->warm_up(node, *shape, fully_static(graph, node.inputs[X])); });
   return kernel;

@@ -294,14 +294,12 @@ TEST_CASE("every candidate of every registered backend matches the reference at 
   CHECK(checked["onednn(algorithm=direct)"] > 0);
   CHECK(ops_checked["onednn"].count("Transpose") == 1);
   CHECK(ops_checked["onednn"].count("MaxPool") == 1);
-  // Every QLinearConv and MatMulIntegerToFloat case has weights past [-64, 64]: oneDNN takes
-  // them where it runs AVX-512 VNNI or AMX (backends/onednn: exact_int8_products).
+  // QLinearConv and MatMulIntegerToFloat in float arithmetic on every CPU, in int8 (their cases
+  // have weights past [-64, 64]) where oneDNN runs AVX-512 VNNI or AMX (exact_int8_products).
+  CHECK(checked["onednn(arithmetic=float)"] > 0);
+  for (const char* op : {"QLinearConv", "com.wpk.MatMulIntegerToFloat"}) CHECK(ops_checked["onednn"].count(op) == 1);
   const wpk::CpuFeatures& cpu = wpk::cpu_features();
-  for (const char* op : {"QLinearConv", "com.wpk.MatMulIntegerToFloat"}) {
-    INFO(op);
-    if (cpu.avx512_vnni || cpu.amx_int8) CHECK(ops_checked["onednn"].count(op) == 1);
-    else CHECK(ops_checked["onednn"].count(op) == 0);
-  }
+  CHECK((checked["onednn(arithmetic=int8)"] > 0) == (cpu.avx512_vnni || cpu.amx_int8));
 #endif
   WARN(summary);
 }
