@@ -1,5 +1,7 @@
 #include "graph/onnx_contrib.hpp"
 
+#include "graph/onnx_names.hpp"
+
 #include <map>
 #include <set>
 #include <string>
@@ -11,30 +13,6 @@ namespace wpk::onnx_import {
 namespace {
 
 constexpr const char* kContribDomain = "com.microsoft";
-
-// Names in the graph, and fresh ones made from a base.
-class Names {
- public:
-  explicit Names(const onnx::GraphProto& g) {
-    for (const auto& n : g.node()) {
-      used_.insert(n.name());
-      for (const auto& s : n.input()) used_.insert(s);
-      for (const auto& s : n.output()) used_.insert(s);
-    }
-    for (const auto& t : g.initializer()) used_.insert(t.name());
-    for (const auto& v : g.input()) used_.insert(v.name());
-    for (const auto& v : g.output()) used_.insert(v.name());
-  }
-  std::string fresh(const std::string& base) {
-    std::string name = base;
-    for (int i = 1; used_.count(name); ++i) name = base + "_" + std::to_string(i);
-    used_.insert(name);
-    return name;
-  }
-
- private:
-  std::set<std::string> used_;
-};
 
 class Expander {
  public:
@@ -183,7 +161,7 @@ class Expander {
   }
 
   onnx::GraphProto& g_;
-  Names names_;
+  ProtoNames names_;
   std::int64_t opset_;
   std::map<std::string, const onnx::TensorProto*> initializers_;
   const onnx::NodeProto* node_ = nullptr;

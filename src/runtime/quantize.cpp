@@ -19,6 +19,7 @@
 #include <set>
 #include <algorithm>
 
+#include "graph/onnx_names.hpp"
 #include "graph/onnx_tensor.hpp"
 #include "runtime/calibration.hpp"
 #include "wpk/wpk.hpp"
@@ -48,30 +49,6 @@ std::int64_t onnx_opset(const onnx::ModelProto& m) {
     if (is_onnx_domain(o.domain())) return o.version();
   return 0;
 }
-
-// Names in use anywhere in the graph, and fresh ones made from a base.
-class Names {
- public:
-  explicit Names(const onnx::GraphProto& g) {
-    for (const auto& n : g.node()) {
-      for (const auto& s : n.input()) used_.insert(s);
-      for (const auto& s : n.output()) used_.insert(s);
-    }
-    for (const auto& t : g.initializer()) used_.insert(t.name());
-    for (const auto& v : g.input()) used_.insert(v.name());
-    for (const auto& v : g.output()) used_.insert(v.name());
-    for (const auto& v : g.value_info()) used_.insert(v.name());
-  }
-  std::string fresh(const std::string& base) {
-    std::string name = base;
-    for (int i = 1; used_.count(name); ++i) name = base + "_" + std::to_string(i);
-    used_.insert(name);
-    return name;
-  }
-
- private:
-  std::set<std::string> used_;
-};
 
 // Round half to even, as QuantizeLinear rounds.
 float round_even(float v) { return std::nearbyint(v); }
@@ -365,7 +342,7 @@ class Quantizer {
   }
 
   onnx::GraphProto& g_;
-  Names names_;
+  onnx_import::ProtoNames names_;
   std::string base_dir_;
   float weight_top_;  // the largest weight code
   std::map<std::string, int> initializers_;

@@ -22,14 +22,18 @@ fs::path require_model(const std::string& name) {
   return p;
 }
 
-void check_against_pytorch(const std::string& name) {
-  Session s(load(require_model(name).string()));
+// The model's output 0 on its stored input, under `options`, and PyTorch's output for it.
+std::pair<Tensor, Tensor> run_stored_input(const std::string& name, const SessionOptions& options = {}) {
+  Session s(load(require_model(name).string()), options);
   const fs::path data = models_dir() / name / "test_data_set_0";
   TensorMap inputs;
   for (std::size_t i = 0; i < s.inputs().size(); ++i)
     inputs[s.inputs()[i].name] = load_tensor((data / ("input_" + std::to_string(i) + ".pb")).string());
-  const Tensor expected = load_tensor((data / "output_0.pb").string());
-  const Tensor actual = s.run(inputs).at(s.outputs()[0].name);
+  return {s.run(inputs).at(s.outputs()[0].name), load_tensor((data / "output_0.pb").string())};
+}
+
+void check_against_pytorch(const std::string& name) {
+  const auto [actual, expected] = run_stored_input(name);
   REQUIRE(actual.shape() == expected.shape());
   const double err = wpk::testing::relative_l2_error(actual, expected);
   INFO(name << " relative L2 error " << err);
@@ -116,13 +120,7 @@ namespace {
 void check_bf16_against_pytorch(const std::string& name, double max_error) {
   SessionOptions options;
   options.precision = Precision::BF16;
-  Session s(load(require_model(name).string()), options);
-  const fs::path data = models_dir() / name / "test_data_set_0";
-  TensorMap inputs;
-  for (std::size_t i = 0; i < s.inputs().size(); ++i)
-    inputs[s.inputs()[i].name] = load_tensor((data / ("input_" + std::to_string(i) + ".pb")).string());
-  const Tensor expected = load_tensor((data / "output_0.pb").string());
-  const Tensor actual = s.run(inputs).at(s.outputs()[0].name);
+  const auto [actual, expected] = run_stored_input(name, options);
   REQUIRE(actual.shape() == expected.shape());
   const double err = wpk::testing::relative_l2_error(actual, expected);
   INFO(name << " bf16: relative L2 error " << err);

@@ -8,8 +8,6 @@
 // integer matmul, offered where its sums are exact: exact_int8_products) or arithmetic=float (A
 // minus its zero point reordered into float32, oneDNN's float32 matmul over B's codes as floats,
 // the same output scales: the integer sums while they stay below 2^24, on every CPU).
-#include <algorithm>
-
 #include "backends/onednn/onednn_kernels.hpp"
 
 namespace wpk::onednn {
@@ -31,12 +29,6 @@ struct IntegerMatMulPlan {
   dnnl::memory::desc float_src;
   dnnl::reorder to_float;
 };
-
-bool parse_float_arithmetic(const std::string& config) {
-  if (config.empty() || config == "arithmetic=int8") return false;
-  if (config == "arithmetic=float") return true;
-  throw Error(ErrorCode::Internal, "onednn has no MatMulIntegerToFloat configuration '" + config + "'");
-}
 
 // B's int8 codes as float32 (exact).
 Tensor codes_as_float(const Tensor& b) {
@@ -171,18 +163,12 @@ std::string matmul_integer_unsupported(const Node& node, const Graph& graph) {
 }
 
 std::vector<std::string> matmul_integer_configs(const Node& node, const Graph& graph) {
-  const Tensor* b = constant_input(node, graph, B);
-  if (b && exact_int8_products(*b, graph.value(node.inputs[A]).dtype == DType::Int8))
-    return {"arithmetic=int8", "arithmetic=float"};
-  return {"arithmetic=float"};
+  return integer_arithmetic_configs(constant_input(node, graph, B), graph.value(node.inputs[A]).dtype == DType::Int8);
 }
 
 std::unique_ptr<Kernel> make_matmul_integer(const Node& node, const Graph& graph, const std::string& config) {
-  const std::vector<std::string> offered = matmul_integer_configs(node, graph);
-  const std::string chosen = config.empty() ? offered.front() : config;
-  if (std::find(offered.begin(), offered.end(), chosen) == offered.end())
-    throw Error(ErrorCode::Internal, node_label(node) + "onednn does not offer configuration '" + chosen + "' here");
-  auto kernel = std::make_unique<MatMulIntegerToFloatKernel>(node, graph, parse_float_arithmetic(chosen));
+  const bool in_float = chooses_float_arithmetic(node, matmul_integer_configs(node, graph), config);
+  auto kernel = std::make_unique<MatMulIntegerToFloatKernel>(node, graph, in_float);
   if (auto shape = static_shape(graph, node.inputs[A]); shape && !shape->empty()) {
     std::int64_t rows = 1;
     for (std::size_t i = 0; i + 1 < shape->size(); ++i) rows *= (*shape)[i];

@@ -264,6 +264,18 @@ bool exact_int8_products(const Tensor& weights, bool signed_input) {
   return true;
 }
 
+std::vector<std::string> integer_arithmetic_configs(const Tensor* weights, bool signed_input) {
+  if (weights && exact_int8_products(*weights, signed_input)) return {"arithmetic=int8", "arithmetic=float"};
+  return {"arithmetic=float"};
+}
+
+bool chooses_float_arithmetic(const Node& node, const std::vector<std::string>& offered, const std::string& config) {
+  const std::string chosen = config.empty() && !offered.empty() ? offered.front() : config;
+  if (std::find(offered.begin(), offered.end(), chosen) == offered.end())
+    throw Error(ErrorCode::Internal, node_label(node) + "onednn does not offer configuration '" + chosen + "' here");
+  return chosen == "arithmetic=float";
+}
+
 KernelProfile OneDnnKernel::profile() const {
   const CpuFeatures& cpu = cpu_features();
   return {"", cpu.avx512_core() ? 512 : cpu.avx2_fma() ? 256 : 128, 0.5};

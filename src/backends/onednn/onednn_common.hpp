@@ -186,6 +186,12 @@ class ShapeCache {
 // products in 16 bits, which saturates unless every weight lies in [-64, 64], and int8 inputs
 // have their weights halved (odd weights round): those are never exact there.
 bool exact_int8_products(const Tensor& weights, bool signed_input);
+// The arithmetic configs of an integer kernel (QLinearConv, MatMulIntegerToFloat):
+// {"arithmetic=int8", "arithmetic=float"} where exact_int8_products, else {"arithmetic=float"}.
+std::vector<std::string> integer_arithmetic_configs(const Tensor* weights, bool signed_input);
+// True when `config` ("" = the first offered) is arithmetic=float; an Internal error naming the
+// node when it is not one of `offered`.
+bool chooses_float_arithmetic(const Node& node, const std::vector<std::string>& offered, const std::string& config);
 
 // Cache key: the OpenMP thread count, then the shapes with separators.
 std::vector<std::int64_t> shape_key(std::initializer_list<const Shape*> shapes);

@@ -13,7 +13,6 @@
 //                     reorder that scales, rounds to even, adds the zero point and saturates: the
 //                     integer sums while they stay below 2^24 (one code apart at most past it),
 //                     at float32 speed, on every CPU.
-#include <algorithm>
 #include <cmath>
 
 #include "backends/onednn/onednn_kernels.hpp"
@@ -53,12 +52,6 @@ struct QConvPlan {
   dnnl::memory::desc float_src, float_dst;
   dnnl::reorder to_float, from_float;
 };
-
-bool parse_float_arithmetic(const std::string& config) {
-  if (config.empty() || config == "arithmetic=int8") return false;
-  if (config == "arithmetic=float") return true;
-  throw Error(ErrorCode::Internal, "onednn has no QLinearConv configuration '" + config + "'");
-}
 
 // The weights' or bias' integers as float32 (exact: |w| <= 128, and a bias below 2^24).
 Tensor as_float(const Tensor& t) {
@@ -245,18 +238,12 @@ std::string qlinear_conv_unsupported(const Node& node, const Graph& graph) {
 }
 
 std::vector<std::string> qlinear_conv_configs(const Node& node, const Graph& graph) {
-  const Tensor* w = constant_input(node, graph, W);
-  if (w && exact_int8_products(*w, graph.value(node.inputs[X]).dtype == DType::Int8))
-    return {"arithmetic=int8", "arithmetic=float"};
-  return {"arithmetic=float"};
+  return integer_arithmetic_configs(constant_input(node, graph, W), graph.value(node.inputs[X]).dtype == DType::Int8);
 }
 
 std::unique_ptr<Kernel> make_qlinear_conv(const Node& node, const Graph& graph, const std::string& config) {
-  const std::vector<std::string> offered = qlinear_conv_configs(node, graph);
-  const std::string chosen = config.empty() ? offered.front() : config;
-  if (std::find(offered.begin(), offered.end(), chosen) == offered.end())
-    throw Error(ErrorCode::Internal, node_label(node) + "onednn does not offer QLinearConv configuration '" + chosen + "' here");
-  auto kernel = std::make_unique<QLinearConvKernel>(node, graph, parse_float_arithmetic(chosen));
+  const bool in_float = chooses_float_arithmetic(node, qlinear_conv_configs(node, graph), config);
+  auto kernel = std::make_unique<QLinearConvKernel>(node, graph, in_float);
   if (auto shape = static_shape(graph, node.inputs[X]); shape && shape->size() == 4)
     try_warm_up([&] { kernel->warm_up(node, *shape, fully_static(graph, node.inputs[X])); });
   return kernel;
