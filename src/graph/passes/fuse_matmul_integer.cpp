@@ -6,6 +6,9 @@
 // [K, N]; A_scale one element (DynamicQuantizeLinear's scale, or known to have one element);
 // B_scale and B_zero constants of one or N elements. The DynamicQuantizeLinear that makes A
 // stays: the products that read one quantized input share it.
+// QLinearMatMul with such a B (the QOperator form) becomes the same op and a QuantizeLinear at
+// its y_scale and y_zero_point: the integer product scaled in float32 and requantized, where the
+// definition requantizes a double product (one code apart at most, as QLinearConv's kernels).
 #include "graph/fused_ops.hpp"
 #include "graph/passes/match.hpp"
 
@@ -32,11 +35,51 @@ bool one_element(const GraphIndex& index, const StaticShapes& shapes, ValueId v)
   return true;
 }
 
+// One-element constant of rank 0 or 1 (a per-tensor scale or zero point).
+bool one_element_constant(const Graph& g, ValueId v) {
+  const Tensor* t = g.initializer(v);
+  return t && t->numel() == 1 && t->rank() <= 1;
+}
+
+// QLinearMatMul(a, a_scale, a_zero, B, b_scale, b_zero, y_scale, y_zero) with constant 2-D B.
+void fold_qlinear_matmul(Graph& g, const Node& n, int at, Rewriter& rewriter) {
+  if (n.inputs.size() != 8 || n.outputs.size() != 1) return;
+  for (ValueId v : n.inputs)
+    if (v == kNoValue) return;
+  const Tensor* b = g.initializer(n.inputs[3]);
+  if (!b || !is_8bit(b->dtype()) || b->rank() != 2) return;
+  const DimList* a_dims = g.value(n.inputs[0]).dims ? &*g.value(n.inputs[0]).dims : nullptr;
+  if (!a_dims || a_dims->size() < 2) return;  // a 1-D A drops an axis MatMulIntegerToFloat keeps
+  const std::int64_t cols = b->dim(1);
+  const Tensor* b_zero = g.initializer(n.inputs[5]);
+  if (!per_tensor_or_column(float_constant(g, n.inputs[4]), cols) || !per_tensor_or_column(b_zero, cols) ||
+      b_zero->dtype() != b->dtype())
+    return;
+  for (std::size_t i : {1, 2, 6, 7})
+    if (!one_element_constant(g, n.inputs[i])) return;
+  if (!float_constant(g, n.inputs[6]) || !rewriter.available({at})) return;
+  const ValueInfo& out = g.value(n.outputs[0]);
+  const ValueId product = g.add_value({unique_name(g, out.name + "_product"), DType::Float32, out.dims});
+  Node fused;
+  fused.op_type = "MatMulIntegerToFloat";
+  fused.domain = kWpkDomain;
+  fused.name = n.name;
+  fused.inputs = {n.inputs[0], n.inputs[3], n.inputs[1], n.inputs[4], n.inputs[2], n.inputs[5]};
+  fused.outputs = {product};
+  Node q;
+  q.op_type = "QuantizeLinear";
+  q.name = n.name + "_requantize";
+  q.inputs = {product, n.inputs[6], n.inputs[7]};
+  q.outputs = {n.outputs[0]};
+  rewriter.replace({at}, {std::move(fused), std::move(q)});
+}
+
 }  // namespace
 
 bool fuse_matmul_integer(Graph& g, const PassContext&) {
   return rewrite_to_fixed_point(g, [&](std::size_t i, const GraphIndex& index, const StaticShapes& shapes,
                                        Rewriter& rewriter) {
+    if (is_onnx_op(&g.nodes()[i], "QLinearMatMul")) return fold_qlinear_matmul(g, g.nodes()[i], static_cast<int>(i), rewriter);
     const Node& mmi = g.nodes()[i];
     if (!is_onnx_op(&mmi, "MatMulInteger") || mmi.inputs.size() != 4 || mmi.outputs.size() != 1) return;
     for (ValueId v : mmi.inputs)

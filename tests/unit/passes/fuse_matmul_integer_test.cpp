@@ -63,3 +63,32 @@ TEST_CASE("fuse_matmul_integer leaves a product cast to another type alone", "[o
   v.cast_to_int = true;
   CHECK(count_op(optimized(dynamic_graph(v)), "MatMulIntegerToFloat", kWpkDomain) == 0);
 }
+
+TEST_CASE("fuse_matmul_integer runs QLinearMatMul with a constant B as the integer product and a requantize",
+          "[optimizer][passes][int8]") {
+  for (bool per_column : {false, true}) {
+    Graph g;
+    g.add_input("a", DType::UInt8, {Dim("N"), 5, 16});
+    std::vector<std::int8_t> b(16 * 24);
+    for (std::size_t i = 0; i < b.size(); ++i) b[i] = static_cast<std::int8_t>(static_cast<int>(i * 29 % 255) - 127);
+    g.add_initializer("b", Tensor::from_vector(b, {16, 24}));
+    std::vector<float> bs;
+    for (int j = 0; j < 24; ++j) bs.push_back(0.003f + 0.0004f * static_cast<float>(j % 4));
+    g.add_initializer("bs", per_column ? Tensor::from_vector(bs, {24}) : Tensor::scalar(bs[0]));
+    g.add_initializer("bz", per_column ? Tensor::from_vector(std::vector<std::int8_t>(24, 0), {24}) : Tensor::scalar(std::int8_t{0}));
+    g.add_initializer("as", Tensor::scalar(0.02f));
+    g.add_initializer("az", Tensor::scalar(std::uint8_t{120}));
+    g.add_initializer("ys", Tensor::scalar(0.05f));
+    g.add_initializer("yz", Tensor::scalar(std::uint8_t{128}));
+    g.add_node("QLinearMatMul", {"a", "as", "az", "b", "bs", "bz", "ys", "yz"}, {"y"});
+    g.add_output("y");
+    const Graph opt = optimized(g);
+    CHECK(count_op(opt, "MatMulIntegerToFloat", kWpkDomain) == 1);
+    CHECK(count_op(opt, "QLinearMatMul") == 0);
+    CHECK(count_op(opt, "QuantizeLinear") == 1);
+    std::vector<std::uint8_t> a(3 * 5 * 16);
+    for (std::size_t i = 0; i < a.size(); ++i) a[i] = static_cast<std::uint8_t>(i * 71 % 256);
+    // One code at most from QLinearMatMul's own requantization of the double product.
+    check_unchanged(g, {{"a", Tensor::from_vector(a, {3, 5, 16})}}, "fuse_matmul_integer", 0, 1);
+  }
+}
