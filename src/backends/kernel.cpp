@@ -4,6 +4,10 @@ namespace wpk {
 
 std::string node_label(const Node& node) { return "node '" + node.name + "' (" + node.op_type + "): "; }
 
+const Tensor* constant_input(const Node& node, const Graph& graph, std::size_t i) {
+  return i < node.inputs.size() && node.inputs[i] != kNoValue ? graph.initializer(node.inputs[i]) : nullptr;
+}
+
 KernelContext::KernelContext(const Node& node, std::vector<const Tensor*> inputs, Allocator allocator)
     : node_(node), inputs_(std::move(inputs)), outputs_(node.outputs.size()), allocator_(std::move(allocator)) {}
 

@@ -27,6 +27,8 @@ struct LoadedKernel;
 
 // "node 'conv1' (Conv): " — the prefix every node error starts with.
 std::string node_label(const Node& node);
+// The initializer `node` reads as input i; nullptr when it is omitted or not a constant.
+const Tensor* constant_input(const Node& node, const Graph& graph, std::size_t i);
 
 class KernelContext {
  public:

@@ -13,10 +13,6 @@
 namespace wpk::cpu {
 namespace {
 
-const Tensor* constant_input(const Node& node, const Graph& graph, std::size_t i) {
-  return i < node.inputs.size() && node.inputs[i] != kNoValue ? graph.initializer(node.inputs[i]) : nullptr;
-}
-
 // The product as the 1x1 conv the kernel computes.
 StreamConvShape as_pointwise_conv(std::int64_t rows, std::int64_t k, std::int64_t n) {
   StreamConvShape s;

@@ -175,10 +175,6 @@ class MatMulKernel : public OneDnnKernel {
   ShapeCache<MatMulPlan> cache_;
 };
 
-const Tensor* const_input(const Node& node, const Graph& graph, std::size_t i) {
-  return i < node.inputs.size() && node.inputs[i] != kNoValue ? graph.initializer(node.inputs[i]) : nullptr;
-}
-
 bool has_input(const Node& node, std::size_t i) { return i < node.inputs.size() && node.inputs[i] != kNoValue; }
 
 
@@ -188,7 +184,7 @@ std::string matmul_unsupported(const Node& node, const Graph& graph) {
   for (ValueId v : node.inputs)
     if (v != kNoValue && graph.value(v).dtype != DType::Float32 && graph.value(v).dtype != DType::Undefined)
       return "inputs are not float32";
-  const Tensor* b = const_input(node, graph, 1);
+  const Tensor* b = constant_input(node, graph, 1);
   if (b && (b->dtype() != DType::Float32 || b->rank() != 2)) return "constant B is not a float32 matrix";
   if (node.op_type == "Gemm") {
     if (!b) return "Gemm needs a constant B";
@@ -197,7 +193,7 @@ std::string matmul_unsupported(const Node& node, const Graph& graph) {
   }
   const bool has_bias = node.op_type != "MatMul" && has_input(node, 2);
   if (has_bias) {
-    const Tensor* bias = const_input(node, graph, 2);
+    const Tensor* bias = constant_input(node, graph, 2);
     const std::int64_t n = node.op_type == "Gemm" && node.attr_int("transB", 0) ? b->shape()[0] : (b ? b->shape()[1] : -1);
     if (!b || !bias || bias->dtype() != DType::Float32 || bias->numel() != n || bias->shape().back() != n)
       return "bias must be a constant float32 vector of the output width, with constant B";
@@ -236,8 +232,8 @@ std::optional<KernelProfile> describe_matmul(const Node& node, const Graph& /*gr
 }
 
 std::unique_ptr<Kernel> make_matmul(const Node& node, const Graph& graph) {
-  const Tensor* b = const_input(node, graph, 1);
-  const Tensor* bias = node.op_type != "MatMul" ? const_input(node, graph, 2) : nullptr;
+  const Tensor* b = constant_input(node, graph, 1);
+  const Tensor* bias = node.op_type != "MatMul" ? constant_input(node, graph, 2) : nullptr;
   const bool transposed = node.op_type == "Gemm" && node.attr_int("transB", 0) == 1;
   auto fallback = b ? nullptr : reference::ReferenceBackend().prepare(node, graph);
   auto kernel = std::make_unique<MatMulKernel>(node, b ? *b : Tensor(), transposed, bias ? *bias : Tensor(), std::move(fallback));

@@ -17,10 +17,6 @@ enum Input : std::size_t { A = 0, B, AScale, BScale, AZero, BZero };
 
 bool is_8bit(DType t) { return t == DType::UInt8 || t == DType::Int8; }
 
-const Tensor* constant_input(const Node& node, const Graph& graph, std::size_t i) {
-  return i < node.inputs.size() && node.inputs[i] != kNoValue ? graph.initializer(node.inputs[i]) : nullptr;
-}
-
 struct IntegerMatMulPlan {
   dnnl::matmul primitive;
   dnnl::memory::desc src, dst;
@@ -30,20 +26,13 @@ struct IntegerMatMulPlan {
   dnnl::reorder to_float;
 };
 
-// B's int8 codes as float32 (exact).
-Tensor codes_as_float(const Tensor& b) {
-  Tensor f = Tensor::zeros(DType::Float32, b.shape());
-  for (std::int64_t i = 0; i < b.numel(); ++i) f.data<float>()[i] = static_cast<float>(b.data<std::int8_t>()[i]);
-  return f;
-}
-
 class MatMulIntegerToFloatKernel : public OneDnnKernel {
  public:
   MatMulIntegerToFloatKernel(const Node& node, const Graph& graph, bool in_float) : in_float_(in_float) {
     const Tensor& b = *constant_input(node, graph, B);
     k_ = b.dim(0);
     n_ = b.dim(1);
-    weights_ = PackedWeights(in_float ? codes_as_float(b) : b, view());
+    weights_ = PackedWeights(in_float ? integers_as_float(b) : b, view());
     const Tensor& bs = *constant_input(node, graph, BScale);
     b_scale_.assign(bs.data<float>(), bs.data<float>() + bs.numel());
     a_type_ = graph.value(node.inputs[A]).dtype;
@@ -70,15 +59,13 @@ class MatMulIntegerToFloatKernel : public OneDnnKernel {
       scales.resize(b_scale_.size());
       const float a_scale = as.data<float>()[0];
       for (std::size_t i = 0; i < scales.size(); ++i) scales[i] = a_scale * b_scale_[i];
-      thread_local std::int32_t zero = 0;
-      zero = a_type_ == DType::UInt8 ? az.data<std::uint8_t>()[0] : az.data<std::int8_t>()[0];
+      const std::int32_t zero = a_type_ == DType::UInt8 ? az.data<std::uint8_t>()[0] : az.data<std::int8_t>()[0];
       const dnnl::memory::desc scale_desc({static_cast<std::int64_t>(scales.size())}, dnnl::memory::data_type::f32, Tag::x);
-      const dnnl::memory::desc zero_desc({1}, dnnl::memory::data_type::s32, Tag::x);
       if (plan->in_float) {
         const dnnl::memory src = thread_memory(0, plan->float_src);
         execute(plan->to_float, {{DNNL_ARG_FROM, wrap_arg(plan->to_float, DNNL_ARG_FROM, plan->src, a)},
                                  {DNNL_ARG_TO, src},
-                                 {DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_FROM, dnnl::memory(zero_desc, engine(), &zero)}});
+                                 {DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_FROM, int32_scalar_memory(zero)}});
         execute(plan->primitive, {{DNNL_ARG_SRC, src},
                                   {DNNL_ARG_WEIGHTS, plan->weights},
                                   {DNNL_ARG_DST, wrap_arg(plan->primitive, DNNL_ARG_DST, plan->dst, y)},
@@ -89,7 +76,7 @@ class MatMulIntegerToFloatKernel : public OneDnnKernel {
                                 {DNNL_ARG_WEIGHTS, plan->weights},
                                 {DNNL_ARG_DST, wrap_arg(plan->primitive, DNNL_ARG_DST, plan->dst, y)},
                                 {DNNL_ARG_ATTR_OUTPUT_SCALES, dnnl::memory(scale_desc, engine(), scales.data())},
-                                {DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, dnnl::memory(zero_desc, engine(), &zero)}});
+                                {DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, int32_scalar_memory(zero)}});
     });
   }
 

@@ -264,6 +264,22 @@ bool exact_int8_products(const Tensor& weights, bool signed_input) {
   return true;
 }
 
+Tensor integers_as_float(const Tensor& t) {
+  Tensor f = Tensor::zeros(DType::Float32, t.shape());
+  for (std::int64_t i = 0; i < t.numel(); ++i)
+    f.data<float>()[i] = t.dtype() == DType::Int8 ? static_cast<float>(t.data<std::int8_t>()[i])
+                                                  : static_cast<float>(t.data<std::int32_t>()[i]);
+  return f;
+}
+
+dnnl::memory int32_scalar_memory(std::int32_t z) {
+  thread_local std::int32_t values[2];
+  thread_local int next = 0;
+  next ^= 1;
+  values[next] = z;
+  return dnnl::memory({{1}, dnnl::memory::data_type::s32, Tag::x}, engine(), &values[next]);
+}
+
 std::vector<std::string> integer_arithmetic_configs(const Tensor* weights, bool signed_input) {
   if (weights && exact_int8_products(*weights, signed_input)) return {"arithmetic=int8", "arithmetic=float"};
   return {"arithmetic=float"};

@@ -186,6 +186,13 @@ class ShapeCache {
 // products in 16 bits, which saturates unless every weight lies in [-64, 64], and int8 inputs
 // have their weights halved (odd weights round): those are never exact there.
 bool exact_int8_products(const Tensor& weights, bool signed_input);
+// An int8 or int32 tensor's integers as float32 (exact for |v| <= 2^24: weights' codes, biases):
+// the weights and bias of the integer kernels' arithmetic=float config.
+Tensor integers_as_float(const Tensor& t);
+// A one-element int32 memory holding z (a run-time zero point), in this thread's storage: good
+// for the next execute() on this thread, which may bind up to two of them.
+dnnl::memory int32_scalar_memory(std::int32_t z);
+
 // The arithmetic configs of an integer kernel (QLinearConv, MatMulIntegerToFloat):
 // {"arithmetic=int8", "arithmetic=float"} where exact_int8_products, else {"arithmetic=float"}.
 std::vector<std::string> integer_arithmetic_configs(const Tensor* weights, bool signed_input);

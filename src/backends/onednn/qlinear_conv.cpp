@@ -37,10 +37,6 @@ std::int32_t zero_point_of(const Tensor& t) {
   return t.dtype() == DType::UInt8 ? t.data<std::uint8_t>()[0] : t.data<std::int8_t>()[0];
 }
 
-const Tensor* constant_input(const Node& node, const Graph& graph, std::size_t i) {
-  return i < node.inputs.size() && node.inputs[i] != kNoValue ? graph.initializer(node.inputs[i]) : nullptr;
-}
-
 struct QConvPlan {
   dnnl::convolution_forward primitive;
   dnnl::memory::desc src, dst, bias;
@@ -53,22 +49,13 @@ struct QConvPlan {
   dnnl::reorder to_float, from_float;
 };
 
-// The weights' or bias' integers as float32 (exact: |w| <= 128, and a bias below 2^24).
-Tensor as_float(const Tensor& t) {
-  Tensor f = Tensor::zeros(DType::Float32, t.shape());
-  for (std::int64_t i = 0; i < t.numel(); ++i)
-    f.data<float>()[i] = t.dtype() == DType::Int8 ? static_cast<float>(t.data<std::int8_t>()[i])
-                                                  : static_cast<float>(t.data<std::int32_t>()[i]);
-  return f;
-}
-
 class QLinearConvKernel : public OneDnnKernel {
  public:
   QLinearConvKernel(const Node& node, const Graph& graph, bool in_float)
       : group_(node.attr_int("group", 1)), in_float_(in_float) {
     const Tensor& w = *constant_input(node, graph, W);
     const Shape& ws = w.shape();
-    weights_ = PackedWeights(in_float ? as_float(w) : w, weights_view(ws));
+    weights_ = PackedWeights(in_float ? integers_as_float(w) : w, weights_view(ws));
     x_type_ = graph.value(node.inputs[X]).dtype;
     x_zero_ = zero_point_of(*constant_input(node, graph, XZero));
     const Tensor& y_zero = *constant_input(node, graph, YZero);
@@ -78,7 +65,7 @@ class QLinearConvKernel : public OneDnnKernel {
     const float ys = constant_input(node, graph, YScale)->data<float>()[0];
     const Tensor& w_scale = *constant_input(node, graph, WScale);
     for (std::int64_t c = 0; c < w_scale.numel(); ++c) scales_.push_back(xs * w_scale.data<float>()[c] / ys);
-    if (const Tensor* b = constant_input(node, graph, Bias)) bias_ = in_float ? as_float(*b) : *b;
+    if (const Tensor* b = constant_input(node, graph, Bias)) bias_ = in_float ? integers_as_float(*b) : *b;
   }
 
   void run(KernelContext& ctx) const override {
@@ -94,8 +81,8 @@ class QLinearConvKernel : public OneDnnKernel {
                    {DNNL_ARG_WEIGHTS, plan->weights},
                    {DNNL_ARG_DST, wrap_arg(plan->primitive, DNNL_ARG_DST, plan->dst, y)}};
       if (!bias_.empty()) args.emplace(DNNL_ARG_BIAS, wrap_arg(plan->primitive, DNNL_ARG_BIAS, plan->bias, bias_));
-      args.emplace(DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, zero_point_memory(x_zero_));
-      args.emplace(DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_DST, zero_point_memory(y_zero_));
+      args.emplace(DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, int32_scalar_memory(x_zero_));
+      args.emplace(DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_DST, int32_scalar_memory(y_zero_));
       execute(plan->primitive, args);
     });
   }
@@ -148,15 +135,6 @@ class QLinearConvKernel : public OneDnnKernel {
     const dnnl::convolution_forward::primitive_desc pd(desc, make_attr(), engine());
     plan.weights = weights_.pack_for(pd.weights_desc(), weights_view(weights_.shape()));
     plan.primitive = dnnl::convolution_forward(pd);
-  }
-
-  // A one-element int32 memory holding z, on this thread (bound for one execute()).
-  static dnnl::memory zero_point_memory(std::int32_t z) {
-    thread_local std::int32_t values[2];
-    thread_local int next = 0;
-    next ^= 1;
-    values[next] = z;
-    return dnnl::memory({{1}, dnnl::memory::data_type::s32, Tag::x}, engine(), &values[next]);
   }
 
   QConvPlan build(const KernelContext& ctx, const Shape& nhwc) const {
