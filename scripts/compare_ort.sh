@@ -35,16 +35,5 @@ elif [ ! -x build/examples/wpk ]; then
   exit 1
 fi
 
-venv=.venv
-if ! "$venv/bin/python" -c "import onnxruntime, numpy, onnx" >/dev/null 2>&1; then
-  echo "compare_ort: setting up $venv with onnxruntime, onnx and numpy" >&2
-  [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
-  "$venv/bin/python" -m pip install -q onnxruntime numpy onnx >&2
-fi
-
-if [ "$openvino" = 1 ] && ! "$venv/bin/python" -c "import openvino" >/dev/null 2>&1; then
-  echo "compare_ort: adding openvino to $venv" >&2
-  "$venv/bin/python" -m pip install -q openvino >&2
-fi
-
-exec "$venv/bin/python" scripts/compare_ort.py "${args[@]+"${args[@]}"}"
+python=$(scripts/peer_venv.sh $([ "$openvino" = 1 ] && echo --openvino))
+exec "$python" scripts/compare_ort.py "${args[@]+"${args[@]}"}"

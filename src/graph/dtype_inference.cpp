@@ -20,7 +20,8 @@ const std::set<std::string>& same_as_input0() {
       "Reshape", "Resize", "ReverseSequence", "Round", "Scatter", "ScatterElements", "ScatterND", "Selu", "Shrink",
       "Sigmoid", "Sign", "Sin", "Sinh", "Slice", "Softmax", "SoftmaxCrossEntropyLoss", "Softplus", "Softsign",
       "SpaceToDepth", "Split", "Sqrt", "Squeeze", "Sub", "Sum", "Tan", "Tanh", "ThresholdedRelu", "Tile", "Transpose",
-      "Trilu", "Unsqueeze", "Upsample", "Range", "BitShift"};
+      "Trilu", "Unsqueeze", "Upsample", "Range", "BitShift", "BitwiseAnd", "BitwiseOr", "BitwiseXor", "BitwiseNot",
+      "Gelu", "CenterCropPad", "Col2Im", "GroupNormalization", "AffineGrid", "DFT", "Mish"};
   return ops;
 }
 
@@ -91,7 +92,8 @@ std::vector<DType> rule(const Node& n, const std::vector<DType>& in) {
     all(DType::Int64);
     if (!out.empty()) out[0] = input(0);
   } else if (op == "QuantizeLinear") {
-    all(in.size() > 2 && input(2) != DType::Undefined ? input(2) : DType::UInt8);
+    const DType named = attr_dtype(n, "output_dtype");
+    all(in.size() > 2 && input(2) != DType::Undefined ? input(2) : named != DType::Undefined ? named : DType::UInt8);
   } else if (op == "DequantizeLinear") {
     all(input(1));
   } else if (op == "QLinearConv" || op == "QLinearMatMul") {

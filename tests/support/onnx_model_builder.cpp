@@ -62,6 +62,46 @@ OnnxModelBuilder& OnnxModelBuilder::float_initializer(const std::string& name, c
   return *this;
 }
 
+OnnxModelBuilder& OnnxModelBuilder::int64_initializer(const std::string& name, const std::vector<long>& dims,
+                                                      const std::vector<long>& values) {
+  auto* t = model.mutable_graph()->add_initializer();
+  t->set_name(name);
+  t->set_data_type(onnx::TensorProto::INT64);
+  for (long d : dims) t->add_dims(d);
+  for (long v : values) t->add_int64_data(v);
+  return *this;
+}
+
+namespace {
+onnx::AttributeProto* new_attribute(onnx::ModelProto& model, const std::string& name) {
+  auto* graph = model.mutable_graph();
+  auto* a = graph->mutable_node(graph->node_size() - 1)->add_attribute();
+  a->set_name(name);
+  return a;
+}
+}  // namespace
+
+OnnxModelBuilder& OnnxModelBuilder::attr(const std::string& name, long value) {
+  auto* a = new_attribute(model, name);
+  a->set_type(onnx::AttributeProto::INT);
+  a->set_i(value);
+  return *this;
+}
+
+OnnxModelBuilder& OnnxModelBuilder::attr(const std::string& name, const std::vector<long>& values) {
+  auto* a = new_attribute(model, name);
+  a->set_type(onnx::AttributeProto::INTS);
+  for (long v : values) a->add_ints(v);
+  return *this;
+}
+
+OnnxModelBuilder& OnnxModelBuilder::attr(const std::string& name, const std::string& value) {
+  auto* a = new_attribute(model, name);
+  a->set_type(onnx::AttributeProto::STRING);
+  a->set_s(value);
+  return *this;
+}
+
 std::string OnnxModelBuilder::bytes() const { return model.SerializeAsString(); }
 
 std::string OnnxModelBuilder::save(const std::string& path) const {

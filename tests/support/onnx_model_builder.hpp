@@ -17,6 +17,11 @@ struct OnnxModelBuilder {
   OnnxModelBuilder& output(const std::string& name, const std::vector<long>& dims, int elem_type = 1);
   OnnxModelBuilder& node(const std::string& op, const std::vector<std::string>& ins, const std::vector<std::string>& outs);
   OnnxModelBuilder& float_initializer(const std::string& name, const std::vector<long>& dims, const std::vector<float>& values);
+  OnnxModelBuilder& int64_initializer(const std::string& name, const std::vector<long>& dims, const std::vector<long>& values);
+  // Attributes of the last node added.
+  OnnxModelBuilder& attr(const std::string& name, long value);
+  OnnxModelBuilder& attr(const std::string& name, const std::vector<long>& values);
+  OnnxModelBuilder& attr(const std::string& name, const std::string& value);
   std::string bytes() const;
   // Writes the model to `path`; returns path.
   std::string save(const std::string& path) const;

@@ -41,6 +41,8 @@ struct QuantLayout {
 std::optional<QuantLayout> layout_of(const Node& node, std::int64_t opset, const Tensor& x, const Tensor& scale,
                                      const Tensor* zp) {
   if (scale.dtype() != DType::Float32) return std::nullopt;
+  // Opset 21's blocked scales and output_dtype are the reference's to check.
+  if (node.attr_int("block_size", 0) != 0 || node.attr_int("output_dtype", 0) != 0) return std::nullopt;
   QuantLayout q;
   if (scale.numel() != 1) {
     std::int64_t axis = node.attr_int("axis", 1);

@@ -216,6 +216,32 @@ void bit_shift(KernelContext& ctx) {
   });
 }
 
+// Opset 18's bitwise ops on integers of any width and sign.
+template <typename Op>
+void bitwise(KernelContext& ctx, Op op) {
+  check_same_dtype(ctx);
+  const DType t = ctx.input(0).dtype();
+  dispatch_integer(t, ctx, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    broadcast_binary<T, T>(ctx, t, [op](T a, T b) { return static_cast<T>(op(a, b)); });
+  });
+}
+
+void bitwise_and(KernelContext& ctx) { bitwise(ctx, [](auto a, auto b) { return a & b; }); }
+void bitwise_or(KernelContext& ctx) { bitwise(ctx, [](auto a, auto b) { return a | b; }); }
+void bitwise_xor(KernelContext& ctx) { bitwise(ctx, [](auto a, auto b) { return a ^ b; }); }
+
+void bitwise_not(KernelContext& ctx) {
+  const Tensor& x = ctx.input(0);
+  dispatch_integer(x.dtype(), ctx, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    Tensor& y = ctx.allocate_output(0, x.dtype(), x.shape());
+    const T* px = x.data<T>();
+    T* py = y.data<T>();
+    for (std::int64_t i = 0; i < x.numel(); ++i) py[i] = static_cast<T>(~px[i]);
+  });
+}
+
 // ---- Where, PRelu -----------------------------------------------------------------------------
 
 void where_op(KernelContext& ctx) {
@@ -321,6 +347,10 @@ void register_binary(OpTable& t) {
   t.add("Or", {or_op, 2, 2, 7});
   t.add("Xor", {xor_op, 2, 2, 7});
   t.add("BitShift", {bit_shift, 2, 2, 11});
+  t.add("BitwiseAnd", {bitwise_and, 2, 2, 18});
+  t.add("BitwiseOr", {bitwise_or, 2, 2, 18});
+  t.add("BitwiseXor", {bitwise_xor, 2, 2, 18});
+  t.add("BitwiseNot", {bitwise_not, 1, 1, 18});
   t.add("Where", {where_op, 3, 3, 9});
   t.add("PRelu", {with_half<prelu>, 2, 2, 7});
   t.add("Sum", {with_half<sum>, 1, -1, 6});

@@ -1,4 +1,4 @@
-// Convolutions: Conv, ConvInteger and ConvTranspose, 1-D to 3-D, grouped and depthwise.
+// Convolutions: Conv, ConvInteger and ConvTranspose, 1-D to 3-D, grouped and depthwise; Col2Im.
 // Conv lowers each (image, group) to im2col + one GEMM; ConvTranspose to one GEMM + col2im.
 #include <Eigen/Dense>
 #include <algorithm>
@@ -296,12 +296,62 @@ void conv_transpose(KernelContext& ctx) {
   });
 }
 
+// Opset 18's Col2Im: input [N, C * prod(block), L] holds, for each of the L block positions (the
+// positions a Conv with these strides, dilations and pads visits in image_shape), the block's
+// values; each is added back at its image position: [N, C, image...].
+void col2im(KernelContext& ctx) {
+  const Tensor& x = ctx.input(0);
+  const std::vector<std::int64_t> image = read_shape(ctx.input(1), ctx);
+  const std::vector<std::int64_t> block = read_int_list(ctx.input(2), ctx);
+  if (image.empty() || image.size() != block.size())
+    ctx.fail(ErrorCode::InvalidArgument, "image_shape " + shape_to_string(image) + " and block_shape " +
+                                             shape_to_string(block) + " must name the same spatial dims");
+  if (x.rank() != 3) ctx.fail(ErrorCode::InvalidArgument, "input must be [N, C * prod(block_shape), L], got " + shape_to_string(x.shape()));
+  std::int64_t k = 1;
+  for (std::int64_t b : block) {
+    if (b <= 0 || b > kMaxWindowValue) ctx.fail(ErrorCode::InvalidArgument, "block_shape " + shape_to_string(block) + " is not positive");
+    k *= b;
+  }
+  if (x.dim(1) % k != 0)
+    ctx.fail(ErrorCode::InvalidArgument, "input's dim 1 (" + std::to_string(x.dim(1)) + ") is not a multiple of the block size " + std::to_string(k));
+  const std::int64_t n = x.dim(0), c = x.dim(1) / k;
+  Shape image_in = {n, c};
+  image_in.insert(image_in.end(), image.begin(), image.end());
+  const Window w = conv_window(ctx, image_in, block, false);
+  if (w.out_size() != x.dim(2))
+    ctx.fail(ErrorCode::InvalidArgument, "input has " + std::to_string(x.dim(2)) + " blocks, the geometry gives " +
+                                             std::to_string(w.out_size()));
+  Tensor& y = ctx.allocate_output(0, x.dtype(), image_in);
+  const std::vector<double> xv = to_double_buffer(x, ctx);
+  std::vector<double> yv(static_cast<std::size_t>(y.numel()), 0.0);
+  const std::int64_t L = w.out_size();
+  for (std::int64_t p = 0; p < n * c; ++p)
+    for (std::int64_t k0 = 0; k0 < w.kernel[0]; ++k0)
+      for (std::int64_t k1 = 0; k1 < w.kernel[1]; ++k1)
+        for (std::int64_t k2 = 0; k2 < w.kernel[2]; ++k2) {
+          const double* src = xv.data() + (p * k + (k0 * w.kernel[1] + k1) * w.kernel[2] + k2) * L;
+          for (std::int64_t o0 = 0; o0 < w.out[0]; ++o0) {
+            const std::int64_t i0 = o0 * w.stride[0] - w.pad_begin[0] + k0 * w.dilation[0];
+            for (std::int64_t o1 = 0; o1 < w.out[1]; ++o1) {
+              const std::int64_t i1 = o1 * w.stride[1] - w.pad_begin[1] + k1 * w.dilation[1];
+              for (std::int64_t o2 = 0; o2 < w.out[2]; ++o2, ++src) {
+                const std::int64_t i2 = o2 * w.stride[2] - w.pad_begin[2] + k2 * w.dilation[2];
+                if (i0 < 0 || i0 >= w.in[0] || i1 < 0 || i1 >= w.in[1] || i2 < 0 || i2 >= w.in[2]) continue;
+                yv[static_cast<std::size_t>(p * w.in_size() + (i0 * w.in[1] + i1) * w.in[2] + i2)] += *src;
+              }
+            }
+          }
+        }
+  store_doubles(yv, y, ctx);
+}
+
 }  // namespace
 
 void register_conv(OpTable& t) {
   t.add("Conv", {conv, 2, 3, 1});
   t.add("ConvInteger", {conv_integer, 2, 4, 10});
   t.add("ConvTranspose", {conv_transpose, 2, 3, 1});
+  t.add("Col2Im", {col2im, 3, 3, 18});
 }
 
 }  // namespace wpk::reference

@@ -156,6 +156,14 @@ void softplus(KernelContext& ctx) {
     return v > T(0) ? v + std::log1p(std::exp(-v)) : std::log1p(std::exp(v));
   });
 }
+// Opset 18: x * tanh(softplus(x)), softplus as above.
+void mish(KernelContext& ctx) {
+  unary_float(ctx, [](auto v) {
+    using T = decltype(v);
+    const T sp = v > T(0) ? v + std::log1p(std::exp(-v)) : std::log1p(std::exp(v));
+    return v * std::tanh(sp);
+  });
+}
 void softsign(KernelContext& ctx) {
   unary_float(ctx, [](auto v) { using T = decltype(v); return v / (T(1) + std::abs(v)); });
 }
@@ -355,6 +363,7 @@ void register_elementwise(OpTable& t) {
   t.add("Sigmoid", {with_half<sigmoid>, 1, 1, 1});
   t.add("Softplus", {with_half<softplus>, 1, 1, 1});
   t.add("Softsign", {with_half<softsign>, 1, 1, 1});
+  t.add("Mish", {with_half<mish>, 1, 1, 18});
   t.add("Relu", {with_half<relu>, 1, 1, 1});
   t.add("LeakyRelu", {with_half<leaky_relu>, 1, 1, 1});
   t.add("ThresholdedRelu", {with_half<thresholded_relu>, 1, 1, 10});

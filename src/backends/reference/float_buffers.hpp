@@ -52,4 +52,18 @@ inline std::vector<double> to_double_buffer(const Tensor& t, const KernelContext
   return v;
 }
 
+// Writes double values into a float tensor of any width.
+inline void store_doubles(const std::vector<double>& v, Tensor& t, const KernelContext& ctx) {
+  if (is_half_dtype(t.dtype())) {
+    const std::vector<float> f(v.begin(), v.end());
+    store_float_buffer(f.data(), t);
+    return;
+  }
+  dispatch_float(t.dtype(), ctx, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    T* p = t.data<T>();
+    for (std::size_t i = 0; i < v.size(); ++i) p[i] = static_cast<T>(v[i]);
+  });
+}
+
 }  // namespace wpk::reference

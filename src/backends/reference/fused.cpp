@@ -373,6 +373,7 @@ void register_fused(OpTable& t) {
   t.add("com.wpk:FusedConv", {fused_conv, 2, 4, 1});
   t.add("com.wpk:FusedMatMul", {fused_matmul, 2, 4, 1});
   t.add("com.wpk:Gelu", {gelu_kernel, 1, 1, 1});
+  t.add("Gelu", {gelu_kernel, 1, 1, 20});  // ONNX's, for sessions that skip the optimizer
   t.add("com.wpk:MatMulIntegerToFloat", {matmul_integer_to_float, 6, 6, 1});
   t.add("com.wpk:Attention", {attention, 3, 4, 1});
   // fuse_layernorm's op for models older than opset 17: the same kernel.

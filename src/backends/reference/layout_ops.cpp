@@ -1,5 +1,5 @@
 // Reference kernels that build or rearrange tensors: Pad, DepthToSpace, SpaceToDepth, Trilu,
-// ReverseSequence, EyeLike, Constant, ConstantOfShape. Registered from register_shape_ops.
+// ReverseSequence, EyeLike, Constant, ConstantOfShape, CenterCropPad. Registered from register_shape_ops.
 #include <algorithm>
 #include <cstring>
 
@@ -26,12 +26,27 @@ DType dtype_from_attr(std::int64_t v, const KernelContext& ctx) {
   return d;
 }
 
+// Opset 18's axes input: pads name only these axes (begins, then ends); the others get none.
+std::vector<std::int64_t> pads_on_every_axis(const KernelContext& ctx, const std::vector<std::int64_t>& pads, int r) {
+  const std::vector<std::int64_t> axes = read_int_list(ctx.input(3), ctx);
+  if (pads.size() != 2 * axes.size())
+    ctx.fail(ErrorCode::InvalidModel, "pads " + shape_to_string(pads) + " must have 2 entries for each of the " +
+                                          std::to_string(axes.size()) + " axes");
+  std::vector<std::int64_t> full(2 * static_cast<std::size_t>(r), 0);
+  const std::vector<int> named = normalize_axes(axes, r, ctx);
+  for (std::size_t i = 0; i < named.size(); ++i) {
+    full[static_cast<std::size_t>(named[i])] = pads[i];
+    full[static_cast<std::size_t>(named[i] + r)] = pads[i + axes.size()];
+  }
+  return full;
+}
+
 void pad(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
   const int r = x.rank();
   const std::string mode = ctx.node().attr_string("mode", "constant");
-  if (mode != "constant" && mode != "reflect" && mode != "edge")
-    ctx.fail(ErrorCode::Unsupported, "mode '" + mode + "' is not supported");
+  if (mode != "constant" && mode != "reflect" && mode != "edge" && !(mode == "wrap" && ctx.opset() >= 19))
+    ctx.fail(ErrorCode::InvalidModel, "unknown mode '" + mode + "'");
   std::vector<std::int64_t> pads;
   Bytes value(dtype_size(x.dtype()), 0);
   if (ctx.opset() < 11 && !ctx.has_input(1)) {
@@ -49,6 +64,7 @@ void pad(KernelContext& ctx) {
       std::memcpy(value.data(), v.raw(), value.size());
     }
   }
+  if (ctx.has_input(3)) pads = pads_on_every_axis(ctx, pads, r);
   if (static_cast<int>(pads.size()) != 2 * r)
     ctx.fail(ErrorCode::InvalidModel, "pads " + shape_to_string(pads) + " must have 2 * rank = " + std::to_string(2 * r) + " entries");
 
@@ -84,6 +100,9 @@ void pad(KernelContext& ctx) {
         }
         if (mode == "edge" || n == 1) {
           c = std::clamp<std::int64_t>(c, 0, n - 1);
+        } else if (mode == "wrap") {
+          c %= n;
+          if (c < 0) c += n;
         } else {  // reflect without repeating the edge: period 2 * (n - 1)
           const std::int64_t period = 2 * (n - 1);
           c %= period;
@@ -231,6 +250,40 @@ void constant_of_shape(KernelContext& ctx) {
   fill_with(y, value, ctx);
 }
 
+// Opset 18: each named axis cropped or zero-padded to its target length around the centre (the
+// odd element cropped from, or padded at, the end).
+void center_crop_pad(KernelContext& ctx) {
+  const Tensor& x = ctx.input(0);
+  const int r = x.rank();
+  const std::vector<std::int64_t> target = read_int_list(ctx.input(1), ctx);
+  std::vector<std::int64_t> axes = ctx.node().attr_ints("axes");
+  if (!ctx.node().has_attr("axes"))
+    for (int a = 0; a < r; ++a) axes.push_back(a);
+  if (target.size() != axes.size())
+    ctx.fail(ErrorCode::InvalidModel, "shape has " + std::to_string(target.size()) + " entries for " +
+                                          std::to_string(axes.size()) + " axes");
+  Shape out = x.shape();
+  const std::vector<int> named = normalize_axes(axes, r, ctx);
+  for (std::size_t i = 0; i < named.size(); ++i) {
+    if (target[i] < 0) ctx.fail(ErrorCode::InvalidArgument, "shape has a negative entry " + std::to_string(target[i]));
+    out[static_cast<std::size_t>(named[i])] = target[i];
+  }
+  Tensor& y = ctx.allocate_output(0, x.dtype(), out);
+  if (y.numel() == 0) return;
+  const auto strides = contiguous_strides(x.shape());
+  std::vector<std::vector<std::int64_t>> maps(static_cast<std::size_t>(r));
+  for (int a = 0; a < r; ++a) {
+    const std::int64_t in = x.shape()[a], len = out[a];
+    const std::int64_t crop = in > len ? (in - len) / 2 : 0, pad = len > in ? (len - in) / 2 : 0;
+    for (std::int64_t o = 0; o < len; ++o) {
+      const std::int64_t c = o - pad + crop;
+      maps[a].push_back(c < 0 || c >= in ? -1 : c * strides[a]);
+    }
+  }
+  const Bytes zero(dtype_size(x.dtype()), 0);
+  copy_by_axis_maps(x, y, maps, zero.data(), ctx);
+}
+
 void constant(KernelContext& ctx) {
   const Node& node = ctx.node();
   for (const char* unsupported : {"sparse_value", "value_string", "value_strings"})
@@ -255,7 +308,7 @@ void constant(KernelContext& ctx) {
 }  // namespace
 
 void register_layout_ops(OpTable& t) {
-  t.add("Pad", {pad, 1, 3, 2});
+  t.add("Pad", {pad, 1, 4, 2});
   t.add("DepthToSpace", {depth_to_space, 1, 1, 1});
   t.add("SpaceToDepth", {space_to_depth, 1, 1, 1});
   t.add("Trilu", {trilu, 1, 2, 14});
@@ -263,6 +316,7 @@ void register_layout_ops(OpTable& t) {
   t.add("EyeLike", {eye_like, 1, 1, 9});
   t.add("ConstantOfShape", {constant_of_shape, 1, 1, 9});
   t.add("Constant", {constant, 0, 0, 1});
+  t.add("CenterCropPad", {center_crop_pad, 2, 2, 18});
 }
 
 }  // namespace wpk::reference

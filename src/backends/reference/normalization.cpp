@@ -30,20 +30,6 @@ void float_kernel(KernelContext& ctx, const Tensor& x, Tensor& y, Fn&& fn) {
 template <typename P>
 using ElemOf = std::remove_const_t<std::remove_pointer_t<P>>;
 
-// Writes double values into a float tensor of any width.
-void store_doubles(const std::vector<double>& v, Tensor& t, const KernelContext& ctx) {
-  if (is_half_dtype(t.dtype())) {
-    const std::vector<float> f(v.begin(), v.end());
-    store_float_buffer(f.data(), t);
-    return;
-  }
-  dispatch_float(t.dtype(), ctx, [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    T* p = t.data<T>();
-    for (std::size_t i = 0; i < v.size(); ++i) p[i] = static_cast<T>(v[i]);
-  });
-}
-
 void check_float(const KernelContext& ctx, const Tensor& t, const char* what) {
   const DType d = t.dtype();
   if (d != DType::Float32 && d != DType::Float64 && !is_half_dtype(d))
@@ -130,32 +116,64 @@ void batch_norm(KernelContext& ctx) {
   affine(ctx, x, y, n, block, a, b);
 }
 
+// y = (x - mean) / sqrt(var + eps) * scale + bias, the statistics over each group of
+// channels / groups consecutive channels of each image (every spatial position); scale and bias
+// have an entry per channel, or per group when !per_channel.
+void normalize_channel_groups(KernelContext& ctx, const Tensor& x, std::int64_t groups, double eps,
+                              const std::vector<double>& scale, const std::vector<double>& bias, bool per_channel) {
+  const std::int64_t n = x.dim(0), c = x.dim(1);
+  const std::int64_t spatial = n * c == 0 ? 0 : x.numel() / (n * c);
+  const std::int64_t per_group = c / groups;
+  const std::int64_t len = per_group * spatial;
+  Tensor& y = ctx.allocate_output(0, x.dtype(), x.shape());
+  float_kernel(ctx, x, y, [&](const auto* px, auto* py) {
+    using T = ElemOf<decltype(px)>;
+    for (std::int64_t p = 0; p < n * groups; ++p) {
+      const T* xp = px + p * len;
+      double sum = 0, sq = 0;
+      for (std::int64_t j = 0; j < len; ++j) sum += static_cast<double>(xp[j]);
+      const double mean = len > 0 ? sum / static_cast<double>(len) : 0.0;
+      for (std::int64_t j = 0; j < len; ++j) {
+        const double d = static_cast<double>(xp[j]) - mean;
+        sq += d * d;
+      }
+      const double stddev = std::sqrt((len > 0 ? sq / static_cast<double>(len) : 0.0) + eps);
+      const std::int64_t g = p % groups;
+      for (std::int64_t k = 0; k < per_group; ++k) {
+        const std::int64_t i = per_channel ? g * per_group + k : g;
+        const double a = scale[i] / stddev, b = bias[i] - mean * a;
+        for (std::int64_t j = k * spatial; j < (k + 1) * spatial; ++j)
+          py[p * len + j] = static_cast<T>(static_cast<double>(xp[j]) * a + b);
+      }
+    }
+  });
+}
+
 void instance_norm(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
   check_float(ctx, x, "input");
   if (x.rank() < 3) ctx.fail(ErrorCode::InvalidArgument, "input must have shape (N, C, D1, ...), got " + shape_to_string(x.shape()));
-  const double eps = ctx.node().attr_float("epsilon", 1e-5f);
-  const std::int64_t n = x.dim(0), c = x.dim(1);
-  const std::int64_t inner = n * c == 0 ? 0 : x.numel() / (n * c);
-  const std::vector<double> scale = param(ctx, 1, c, "scale");
-  const std::vector<double> bias = param(ctx, 2, c, "B");
-  Tensor& y = ctx.allocate_output(0, x.dtype(), x.shape());
-  float_kernel(ctx, x, y, [&](const auto* px, auto* py) {
-    using T = ElemOf<decltype(px)>;
-    for (std::int64_t p = 0; p < n * c; ++p) {
-      const T* xp = px + p * inner;
-      double sum = 0, sq = 0;
-      for (std::int64_t j = 0; j < inner; ++j) sum += static_cast<double>(xp[j]);
-      const double mean = inner > 0 ? sum / static_cast<double>(inner) : 0.0;
-      for (std::int64_t j = 0; j < inner; ++j) {
-        const double d = static_cast<double>(xp[j]) - mean;
-        sq += d * d;
-      }
-      const double var = inner > 0 ? sq / static_cast<double>(inner) : 0.0;
-      const double a = scale[p % c] / std::sqrt(var + eps), b = bias[p % c] - mean * a;
-      for (std::int64_t j = 0; j < inner; ++j) py[p * inner + j] = static_cast<T>(static_cast<double>(xp[j]) * a + b);
-    }
-  });
+  const std::int64_t c = x.dim(1);
+  normalize_channel_groups(ctx, x, c, ctx.node().attr_float("epsilon", 1e-5f), param(ctx, 1, c, "scale"),
+                           param(ctx, 2, c, "B"), true);
+}
+
+// Statistics over each group of channels; scale and bias per group before opset 21 (the
+// definition opset 21 corrected) and per channel from it.
+void group_norm(KernelContext& ctx) {
+  const Tensor& x = ctx.input(0);
+  check_float(ctx, x, "input");
+  if (x.rank() < 3) ctx.fail(ErrorCode::InvalidArgument, "input must have shape (N, C, D1, ...), got " + shape_to_string(x.shape()));
+  if (!ctx.node().has_attr("num_groups")) ctx.fail(ErrorCode::InvalidModel, "attribute 'num_groups' is required");
+  const std::int64_t groups = ctx.node().attr_int("num_groups", 1);
+  const std::int64_t c = x.dim(1);
+  if (groups <= 0 || c % groups != 0)
+    ctx.fail(ErrorCode::InvalidArgument, "num_groups " + std::to_string(groups) + " does not divide the " +
+                                             std::to_string(c) + " channels");
+  const bool per_channel = ctx.opset() >= 21;
+  normalize_channel_groups(ctx, x, groups, ctx.node().attr_float("epsilon", 1e-5f),
+                           param(ctx, 1, per_channel ? c : groups, "scale"),
+                           param(ctx, 2, per_channel ? c : groups, "bias"), per_channel);
 }
 
 // Expands a parameter that broadcasts one way onto `shape` into one double per element.
@@ -296,6 +314,7 @@ void register_normalization(OpTable& t) {
   t.add("BatchNormalization", {batch_norm, 5, 5, 7});
   t.add("InstanceNormalization", {instance_norm, 3, 3, 6});
   t.add("LayerNormalization", {layer_norm, 2, 3, 17});
+  t.add("GroupNormalization", {group_norm, 3, 3, 18});
   t.add("LRN", {lrn, 1, 1, 1});
   t.add("MeanVarianceNormalization", {mean_variance_norm, 1, 1, 9});
 }

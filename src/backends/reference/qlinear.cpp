@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "backends/reference/common.hpp"
+#include "backends/reference/float_buffers.hpp"
 #include "backends/reference/misc_internal.hpp"
 #include "backends/reference/registry.hpp"
 
@@ -48,13 +49,13 @@ std::vector<std::int32_t> centered(const KernelContext& ctx, const Tensor& q, co
 // allowed > 1.
 std::vector<float> read_scale(const KernelContext& ctx, std::size_t i, std::int64_t allowed, const char* what) {
   const Tensor& s = ctx.input(i);
-  if (s.dtype() != DType::Float32)
-    ctx.fail(ErrorCode::Unsupported, std::string(what) + " must be float32, got " + dtype_name(s.dtype()));
+  // Opset 21 allows float16 and bfloat16 scales; the arithmetic stays float32.
+  if (s.dtype() != DType::Float32 && !is_half_dtype(s.dtype()))
+    ctx.fail(ErrorCode::Unsupported, std::string(what) + " must be float32, float16 or bfloat16, got " + dtype_name(s.dtype()));
   if (s.numel() != 1 && !(s.rank() == 1 && s.numel() == allowed))
     ctx.fail(ErrorCode::InvalidArgument, std::string(what) + " must have 1 or " + std::to_string(allowed) +
                                              " elements, got shape " + shape_to_string(s.shape()));
-  const float* p = s.data<float>();
-  return std::vector<float>(p, p + s.numel());
+  return to_float_buffer(s);
 }
 
 // Zero point input matching quantized tensor `q`'s dtype; 1 or `allowed` elements.

@@ -76,6 +76,8 @@ std::vector<std::int32_t> read_zero_points(const KernelContext& ctx, const Tenso
 // which only opset 13 and later allow.
 QuantParams read_params(const KernelContext& ctx, const Tensor& x) {
   const Tensor& scale = ctx.input(1);
+  if (ctx.opset() >= 21 && ctx.node().attr_int("block_size", 0) != 0)
+    ctx.fail(ErrorCode::Unsupported, "blocked quantization (block_size, opset 21) is not supported");
   if (scale.dtype() != DType::Float32)
     ctx.fail(ErrorCode::Unsupported,
              std::string("scale dtype ") + dtype_name(scale.dtype()) + " is not supported (float32 is)");
@@ -135,8 +137,12 @@ void quantize_linear(KernelContext& ctx) {
   if (x.dtype() != DType::Float32 && x.dtype() != DType::Int32)
     ctx.fail(ErrorCode::Unsupported,
              std::string("input dtype ") + dtype_name(x.dtype()) + " is not supported (float32 and int32 are)");
-  // The zero point's type picks the output type; without one the output is uint8.
-  const DType out = ctx.has_input(2) ? ctx.input(2).dtype() : DType::UInt8;
+  // The zero point's type picks the output type; without one, opset 21's output_dtype, else uint8.
+  const std::int64_t named = ctx.opset() >= 21 ? ctx.node().attr_int("output_dtype", 0) : 0;
+  const DType out = ctx.has_input(2) ? ctx.input(2).dtype() : named != 0 ? static_cast<DType>(named) : DType::UInt8;
+  if (named != 0 && static_cast<std::int64_t>(out) != named)
+    ctx.fail(ErrorCode::InvalidModel, std::string("output_dtype ") + std::to_string(named) +
+                                          " differs from the zero point's " + dtype_name(out));
   if (out != DType::UInt8 && out != DType::Int8)
     ctx.fail(ErrorCode::Unsupported,
              std::string("zero point dtype ") + dtype_name(out) + " is not supported (uint8 and int8 are)");

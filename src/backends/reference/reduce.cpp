@@ -188,6 +188,14 @@ void run_reduce(KernelContext& ctx, ReduceOp op) {
     return;
   }
   const ReducePlan p = plan_reduce(ctx, x.shape(), axes, keepdims);
+  if (x.dtype() == DType::Bool && (op == ReduceOp::Max || op == ReduceOp::Min) && ctx.opset() >= 20) {
+    // Opset 20: Max is any, Min is all (false and true over nothing).
+    Tensor& y = ctx.allocate_output(0, DType::Bool, p.out_shape);
+    const bool any = op == ReduceOp::Max;
+    emit<bool>(accumulate<bool>(x, p, !any, [any](bool a, bool v) { return any ? (a || v) : (a && v); }), y,
+               [](bool a) { return a; });
+    return;
+  }
   run_same_dtype(ctx, x, p.out_shape, [&](const Tensor& in, Tensor& y) {
     dispatch_numeric(in.dtype(), ctx, [&](auto tag) {
       using T = typename decltype(tag)::type;

@@ -1,4 +1,5 @@
-// Resize (opset 10, 11-17) and the deprecated Upsample (opset 7-9).
+// Resize (opset 10, 11-17, 18-19: axes, antialias, keep_aspect_ratio_policy, half_pixel_symmetric)
+// and the deprecated Upsample (opset 7-9).
 //
 // Every mode is separable: each axis maps an output coordinate to a few input taps with weights,
 // so the N-d resize is one 1-d pass per axis that changes size. Passes run from the innermost
@@ -11,6 +12,7 @@
 #include <type_traits>
 
 #include "backends/reference/common.hpp"
+#include "backends/reference/data_movement.hpp"
 #include "backends/reference/misc_internal.hpp"
 #include "backends/reference/registry.hpp"
 
@@ -18,7 +20,15 @@ namespace wpk::reference {
 namespace {
 
 enum class Mode { Nearest, Linear, Cubic };
-enum class Coord { HalfPixel, PytorchHalfPixel, AlignCorners, Asymmetric, TfHalfPixelForNn, TfCropAndResize };
+enum class Coord {
+  HalfPixel,
+  HalfPixelSymmetric,
+  PytorchHalfPixel,
+  AlignCorners,
+  Asymmetric,
+  TfHalfPixelForNn,
+  TfCropAndResize
+};
 // Simple: opset < 11, which fixed no rounding rule; like onnxruntime it truncates when
 // upsampling and rounds up when downsampling.
 enum class Nearest { RoundPreferFloor, RoundPreferCeil, Floor, Ceil, Simple };
@@ -29,6 +39,9 @@ struct Options {
   Nearest nearest = Nearest::RoundPreferFloor;
   double cubic_a = -0.75;
   bool exclude_outside = false;
+  // Linear and cubic filters stretched by 1/scale when downsampling, so every input sample
+  // contributes (opset 18).
+  bool antialias = false;
   double extrapolation = 0.0;
 };
 
@@ -62,6 +75,7 @@ Options parse_options(const KernelContext& ctx, bool legacy) {
   const Node& n = ctx.node();
   const std::string c = n.attr_string("coordinate_transformation_mode", "half_pixel");
   if (c == "half_pixel") o.coord = Coord::HalfPixel;
+  else if (c == "half_pixel_symmetric" && ctx.opset() >= 19) o.coord = Coord::HalfPixelSymmetric;
   else if (c == "pytorch_half_pixel") o.coord = Coord::PytorchHalfPixel;
   else if (c == "align_corners") o.coord = Coord::AlignCorners;
   else if (c == "asymmetric") o.coord = Coord::Asymmetric;
@@ -77,6 +91,7 @@ Options parse_options(const KernelContext& ctx, bool legacy) {
   o.cubic_a = n.attr_float("cubic_coeff_a", -0.75f);
   o.exclude_outside = n.attr_int("exclude_outside", 0) != 0;
   o.extrapolation = n.attr_float("extrapolation_value", 0.0f);
+  o.antialias = ctx.opset() >= 18 && n.attr_int("antialias", 0) != 0;
   return o;
 }
 
@@ -89,6 +104,25 @@ void cubic_weights(double r, double a, double* w) {
   w[3] = ((a * (s + 1) - 5 * a) * (s + 1) + 8 * a) * (s + 1) - 4 * a;
 }
 
+// Keys' cubic kernel at distance d (the weights above are its values at the four taps).
+double cubic_kernel(double d, double a) {
+  d = std::abs(d);
+  if (d <= 1) return ((a + 2) * d - (a + 3)) * d * d + 1;
+  if (d < 2) return ((a * d - 5 * a) * d + 8 * a) * d - 4 * a;
+  return 0;
+}
+
+// The filter's reach in input samples: 1 (linear) or 2 (cubic), stretched by 1/scale when an
+// antialiased resize shrinks the axis.
+double filter_scale(const Options& o, double scale) { return o.antialias ? std::min(scale, 1.0) : 1.0; }
+int tap_count(const Options& o, double scale) {
+  if (o.mode == Mode::Nearest) return 1;
+  if (!o.antialias) return o.mode == Mode::Linear ? 2 : 4;
+  const double reach = o.mode == Mode::Linear ? 1.0 : 2.0;
+  const int first = static_cast<int>(std::floor(-reach / filter_scale(o, scale))) + 1;
+  return 2 - 2 * first;
+}
+
 // `scale` is the scale the model gave (or out/in when it gave sizes); `resized_len` is
 // scale * in, which the reference uses in place of the integer output length.
 AxisPlan plan_axis(std::int64_t in, std::int64_t out, double scale, double roi_start, double roi_end,
@@ -96,7 +130,7 @@ AxisPlan plan_axis(std::int64_t in, std::int64_t out, double scale, double roi_s
   AxisPlan p;
   p.in = in;
   p.out = out;
-  p.taps = o.mode == Mode::Nearest ? 1 : o.mode == Mode::Linear ? 2 : 4;
+  p.taps = tap_count(o, scale);
   p.index.assign(static_cast<std::size_t>(out * p.taps), 0);
   p.weight.assign(static_cast<std::size_t>(out * p.taps), 0.0);
   p.outside.assign(static_cast<std::size_t>(out), 0);
@@ -107,6 +141,13 @@ AxisPlan plan_axis(std::int64_t in, std::int64_t out, double scale, double roi_s
     double xi = 0;
     switch (o.coord) {
       case Coord::HalfPixel: xi = (x + 0.5) / scale - 0.5; break;
+      case Coord::HalfPixelSymmetric: {
+        // Centres the sampled window on the input when the integer output length is not
+        // scale * in.
+        const double offset = in_len / 2 * (1 - static_cast<double>(out) / resized_len);
+        xi = offset + (x + 0.5) / scale - 0.5;
+        break;
+      }
       case Coord::PytorchHalfPixel: xi = resized_len > 1 ? (x + 0.5) / scale - 0.5 : 0; break;
       case Coord::AlignCorners: xi = resized_len == 1 ? 0 : x * (in_len - 1) / (resized_len - 1); break;
       case Coord::Asymmetric: xi = x / scale; break;
@@ -139,6 +180,21 @@ AxisPlan plan_axis(std::int64_t in, std::int64_t out, double scale, double roi_s
       }
       idx[0] = base + (up ? 1 : 0);
       w[0] = 1;
+    } else if (o.antialias) {
+      // Taps around xi, the nearer one below it first when xi is a whole number, weighted by
+      // the stretched filter and normalised to sum to one.
+      const std::int64_t below = r == 0 ? base - 1 : base;
+      const double ratio = xi - static_cast<double>(below);
+      const double fs = filter_scale(o, scale);
+      const int first = 1 - p.taps / 2;
+      double sum = 0;
+      for (int t = 0; t < p.taps; ++t) {
+        const double d = (first + t - ratio) * fs;
+        idx[t] = below + first + t;
+        w[t] = o.mode == Mode::Linear ? std::max(0.0, 1 - std::abs(d)) : cubic_kernel(d, o.cubic_a);
+        sum += w[t];
+      }
+      for (int t = 0; t < p.taps; ++t) w[t] /= sum;
     } else if (o.mode == Mode::Linear) {
       idx[0] = base;
       idx[1] = base + 1;
@@ -275,7 +331,9 @@ std::vector<double> read_floats(const Tensor& t, const KernelContext& ctx, const
   return v;
 }
 
-// Shared by Resize and Upsample once the scales or sizes are known (exactly one non-empty).
+// Shared by Resize and Upsample once the scales or sizes of every axis are known: sizes give the
+// output, scales the coordinate mapping; either may be empty (scales from sizes / in, sizes from
+// floor(scale * in)).
 void resize_common(KernelContext& ctx, const Options& o, const std::vector<double>& scales_in,
                    const std::vector<std::int64_t>& sizes, const std::vector<double>& roi) {
   const Tensor& x = ctx.input(0);
@@ -301,7 +359,7 @@ void resize_common(KernelContext& ctx, const Options& o, const std::vector<doubl
     if (!sizes.empty()) {
       out = sizes[d];
       if (out < 0) ctx.fail(ErrorCode::InvalidArgument, "sizes has a negative entry " + std::to_string(out));
-      scale = in == 0 ? 1.0 : static_cast<double>(out) / static_cast<double>(in);
+      scale = !scales_in.empty() ? scales_in[d] : in == 0 ? 1.0 : static_cast<double>(out) / static_cast<double>(in);
     } else {
       scale = scales_in[d];
       if (!(scale > 0) || !std::isfinite(scale))
@@ -333,6 +391,28 @@ void resize_common(KernelContext& ctx, const Options& o, const std::vector<doubl
   });
 }
 
+// Opset 18's axes: scales, sizes and roi name only these axes; the others keep their length.
+std::vector<int> resize_axes(const KernelContext& ctx, int rank) {
+  std::vector<int> axes;
+  const Attribute* a = ctx.opset() >= 18 ? ctx.node().find_attr("axes") : nullptr;
+  if (!a) {
+    for (int d = 0; d < rank; ++d) axes.push_back(d);
+    return axes;
+  }
+  return normalize_axes(a->ints(), rank, ctx);
+}
+
+template <typename T>
+std::vector<T> on_every_axis(const KernelContext& ctx, const std::vector<T>& given, const std::vector<int>& axes,
+                             const std::vector<T>& rest, const char* what) {
+  if (given.size() != axes.size())
+    ctx.fail(ErrorCode::InvalidModel, std::string(what) + " has " + std::to_string(given.size()) + " elements for " +
+                                          std::to_string(axes.size()) + " axes");
+  std::vector<T> full = rest;
+  for (std::size_t i = 0; i < axes.size(); ++i) full[axes[i]] = given[i];
+  return full;
+}
+
 void resize(KernelContext& ctx) {
   const bool legacy = ctx.opset() < 11;
   const Options o = parse_options(ctx, legacy);
@@ -340,15 +420,56 @@ void resize(KernelContext& ctx) {
   std::vector<std::int64_t> sizes;
   if (legacy) {
     scales = read_floats(ctx.input(1), ctx, "scales");
-  } else {
-    // roi matters only to tf_crop_and_resize; other modes ignore whatever the model put there.
-    if (o.coord == Coord::TfCropAndResize && ctx.has_input(1) && ctx.input(1).numel() > 0)
-      roi = read_floats(ctx.input(1), ctx, "roi");
-    if (ctx.has_input(2) && ctx.input(2).numel() > 0) scales = read_floats(ctx.input(2), ctx, "scales");
-    if (ctx.has_input(3) && ctx.input(3).numel() > 0) sizes = read_shape(ctx.input(3), ctx);
+    if (scales.empty()) ctx.fail(ErrorCode::InvalidModel, "scales are missing");
+    resize_common(ctx, o, scales, {}, {});
+    return;
   }
+  // roi matters only to tf_crop_and_resize; other modes ignore whatever the model put there.
+  if (o.coord == Coord::TfCropAndResize && ctx.has_input(1) && ctx.input(1).numel() > 0)
+    roi = read_floats(ctx.input(1), ctx, "roi");
+  if (ctx.has_input(2) && ctx.input(2).numel() > 0) scales = read_floats(ctx.input(2), ctx, "scales");
+  if (ctx.has_input(3) && ctx.input(3).numel() > 0) sizes = read_shape(ctx.input(3), ctx);
   if (scales.empty() == sizes.empty())
     ctx.fail(ErrorCode::InvalidModel, "exactly one of 'scales' and 'sizes' must be given");
+  const Shape& in = ctx.input(0).shape();
+  const int rank = ctx.input(0).rank();
+  const std::vector<int> axes = resize_axes(ctx, rank);
+  const std::size_t r = static_cast<std::size_t>(rank);
+  if (!scales.empty()) scales = on_every_axis(ctx, scales, axes, std::vector<double>(r, 1.0), "scales");
+  if (!roi.empty()) {
+    std::vector<double> starts(roi.begin(), roi.begin() + static_cast<std::ptrdiff_t>(roi.size() / 2));
+    std::vector<double> ends(roi.begin() + static_cast<std::ptrdiff_t>(roi.size() / 2), roi.end());
+    if (roi.size() % 2 != 0) ctx.fail(ErrorCode::InvalidModel, "roi has an odd number of elements");
+    starts = on_every_axis(ctx, starts, axes, std::vector<double>(r, 0.0), "roi");
+    ends = on_every_axis(ctx, ends, axes, std::vector<double>(r, 1.0), "roi");
+    roi = starts;
+    roi.insert(roi.end(), ends.begin(), ends.end());
+  }
+  if (!sizes.empty()) {
+    sizes = on_every_axis(ctx, sizes, axes, std::vector<std::int64_t>(in.begin(), in.end()), "sizes");
+    const std::string policy = ctx.opset() >= 18 ? ctx.node().attr_string("keep_aspect_ratio_policy", "stretch") : "stretch";
+    if (policy != "stretch") {
+      if (policy != "not_larger" && policy != "not_smaller")
+        ctx.fail(ErrorCode::InvalidModel, "unknown keep_aspect_ratio_policy '" + policy + "'");
+      // One scale for the named axes, the least (not_larger) or greatest (not_smaller) of
+      // sizes / in over them, and the output rounded half up from it.
+      double scale = policy == "not_larger" ? std::numeric_limits<double>::infinity() : 0.0;
+      for (int d : axes) {
+        if (in[d] == 0) ctx.fail(ErrorCode::InvalidArgument, "cannot keep the aspect ratio of an empty axis");
+        const double s = static_cast<double>(sizes[d]) / static_cast<double>(in[d]);
+        scale = policy == "not_larger" ? std::min(scale, s) : std::max(scale, s);
+      }
+      if (!(scale > 0)) ctx.fail(ErrorCode::InvalidArgument, "sizes give the scale " + std::to_string(scale));
+      scales.assign(r, 1.0);
+      for (int d : axes) {
+        const double len = scale * static_cast<double>(in[d]) + 0.5;
+        if (len > static_cast<double>(std::int64_t(1) << 48))
+          ctx.fail(ErrorCode::ResourceExhausted, "sizes make the output too large");
+        scales[d] = scale;
+        sizes[d] = static_cast<std::int64_t>(len);
+      }
+    }
+  }
   resize_common(ctx, o, scales, sizes, roi);
 }
 

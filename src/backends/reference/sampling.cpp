@@ -1,5 +1,5 @@
-// Sampling at fractional positions and a small linear-algebra op: GridSample (opset 16, 4-D),
-// RoiAlign (opset 10 and 16) and Det (opset 11).
+// Sampling at fractional positions and a small linear-algebra op: GridSample (opset 16, 4-D;
+// opset 20's mode names), AffineGrid (opset 20), RoiAlign (opset 10 and 16) and Det (opset 11).
 //
 // GridSample follows the semantics the ONNX test data was generated with (PyTorch's
 // grid_sample): bilinear and nearest apply the padding mode to the sampling coordinate, bicubic
@@ -28,7 +28,7 @@ void require_output_fits(const KernelContext& ctx, const Shape& shape) {
   double total = 1.0;
   for (auto d : shape) total *= static_cast<double>(d);
   if (total > static_cast<double>(std::int64_t(1) << 31))
-    ctx.fail(ErrorCode::InvalidArgument, "output shape " + shape_to_string(shape) + " is too large");
+    ctx.fail(ErrorCode::ResourceExhausted, "output shape " + shape_to_string(shape) + " is too large");
 }
 
 // ---- GridSample --------------------------------------------------------------------------
@@ -152,11 +152,13 @@ void grid_sample(KernelContext& ctx) {
                                              std::to_string(x.shape()[0]) + ", got " + shape_to_string(grid.shape()));
   if (grid.dtype() != x.dtype())
     ctx.fail(ErrorCode::Unsupported, "grid and input must have the same dtype");
-  const std::string mode_s = ctx.node().attr_string("mode", "bilinear");
+  // Opset 20 renamed bilinear and bicubic to linear and cubic (for any rank).
+  const bool renamed = ctx.opset() >= 20;
+  const std::string mode_s = ctx.node().attr_string("mode", renamed ? "linear" : "bilinear");
   int mode;
-  if (mode_s == "bilinear") mode = 0;
+  if (mode_s == (renamed ? "linear" : "bilinear")) mode = 0;
   else if (mode_s == "nearest") mode = 1;
-  else if (mode_s == "bicubic") mode = 2;
+  else if (mode_s == (renamed ? "cubic" : "bicubic")) mode = 2;
   else ctx.fail(ErrorCode::InvalidModel, "unknown mode '" + mode_s + "'");
   const std::string pad_s = ctx.node().attr_string("padding_mode", "zeros");
   Padding padding;
@@ -172,6 +174,58 @@ void grid_sample(KernelContext& ctx) {
 }
 
 // ---- RoiAlign ----------------------------------------------------------------------------
+
+// theta [N, 2, 3] (or [N, 3, 4]) applied to the normalised coordinates of every output pixel
+// (x along W, y along H, z along D; pixel centres in [-1, 1], or the corners at -1 and 1 with
+// align_corners): the grid GridSample reads, [N, H, W, 2] (or [N, D, H, W, 3]).
+void affine_grid(KernelContext& ctx) {
+  const Tensor& theta = ctx.input(0);
+  const std::vector<std::int64_t> size = read_int_list(ctx.input(1), ctx);
+  if (size.size() != 4 && size.size() != 5)
+    ctx.fail(ErrorCode::InvalidArgument, "size must be [N, C, H, W] or [N, C, D, H, W], got " + shape_to_string(size));
+  const int spatial = static_cast<int>(size.size()) - 2;
+  const std::int64_t n = size[0];
+  if (theta.rank() != 3 || theta.shape()[0] != n || theta.shape()[1] != spatial || theta.shape()[2] != spatial + 1)
+    ctx.fail(ErrorCode::InvalidArgument, "theta must be [" + std::to_string(n) + ", " + std::to_string(spatial) + ", " +
+                                             std::to_string(spatial + 1) + "], got " + shape_to_string(theta.shape()));
+  for (std::int64_t d : size)
+    if (d < 0) ctx.fail(ErrorCode::InvalidArgument, "size has a negative entry " + std::to_string(d));
+  const bool align = ctx.node().attr_int("align_corners", 0) != 0;
+  Shape out_shape = {n};
+  for (int d = 0; d < spatial; ++d) out_shape.push_back(size[2 + d]);
+  out_shape.push_back(spatial);
+  require_output_fits(ctx, out_shape);
+  // coords[d][i]: the normalised coordinate of index i along spatial axis d (D, H, W order).
+  std::vector<std::vector<double>> coords(static_cast<std::size_t>(spatial));
+  for (int d = 0; d < spatial; ++d) {
+    const std::int64_t len = size[2 + d];
+    for (std::int64_t i = 0; i < len; ++i) {
+      const double l = static_cast<double>(len), v = static_cast<double>(i);
+      coords[d].push_back(align ? (len == 1 ? -1.0 : -1.0 + 2.0 * v / (l - 1)) : (2.0 * v + 1.0) / l - 1.0);
+    }
+  }
+  dispatch_float(theta.dtype(), ctx, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    Tensor& y = ctx.allocate_output(0, theta.dtype(), out_shape);
+    const T* pt = theta.data<T>();
+    T* py = y.data<T>();
+    const std::int64_t d_len = spatial == 3 ? size[2] : 1, h_len = size[spatial], w_len = size[spatial + 1];
+    for (std::int64_t b = 0; b < n; ++b) {
+      const T* m = pt + b * spatial * (spatial + 1);
+      for (std::int64_t z = 0; z < d_len; ++z)
+        for (std::int64_t yy = 0; yy < h_len; ++yy)
+          for (std::int64_t x = 0; x < w_len; ++x) {
+            // Homogeneous point (x, y[, z], 1), its coordinates in the output's order.
+            double p[4] = {coords[spatial - 1][x], coords[spatial - 2][yy], spatial == 3 ? coords[0][z] : 1.0, 1.0};
+            for (int r = 0; r < spatial; ++r) {
+              double acc = 0;
+              for (int c = 0; c <= spatial; ++c) acc += static_cast<double>(m[r * (spatial + 1) + c]) * p[c];
+              *py++ = static_cast<T>(acc);
+            }
+          }
+    }
+  });
+}
 
 // Bilinear read used by RoiAlign (the detection-model convention, not GridSample's): samples
 // more than one pixel outside the image contribute nothing, the rest are clamped to the edge.
@@ -336,6 +390,7 @@ void det(KernelContext& ctx) {
 
 void register_sampling(OpTable& t) {
   t.add("GridSample", {grid_sample, 2, 2, 16});
+  t.add("AffineGrid", {affine_grid, 2, 2, 20});
   t.add("RoiAlign", {roi_align, 3, 3, 10});
   t.add("Det", {det, 1, 1, 11});
 }

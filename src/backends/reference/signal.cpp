@@ -1,4 +1,4 @@
-// Signal ops of opset 17: HannWindow, HammingWindow, BlackmanWindow, DFT, STFT, MelWeightMatrix.
+// Signal ops of opset 17 (DFT's axis an input from opset 20): HannWindow, HammingWindow, BlackmanWindow, DFT, STFT, MelWeightMatrix.
 // Everything is computed in double and rounded once into the output dtype, so float16/bfloat16
 // and float32 results agree with a float64 computation to within their own precision.
 #include <algorithm>
@@ -219,10 +219,10 @@ void check_work(std::int64_t transforms, std::int64_t n, const KernelContext& ct
 // ---- DFT ---------------------------------------------------------------------------------
 
 // Input [batch, d1..dN, c] with c = 1 (real) or 2 (complex); the transform runs along `axis`
-// (any dimension but the last) and the output is complex, [..., 2].
+// (any dimension but the last; an attribute before opset 20, an input from it) and the output is
+// complex, [..., 2]. inverse with onesided is the inverse of the one-sided transform of a real
+// signal: the bins beyond the input's are their mirror's conjugates, and the output is real, [..., 1].
 void dft(KernelContext& ctx) {
-  // Opset 20 moved axis into an input (and changed negative axes); only 17's form is here.
-  if (ctx.opset() >= 20) ctx.fail(ErrorCode::Unsupported, "DFT is implemented for opsets 17-19 only");
   require_float_input(ctx, 0, "input");
   const Tensor& x = ctx.input(0);
   const int rank = x.rank();
@@ -231,28 +231,33 @@ void dft(KernelContext& ctx) {
   if (comps != 1 && comps != 2)
     ctx.fail(ErrorCode::InvalidArgument, "the last dimension of input must be 1 (real) or 2 (complex), got " +
                                              shape_to_string(x.shape()));
-  const std::int64_t axis_attr = ctx.node().attr_int("axis", 1);
-  const int axis = normalize_axis(axis_attr, rank, ctx);
+  const std::int64_t axis_given = ctx.opset() >= 20 ? (ctx.has_input(2) ? int_scalar(ctx, 2, "axis") : -2)
+                                                    : ctx.node().attr_int("axis", 1);
+  const int axis = normalize_axis(axis_given, rank, ctx);
   if (axis == rank - 1)
-    ctx.fail(ErrorCode::InvalidArgument, "axis " + std::to_string(axis_attr) + " is the real/imaginary dimension");
+    ctx.fail(ErrorCode::InvalidArgument, "axis " + std::to_string(axis_given) + " is the real/imaginary dimension");
   const std::int64_t inverse = ctx.node().attr_int("inverse", 0);
   const std::int64_t onesided = ctx.node().attr_int("onesided", 0);
   if ((inverse != 0 && inverse != 1) || (onesided != 0 && onesided != 1))
     ctx.fail(ErrorCode::InvalidModel, "inverse and onesided must be 0 or 1");
-  if (inverse && onesided) ctx.fail(ErrorCode::InvalidModel, "inverse and onesided cannot both be set");
-  // Conjugate symmetry, which makes half the bins redundant, holds only for real input.
-  if (onesided && comps == 2) ctx.fail(ErrorCode::InvalidArgument, "onesided output needs a real input ([..., 1])");
+  const bool real_inverse = inverse && onesided;
+  // Conjugate symmetry, which makes half the bins redundant, holds only for real signals.
+  if (onesided && !inverse && comps == 2) ctx.fail(ErrorCode::InvalidArgument, "onesided output needs a real input ([..., 1])");
 
   const std::int64_t len = x.shape()[axis];
-  const std::int64_t n = ctx.has_input(1) ? int_scalar(ctx, 1, "dft_length") : len;
+  if (real_inverse && len < 1) ctx.fail(ErrorCode::InvalidArgument, "the one-sided spectrum is empty");
+  const std::int64_t n = ctx.has_input(1) && ctx.input(1).numel() > 0 ? int_scalar(ctx, 1, "dft_length")
+                         : real_inverse                               ? 2 * (len - 1)
+                                                                      : len;
   check_length(n, ctx, "dft_length");
-  const std::int64_t bins = onesided ? n / 2 + 1 : n;
+  const std::int64_t bins = onesided && !inverse ? n / 2 + 1 : n;
+  const std::int64_t out_comps = real_inverse ? 1 : 2;
   std::int64_t outer = 1, inner = 1;
   for (int d = 0; d < axis; ++d) outer *= x.shape()[d];  // bounded: the input tensor exists
   for (int d = axis + 1; d < rank - 1; ++d) inner *= x.shape()[d];
   Shape out_shape = x.shape();
   out_shape[axis] = bins;
-  out_shape[rank - 1] = 2;
+  out_shape[rank - 1] = out_comps;
   checked_mul(checked_mul(checked_mul(outer, inner, ctx, "output"), bins, ctx, "output"), 2, ctx, "output");
   check_work(outer * inner, n, ctx);
 
@@ -260,22 +265,22 @@ void dft(KernelContext& ctx) {
   std::vector<double> yv(static_cast<std::size_t>(shape_numel(out_shape)));
   Transform tr(n, inverse != 0);
   std::vector<Cplx> row(static_cast<std::size_t>(n));
-  const std::int64_t used = std::min(len, n);  // dft_length truncates or zero-pads the signal
+  // The signal's samples (or the one-sided spectrum's bins) that reach the transform: dft_length
+  // truncates or zero-pads.
+  const std::int64_t used = std::min(len, real_inverse ? n / 2 + 1 : n);
   for (std::int64_t o = 0; o < outer; ++o) {
     for (std::int64_t i = 0; i < inner; ++i) {
-      for (std::int64_t j = 0; j < n; ++j) {
-        if (j >= used) {
-          row[j] = 0;
-          continue;
-        }
+      std::fill(row.begin(), row.end(), Cplx(0, 0));
+      for (std::int64_t j = 0; j < used; ++j) {
         const double* v = xv.data() + ((o * len + j) * inner + i) * comps;
         row[j] = Cplx(v[0], comps == 2 ? v[1] : 0.0);
+        if (real_inverse && j > 0 && n - j > j) row[n - j] = std::conj(row[j]);
       }
       tr.run(row);
       for (std::int64_t k = 0; k < bins; ++k) {
-        double* w = yv.data() + ((o * bins + k) * inner + i) * 2;
+        double* w = yv.data() + ((o * bins + k) * inner + i) * out_comps;
         w[0] = tr.out[k].real();
-        w[1] = tr.out[k].imag();
+        if (!real_inverse) w[1] = tr.out[k].imag();
       }
     }
   }
@@ -404,7 +409,7 @@ void register_signal(OpTable& t) {
   t.add("HannWindow", {hann_window, 1, 1, 17});
   t.add("HammingWindow", {hamming_window, 1, 1, 17});
   t.add("BlackmanWindow", {blackman_window, 1, 1, 17});
-  t.add("DFT", {dft, 1, 2, 17});
+  t.add("DFT", {dft, 1, 3, 17});
   t.add("STFT", {stft, 2, 4, 17});
   t.add("MelWeightMatrix", {mel_weight_matrix, 5, 5, 17});
 }

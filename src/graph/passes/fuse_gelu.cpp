@@ -178,6 +178,13 @@ std::optional<GeluMatch> match_gelu_tanh(const Graph& g, const GraphIndex& index
 }  // namespace
 
 bool fuse_gelu(Graph& g, const PassContext&) {
+  // Opset 20's Gelu is the same function as com.wpk's: one op for the fusions and kernels.
+  bool changed = false;
+  for (Node& n : g.mutable_nodes())
+    if (is_onnx_op(&n, "Gelu") && g.opset() >= 20) {
+      n.domain = kWpkDomain;
+      changed = true;
+    }
   return rewrite_to_fixed_point(g, [&](std::size_t i, const GraphIndex& index, const StaticShapes& shapes,
                                        Rewriter& rewriter) {
     const bool erf = is_onnx_op(&g.nodes()[i], "Erf");
@@ -193,7 +200,7 @@ bool fuse_gelu(Graph& g, const PassContext&) {
     gelu.inputs = {m->x};
     gelu.outputs = {m->output};
     rewriter.replace(m->nodes, {std::move(gelu)});
-  });
+  }) || changed;
 }
 
 }  // namespace wpk::passes

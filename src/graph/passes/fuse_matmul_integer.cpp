@@ -57,7 +57,8 @@ void fold_qlinear_matmul(Graph& g, const Node& n, int at, Rewriter& rewriter) {
     return;
   for (std::size_t i : {1, 2, 6, 7})
     if (!one_element_constant(g, n.inputs[i])) return;
-  if (!float_constant(g, n.inputs[6]) || !rewriter.available({at})) return;
+  // float32 scales only (opset 21 allows 16-bit ones; those stay on the op as written).
+  if (!float_constant(g, n.inputs[1]) || !float_constant(g, n.inputs[6]) || !rewriter.available({at})) return;
   const ValueInfo& out = g.value(n.outputs[0]);
   const ValueId product = g.add_value({unique_name(g, out.name + "_product"), DType::Float32, out.dims});
   Node fused;

@@ -61,6 +61,7 @@ bool is_inference_batchnorm(const Node& n, const Graph& g) {
 
 std::optional<std::vector<std::int64_t>> constant_pad_amounts(const Node& n, const Graph& g) {
   if (!is_onnx_op(&n, "Pad")) return std::nullopt;
+  if (n.inputs.size() > 3 && n.inputs[3] != kNoValue) return std::nullopt;  // pads of some axes only
   if (const Attribute* a = n.find_attr("pads"))
     return a->kind() == Attribute::Kind::Ints ? std::optional(a->ints()) : std::nullopt;
   const Tensor* t = n.inputs.size() > 1 && n.inputs[1] != kNoValue ? g.initializer(n.inputs[1]) : nullptr;

@@ -403,7 +403,7 @@ void StaticShapes::infer(const Graph& g, const Node& n) {
     if (axis >= 0 && axis <= rank0)
       set_dims(out, DimList{axis == 0 ? Dim(1) : product(in(0)->begin(), in(0)->begin() + axis),
                             axis == rank0 ? Dim(1) : product(in(0)->begin() + axis, in(0)->end())});
-  } else if (op == "Pad" && in(0)) {
+  } else if (op == "Pad" && in(0) && !(n.inputs.size() > 3 && n.inputs[3] != kNoValue)) {
     // Pads from the attribute (before opset 11) or a followed constant input.
     std::vector<std::int64_t> pads = n.attr_ints("pads");
     if (pads.empty() && in_data(1))
