@@ -1,14 +1,15 @@
 #!/usr/bin/python3
 """Exports the models wpk's demo and tests use, from Debian's torch/torchvision, with fixed
 seeds and random weights (no download): ONNX opset 17 with a dynamic batch dimension, plus one
-PyTorch reference input/output pair per model in the ONNX test-data layout:
+PyTorch reference input/output pair per model (two for gated_residual, one per branch) in the
+ONNX test-data layout:
 
     OUT/<name>.onnx
     OUT/<name>/test_data_set_0/input_0.pb, output_0.pb
 
 Usage: export_models.py OUT_DIR [name ...]
   names: resnet18 resnet50 mobilenet_v2 bert_base densenet121 squeezenet1_1 inception_v3
-         efficientnet_b0 vit_small gpt2_small (default: all)
+         efficientnet_b0 vit_small gpt2_small greedy_decoder gated_residual (default: all)
 A model already exported is left alone, so this is cheap to call again.
 """
 import os
@@ -117,6 +118,55 @@ class GPT2Decoder(torch.nn.Module):
         return torch.nn.functional.linear(self.ln_f(x), self.wte.weight)  # tied LM head
 
 
+class GreedyDecoder(torch.nn.Module):
+    """A small recurrent language model that reads a prompt and then generates `steps` tokens
+    greedily, each fed back as the next input; returns every generated step's logits
+    [N, steps, vocab]. Scripted, so both loops export as ONNX Loop nodes, the second carrying
+    logits that grow by one step per iteration."""
+
+    def __init__(self, vocab: int = 50, hidden: int = 32):
+        super().__init__()
+        self.embed = torch.nn.Embedding(vocab, hidden)
+        self.inp = torch.nn.Linear(hidden, hidden)
+        self.rec = torch.nn.Linear(hidden, hidden, bias=False)
+        self.head = torch.nn.Linear(hidden, vocab)
+        self.hidden = hidden
+        self.vocab = vocab
+
+    def forward(self, prompt: torch.Tensor, steps: torch.Tensor) -> torch.Tensor:
+        h = torch.zeros(prompt.shape[0], self.hidden)
+        for i in range(prompt.shape[1]):
+            h = torch.tanh(self.inp(self.embed(prompt[:, i])) + self.rec(h))
+        token = self.head(h).argmax(dim=1)
+        logits = torch.zeros(prompt.shape[0], 0, self.vocab)
+        for _ in range(int(steps)):
+            h = torch.tanh(self.inp(self.embed(token)) + self.rec(h))
+            step = self.head(h)
+            logits = torch.cat([logits, step.unsqueeze(1)], dim=1)
+            token = step.argmax(dim=1)
+        return logits
+
+
+class GatedResidual(torch.nn.Module):
+    """Takes one of two different branches on the sign of the input's sum: an ONNX If."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Linear(16, 16)
+        self.b = torch.nn.Linear(16, 16)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.sum() > 0:
+            y = torch.relu(self.a(x))
+        else:
+            y = torch.tanh(self.b(x)) * 2
+        return y + x
+
+
+# Exported from TorchScript (torch.jit.script), so Python control flow becomes ONNX control flow.
+SCRIPTED = {"greedy_decoder", "gated_residual"}
+
+
 def randomise_norms(model):
     """Default inits leave BatchNorm and LayerNorm at identity; randomise their statistics and
     affine parameters so folding and fusing them is really tested."""
@@ -144,6 +194,13 @@ def build(name):
         randomise_norms(model)
         ids = torch.randint(0, 1000, (1, 32), generator=torch.Generator().manual_seed(1))
         return model, (ids,), ["input_ids"], {"input_ids": {0: "N"}}
+    if name == "greedy_decoder":
+        prompt = torch.randint(0, 50, (2, 5), generator=torch.Generator().manual_seed(1))
+        return GreedyDecoder(), (prompt, torch.tensor(6)), ["prompt", "steps"], {"prompt": {0: "N", 1: "T"}}
+    if name == "gated_residual":
+        # Its first data set takes the else branch; test_data_set_1 (export) the other.
+        x = torch.randn(3, 16, generator=torch.Generator().manual_seed(1))
+        return GatedResidual(), (x - x.mean() - 0.1,), ["x"], {"x": {0: "N"}}
     size = 224
     if name == "vit_small":
         model = torchvision.models.vision_transformer.VisionTransformer(
@@ -168,7 +225,16 @@ def build(name):
 
 # Every model is exported by default (scripts/test.sh, CI): about 25 s and 860 MB in all.
 MODELS = ["resnet18", "resnet50", "mobilenet_v2", "bert_base", "densenet121", "squeezenet1_1", "inception_v3",
-          "efficientnet_b0", "vit_small", "gpt2_small"]
+          "efficientnet_b0", "vit_small", "gpt2_small", "greedy_decoder", "gated_residual"]
+
+
+def write_data_set(data_dir, inputs, expected):
+    os.makedirs(data_dir, exist_ok=True)
+    for i, t in enumerate(inputs):
+        with open(os.path.join(data_dir, "input_%d.pb" % i), "wb") as f:
+            f.write(numpy_helper.from_array(t.numpy()).SerializeToString())
+    with open(os.path.join(data_dir, "output_0.pb"), "wb") as f:
+        f.write(numpy_helper.from_array(expected.numpy().astype(np.float32)).SerializeToString())
 
 
 def export(name, out_dir):
@@ -178,18 +244,18 @@ def export(name, out_dir):
         return
     model, inputs, input_names, dynamic = build(name)
     model.eval()
+    if name in SCRIPTED:
+        model = torch.jit.script(model)
     with torch.no_grad():
         expected = model(*inputs)
     tmp = path + ".tmp"
     torch.onnx.export(model, inputs, tmp, opset_version=17, input_names=input_names, output_names=["output"],
                       dynamic_axes={**dynamic, "output": {0: "N"}}, do_constant_folding=True)
     onnx.checker.check_model(tmp)
-    os.makedirs(data_dir, exist_ok=True)
-    for i, t in enumerate(inputs):
-        with open(os.path.join(data_dir, "input_%d.pb" % i), "wb") as f:
-            f.write(numpy_helper.from_array(t.numpy()).SerializeToString())
-    with open(os.path.join(data_dir, "output_0.pb"), "wb") as f:
-        f.write(numpy_helper.from_array(expected.numpy().astype(np.float32)).SerializeToString())
+    write_data_set(data_dir, inputs, expected)
+    if name == "gated_residual":
+        with torch.no_grad():
+            write_data_set(os.path.join(out_dir, name, "test_data_set_1"), (-inputs[0],), model(-inputs[0]))
     os.replace(tmp, path)  # last, so an interrupted export is redone
     print("exported", path)
 

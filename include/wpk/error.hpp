@@ -19,6 +19,7 @@ enum class ErrorCode {
   Io,               // reading or writing a file failed
   ResourceExhausted,  // a model or run would cross a limit (rank, elements, memory): see SessionOptions
   Internal,         // a wpk bug: please report it
+  Cancelled,        // a run stopped at its deadline or cancel flag (RunOptions)
 };
 
 const char* error_code_name(ErrorCode code);

@@ -1,6 +1,8 @@
 #pragma once
 // Plain option structs with sensible defaults: an empty SessionOptions is the right choice for
 // most programs.
+#include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -45,6 +47,17 @@ struct TuningProgress {
   std::size_t trials = 0;   // configurations measured so far
   double best_speedup = 1;  // the largest speed-up a node has found over its untuned choice
   double seconds_left = 0;  // of SessionOptions::tuning_budget
+};
+
+// What one run() may take (Session::run's RunOptions overload).
+struct RunOptions {
+  // The run stops with ErrorCode::Cancelled once this time passes; checked before each node and
+  // at each iteration of a Loop or Scan, so a node already running finishes first. The default
+  // never passes.
+  std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
+  // Another thread sets it to stop the run (ErrorCode::Cancelled) at the next such check; it must
+  // outlive the run. Null: no flag.
+  const std::atomic<bool>* cancel = nullptr;
 };
 
 struct SessionOptions {
@@ -100,6 +113,9 @@ struct SessionOptions {
   // ResourceExhausted naming the node. Values below 1 are an error, except memory_limit = 0.
   int max_rank = 64;
   std::int64_t max_tensor_elements = std::int64_t(1) << 32;
+  // Iterations one Loop or Scan node may run in one run(): a body whose condition never turns
+  // false stops here (RunOptions::deadline stops it sooner, by time).
+  std::int64_t max_loop_iterations = std::int64_t(1) << 24;
   // Bytes this session may hold: weights as loaded and folded, plus what runs in flight hold for
   // intermediates (arenas, or one allocation per value while a run records its memory plan).
   // 0 = 3/4 of the machine's memory, or of the cgroup's limit when that is lower.

@@ -128,6 +128,8 @@ class Session {
   TensorMap run(const TensorMap& inputs) const;
   // The same, filling `profile` (when not null) with per-step timings of this call.
   TensorMap run(const TensorMap& inputs, RunProfile* profile) const;
+  // The same, stopping with ErrorCode::Cancelled at options' deadline or cancel flag.
+  TensorMap run(const TensorMap& inputs, const RunOptions& options, RunProfile* profile = nullptr) const;
   // With SessionOptions::profile: the profile of the most recent run() to finish.
   RunProfile last_profile() const;
   // What tuning at load measured and chose, node by node (empty without tuning, or when the
@@ -152,8 +154,10 @@ class Session {
   // Over a chosen backend list instead of registered_backends() (tests of dispatch and tuning).
   Session(Graph graph, SessionOptions options, const std::vector<const Backend*>& backends);
   friend struct SessionFactory;  // src/runtime/session_factory.hpp
+  TensorMap run_with(const TensorMap& inputs, const RunOptions* options, RunProfile* profile) const;
   // The run once its inputs are checked and its CPUs are free (the times they took, for its profile).
-  TensorMap run_checked(const TensorMap& inputs, RunProfile* profile, double checks_us, double queued_us) const;
+  TensorMap run_checked(const TensorMap& inputs, const RunOptions* options, RunProfile* profile, double checks_us,
+                        double queued_us) const;
   void tune_at_load(double budget_seconds);
 
   struct Impl;

@@ -16,6 +16,7 @@ const char* error_code_name(ErrorCode code) {
     case ErrorCode::Io: return "i/o error";
     case ErrorCode::ResourceExhausted: return "resource exhausted";
     case ErrorCode::Internal: return "internal error";
+    case ErrorCode::Cancelled: return "cancelled";
   }
   return "error";
 }

@@ -61,6 +61,14 @@ std::vector<DType> rule(const Node& n, const std::vector<DType>& in) {
     return out;
   }
   if (!n.domain.empty() && n.domain != "ai.onnx") return out;
+  // Control flow: the outputs of the body (a Loop's from its second, after the condition).
+  const char* body = op == "If" ? "then_branch" : (op == "Loop" || op == "Scan") ? "body" : nullptr;
+  if (const Attribute* a = body ? n.find_attr(body) : nullptr; a && a->kind() == Attribute::Kind::Graph) {
+    const Graph& b = a->g();
+    const std::size_t skip = op == "Loop" ? 1 : 0;
+    for (std::size_t o = 0; o < out.size() && o + skip < b.outputs().size(); ++o) out[o] = b.value(b.outputs()[o + skip]).dtype;
+    return out;
+  }
   if (same_as_input0().count(op)) {
     all(input(0));
     if ((op == "MaxPool" || op == "Dropout") && out.size() > 1) out[1] = op == "Dropout" ? DType::Bool : DType::Int64;
@@ -72,6 +80,15 @@ std::vector<DType> rule(const Node& n, const std::vector<DType>& in) {
   } else if (op == "Shape" || op == "Size" || op == "ArgMax" || op == "ArgMin" || op == "NonZero" ||
              op == "NonMaxSuppression") {
     all(DType::Int64);
+  } else if (op == "RandomUniform" || op == "RandomNormal") {
+    const DType d = attr_dtype(n, "dtype");
+    all(d != DType::Undefined ? d : DType::Float32);
+  } else if (op == "RandomUniformLike" || op == "RandomNormalLike" || op == "Bernoulli") {
+    const DType d = attr_dtype(n, "dtype");
+    all(d != DType::Undefined ? d : input(0));
+  } else if (op == "Multinomial") {
+    const DType d = attr_dtype(n, "dtype");
+    all(d != DType::Undefined ? d : DType::Int32);
   } else if (op == "Cast") {
     all(attr_dtype(n, "to"));
   } else if (op == "CastLike") {

@@ -7,6 +7,8 @@
 #include <unistd.h>
 
 #include <climits>
+#include <memory>
+#include <set>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -16,6 +18,7 @@
 #include "graph/onnx_tensor.hpp"
 #include "graph/onnx_contrib.hpp"
 #include "graph/onnx_upgrade.hpp"
+#include "graph/subgraph.hpp"
 #include "wpk/wpk.hpp"
 
 namespace wpk {
@@ -100,18 +103,94 @@ Attribute convert_attribute(const onnx::AttributeProto& a, const std::string& wh
   }
 }
 
-void import_nodes(const onnx::GraphProto& gp, Graph& g, const std::string& base_dir) {
+// Control flow nests graphs in node attributes; deeper nesting than this is refused before the
+// recursion could exhaust the stack.
+constexpr int kMaxSubgraphDepth = 16;
+
+void import_inputs(const onnx::GraphProto& gp, Graph& g, const std::string& what);
+void import_nodes_and_outputs(const onnx::GraphProto& gp, Graph& g, const std::string& base_dir, int depth);
+
+// Names `gp` (and the graphs nested in it) read without defining them: values of enclosing
+// graphs, appended to `out` in the order they are first read.
+void collect_free_names(const onnx::GraphProto& gp, std::vector<std::string>& out, int depth) {
+  if (depth > kMaxSubgraphDepth)
+    throw Error(ErrorCode::Unsupported, "subgraphs nest deeper than " + std::to_string(kMaxSubgraphDepth) + " levels");
+  std::set<std::string> defined;
+  for (const auto& v : gp.input()) defined.insert(v.name());
+  for (const auto& t : gp.initializer()) defined.insert(t.name());
+  for (const auto& n : gp.node())
+    for (const auto& o : n.output()) defined.insert(o);
+  std::set<std::string> listed(out.begin(), out.end());
+  auto read = [&](const std::string& name) {
+    if (!name.empty() && !defined.count(name) && listed.insert(name).second) out.push_back(name);
+  };
+  for (const auto& n : gp.node()) {
+    for (const auto& i : n.input()) read(i);
+    for (const auto& a : n.attribute()) {
+      std::vector<std::string> inner;
+      if (a.type() == onnx::AttributeProto::GRAPH) collect_free_names(a.g(), inner, depth + 1);
+      for (const auto& sub : a.graphs()) collect_free_names(sub, inner, depth + 1);
+      for (const auto& name : inner) read(name);
+    }
+  }
+  for (const auto& o : gp.output()) read(o.name());
+}
+
+// One subgraph of a node: its own inputs first, then one input per captured outer value (named as
+// in the outer graph, which the node passes as its trailing inputs in the same order), the outer
+// constants it reads copied in as its own initializers (shared bytes), then its nodes.
+// `hints`: dtypes for its own inputs that the graph may leave undeclared (a Loop body's iteration
+// count, condition and carried values take the dtypes the node passes them).
+std::shared_ptr<const Graph> import_subgraph(const onnx::GraphProto& sp, const Graph& outer,
+                                             const std::vector<std::string>& captured, const std::vector<DType>& hints,
+                                             const std::string& base_dir, int depth, const std::string& where) {
+  auto sub = std::make_shared<Graph>();
+  sub->set_opset(outer.opset());
+  sub->set_name(sp.name());
+  for (const auto& init : sp.initializer()) {
+    if (init.name().empty()) throw Error(ErrorCode::InvalidModel, where + ": an initializer has no name");
+    if (sub->find_value(init.name()) != kNoValue)
+      throw Error(ErrorCode::InvalidModel, where + ": initializer '" + init.name() + "' is defined twice");
+    sub->add_initializer(init.name(), onnx_import::tensor_from_proto(init, base_dir, where + " initializer '" + init.name() + "'"));
+  }
+  if (sp.sparse_initializer_size() > 0) throw Error(ErrorCode::Unsupported, where + ": sparse initializers are not supported");
+  import_inputs(sp, *sub, where);
+  for (std::size_t i = 0; i < hints.size() && i < sub->inputs().size(); ++i) {
+    ValueInfo& v = sub->mutable_value(sub->inputs()[i]);
+    if (v.dtype == DType::Undefined) v.dtype = hints[i];
+  }
+  for (const auto& name : captured) {
+    const ValueInfo& v = outer.value(outer.value_id(name));
+    if (sub->find_value(name) != kNoValue)
+      throw Error(ErrorCode::InvalidModel, where + " defines '" + name + "', which it also reads from the enclosing graph");
+    sub->add_input(name, v.dtype, v.dims ? *v.dims : DimList{});
+    if (!v.dims) sub->mutable_value(sub->inputs().back()).dims.reset();
+  }
+  std::vector<std::string> reads;
+  collect_free_names(sp, reads, depth);
+  for (const auto& name : reads) {
+    const ValueId id = outer.find_value(name);
+    if (id != kNoValue && outer.is_initializer(id) && sub->find_value(name) == kNoValue)
+      sub->add_initializer(name, *outer.initializer(id));
+  }
+  import_nodes_and_outputs(sp, *sub, base_dir, depth);
+  return sub;
+}
+
+void import_nodes(const onnx::GraphProto& gp, Graph& g, const std::string& base_dir, int depth) {
   for (int i = 0; i < gp.node_size(); ++i) {
     const auto& np = gp.node(i);
     const std::string name = np.name().empty() ? np.op_type() + "_" + std::to_string(i) : np.name();
     const std::string where = "node '" + name + "' (" + np.op_type() + ")";
     std::map<std::string, Attribute> attrs;
-    bool has_subgraph = false;
+    std::vector<const onnx::AttributeProto*> graphs;
     for (const auto& a : np.attribute()) {
-      if (a.type() == onnx::AttributeProto::GRAPH || a.type() == onnx::AttributeProto::GRAPHS) {
-        has_subgraph = true;  // control flow: recorded as unsupported by the backends
+      if (a.type() == onnx::AttributeProto::GRAPH) {
+        graphs.push_back(&a);
         continue;
       }
+      if (a.type() == onnx::AttributeProto::GRAPHS)
+        throw Error(ErrorCode::Unsupported, where + ": attribute '" + a.name() + "' is a list of graphs, which wpk does not support");
       // Attributes that refer to a parent function's attribute only occur inside functions.
       if (!a.ref_attr_name().empty())
         throw Error(ErrorCode::Unsupported, where + ": attribute references are not supported");
@@ -119,17 +198,75 @@ void import_nodes(const onnx::GraphProto& gp, Graph& g, const std::string& base_
     }
     std::vector<std::string> ins(np.input().begin(), np.input().end());
     std::vector<std::string> outs(np.output().begin(), np.output().end());
-    if (has_subgraph) {
-      // The body may read outer values by name; keep the node with inputs that exist so the
-      // graph stays well formed, and let the dispatcher report the op as unsupported.
-      attrs.emplace("__has_subgraph", Attribute(std::int64_t{1}));
+    if (!graphs.empty()) {
+      // The values of this graph (and of the graphs around it) that the subgraphs read: constants
+      // are copied into them; the others become trailing inputs of the node, so passes, the memory
+      // plan and the run order see the dependence. `__captured` says how many there are.
+      std::vector<std::string> reads;
+      for (const auto* a : graphs) collect_free_names(a->g(), reads, depth + 1);
+      std::vector<std::string> captured;
+      for (const auto& r : reads) {
+        const ValueId id = g.find_value(r);
+        if (id == kNoValue)
+          throw Error(ErrorCode::InvalidModel, where + ": a subgraph reads '" + r + "', which nothing before the node defines");
+        if (!g.is_initializer(id)) captured.push_back(r);
+      }
+      infer_dtypes(g);  // the captured values' dtypes, from the nodes before this one
+      std::vector<DType> hints;
+      auto dtype_of = [&](const std::string& v) { return v.empty() ? DType::Undefined : g.value(g.value_id(v)).dtype; };
+      if (np.op_type() == "Loop") hints = {DType::Int64, DType::Bool};
+      for (std::size_t k = np.op_type() == "Loop" ? 2 : 0; np.op_type() != "If" && k < ins.size(); ++k)
+        hints.push_back(dtype_of(ins[k]));
+      for (const auto* a : graphs)
+        attrs.insert_or_assign(a->name(), Attribute(import_subgraph(a->g(), g, captured, hints, base_dir, depth + 1,
+                                                                    where + " " + a->name())));
+      ins.insert(ins.end(), captured.begin(), captured.end());
+      attrs.insert_or_assign("__captured", Attribute(static_cast<std::int64_t>(captured.size())));
     }
     for (const auto& o : outs)
       if (!o.empty() && g.find_value(o) != kNoValue)
         throw Error(ErrorCode::InvalidModel, where + ": output '" + o + "' is already defined");
     Node& n = g.add_node(np.op_type(), ins, outs, std::move(attrs), name);
     n.domain = np.domain() == "ai.onnx" ? "" : np.domain();
+    if (!graphs.empty() && n.domain.empty())
+      if (const std::string problem = control_flow_signature_problem(n, g.opset()); !problem.empty())
+        throw Error(ErrorCode::InvalidModel, where + ": " + problem);
   }
+}
+
+void import_inputs(const onnx::GraphProto& gp, Graph& g, const std::string& what) {
+  for (const auto& in : gp.input()) {
+    if (g.find_value(in.name()) != kNoValue) continue;  // IR < 4 lists initializers as inputs too
+    if (!in.type().has_tensor_type())
+      throw Error(ErrorCode::Unsupported, what + " input '" + in.name() +
+                                              "' is not a tensor (sequences, maps and optionals are not supported)");
+    const DType dt = value_dtype(in);
+    auto dims = value_dims(in);
+    g.add_input(in.name(), dt, dims ? *dims : DimList{});
+    if (!dims) g.mutable_value(g.inputs().back()).dims.reset();
+  }
+}
+
+void import_nodes_and_outputs(const onnx::GraphProto& gp, Graph& g, const std::string& base_dir, int depth) {
+  import_nodes(gp, g, base_dir, depth);
+  for (const auto& vi : gp.value_info()) {
+    ValueId id = g.find_value(vi.name());
+    if (id == kNoValue || g.is_initializer(id)) continue;
+    ValueInfo& v = g.mutable_value(id);
+    if (v.dtype == DType::Undefined) v.dtype = value_dtype(vi);
+    if (!v.dims) v.dims = value_dims(vi);
+  }
+  for (const auto& out : gp.output()) {
+    ValueId id = g.find_value(out.name());
+    if (id == kNoValue)
+      throw Error(ErrorCode::InvalidModel, "graph output '" + out.name() + "' is not produced by any node");
+    ValueInfo& v = g.mutable_value(id);
+    if (v.dtype == DType::Undefined) v.dtype = value_dtype(out);
+    if (!v.dims) v.dims = value_dims(out);
+    g.add_output(out.name());
+  }
+  if (g.outputs().empty()) throw Error(ErrorCode::InvalidModel, "the graph has no outputs");
+  infer_dtypes(g);
 }
 
 // Frees a converted initializer's bytes at once, so the proto and the tensors never both hold
@@ -173,34 +310,8 @@ Graph import_model(onnx::ModelProto& model, const std::string& base_dir) {
     release_data(init);
   }
   if (gp.sparse_initializer_size() > 0) throw Error(ErrorCode::Unsupported, "sparse initializers are not supported");
-  for (const auto& in : gp.input()) {
-    if (g.find_value(in.name()) != kNoValue) continue;  // IR < 4 lists initializers as inputs too
-    if (!in.type().has_tensor_type())
-      throw Error(ErrorCode::Unsupported, "graph input '" + in.name() + "' is not a tensor (sequences, maps and optionals are not supported)");
-    const DType dt = value_dtype(in);
-    auto dims = value_dims(in);
-    g.add_input(in.name(), dt, dims ? *dims : DimList{});
-    if (!dims) g.mutable_value(g.inputs().back()).dims.reset();
-  }
-  import_nodes(gp, g, base_dir);
-  for (const auto& vi : gp.value_info()) {
-    ValueId id = g.find_value(vi.name());
-    if (id == kNoValue || g.is_initializer(id)) continue;
-    ValueInfo& v = g.mutable_value(id);
-    if (v.dtype == DType::Undefined) v.dtype = value_dtype(vi);
-    if (!v.dims) v.dims = value_dims(vi);
-  }
-  for (const auto& out : gp.output()) {
-    ValueId id = g.find_value(out.name());
-    if (id == kNoValue)
-      throw Error(ErrorCode::InvalidModel, "graph output '" + out.name() + "' is not produced by any node");
-    ValueInfo& v = g.mutable_value(id);
-    if (v.dtype == DType::Undefined) v.dtype = value_dtype(out);
-    if (!v.dims) v.dims = value_dims(out);
-    g.add_output(out.name());
-  }
-  if (g.outputs().empty()) throw Error(ErrorCode::InvalidModel, "the graph has no outputs");
-  infer_dtypes(g);
+  import_inputs(gp, g, "graph");
+  import_nodes_and_outputs(gp, g, base_dir, 0);
   return g;
 }
 

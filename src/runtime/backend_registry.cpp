@@ -4,6 +4,7 @@
 #include "backends/cpu/cpu_backend.hpp"
 #include "backends/generated/generated_backend.hpp"
 #include "backends/reference/reference_backend.hpp"
+#include "runtime/control_flow.hpp"
 #include "runtime/execution_plan.hpp"
 #ifdef WPK_WITH_ONEDNN
 #include "backends/onednn/onednn_backend.hpp"
@@ -17,9 +18,9 @@ std::vector<const Backend*> registered_backends() {
   static const reference::ReferenceBackend reference_backend;
 #ifdef WPK_WITH_ONEDNN
   static const onednn::OneDnnBackend onednn_backend;
-  return {&cpu_backend, &onednn_backend, &generated_backend, &reference_backend};
+  return {&control_flow_backend(), &cpu_backend, &onednn_backend, &generated_backend, &reference_backend};
 #else
-  return {&cpu_backend, &generated_backend, &reference_backend};
+  return {&control_flow_backend(), &cpu_backend, &generated_backend, &reference_backend};
 #endif
 }
 

@@ -4,7 +4,9 @@
 #include <cstdlib>
 #include <set>
 
+#include "graph/subgraph.hpp"
 #include "runtime/candidate_cost.hpp"
+#include "runtime/control_flow.hpp"
 #include "runtime/kernel_compilation.hpp"
 #include "runtime/logging.hpp"
 #include "runtime/workload.hpp"
@@ -13,6 +15,8 @@
 namespace wpk {
 
 std::string why_unsupported(const Node& node, const Graph& graph) {
+  // A control-flow node's reason names what in its bodies no backend runs.
+  if (has_subgraph(node)) return control_flow_backend().why_unsupported(node, graph);
   std::string why;
   for (const Backend* b : registered_backends()) {
     why = b->why_unsupported(node, graph);

@@ -7,6 +7,7 @@
 
 #include "runtime/arena_pool.hpp"
 #include "runtime/logging.hpp"
+#include "runtime/run_control.hpp"
 #include "runtime/threads.hpp"
 
 namespace wpk {
@@ -118,6 +119,7 @@ void Executor::run_step(std::size_t s) {
     if (!init && slots_[static_cast<std::size_t>(v)].empty())
       throw Error(ErrorCode::Internal, node_label(node) + "input '" + graph_.value(v).name + "' was never computed");
   }
+  check_run_control(node);
   const StepChoice choice = choose(s, ins);
   const Candidate& cand = step.candidates[static_cast<std::size_t>(choice.candidate)];
   KernelContext ctx(node, ins);

@@ -10,6 +10,7 @@
 #include "graph/shape_limits.hpp"
 #include "runtime/arena_pool.hpp"
 #include "runtime/cache_key.hpp"
+#include "runtime/control_flow.hpp"
 #include "runtime/executor.hpp"
 #include "runtime/execution_plan.hpp"
 #include "runtime/input_check.hpp"
@@ -17,6 +18,7 @@
 #include "runtime/logging.hpp"
 #include "runtime/memory_budget.hpp"
 #include "runtime/plan_cache.hpp"
+#include "runtime/run_control.hpp"
 #include "runtime/run_pool.hpp"
 #include "runtime/threads.hpp"
 #include "runtime/tuner.hpp"
@@ -172,6 +174,7 @@ Session::Session(Graph graph, SessionOptions options, const std::vector<const Ba
   const auto t_prepare = std::chrono::steady_clock::now();
   RunPool::process().execute(impl_->threads, [&] {
     OmpThreadScope scope(impl_->threads);  // backends may size their kernels to the thread count
+    BodyOptionsScope bodies(options);       // control-flow bodies are sessions with these options
     PlanOptions plan;
     // Tuning compares candidates against the reference, which needs the weights as loaded.
     plan.release_owned_constants = !options.tuning;
@@ -249,7 +252,13 @@ int Session::threads() const { return impl_->threads; }
 
 TensorMap Session::run(const TensorMap& inputs) const { return run(inputs, nullptr); }
 
-TensorMap Session::run(const TensorMap& inputs, RunProfile* profile) const {
+TensorMap Session::run(const TensorMap& inputs, RunProfile* profile) const { return run_with(inputs, nullptr, profile); }
+
+TensorMap Session::run(const TensorMap& inputs, const RunOptions& options, RunProfile* profile) const {
+  return run_with(inputs, &options, profile);
+}
+
+TensorMap Session::run_with(const TensorMap& inputs, const RunOptions* options, RunProfile* profile) const {
   try {
     // A bad request is turned away before it queues for CPUs.
     const auto called = std::chrono::steady_clock::now();
@@ -257,15 +266,18 @@ TensorMap Session::run(const TensorMap& inputs, RunProfile* profile) const {
     const double checks_us = us_since(called);
     const auto checked = std::chrono::steady_clock::now();
     TensorMap out;
-    RunPool::process().execute(impl_->threads, [&] { out = run_checked(inputs, profile, checks_us, us_since(checked)); });
+    RunPool::process().execute(impl_->threads,
+                               [&] { out = run_checked(inputs, options, profile, checks_us, us_since(checked)); });
     return out;
   } catch (...) {
     rethrow_as_error();
   }
 }
 
-TensorMap Session::run_checked(const TensorMap& inputs, RunProfile* profile, double checks_us, double queued_us) const {
+TensorMap Session::run_checked(const TensorMap& inputs, const RunOptions* options, RunProfile* profile,
+                               double checks_us, double queued_us) const {
   const auto t0 = std::chrono::steady_clock::now();
+  RunControlScope control(options);
   const Impl& im = *impl_;
   const Graph& g = im.graph;
   OmpThreadScope threads(im.threads);

@@ -2,6 +2,7 @@
 // What the import fuzzer does with its bytes, shared with the test that replays the inputs it
 // once failed on (tests/fuzz/regressions): load, optimize, and when the model loads, run it on
 // zeros. Must end in a result or a wpk::Error; anything else escapes to the caller.
+#include <chrono>
 #include <string>
 
 #include "wpk/wpk.hpp"
@@ -14,6 +15,7 @@ inline SessionOptions bounded_options() {
   options.threads = 1;
   options.memory_limit = std::int64_t(512) << 20;
   options.max_tensor_elements = std::int64_t(1) << 26;
+  options.max_loop_iterations = 1 << 10;  // a Loop that never ends stops here
   return options;
 }
 
@@ -28,7 +30,9 @@ inline void load_and_run(const std::string& bytes) {
     if (shape_numel(shape) > (1 << 16)) return;
     inputs[in.name] = Tensor::zeros(in.dtype, shape);
   }
-  s.run(inputs);
+  RunOptions run;
+  run.deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);  // the fuzzer's own limit is 25 s
+  s.run(inputs, run);
 }
 
 }  // namespace wpk::fuzz

@@ -88,6 +88,13 @@ OnnxModelBuilder& OnnxModelBuilder::attr(const std::string& name, long value) {
   return *this;
 }
 
+OnnxModelBuilder& OnnxModelBuilder::attr(const std::string& name, float value) {
+  auto* a = new_attribute(model, name);
+  a->set_type(onnx::AttributeProto::FLOAT);
+  a->set_f(value);
+  return *this;
+}
+
 OnnxModelBuilder& OnnxModelBuilder::attr(const std::string& name, const std::vector<long>& values) {
   auto* a = new_attribute(model, name);
   a->set_type(onnx::AttributeProto::INTS);
@@ -99,6 +106,13 @@ OnnxModelBuilder& OnnxModelBuilder::attr(const std::string& name, const std::str
   auto* a = new_attribute(model, name);
   a->set_type(onnx::AttributeProto::STRING);
   a->set_s(value);
+  return *this;
+}
+
+OnnxModelBuilder& OnnxModelBuilder::attr(const std::string& name, const OnnxModelBuilder& body) {
+  auto* a = new_attribute(model, name);
+  a->set_type(onnx::AttributeProto::GRAPH);
+  *a->mutable_g() = body.model.graph();
   return *this;
 }
 

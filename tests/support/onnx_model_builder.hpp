@@ -20,8 +20,11 @@ struct OnnxModelBuilder {
   OnnxModelBuilder& int64_initializer(const std::string& name, const std::vector<long>& dims, const std::vector<long>& values);
   // Attributes of the last node added.
   OnnxModelBuilder& attr(const std::string& name, long value);
+  OnnxModelBuilder& attr(const std::string& name, float value);
   OnnxModelBuilder& attr(const std::string& name, const std::vector<long>& values);
   OnnxModelBuilder& attr(const std::string& name, const std::string& value);
+  // A graph attribute (If's branches, Loop's and Scan's body): `body`'s graph.
+  OnnxModelBuilder& attr(const std::string& name, const OnnxModelBuilder& body);
   std::string bytes() const;
   // Writes the model to `path`; returns path.
   std::string save(const std::string& path) const;

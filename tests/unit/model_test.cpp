@@ -23,17 +23,18 @@ fs::path require_model(const std::string& name) {
 }
 
 // The model's output 0 on its stored input, under `options`, and PyTorch's output for it.
-std::pair<Tensor, Tensor> run_stored_input(const std::string& name, const SessionOptions& options = {}) {
+std::pair<Tensor, Tensor> run_stored_input(const std::string& name, const SessionOptions& options = {},
+                                           const std::string& data_set = "test_data_set_0") {
   Session s(load(require_model(name).string()), options);
-  const fs::path data = models_dir() / name / "test_data_set_0";
+  const fs::path data = models_dir() / name / data_set;
   TensorMap inputs;
   for (std::size_t i = 0; i < s.inputs().size(); ++i)
     inputs[s.inputs()[i].name] = load_tensor((data / ("input_" + std::to_string(i) + ".pb")).string());
   return {s.run(inputs).at(s.outputs()[0].name), load_tensor((data / "output_0.pb").string())};
 }
 
-void check_against_pytorch(const std::string& name) {
-  const auto [actual, expected] = run_stored_input(name);
+void check_against_pytorch(const std::string& name, const std::string& data_set = "test_data_set_0") {
+  const auto [actual, expected] = run_stored_input(name, {}, data_set);
   REQUIRE(actual.shape() == expected.shape());
   const double err = wpk::testing::relative_l2_error(actual, expected);
   INFO(name << " relative L2 error " << err);
@@ -84,6 +85,28 @@ TEST_CASE("EfficientNet-B0 matches PyTorch", "[model]") { check_against_pytorch(
 TEST_CASE("small ViT (2 layers, hidden 192) matches PyTorch", "[model]") { check_against_pytorch("vit_small"); }
 TEST_CASE("small GPT-2-style causal decoder (seq 32) matches PyTorch", "[model]") {
   check_against_pytorch("gpt2_small");
+}
+
+TEST_CASE("a greedy decoder exported with loops matches PyTorch, for any number of steps", "[model][control]") {
+  // Two Loops: one reads the prompt, one generates (its logits grow by a step per iteration).
+  check_against_pytorch("greedy_decoder");
+  Session s(load(require_model("greedy_decoder").string()));
+  const fs::path data = models_dir() / "greedy_decoder" / "test_data_set_0";
+  const Tensor prompt = load_tensor((data / "input_0.pb").string());
+  const Tensor six = load_tensor((data / "output_0.pb").string());
+  // Generation is deterministic: three steps are the first three of six; none is an empty axis.
+  const Tensor three = s.run({{"prompt", prompt}, {"steps", Tensor::scalar<std::int64_t>(3)}}).at("output");
+  REQUIRE(three.shape() == Shape{2, 3, 50});
+  for (std::int64_t row = 0; row < 2; ++row)
+    for (std::int64_t i = 0; i < 3 * 50; ++i)
+      REQUIRE(three.data<float>()[row * 150 + i] == Approx(six.data<float>()[row * 300 + i]).margin(1e-4));
+  const Tensor none = s.run({{"prompt", prompt}, {"steps", Tensor::scalar<std::int64_t>(0)}}).at("output");
+  CHECK(none.shape() == Shape{2, 0, 50});
+}
+
+TEST_CASE("a model with If matches PyTorch on both branches", "[model][control]") {
+  check_against_pytorch("gated_residual", "test_data_set_0");
+  check_against_pytorch("gated_residual", "test_data_set_1");
 }
 
 TEST_CASE("a dynamic batch dimension runs at any batch size", "[model]") {

@@ -243,6 +243,7 @@ void register_misc(OpTable& t) {
   register_signal(t);
   register_sampling(t);
   register_qlinear(t);
+  register_random(t);
 }
 
 }  // namespace wpk::reference

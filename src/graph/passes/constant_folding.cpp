@@ -2,11 +2,12 @@
 // as initializers. Shape subgraphs on static shapes collapse this way too once Shape has a
 // constant input.
 #include "graph/passes/pass.hpp"
+#include "graph/subgraph.hpp"
 
 namespace wpk::passes {
 namespace {
 bool foldable(const Node& n, const Graph& g) {
-  if (n.has_attr("__has_subgraph") || !n.domain.empty()) return false;
+  if (has_subgraph(n) || !n.domain.empty()) return false;  // a body runs as its own session
   // Random ops must stay random at every run.
   if (n.op_type.rfind("Random", 0) == 0 || n.op_type == "Bernoulli" || n.op_type == "Multinomial") return false;
   for (ValueId v : n.inputs)

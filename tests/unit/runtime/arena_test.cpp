@@ -248,6 +248,16 @@ TEST_CASE("the arena pool reuses blocks and poisons them", "[arena]") {
   CHECK(pool->blocks_allocated() == 2);
 }
 
+namespace {
+// Random ops without a seed draw fresh numbers at every run.
+bool draws_fresh_numbers(const Graph& g) {
+  for (const Node& n : g.nodes())
+    if ((n.op_type.rfind("Random", 0) == 0 || n.op_type == "Bernoulli" || n.op_type == "Multinomial") && !n.has_attr("seed"))
+      return true;
+  return false;
+}
+}  // namespace
+
 TEST_CASE("every ONNX node test gives the same bytes on planned runs as on its first", "[arena][conformance]") {
   namespace fs = std::filesystem;
   const fs::path root = "/usr/share/libonnx-testdata/data/node";
@@ -259,6 +269,7 @@ TEST_CASE("every ONNX node test gives the same bytes on planned runs as on its f
     if (!fs::exists(entry.path() / "model.onnx") || !fs::is_directory(set)) continue;
     try {
       const Session s(load((entry.path() / "model.onnx").string()));
+      if (draws_fresh_numbers(s.graph())) continue;
       TensorMap in;
       for (std::size_t i = 0; i < s.inputs().size(); ++i)
         in[s.inputs()[i].name] = load_tensor((set / ("input_" + std::to_string(i) + ".pb")).string());
