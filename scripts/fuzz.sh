@@ -29,7 +29,7 @@ import_seeds=(reshape_extended_dims reshape_negative_dim expand_dim_changed cons
   split_equal_parts_1d unsqueeze_negative_axes squeeze_negative_axes gather_1 scatternd where_example
   transpose_all_permutations_0 reduce_mean_keepdims_example lrn instancenorm_example
   qlinearconv qlinearmatmul_2D quantizelinear_axis dequantizelinear_axis dynamicquantizelinear matmulinteger
-  if loop11 scan9_sum scan_sum)
+  if loop11 scan9_sum scan_sum loop13_seq sequence_insert_at_back optional_get_element)
 # Models of opset 6, which the importer rewrites to opset 7 (src/graph/onnx_upgrade.cpp).
 old_opset_tests=(pytorch-converted/test_PReLU_2d_multiparam pytorch-converted/test_BatchNorm2d_eval
   pytorch-converted/test_Softsign pytorch-operator/test_operator_addmm pytorch-operator/test_operator_add_broadcast)

@@ -33,6 +33,14 @@ wpk::Tensor as_bfloat16_if_bits(const wpk::Tensor& t, wpk::DType want) {
   return wpk::Tensor::borrow(const_cast<void*>(t.raw()), want, t.shape()).clone();
 }
 
+// A test-data file read as the model declares the value: a tensor, a sequence or an optional.
+wpk::Tensor load_value(const fs::path& file, const wpk::ValueInfo& info) {
+  const wpk::DType element = info.element_dtype == wpk::DType::Undefined ? wpk::DType::Float32 : info.element_dtype;
+  if (info.optional) return wpk::load_optional(file.string(), element);
+  if (info.dtype == wpk::DType::Sequence) return wpk::load_sequence(file.string(), element);
+  return as_bfloat16_if_bits(wpk::load_tensor(file.string()), info.dtype);
+}
+
 // The ONNX backend test runner's default tolerances.
 constexpr double kRtol = 1e-3;
 constexpr double kAtol = 1e-7;
@@ -45,6 +53,24 @@ std::vector<fs::path> numbered_files(const fs::path& dir, const std::string& pre
     files.push_back(p);
   }
   return files;
+}
+
+// Tensors within the tolerances; sequences element by element; optionals both none or both not.
+std::string compare_values(const wpk::Tensor& actual, const wpk::Tensor& expected) {
+  if (actual.is_none() || expected.is_none())
+    return actual.is_none() == expected.is_none() ? "" : std::string(actual.is_none() ? "none" : "a value") + ", expected " +
+                                                              (expected.is_none() ? "none" : "a value");
+  if (expected.is_sequence()) {
+    if (!actual.is_sequence()) return std::string("a ") + wpk::dtype_name(actual.dtype()) + " tensor, expected a sequence";
+    if (actual.elements().size() != expected.elements().size())
+      return std::to_string(actual.elements().size()) + " elements, expected " + std::to_string(expected.elements().size());
+    for (std::size_t e = 0; e < expected.elements().size(); ++e) {
+      const std::string d = compare_values(actual.elements()[e], expected.elements()[e]);
+      if (!d.empty()) return "element " + std::to_string(e) + ": " + d;
+    }
+    return "";
+  }
+  return wpk::testing::compare_allclose(actual, expected, kRtol, kAtol);
 }
 
 Result run_case(const fs::path& dir) {
@@ -68,13 +94,12 @@ Result run_case(const fs::path& dir) {
                                     std::to_string(session->inputs().size())};
       for (std::size_t i = 0; i < in_files.size(); ++i) {
         const wpk::ValueInfo& info = session->inputs()[i];
-        inputs[info.name] = as_bfloat16_if_bits(wpk::load_tensor(in_files[i].string()), info.dtype);
+        inputs[info.name] = load_value(in_files[i], info);
       }
       const auto out_files = numbered_files(set, "output_");
-      for (std::size_t i = 0; i < out_files.size(); ++i) {
-        const wpk::DType want = i < session->outputs().size() ? session->outputs()[i].dtype : wpk::DType::Undefined;
-        expected.push_back(as_bfloat16_if_bits(wpk::load_tensor(out_files[i].string()), want));
-      }
+      for (std::size_t i = 0; i < out_files.size(); ++i)
+        expected.push_back(i < session->outputs().size() ? load_value(out_files[i], session->outputs()[i])
+                                                         : wpk::load_tensor(out_files[i].string()));
     } catch (const wpk::Error& e) {
       return {Outcome::Unsupported, std::string("test data: ") + e.what()};  // e.g. sequence or string tensors
     }
@@ -89,7 +114,7 @@ Result run_case(const fs::path& dir) {
                                   std::to_string(session->outputs().size())};
     for (std::size_t i = 0; i < expected.size(); ++i) {
       const std::string& name = session->outputs()[i].name;
-      std::string diff = wpk::testing::compare_allclose(outputs.at(name), expected[i], kRtol, kAtol);
+      std::string diff = compare_values(outputs.at(name), expected[i]);
       if (!diff.empty()) return {Outcome::Wrong, set.filename().string() + " output '" + name + "': " + diff};
     }
   }

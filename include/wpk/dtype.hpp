@@ -25,6 +25,11 @@ enum class DType : std::uint8_t {
   UInt32 = 12,
   UInt64 = 13,
   BFloat16 = 16,
+  // Not element types: the dtype of a Tensor that stands for an ONNX sequence of tensors
+  // (Tensor::sequence) or for an ONNX optional without a value (Tensor::none). Outside ONNX's
+  // codes.
+  Sequence = 100,
+  OptionalNone = 101,
 };
 
 // Bytes per element; 0 for Undefined and String.

@@ -44,8 +44,10 @@ std::string dims_to_string(const DimList& dims);
 
 struct ValueInfo {
   std::string name;
-  DType dtype = DType::Undefined;
-  std::optional<DimList> dims;  // nullopt when the rank is unknown
+  DType dtype = DType::Undefined;  // DType::Sequence for a sequence of tensors
+  std::optional<DimList> dims;  // nullopt when the rank is unknown (and for sequences)
+  DType element_dtype = DType::Undefined;  // a sequence's elements'; Undefined when unknown
+  bool optional = false;  // an ONNX optional: the value may be Tensor::none()
 };
 
 struct Node {

@@ -61,6 +61,18 @@ class Tensor {
     return borrow(const_cast<T*>(data), std::move(shape));
   }
 
+  // An ONNX sequence: tensors of one element dtype, of any shapes (dtype() is DType::Sequence,
+  // numel() 0). The elements are shared, not copied.
+  static Tensor sequence(std::vector<Tensor> elements, DType element_dtype);
+  // An ONNX optional without a value (dtype() is DType::OptionalNone). An optional with a value
+  // is that value itself.
+  static Tensor none();
+  bool is_sequence() const { return dtype_ == DType::Sequence; }
+  bool is_none() const { return dtype_ == DType::OptionalNone; }
+  // A sequence's elements and their dtype; Error for anything else.
+  const std::vector<Tensor>& elements() const;
+  DType element_dtype() const;
+
   DType dtype() const { return dtype_; }
   const Shape& shape() const { return shape_; }
   int rank() const { return static_cast<int>(shape_.size()); }
@@ -79,7 +91,7 @@ class Tensor {
     return static_cast<const T*>(data_);
   }
 
-  // A deep, owned copy.
+  // A deep, owned copy (of every element, for a sequence).
   Tensor clone() const;
   // Same bytes, another shape with the same element count.
   Tensor reshaped(Shape shape) const;
@@ -94,6 +106,8 @@ class Tensor {
   std::int64_t numel_ = 0;
   std::shared_ptr<void> storage_;  // null when borrowed
   void* data_ = nullptr;
+  std::shared_ptr<const std::vector<Tensor>> elements_;  // a sequence's
+  DType element_dtype_ = DType::Undefined;
 };
 
 }  // namespace wpk

@@ -8,7 +8,7 @@ std::size_t dtype_size(DType t) {
     case DType::Float64: case DType::Int64: case DType::UInt64: return 8;
     case DType::Int16: case DType::UInt16: case DType::Float16: case DType::BFloat16: return 2;
     case DType::Int8: case DType::UInt8: case DType::Bool: return 1;
-    case DType::Undefined: case DType::String: return 0;
+    case DType::Undefined: case DType::String: case DType::Sequence: case DType::OptionalNone: return 0;
   }
   return 0;
 }
@@ -29,6 +29,8 @@ const char* dtype_name(DType t) {
     case DType::UInt32: return "uint32";
     case DType::UInt64: return "uint64";
     case DType::BFloat16: return "bfloat16";
+    case DType::Sequence: return "sequence";
+    case DType::OptionalNone: return "none";
     case DType::Undefined: break;
   }
   return "undefined";

@@ -98,7 +98,43 @@ std::int64_t Tensor::dim(int axis) const {
   return shape_[axis < 0 ? axis + r : axis];
 }
 
+Tensor Tensor::sequence(std::vector<Tensor> elements, DType element_dtype) {
+  if (!dtype_is_storable(element_dtype))
+    throw Error(ErrorCode::Unsupported, std::string("sequences of ") + dtype_name(element_dtype) + " are not supported");
+  for (const Tensor& e : elements)
+    if (e.dtype() != element_dtype)
+      throw Error(ErrorCode::InvalidArgument, std::string("a sequence of ") + dtype_name(element_dtype) + " cannot hold a " +
+                                                  dtype_name(e.dtype()) + " tensor");
+  Tensor t;
+  t.dtype_ = DType::Sequence;
+  t.element_dtype_ = element_dtype;
+  t.elements_ = std::make_shared<const std::vector<Tensor>>(std::move(elements));
+  return t;
+}
+
+Tensor Tensor::none() {
+  Tensor t;
+  t.dtype_ = DType::OptionalNone;
+  return t;
+}
+
+const std::vector<Tensor>& Tensor::elements() const {
+  if (!is_sequence()) throw Error(ErrorCode::InvalidArgument, std::string("a ") + dtype_name(dtype_) + " tensor is not a sequence");
+  return *elements_;
+}
+
+DType Tensor::element_dtype() const {
+  elements();
+  return element_dtype_;
+}
+
 Tensor Tensor::clone() const {
+  if (is_sequence()) {
+    std::vector<Tensor> copies;
+    for (const Tensor& e : *elements_) copies.push_back(e.clone());
+    return sequence(std::move(copies), element_dtype_);
+  }
+  if (is_none()) return none();
   if (empty()) return Tensor();
   Tensor t = zeros(dtype_, shape_);
   copy_bytes(t.data_, data_, nbytes());

@@ -61,6 +61,10 @@ std::vector<DType> rule(const Node& n, const std::vector<DType>& in) {
     return out;
   }
   if (!n.domain.empty() && n.domain != "ai.onnx") return out;
+  if (op == "SequenceMap") {
+    all(DType::Sequence);
+    return out;
+  }
   // Control flow: the outputs of the body (a Loop's from its second, after the condition).
   const char* body = op == "If" ? "then_branch" : (op == "Loop" || op == "Scan") ? "body" : nullptr;
   if (const Attribute* a = body ? n.find_attr(body) : nullptr; a && a->kind() == Attribute::Kind::Graph) {
@@ -126,8 +130,54 @@ std::vector<DType> rule(const Node& n, const std::vector<DType>& in) {
 
 }  // namespace
 
+namespace {
+
+// Sequence ops: a sequence output's element dtype, or (SequenceAt, ConcatFromSequence) the
+// dtype of the tensor taken out of one. Returns false for other ops.
+bool sequence_rule(const Node& n, const Graph& g, ValueInfo& out) {
+  if (!n.domain.empty() && n.domain != "ai.onnx") return false;
+  auto in = [&](std::size_t i) -> const ValueInfo* {
+    return i < n.inputs.size() && n.inputs[i] != kNoValue ? &g.value(n.inputs[i]) : nullptr;
+  };
+  const std::string& op = n.op_type;
+  DType element = DType::Undefined;
+  if (op == "SequenceEmpty") element = attr_dtype(n, "dtype") != DType::Undefined ? attr_dtype(n, "dtype") : DType::Float32;
+  else if (op == "SequenceConstruct" || op == "SplitToSequence") element = in(0) ? in(0)->dtype : DType::Undefined;
+  else if (op == "SequenceInsert") element = in(1) ? in(1)->dtype : DType::Undefined;
+  else if (op == "SequenceErase") element = in(0) ? in(0)->element_dtype : DType::Undefined;
+  else if (op == "SequenceAt" || op == "ConcatFromSequence") {
+    if (out.dtype == DType::Undefined && in(0)) out.dtype = in(0)->element_dtype;
+    return true;
+  } else if (op == "SequenceMap") {
+    const Attribute* a = n.find_attr("body");
+    if (a && a->kind() == Attribute::Kind::Graph && !a->g().outputs().empty())
+      element = a->g().value(a->g().outputs().front()).dtype;
+  } else if (op == "SequenceLength") {
+    out.dtype = DType::Int64;
+    return true;
+  } else if (op == "OptionalHasElement") {
+    out.dtype = DType::Bool;
+    return true;
+  } else if (op == "Optional" || op == "OptionalGetElement") {
+    if (op == "Optional") out.optional = true;
+    const ValueInfo* from = in(0);
+    if (out.dtype == DType::Undefined) out.dtype = from ? from->dtype : attr_dtype(n, "type");
+    if (out.element_dtype == DType::Undefined && from) out.element_dtype = from->element_dtype;
+    return true;
+  } else {
+    return false;
+  }
+  out.dtype = DType::Sequence;
+  if (out.element_dtype == DType::Undefined) out.element_dtype = element;
+  return true;
+}
+
+}  // namespace
+
 void infer_dtypes(Graph& graph) {
   for (const Node& n : graph.nodes()) {
+    if (n.outputs.size() == 1 && n.outputs[0] != kNoValue && sequence_rule(n, graph, graph.mutable_value(n.outputs[0])))
+      continue;
     std::vector<DType> in;
     for (ValueId v : n.inputs) in.push_back(v == kNoValue ? DType::Undefined : graph.value(v).dtype);
     const std::vector<DType> out = rule(n, in);

@@ -3,6 +3,7 @@
 #include <google/protobuf/io/zero_copy_stream_impl.h>
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 
+#include <onnx/onnx-data_pb.h>
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -61,9 +62,25 @@ void parse_message(const std::string& bytes, Message& msg, const std::string& wh
     throw Error(ErrorCode::InvalidModel, what + " is not a valid ONNX protobuf (truncated or not ONNX)");
 }
 
+// The tensor type a value declares: its own, or an optional's element's.
+const onnx::TypeProto* tensor_or_optional(const onnx::TypeProto& t) {
+  if (t.has_optional_type()) return &t.optional_type().elem_type();
+  return &t;
+}
+
 DType value_dtype(const onnx::ValueInfoProto& v) {
-  if (!v.type().has_tensor_type()) return DType::Undefined;
-  return static_cast<DType>(v.type().tensor_type().elem_type());
+  const onnx::TypeProto& t = *tensor_or_optional(v.type());
+  if (t.has_sequence_type()) return DType::Sequence;
+  if (!t.has_tensor_type()) return DType::Undefined;
+  return static_cast<DType>(t.tensor_type().elem_type());
+}
+
+// Sequences and optionals: what ValueInfo says beyond the dtype.
+void read_container_type(const onnx::ValueInfoProto& v, ValueInfo& info) {
+  info.optional = info.optional || v.type().has_optional_type();
+  const onnx::TypeProto& t = *tensor_or_optional(v.type());
+  if (t.has_sequence_type() && t.sequence_type().elem_type().has_tensor_type() && info.element_dtype == DType::Undefined)
+    info.element_dtype = static_cast<DType>(t.sequence_type().elem_type().tensor_type().elem_type());
 }
 
 // Names exporters write for "unknown", not for "equal to every other dimension of this name":
@@ -77,9 +94,10 @@ bool is_placeholder_dim_name(const std::string& name) {
 }
 
 std::optional<DimList> value_dims(const onnx::ValueInfoProto& v) {
-  if (!v.type().has_tensor_type() || !v.type().tensor_type().has_shape()) return std::nullopt;
+  const onnx::TypeProto& t = *tensor_or_optional(v.type());
+  if (!t.has_tensor_type() || !t.tensor_type().has_shape()) return std::nullopt;
   DimList dims;
-  for (const auto& d : v.type().tensor_type().shape().dim()) {
+  for (const auto& d : t.tensor_type().shape().dim()) {
     if (d.has_dim_value()) dims.emplace_back(static_cast<std::int64_t>(d.dim_value()));
     else if (d.has_dim_param() && !is_placeholder_dim_name(d.dim_param())) dims.emplace_back(d.dim_param());
     else dims.emplace_back(std::int64_t{-1});
@@ -97,6 +115,14 @@ Attribute convert_attribute(const onnx::AttributeProto& a, const std::string& wh
     case A::INTS: return Attribute(std::vector<std::int64_t>(a.ints().begin(), a.ints().end()));
     case A::FLOATS: return Attribute(std::vector<float>(a.floats().begin(), a.floats().end()));
     case A::STRINGS: return Attribute(std::vector<std::string>(a.strings().begin(), a.strings().end()));
+    case A::TYPE_PROTO: {
+      // Optional's and SequenceEmpty-like types: kept as the dtype they name (DType::Sequence
+      // for a sequence), which is what the kernels and dtype inference read.
+      const onnx::TypeProto& t = *tensor_or_optional(a.tp());
+      if (t.has_sequence_type()) return Attribute(static_cast<std::int64_t>(DType::Sequence));
+      if (t.has_tensor_type()) return Attribute(static_cast<std::int64_t>(t.tensor_type().elem_type()));
+      throw Error(ErrorCode::Unsupported, where + ": attribute '" + a.name() + "' names a type wpk does not support");
+    }
     default:
       throw Error(ErrorCode::Unsupported, where + ": attribute '" + a.name() + "' has a kind wpk does not support (type " +
                                               std::to_string(a.type()) + ")");
@@ -215,7 +241,7 @@ void import_nodes(const onnx::GraphProto& gp, Graph& g, const std::string& base_
       std::vector<DType> hints;
       auto dtype_of = [&](const std::string& v) { return v.empty() ? DType::Undefined : g.value(g.value_id(v)).dtype; };
       if (np.op_type() == "Loop") hints = {DType::Int64, DType::Bool};
-      for (std::size_t k = np.op_type() == "Loop" ? 2 : 0; np.op_type() != "If" && k < ins.size(); ++k)
+      for (std::size_t k = np.op_type() == "Loop" ? 2 : 0; np.op_type() != "If" && np.op_type() != "SequenceMap" && k < ins.size(); ++k)
         hints.push_back(dtype_of(ins[k]));
       for (const auto* a : graphs)
         attrs.insert_or_assign(a->name(), Attribute(import_subgraph(a->g(), g, captured, hints, base_dir, depth + 1,
@@ -228,7 +254,7 @@ void import_nodes(const onnx::GraphProto& gp, Graph& g, const std::string& base_
         throw Error(ErrorCode::InvalidModel, where + ": output '" + o + "' is already defined");
     Node& n = g.add_node(np.op_type(), ins, outs, std::move(attrs), name);
     n.domain = np.domain() == "ai.onnx" ? "" : np.domain();
-    if (!graphs.empty() && n.domain.empty())
+    if (is_control_flow(n))
       if (const std::string problem = control_flow_signature_problem(n, g.opset()); !problem.empty())
         throw Error(ErrorCode::InvalidModel, where + ": " + problem);
   }
@@ -237,13 +263,14 @@ void import_nodes(const onnx::GraphProto& gp, Graph& g, const std::string& base_
 void import_inputs(const onnx::GraphProto& gp, Graph& g, const std::string& what) {
   for (const auto& in : gp.input()) {
     if (g.find_value(in.name()) != kNoValue) continue;  // IR < 4 lists initializers as inputs too
-    if (!in.type().has_tensor_type())
-      throw Error(ErrorCode::Unsupported, what + " input '" + in.name() +
-                                              "' is not a tensor (sequences, maps and optionals are not supported)");
     const DType dt = value_dtype(in);
+    if (in.type().has_map_type() || in.type().has_sparse_tensor_type())
+      throw Error(ErrorCode::Unsupported, what + " input '" + in.name() + "' is a map or sparse tensor, which wpk does not support");
     auto dims = value_dims(in);
     g.add_input(in.name(), dt, dims ? *dims : DimList{});
-    if (!dims) g.mutable_value(g.inputs().back()).dims.reset();
+    ValueInfo& info = g.mutable_value(g.inputs().back());
+    if (!dims) info.dims.reset();
+    read_container_type(in, info);
   }
 }
 
@@ -255,6 +282,7 @@ void import_nodes_and_outputs(const onnx::GraphProto& gp, Graph& g, const std::s
     ValueInfo& v = g.mutable_value(id);
     if (v.dtype == DType::Undefined) v.dtype = value_dtype(vi);
     if (!v.dims) v.dims = value_dims(vi);
+    read_container_type(vi, v);
   }
   for (const auto& out : gp.output()) {
     ValueId id = g.find_value(out.name());
@@ -263,6 +291,7 @@ void import_nodes_and_outputs(const onnx::GraphProto& gp, Graph& g, const std::s
     ValueInfo& v = g.mutable_value(id);
     if (v.dtype == DType::Undefined) v.dtype = value_dtype(out);
     if (!v.dims) v.dims = value_dims(out);
+    read_container_type(out, v);
     g.add_output(out.name());
   }
   if (g.outputs().empty()) throw Error(ErrorCode::InvalidModel, "the graph has no outputs");
@@ -345,6 +374,48 @@ Tensor load_tensor(const std::string& path) {
   try {
     parse_file(path, proto, "the tensor file");
     return onnx_import::tensor_from_proto(proto, "", "tensor");
+  } catch (const Error& e) {
+    throw Error(e.code(), "'" + path + "': " + e.what());
+  } catch (...) {
+    rethrow_as_error("'" + path + "': ");
+  }
+}
+
+namespace {
+
+Tensor sequence_from_proto(const onnx::SequenceProto& s, DType element_dtype, const std::string& what) {
+  if (s.elem_type() != onnx::SequenceProto::TENSOR && s.tensor_values_size() + s.sequence_values_size() + s.map_values_size() +
+                                                            s.optional_values_size() > 0)
+    throw Error(ErrorCode::Unsupported, what + ": only sequences of tensors are supported");
+  std::vector<Tensor> items;
+  for (const auto& t : s.tensor_values()) items.push_back(onnx_import::tensor_from_proto(t, "", what));
+  return Tensor::sequence(std::move(items), items.empty() ? element_dtype : items.front().dtype());
+}
+
+}  // namespace
+
+Tensor load_sequence(const std::string& path, DType element_dtype) {
+  onnx::SequenceProto proto;
+  try {
+    parse_file(path, proto, "the sequence file");
+    return sequence_from_proto(proto, element_dtype, "sequence");
+  } catch (const Error& e) {
+    throw Error(e.code(), "'" + path + "': " + e.what());
+  } catch (...) {
+    rethrow_as_error("'" + path + "': ");
+  }
+}
+
+Tensor load_optional(const std::string& path, DType element_dtype) {
+  onnx::OptionalProto proto;
+  try {
+    parse_file(path, proto, "the optional file");
+    if (proto.has_tensor_value()) return onnx_import::tensor_from_proto(proto.tensor_value(), "", "optional");
+    if (proto.has_sequence_value()) return sequence_from_proto(proto.sequence_value(), element_dtype, "optional");
+    if (proto.elem_type() != onnx::OptionalProto::UNDEFINED && proto.elem_type() != onnx::OptionalProto::TENSOR &&
+        proto.elem_type() != onnx::OptionalProto::SEQUENCE)
+      throw Error(ErrorCode::Unsupported, "only optional tensors and sequences are supported");
+    return Tensor::none();
   } catch (const Error& e) {
     throw Error(e.code(), "'" + path + "': " + e.what());
   } catch (...) {

@@ -48,6 +48,12 @@ std::string control_flow_signature_problem(const Node& n, std::int64_t opset) {
              counts(2 + carried, 1 + n.outputs.size()) + " (the node has " + std::to_string(n.outputs.size()) + ")";
     return "";
   }
+  if (n.op_type == "SequenceMap") {
+    if (own < 1) return "takes a sequence";
+    if (bin != own || bout != n.outputs.size())
+      return "body has " + counts(bin, bout) + "; the node " + counts(own, n.outputs.size());
+    return "";
+  }
   if (n.op_type == "Scan") {
     const std::size_t scanned = own - (opset < 9 && own > 0 ? 1 : 0);  // opset 8: sequence_lens first
     const std::int64_t m = n.attr_int("num_scan_inputs", -1);

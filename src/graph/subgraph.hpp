@@ -21,7 +21,11 @@ inline std::size_t captured_count(const Node& n) {
   return k > 0 ? static_cast<std::size_t>(k) : 0;
 }
 
-// Why an If, Loop or Scan node and its bodies do not fit together (input and output counts, the
+inline bool is_control_flow(const Node& n) {
+  return n.domain.empty() && (n.op_type == "If" || n.op_type == "Loop" || n.op_type == "Scan" || n.op_type == "SequenceMap");
+}
+
+// Why an If, Loop, Scan or SequenceMap node and its bodies do not fit together (input and output counts, the
 // branches' dtypes), or "" when they do.
 std::string control_flow_signature_problem(const Node& n, std::int64_t opset);
 

@@ -15,10 +15,6 @@ std::vector<const char*> body_attributes(const Node& node) {
   return {"body"};
 }
 
-bool is_control_flow(const Node& node) {
-  return node.domain.empty() && (node.op_type == "If" || node.op_type == "Loop" || node.op_type == "Scan");
-}
-
 // The first node of `g` (or of the graphs nested in it) no backend runs, as "node 'x' (Op): why".
 std::string first_unsupported(const Graph& g) {
   for (const UnsupportedNode& u : find_unsupported(g)) return "node '" + u.node + "' (" + u.op_type + "): " + u.reason;
@@ -117,6 +113,7 @@ std::unique_ptr<Kernel> ControlFlowBackend::prepare(const Node& node, const Grap
   if (node.op_type == "If") return std::make_unique<IfKernel>(node);
   if (node.op_type == "Loop") return prepare_loop(node);
   if (node.op_type == "Scan") return prepare_scan(node, graph.opset());
+  if (node.op_type == "SequenceMap") return prepare_sequence_map(node);
   throw Error(ErrorCode::Internal, node_label(node) + "not a control-flow op");
 }
 

@@ -1,5 +1,5 @@
 #pragma once
-// If, Loop and Scan. Each body (a Graph attribute, made self-contained by the import: see
+// If, Loop, Scan and SequenceMap. Each body (a Graph attribute, made self-contained by the import: see
 // graph/subgraph.hpp) runs as a Session of its own, optimized and planned like the main graph,
 // made when the node's kernel is prepared with the enclosing session's options. A body's run
 // happens on the runner thread of the run that reaches the node (nested runs do not queue for
@@ -59,8 +59,9 @@ class Body {
   std::int64_t max_iterations_ = 0;
 };
 
-// The Loop and Scan kernels (control_flow_loops.cpp).
+// The Loop, Scan and SequenceMap kernels (control_flow_loops.cpp).
 std::unique_ptr<Kernel> prepare_loop(const Node& node);
 std::unique_ptr<Kernel> prepare_scan(const Node& node, std::int64_t opset);
+std::unique_ptr<Kernel> prepare_sequence_map(const Node& node);
 
 }  // namespace wpk

@@ -283,7 +283,46 @@ class ScanKernel : public Kernel {
   std::vector<std::int64_t> in_axes_, in_reverse_, out_axes_, out_reverse_;
 };
 
+// SequenceMap(sequence, more...): the body once per element of the sequence, given the element
+// (and the same element of each other sequence input; tensor inputs whole); each body output
+// collects into an output sequence.
+class SequenceMapKernel : public Kernel {
+ public:
+  explicit SequenceMapKernel(const Node& node) : body_(node, "body"), captured_(captured_count(node)) {}
+
+  void run(KernelContext& ctx) const override {
+    const std::size_t own = ctx.num_inputs() - captured_;
+    const Tensor& first = ctx.input(0);
+    if (!first.is_sequence()) ctx.fail(ErrorCode::InvalidArgument, "input 0 must be a sequence");
+    const std::size_t len = first.elements().size();
+    for (std::size_t i = 1; i < own; ++i)
+      if (ctx.input(i).is_sequence() && ctx.input(i).elements().size() != len)
+        ctx.fail(ErrorCode::InvalidArgument, "input " + std::to_string(i) + " has " + std::to_string(ctx.input(i).elements().size()) +
+                                                 " elements, input 0 " + std::to_string(len));
+    std::vector<std::vector<Tensor>> collected(body_.output_count());
+    std::vector<Tensor> args(ctx.num_inputs());
+    for (std::size_t k = own; k < ctx.num_inputs(); ++k) args[k] = ctx.input(k);
+    for (std::size_t e = 0; e < len; ++e) {
+      count_iteration(static_cast<std::int64_t>(e), body_, ctx);
+      for (std::size_t i = 0; i < own; ++i) args[i] = ctx.input(i).is_sequence() ? ctx.input(i).elements()[e] : ctx.input(i);
+      std::vector<Tensor> outs = body_.run(args);
+      for (std::size_t o = 0; o < outs.size(); ++o) collected[o].push_back(std::move(outs[o]));
+    }
+    for (std::size_t o = 0; o < collected.size(); ++o) {
+      const DType element = collected[o].empty() ? body_.output_dtype(o) : collected[o].front().dtype();
+      if (ctx.wants_output(o))
+        ctx.set_output(o, Tensor::sequence(std::move(collected[o]), element == DType::Undefined ? DType::Float32 : element));
+    }
+  }
+
+ private:
+  Body body_;
+  std::size_t captured_ = 0;
+};
+
 }  // namespace
+
+std::unique_ptr<Kernel> prepare_sequence_map(const Node& node) { return std::make_unique<SequenceMapKernel>(node); }
 
 std::unique_ptr<Kernel> prepare_loop(const Node& node) { return std::make_unique<LoopKernel>(node); }
 std::unique_ptr<Kernel> prepare_scan(const Node& node, std::int64_t opset) {

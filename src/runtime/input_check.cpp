@@ -17,8 +17,9 @@ void check_graph_interface(const Graph& graph) {
   }
   for (ValueId v : graph.inputs()) {
     const ValueInfo& info = graph.value(v);
-    if (!dtype_is_storable(info.dtype))
-      throw Error(ErrorCode::Unsupported, "graph input '" + info.name + "' has dtype " + dtype_name(info.dtype) +
+    const DType elements = info.dtype == DType::Sequence ? info.element_dtype : info.dtype;
+    if (!dtype_is_storable(elements) && !(info.dtype == DType::Sequence && elements == DType::Undefined))
+      throw Error(ErrorCode::Unsupported, "graph input '" + info.name + "' has dtype " + dtype_name(elements) +
                                               ", which wpk does not support");
   }
 }
@@ -42,6 +43,17 @@ void check_run_inputs(const Graph& graph, const TensorMap& inputs) {
     const Tensor& t = it->second;
     const std::string where = "input '" + info.name + "'";
     if (t.empty()) throw Error(ErrorCode::InvalidArgument, where + " is an empty Tensor");
+    if (t.is_none()) {
+      if (!info.optional) throw Error(ErrorCode::InvalidArgument, where + " is not optional; it must have a value");
+      continue;
+    }
+    if (info.dtype == DType::Sequence) {
+      if (!t.is_sequence()) throw Error(ErrorCode::InvalidArgument, where + " must be a sequence, got " + dtype_name(t.dtype()));
+      if (info.element_dtype != DType::Undefined && t.element_dtype() != info.element_dtype)
+        throw Error(ErrorCode::InvalidArgument, where + " must be a sequence of " + dtype_name(info.element_dtype) +
+                                                    ", got one of " + dtype_name(t.element_dtype()));
+      continue;
+    }
     if (t.dtype() != info.dtype)
       throw Error(ErrorCode::InvalidArgument, where + " must be " + dtype_name(info.dtype) + ", got " + dtype_name(t.dtype()));
     if (t.raw() == nullptr && t.numel() != 0) throw Error(ErrorCode::InvalidArgument, where + " has no data");

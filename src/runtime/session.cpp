@@ -65,7 +65,8 @@ TensorMap collect_outputs(const Graph& g, const TensorMap& inputs, const Executo
   for (ValueId v : g.outputs()) {
     const Tensor* init = g.initializer(v);
     Tensor t = init ? *init : exec.value(v);
-    bool aliased = init != nullptr || t.is_borrowed() || exec.in_arena(t);
+    // A sequence's elements may be the caller's tensors or borrowed ones: its own copy always.
+    bool aliased = init != nullptr || t.is_borrowed() || exec.in_arena(t) || t.is_sequence();
     for (const auto& kv : inputs) aliased = aliased || shares_bytes(t, kv.second);
     for (const auto& kv : g.initializers()) aliased = aliased || shares_bytes(t, kv.second);
     out[g.value(v).name] = aliased ? t.clone() : std::move(t);

@@ -244,6 +244,7 @@ void register_misc(OpTable& t) {
   register_sampling(t);
   register_qlinear(t);
   register_random(t);
+  register_sequence(t);
 }
 
 }  // namespace wpk::reference

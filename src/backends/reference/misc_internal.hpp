@@ -9,6 +9,7 @@ void register_quantize(OpTable& t);  // quantize.cpp: QuantizeLinear, Dequantize
 void register_signal(OpTable& t);    // signal.cpp: windows, DFT, STFT, MelWeightMatrix
 void register_sampling(OpTable& t);  // sampling.cpp: GridSample, RoiAlign, Det
 void register_qlinear(OpTable& t);   // qlinear.cpp: QLinearMatMul, QLinearConv
+void register_sequence(OpTable& t);  // sequence.cpp: Sequence*, SplitToSequence, ConcatFromSequence, Optional*
 void register_random(OpTable& t);    // random.cpp: RandomUniform(Like), RandomNormal(Like), Bernoulli, Multinomial
 
 }  // namespace wpk::reference
