@@ -18,7 +18,7 @@ enum class DType : std::uint8_t {
   Int16 = 5,
   Int32 = 6,
   Int64 = 7,
-  String = 8,  // recognised on import, never stored in a Tensor
+  String = 8,  // a Tensor of strings holds them apart from its bytes (Tensor::from_strings)
   Bool = 9,
   Float16 = 10,
   Float64 = 11,

@@ -61,6 +61,11 @@ class Tensor {
     return borrow(const_cast<T*>(data), std::move(shape));
   }
 
+  // A tensor of strings (dtype String): raw() is null and nbytes() 0; strings() holds the
+  // elements in row-major order. Strings are immutable once made.
+  static Tensor from_strings(std::vector<std::string> values, Shape shape);
+  const std::vector<std::string>& strings() const;
+
   // An ONNX sequence: tensors of one element dtype, of any shapes (dtype() is DType::Sequence,
   // numel() 0). The elements are shared, not copied.
   static Tensor sequence(std::vector<Tensor> elements, DType element_dtype);
@@ -107,6 +112,7 @@ class Tensor {
   std::shared_ptr<void> storage_;  // null when borrowed
   void* data_ = nullptr;
   std::shared_ptr<const std::vector<Tensor>> elements_;  // a sequence's
+  std::shared_ptr<const std::vector<std::string>> strings_;  // a string tensor's
   DType element_dtype_ = DType::Undefined;
 };
 

@@ -99,7 +99,7 @@ std::int64_t Tensor::dim(int axis) const {
 }
 
 Tensor Tensor::sequence(std::vector<Tensor> elements, DType element_dtype) {
-  if (!dtype_is_storable(element_dtype))
+  if (!dtype_is_storable(element_dtype) && element_dtype != DType::String)
     throw Error(ErrorCode::Unsupported, std::string("sequences of ") + dtype_name(element_dtype) + " are not supported");
   for (const Tensor& e : elements)
     if (e.dtype() != element_dtype)
@@ -110,6 +110,21 @@ Tensor Tensor::sequence(std::vector<Tensor> elements, DType element_dtype) {
   t.element_dtype_ = element_dtype;
   t.elements_ = std::make_shared<const std::vector<Tensor>>(std::move(elements));
   return t;
+}
+
+Tensor Tensor::from_strings(std::vector<std::string> values, Shape shape) {
+  Tensor t;
+  t.numel_ = shape_numel(shape);
+  t.shape_ = std::move(shape);
+  t.check_count(values.size());
+  t.dtype_ = DType::String;
+  t.strings_ = std::make_shared<const std::vector<std::string>>(std::move(values));
+  return t;
+}
+
+const std::vector<std::string>& Tensor::strings() const {
+  if (dtype_ != DType::String) throw Error(ErrorCode::InvalidArgument, std::string("a ") + dtype_name(dtype_) + " tensor holds no strings");
+  return *strings_;
 }
 
 Tensor Tensor::none() {
@@ -135,6 +150,7 @@ Tensor Tensor::clone() const {
     return sequence(std::move(copies), element_dtype_);
   }
   if (is_none()) return none();
+  if (dtype_ == DType::String) return *this;  // immutable: sharing is copying
   if (empty()) return Tensor();
   Tensor t = zeros(dtype_, shape_);
   copy_bytes(t.data_, data_, nbytes());

@@ -35,10 +35,11 @@ DType attr_dtype(const Node& n, const char* key) {
   const Attribute* a = n.find_attr(key);
   if (!a || a->kind() != Attribute::Kind::Int) return DType::Undefined;
   const DType d = static_cast<DType>(static_cast<std::uint8_t>(a->i()));
-  return dtype_is_storable(d) && static_cast<std::int64_t>(d) == a->i() ? d : DType::Undefined;
+  return (dtype_is_storable(d) || d == DType::String) && static_cast<std::int64_t>(d) == a->i() ? d : DType::Undefined;
 }
 
 DType constant_dtype(const Node& n) {
+  if (n.has_attr("value_string") || n.has_attr("value_strings")) return DType::String;
   if (const Attribute* a = n.find_attr("value"))
     return a->kind() == Attribute::Kind::Tensor ? a->t().dtype() : DType::Undefined;
   if (n.has_attr("value_float") || n.has_attr("value_floats")) return DType::Float32;
@@ -90,6 +91,13 @@ std::vector<DType> rule(const Node& n, const std::vector<DType>& in) {
   } else if (op == "RandomUniformLike" || op == "RandomNormalLike" || op == "Bernoulli") {
     const DType d = attr_dtype(n, "dtype");
     all(d != DType::Undefined ? d : input(0));
+  } else if (op == "StringNormalizer" || op == "StringConcat") {
+    all(DType::String);
+  } else if (op == "StringSplit") {
+    all(DType::String);
+    if (out.size() > 1) out[1] = DType::Int64;
+  } else if (op == "RegexFullMatch") {
+    all(DType::Bool);
   } else if (op == "Multinomial") {
     const DType d = attr_dtype(n, "dtype");
     all(d != DType::Undefined ? d : DType::Int32);

@@ -18,8 +18,7 @@ namespace {
 
 DType dtype_from_proto(int32_t t, const std::string& what) {
   const DType d = static_cast<DType>(t);
-  if (t == onnx::TensorProto::STRING) throw Error(ErrorCode::Unsupported, what + ": string tensors are not supported");
-  if (t < 0 || t > 16 || !dtype_is_storable(d))
+  if (t < 0 || t > 16 || (!dtype_is_storable(d) && d != DType::String))
     throw Error(ErrorCode::Unsupported, what + ": unsupported data type " + std::to_string(t));
   return d;
 }
@@ -137,6 +136,21 @@ Tensor convert(const onnx::TensorProto& p, onnx::TensorProto* take, const std::s
   if (p.has_segment()) throw Error(ErrorCode::Unsupported, what + ": segmented tensors are not supported");
   const DType dtype = dtype_from_proto(p.data_type(), what);
   Shape shape(p.dims().begin(), p.dims().end());
+  if (dtype == DType::String) {
+    if (p.data_location() == onnx::TensorProto::EXTERNAL) bad(what, "string tensors cannot be external data");
+    for (auto d : shape)
+      if (d < 0) bad(what, "negative dimension in " + shape_to_string(shape));
+    std::int64_t numel = 0;
+    try {
+      numel = shape_numel(shape);
+    } catch (const Error& e) {
+      bad(what, e.what());
+    }
+    if (numel != p.string_data_size())
+      bad(what, "holds " + std::to_string(p.string_data_size()) + " strings but its shape " + shape_to_string(shape) +
+                    " needs " + std::to_string(numel));
+    return Tensor::from_strings(std::vector<std::string>(p.string_data().begin(), p.string_data().end()), std::move(shape));
+  }
   for (auto d : shape)
     if (d < 0) bad(what, "negative dimension in " + shape_to_string(shape));
   // Check the declared size against the bytes actually present before allocating, so a hostile
@@ -203,6 +217,10 @@ void tensor_to_proto(const Tensor& t, onnx::TensorProto& p) {
   p.set_data_type(static_cast<int32_t>(t.dtype()));
   p.clear_dims();
   for (auto d : t.shape()) p.add_dims(d);
+  if (t.dtype() == DType::String) {
+    for (const std::string& v : t.strings()) p.add_string_data(v);
+    return;
+  }
   p.set_raw_data(std::string(static_cast<const char*>(t.raw()), t.nbytes()));
 }
 

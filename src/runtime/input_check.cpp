@@ -18,7 +18,7 @@ void check_graph_interface(const Graph& graph) {
   for (ValueId v : graph.inputs()) {
     const ValueInfo& info = graph.value(v);
     const DType elements = info.dtype == DType::Sequence ? info.element_dtype : info.dtype;
-    if (!dtype_is_storable(elements) && !(info.dtype == DType::Sequence && elements == DType::Undefined))
+    if (!dtype_is_storable(elements) && elements != DType::String && !(info.dtype == DType::Sequence && elements == DType::Undefined))
       throw Error(ErrorCode::Unsupported, "graph input '" + info.name + "' has dtype " + dtype_name(elements) +
                                               ", which wpk does not support");
   }
@@ -56,7 +56,7 @@ void check_run_inputs(const Graph& graph, const TensorMap& inputs) {
     }
     if (t.dtype() != info.dtype)
       throw Error(ErrorCode::InvalidArgument, where + " must be " + dtype_name(info.dtype) + ", got " + dtype_name(t.dtype()));
-    if (t.raw() == nullptr && t.numel() != 0) throw Error(ErrorCode::InvalidArgument, where + " has no data");
+    if (t.raw() == nullptr && t.numel() != 0 && t.dtype() != DType::String) throw Error(ErrorCode::InvalidArgument, where + " has no data");
     if (!info.dims) continue;
     const DimList& dims = *info.dims;
     const std::string want = dims_to_string(dims);

@@ -5,6 +5,7 @@
 #include <type_traits>
 
 #include "backends/reference/elementwise_util.hpp"
+#include "backends/reference/misc_internal.hpp"
 
 namespace wpk::reference {
 namespace {
@@ -177,7 +178,10 @@ void compare(KernelContext& ctx, bool allow_bool, Op op) {
   });
 }
 
-void equal(KernelContext& ctx) { compare(ctx, true, [](auto a, auto b) { return a == b; }); }
+void equal(KernelContext& ctx) {
+  if (equal_if_strings(ctx)) return;
+  compare(ctx, true, [](auto a, auto b) { return a == b; });
+}
 void less(KernelContext& ctx) { compare(ctx, false, [](auto a, auto b) { return a < b; }); }
 void less_equal(KernelContext& ctx) { compare(ctx, false, [](auto a, auto b) { return a <= b; }); }
 void greater(KernelContext& ctx) { compare(ctx, false, [](auto a, auto b) { return a > b; }); }

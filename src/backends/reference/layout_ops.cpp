@@ -286,8 +286,15 @@ void center_crop_pad(KernelContext& ctx) {
 
 void constant(KernelContext& ctx) {
   const Node& node = ctx.node();
-  for (const char* unsupported : {"sparse_value", "value_string", "value_strings"})
-    if (node.has_attr(unsupported)) ctx.fail(ErrorCode::Unsupported, std::string("attribute '") + unsupported + "' is not supported");
+  if (node.has_attr("sparse_value")) ctx.fail(ErrorCode::Unsupported, "attribute 'sparse_value' is not supported");
+  if (const Attribute* s = node.find_attr("value_string")) {
+    ctx.set_output(0, Tensor::from_strings({s->s()}, {}));
+    return;
+  }
+  if (const Attribute* ss = node.find_attr("value_strings")) {
+    ctx.set_output(0, Tensor::from_strings(ss->strings(), {static_cast<std::int64_t>(ss->strings().size())}));
+    return;
+  }
   if (const Attribute* a = node.find_attr("value")) {
     if (a->kind() != Attribute::Kind::Tensor) ctx.fail(ErrorCode::InvalidModel, "attribute 'value' must be a tensor");
     // A private copy: a caller may write into outputs, and the attribute belongs to the graph.

@@ -59,8 +59,7 @@ D cast_value(S v) {
 
 void cast_to(KernelContext& ctx, DType to) {
   const Tensor& x = ctx.input(0);
-  if (to == DType::String || x.dtype() == DType::String)
-    ctx.fail(ErrorCode::Unsupported, "casts to or from string are not supported");
+  if (cast_strings(ctx, to)) return;
   if (!dtype_is_storable(to))
     ctx.fail(ErrorCode::Unsupported, "cast to data type " + std::to_string(static_cast<int>(to)) + " is not supported");
   if (to == x.dtype()) {
@@ -245,6 +244,7 @@ void register_misc(OpTable& t) {
   register_qlinear(t);
   register_random(t);
   register_sequence(t);
+  register_strings(t);
 }
 
 }  // namespace wpk::reference
