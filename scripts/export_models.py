@@ -1,15 +1,15 @@
 #!/usr/bin/python3
 """Exports the models wpk's demo and tests use, from Debian's torch/torchvision, with fixed
 seeds and random weights (no download): ONNX opset 17 with a dynamic batch dimension, plus one
-PyTorch reference input/output pair per model (two for gated_residual, one per branch) in the
-ONNX test-data layout:
+PyTorch reference input/output pair per model (two for gated_residual, one per branch; three
+outputs for ssdlite: boxes, scores, labels) in the ONNX test-data layout:
 
     OUT/<name>.onnx
     OUT/<name>/test_data_set_0/input_0.pb, output_0.pb
 
 Usage: export_models.py OUT_DIR [name ...]
   names: resnet18 resnet50 mobilenet_v2 bert_base densenet121 squeezenet1_1 inception_v3
-         efficientnet_b0 vit_small gpt2_small greedy_decoder gated_residual (default: all)
+         efficientnet_b0 vit_small gpt2_small greedy_decoder gated_residual ssdlite (default: all)
 A model already exported is left alone, so this is cheap to call again.
 """
 import os
@@ -165,6 +165,33 @@ class GatedResidual(torch.nn.Module):
 
 # Exported from TorchScript (torch.jit.script), so Python control flow becomes ONNX control flow.
 SCRIPTED = {"greedy_decoder", "gated_residual"}
+# Models with several outputs: their names, in order (the others have one, "output").
+OUTPUTS = {"ssdlite": ["boxes", "scores", "labels"]}
+
+
+def ssdlite():
+    """SSDlite320 (MobileNetV3-Large) with its post-processing (score threshold, per-class NMS,
+    top detections). Convolutions He-initialised so features neither vanish nor saturate, and a
+    classification head whose scores differ from anchor to anchor: with the default init every
+    score is 1/91 and which tied box comes first is arbitrary. The input is a smooth synthetic
+    image [3, 320, 320]."""
+    model = torchvision.models.detection.ssdlite320_mobilenet_v3_large(weights=None, weights_backbone=None,
+                                                                       num_classes=91)
+    with torch.no_grad():
+        for m in model.backbone.modules():
+            if isinstance(m, torch.nn.Conv2d):
+                torch.nn.init.kaiming_normal_(m.weight, mode="fan_in", nonlinearity="relu")
+        for m in model.head.classification_head.modules():
+            if isinstance(m, torch.nn.Conv2d):
+                m.weight.normal_(0, 0.05)
+                if m.bias is not None:
+                    m.bias.uniform_(-2, 2)
+    model.score_thresh = 0.2
+    model.detections_per_img = 10
+    yy, xx = torch.meshgrid(torch.linspace(0, 1, 320), torch.linspace(0, 1, 320), indexing="ij")
+    image = torch.stack([torch.sin(6 * xx + 3 * yy), torch.cos(5 * yy - 2 * xx), xx * yy]) * 0.5 + 0.5
+    image = image + 0.05 * torch.rand(3, 320, 320, generator=torch.Generator().manual_seed(1))
+    return model, image
 
 
 def randomise_norms(model):
@@ -194,6 +221,9 @@ def build(name):
         randomise_norms(model)
         ids = torch.randint(0, 1000, (1, 32), generator=torch.Generator().manual_seed(1))
         return model, (ids,), ["input_ids"], {"input_ids": {0: "N"}}
+    if name == "ssdlite":
+        model, image = ssdlite()
+        return model, (image,), ["images"], {}
     if name == "greedy_decoder":
         prompt = torch.randint(0, 50, (2, 5), generator=torch.Generator().manual_seed(1))
         return GreedyDecoder(), (prompt, torch.tensor(6)), ["prompt", "steps"], {"prompt": {0: "N", 1: "T"}}
@@ -225,16 +255,18 @@ def build(name):
 
 # Every model is exported by default (scripts/test.sh, CI): about 25 s and 860 MB in all.
 MODELS = ["resnet18", "resnet50", "mobilenet_v2", "bert_base", "densenet121", "squeezenet1_1", "inception_v3",
-          "efficientnet_b0", "vit_small", "gpt2_small", "greedy_decoder", "gated_residual"]
+          "efficientnet_b0", "vit_small", "gpt2_small", "greedy_decoder", "gated_residual", "ssdlite"]
 
 
-def write_data_set(data_dir, inputs, expected):
+def write_data_set(data_dir, inputs, outputs):
     os.makedirs(data_dir, exist_ok=True)
     for i, t in enumerate(inputs):
         with open(os.path.join(data_dir, "input_%d.pb" % i), "wb") as f:
             f.write(numpy_helper.from_array(t.numpy()).SerializeToString())
-    with open(os.path.join(data_dir, "output_0.pb"), "wb") as f:
-        f.write(numpy_helper.from_array(expected.numpy().astype(np.float32)).SerializeToString())
+    for i, t in enumerate(outputs):
+        a = t.numpy()
+        with open(os.path.join(data_dir, "output_%d.pb" % i), "wb") as f:
+            f.write(numpy_helper.from_array(a.astype(np.float32) if a.dtype.kind == "f" else a).SerializeToString())
 
 
 def export(name, out_dir):
@@ -246,16 +278,24 @@ def export(name, out_dir):
     model.eval()
     if name in SCRIPTED:
         model = torch.jit.script(model)
-    with torch.no_grad():
-        expected = model(*inputs)
+    output_names = OUTPUTS.get(name, ["output"])
     tmp = path + ".tmp"
-    torch.onnx.export(model, inputs, tmp, opset_version=17, input_names=input_names, output_names=["output"],
-                      dynamic_axes={**dynamic, "output": {0: "N"}}, do_constant_folding=True)
+    if name in OUTPUTS:  # a detector: a list of images in, a dict per image out
+        with torch.no_grad():
+            found = model(list(inputs))[0]
+        expected = [found[k] for k in output_names]
+        torch.onnx.export(model, (list(inputs),), tmp, opset_version=17, input_names=input_names,
+                          output_names=output_names, do_constant_folding=True)
+    else:
+        with torch.no_grad():
+            expected = [model(*inputs)]
+        torch.onnx.export(model, inputs, tmp, opset_version=17, input_names=input_names, output_names=output_names,
+                          dynamic_axes={**dynamic, "output": {0: "N"}}, do_constant_folding=True)
     onnx.checker.check_model(tmp)
     write_data_set(data_dir, inputs, expected)
     if name == "gated_residual":
         with torch.no_grad():
-            write_data_set(os.path.join(out_dir, name, "test_data_set_1"), (-inputs[0],), model(-inputs[0]))
+            write_data_set(os.path.join(out_dir, name, "test_data_set_1"), (-inputs[0],), [model(-inputs[0])])
     os.replace(tmp, path)  # last, so an interrupted export is redone
     print("exported", path)
 

@@ -109,6 +109,22 @@ TEST_CASE("a model with If matches PyTorch on both branches", "[model][control]"
   check_against_pytorch("gated_residual", "test_data_set_1");
 }
 
+TEST_CASE("an SSDlite detector with its post-processing (NMS, top-k) matches PyTorch", "[model][detection]") {
+  Session s(load(require_model("ssdlite").string()));
+  const fs::path data = models_dir() / "ssdlite" / "test_data_set_0";
+  const TensorMap out = s.run({{s.inputs()[0].name, load_tensor((data / "input_0.pb").string())}});
+  const Tensor boxes = load_tensor((data / "output_0.pb").string());
+  const Tensor scores = load_tensor((data / "output_1.pb").string());
+  const Tensor labels = load_tensor((data / "output_2.pb").string());
+  REQUIRE(boxes.shape() == Shape{10, 4});  // PyTorch found ten detections: there is something to compare
+  REQUIRE(out.at("boxes").shape() == boxes.shape());
+  CHECK(wpk::testing::relative_l2_error(out.at("boxes"), boxes) <= 1e-4);
+  CHECK(wpk::testing::relative_l2_error(out.at("scores"), scores) <= 1e-4);
+  REQUIRE(out.at("labels").shape() == labels.shape());
+  CHECK(std::equal(labels.data<std::int64_t>(), labels.data<std::int64_t>() + labels.numel(),
+                   out.at("labels").data<std::int64_t>()));
+}
+
 TEST_CASE("a dynamic batch dimension runs at any batch size", "[model]") {
   Session s(load(require_model("resnet18").string()));
   const Tensor one = load_tensor((models_dir() / "resnet18" / "test_data_set_0" / "input_0.pb").string());
