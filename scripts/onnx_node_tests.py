@@ -8,7 +8,7 @@ are written; the others belong to Debian's suite or to opsets wpk does not claim
 inputs or outputs are not plain tensors (sequences, maps, optionals) are written too, as
 TensorProto, SequenceProto, MapProto or OptionalProto, so the runner can count them as unsupported.
 
-  python scripts/onnx_node_tests.py OUT [--min-opset 18] [--max-opset 21]
+  python scripts/onnx_node_tests.py OUT [--min-opset 18] [--max-opset 22]
 """
 import argparse
 import os
@@ -41,7 +41,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("out")
     ap.add_argument("--min-opset", type=int, default=18)
-    ap.add_argument("--max-opset", type=int, default=21)
+    ap.add_argument("--max-opset", type=int, default=22)
     args = ap.parse_args()
 
     import onnx

@@ -18,7 +18,7 @@
 
 namespace wpk {
 
-// Loads an ONNX model (opsets 1-21; external weight files resolved next to the model).
+// Loads an ONNX model (opsets 1-22; external weight files resolved next to the model).
 // Throws Error: NotFound, InvalidModel, Unsupported.
 Graph load(const std::string& path);
 // Parses an ONNX model from bytes; `base_dir` resolves external data.

@@ -26,7 +26,7 @@ namespace wpk {
 namespace {
 
 constexpr std::int64_t kMinOpset = 7;
-constexpr std::int64_t kMaxOpset = 21;
+constexpr std::int64_t kMaxOpset = 22;
 
 // Checks the path, then parses the file straight from disk: no copy of the bytes is held next to
 // the parsed message, which keeps a large model's load peak near one copy of its weights.

@@ -1,4 +1,4 @@
-// Loop (opset 1-21) and Scan (opset 8 without sequence_lens, 9-21): the body runs once per
+// Loop and Scan (opset 8 without sequence_lens, and 9 on): the body runs once per
 // iteration on the carried values; per-iteration outputs are stacked into the scan outputs.
 #include <cstring>
 #include <optional>

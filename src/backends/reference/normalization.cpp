@@ -308,6 +308,34 @@ void mean_variance_norm(KernelContext& ctx) {
   });
 }
 
+// x divided by its L1 (p = 1) or L2 (p = 2) norm along one axis; where the norm is 0 (x is all
+// zeros there) the output is 0, as the ONNX test data has it.
+void lp_normalization(KernelContext& ctx) {
+  const Tensor& x = ctx.input(0);
+  check_float(ctx, x, "input");
+  const std::int64_t p = ctx.node().attr_int("p", 2);
+  if (p != 1 && p != 2) ctx.fail(ErrorCode::InvalidModel, "p must be 1 or 2, got " + std::to_string(p));
+  const int axis = normalize_axis(ctx.node().attr_int("axis", -1), x.rank(), ctx);
+  std::int64_t outer = 1, len = 1, inner = 1;
+  for (int d = 0; d < x.rank(); ++d) (d < axis ? outer : d == axis ? len : inner) *= x.shape()[d];
+  Tensor& y = ctx.allocate_output(0, x.dtype(), x.shape());
+  float_kernel(ctx, x, y, [&](const auto* px, auto* py) {
+    using T = ElemOf<decltype(px)>;
+    for (std::int64_t o = 0; o < outer; ++o)
+      for (std::int64_t i = 0; i < inner; ++i) {
+        const std::int64_t base = o * len * inner + i;
+        double norm = 0;
+        for (std::int64_t k = 0; k < len; ++k) {
+          const double v = static_cast<double>(px[base + k * inner]);
+          norm += p == 1 ? std::abs(v) : v * v;
+        }
+        if (p == 2) norm = std::sqrt(norm);
+        for (std::int64_t k = 0; k < len; ++k)
+          py[base + k * inner] = norm == 0 ? T(0) : static_cast<T>(static_cast<double>(px[base + k * inner]) / norm);
+      }
+  });
+}
+
 }  // namespace
 
 void register_normalization(OpTable& t) {
@@ -317,6 +345,7 @@ void register_normalization(OpTable& t) {
   t.add("GroupNormalization", {group_norm, 3, 3, 18});
   t.add("LRN", {lrn, 1, 1, 1});
   t.add("MeanVarianceNormalization", {mean_variance_norm, 1, 1, 9});
+  t.add("LpNormalization", {lp_normalization, 1, 1, 1});
 }
 
 }  // namespace wpk::reference
