@@ -96,6 +96,8 @@ std::vector<DType> rule(const Node& n, const std::vector<DType>& in) {
   } else if (op == "StringSplit") {
     all(DType::String);
     if (out.size() > 1) out[1] = DType::Int64;
+  } else if (op == "TfIdfVectorizer") {
+    all(DType::Float32);
   } else if (op == "RegexFullMatch") {
     all(DType::Bool);
   } else if (op == "Multinomial") {

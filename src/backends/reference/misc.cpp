@@ -245,6 +245,7 @@ void register_misc(OpTable& t) {
   register_random(t);
   register_sequence(t);
   register_strings(t);
+  register_tfidf(t);
 }
 
 }  // namespace wpk::reference

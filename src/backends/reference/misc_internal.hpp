@@ -11,6 +11,7 @@ void register_sampling(OpTable& t);  // sampling.cpp: GridSample, RoiAlign, Det
 void register_qlinear(OpTable& t);   // qlinear.cpp: QLinearMatMul, QLinearConv
 void register_sequence(OpTable& t);  // sequence.cpp: Sequence*, SplitToSequence, ConcatFromSequence, Optional*
 void register_random(OpTable& t);
+void register_tfidf(OpTable& t);     // tfidf.cpp: TfIdfVectorizer
 void register_strings(OpTable& t);   // strings.cpp: StringNormalizer, StringConcat, StringSplit, RegexFullMatch
 // strings.cpp: Cast when either side is string, Equal of strings; false when not theirs.
 bool cast_strings(KernelContext& ctx, DType to);
