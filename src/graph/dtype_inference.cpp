@@ -21,7 +21,7 @@ const std::set<std::string>& same_as_input0() {
       "Sigmoid", "Sign", "Sin", "Sinh", "Slice", "Softmax", "SoftmaxCrossEntropyLoss", "Softplus", "Softsign",
       "SpaceToDepth", "Split", "Sqrt", "Squeeze", "Sub", "Sum", "Tan", "Tanh", "ThresholdedRelu", "Tile", "Transpose",
       "Trilu", "Unsqueeze", "Upsample", "Range", "BitShift", "BitwiseAnd", "BitwiseOr", "BitwiseXor", "BitwiseNot",
-      "Gelu", "CenterCropPad", "Col2Im", "GroupNormalization", "AffineGrid", "DFT", "Mish", "LpNormalization"};
+      "Gelu", "CenterCropPad", "Col2Im", "GroupNormalization", "AffineGrid", "DFT", "Mish", "LpNormalization", "DeformConv"};
   return ops;
 }
 

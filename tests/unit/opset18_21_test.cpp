@@ -98,6 +98,35 @@ TEST_CASE("opset 20 Gelu is fused like the exported formula", "[opset20]") {
   expect_error([&] { run_one(bad, "x", x); }, ErrorCode::InvalidModel, {"approximate"});
 }
 
+TEST_CASE("DeformConv with zero offsets is the plain convolution; offsets move the taps", "[opset19]") {
+  // x 1x2x4x4, W 3x2x3x3, pads 1, stride 1: 16 output positions, 9 taps.
+  std::vector<float> xs(32), ws(54);
+  for (std::size_t i = 0; i < xs.size(); ++i) xs[i] = static_cast<float>((i * 7) % 11) - 5;
+  for (std::size_t i = 0; i < ws.size(); ++i) ws[i] = static_cast<float>((i * 5) % 9) / 4 - 1;
+  auto model = [&](const char* op) {
+    OnnxModelBuilder b(19);
+    b.input("x", {1, 2, 4, 4}).input("offset", {1, 18, 4, 4}).output("y", {1, 3, 4, 4});
+    b.float_initializer("w", {3, 2, 3, 3}, ws);
+    if (std::string(op) == "Conv") b.node("Conv", {"x", "w"}, {"y"});
+    else b.node("DeformConv", {"x", "w", "offset"}, {"y"});
+    b.attr("pads", std::vector<long>{1, 1, 1, 1});
+    return b;
+  };
+  const Tensor x = Tensor::from_vector(xs, {1, 2, 4, 4});
+  Tensor offset = Tensor::zeros(DType::Float32, {1, 18, 4, 4});
+  Session conv(load_from_bytes(model("Conv").bytes())), deform(load_from_bytes(model("DeformConv").bytes()));
+  const Tensor want = conv.run({{"x", x}, {"offset", offset}}).at("y");
+  CHECK(wpk::testing::compare_allclose(deform.run({{"x", x}, {"offset", offset}}).at("y"), want, 1e-5, 1e-5).empty());
+  // Every tap moved one row down reads what the conv reads one output row further down.
+  for (std::int64_t tap = 0; tap < 9; ++tap)
+    for (std::int64_t p = 0; p < 16; ++p) offset.data<float>()[(tap * 2) * 16 + p] = 1.0f;
+  const Tensor moved = deform.run({{"x", x}, {"offset", offset}}).at("y");
+  for (std::int64_t o = 0; o < 3; ++o)
+    for (std::int64_t i = 0; i < 3; ++i)
+      for (std::int64_t j = 0; j < 4; ++j)
+        CHECK(moved.data<float>()[(o * 4 + i) * 4 + j] == Approx(want.data<float>()[(o * 4 + i + 1) * 4 + j]).margin(1e-4));
+}
+
 TEST_CASE("hostile sizes in the new ops are errors before any allocation", "[opset20][errors]") {
   OnnxModelBuilder grid(20);
   grid.input("theta", {1, 2, 3}).output("g", {1, 1, 1, 2});

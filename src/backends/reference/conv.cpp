@@ -352,6 +352,7 @@ void register_conv(OpTable& t) {
   t.add("ConvInteger", {conv_integer, 2, 4, 10});
   t.add("ConvTranspose", {conv_transpose, 2, 3, 1});
   t.add("Col2Im", {col2im, 3, 3, 18});
+  register_deform_conv(t);
 }
 
 }  // namespace wpk::reference

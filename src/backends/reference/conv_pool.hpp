@@ -9,6 +9,7 @@
 namespace wpk::reference {
 
 void register_conv(OpTable& t);  // conv.cpp
+void register_deform_conv(OpTable& t);  // deform_conv.cpp
 void register_pool(OpTable& t);  // pool.cpp
 
 // Window attributes (kernel, strides, dilations, pads) beyond this are rejected so index
