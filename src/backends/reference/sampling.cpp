@@ -1,5 +1,5 @@
 // Sampling at fractional positions and a small linear-algebra op: GridSample (opset 16, 4-D;
-// opset 20's mode names), AffineGrid (opset 20), RoiAlign (opset 10 and 16) and Det (opset 11).
+// opset 20's mode names and 5-D input), AffineGrid (opset 20), RoiAlign (opset 10 and 16) and Det (opset 11).
 //
 // GridSample follows the semantics the ONNX test data was generated with (PyTorch's
 // grid_sample): bilinear and nearest apply the padding mode to the sampling coordinate, bicubic
@@ -142,11 +142,75 @@ void grid_sample_typed(KernelContext& ctx, const Tensor& x, const Tensor& grid, 
     }
 }
 
+// Opset 20's volumetric form: x [N, C, D, H, W], grid [N, oD, oH, oW, 3] holding (x, y, z);
+// nearest or trilinear (taps outside the volume read 0 after the padding mode).
+template <typename T>
+void grid_sample_3d_typed(KernelContext& ctx, const Tensor& x, const Tensor& grid, int mode, Padding padding,
+                          bool align) {
+  const std::int64_t n = x.shape()[0], c = x.shape()[1], d = x.shape()[2], h = x.shape()[3], w = x.shape()[4];
+  const std::int64_t od = grid.shape()[1], oh = grid.shape()[2], ow = grid.shape()[3];
+  Tensor& y = ctx.allocate_output(0, x.dtype(), {n, c, od, oh, ow});
+  const T* px = x.data<T>();
+  const T* pg = grid.data<T>();
+  T* py = y.data<T>();
+  const GridAxis ax{w, align, padding}, ay{h, align, padding}, az{d, align, padding};
+  const std::int64_t out = od * oh * ow;
+  for (std::int64_t b = 0; b < n; ++b)
+    for (std::int64_t i = 0; i < out; ++i) {
+      const T* g = pg + (b * out + i) * 3;
+      const double fx = ax.pad(ax.unnormalize(static_cast<double>(g[0])));
+      const double fy = ay.pad(ay.unnormalize(static_cast<double>(g[1])));
+      const double fz = az.pad(az.unnormalize(static_cast<double>(g[2])));
+      for (std::int64_t ch = 0; ch < c; ++ch) {
+        const T* vol = px + (b * c + ch) * d * h * w;
+        auto at = [&](std::int64_t z, std::int64_t yy, std::int64_t xx) {
+          if (z < 0 || z >= d || yy < 0 || yy >= h || xx < 0 || xx >= w) return 0.0;
+          return static_cast<double>(vol[(z * h + yy) * w + xx]);
+        };
+        double v = 0.0;
+        if (!(std::fabs(fx) < 1e15 && std::fabs(fy) < 1e15 && std::fabs(fz) < 1e15)) {
+          v = 0.0;
+        } else if (mode == 1) {
+          v = at(static_cast<std::int64_t>(std::nearbyint(fz)), static_cast<std::int64_t>(std::nearbyint(fy)),
+                 static_cast<std::int64_t>(std::nearbyint(fx)));
+        } else {
+          const double x0 = std::floor(fx), y0 = std::floor(fy), z0 = std::floor(fz);
+          const double lx = fx - x0, ly = fy - y0, lz = fz - z0;
+          for (int k = 0; k < 8; ++k) {
+            const int dz = k >> 2, dy = (k >> 1) & 1, dx = k & 1;
+            const double weight = (dz ? lz : 1 - lz) * (dy ? ly : 1 - ly) * (dx ? lx : 1 - lx);
+            v += weight * at(static_cast<std::int64_t>(z0) + dz, static_cast<std::int64_t>(y0) + dy, static_cast<std::int64_t>(x0) + dx);
+          }
+        }
+        py[(b * c + ch) * out + i] = static_cast<T>(v);
+      }
+    }
+}
+
 void grid_sample(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
   const Tensor& grid = ctx.input(1);
+  if (x.rank() == 5 && ctx.opset() >= 20) {
+    if (grid.rank() != 5 || grid.shape()[0] != x.shape()[0] || grid.shape()[4] != 3)
+      ctx.fail(ErrorCode::InvalidArgument, "grid must be [N, D_out, H_out, W_out, 3] with N = " + std::to_string(x.shape()[0]) +
+                                               ", got " + shape_to_string(grid.shape()));
+    if (grid.dtype() != x.dtype()) ctx.fail(ErrorCode::Unsupported, "grid and input must have the same dtype");
+    const std::string mode_s = ctx.node().attr_string("mode", "linear");
+    if (mode_s != "linear" && mode_s != "nearest")
+      ctx.fail(ErrorCode::Unsupported, "mode '" + mode_s + "' is not supported for volumetric input (linear and nearest are)");
+    const std::string pad_s = ctx.node().attr_string("padding_mode", "zeros");
+    const Padding padding = pad_s == "border" ? Padding::Border : pad_s == "reflection" ? Padding::Reflection : Padding::Zeros;
+    if (pad_s != "zeros" && pad_s != "border" && pad_s != "reflection")
+      ctx.fail(ErrorCode::InvalidModel, "unknown padding_mode '" + pad_s + "'");
+    require_output_fits(ctx, {x.shape()[0], x.shape()[1], grid.shape()[1], grid.shape()[2], grid.shape()[3]});
+    dispatch_float(x.dtype(), ctx, [&](auto tag) {
+      grid_sample_3d_typed<typename decltype(tag)::type>(ctx, x, grid, mode_s == "nearest" ? 1 : 0, padding,
+                                                          ctx.node().attr_int("align_corners", 0) != 0);
+    });
+    return;
+  }
   if (x.rank() != 4)
-    ctx.fail(ErrorCode::Unsupported, "only 4-D input is supported, got shape " + shape_to_string(x.shape()));
+    ctx.fail(ErrorCode::Unsupported, "only 4-D (and from opset 20 5-D) input is supported, got shape " + shape_to_string(x.shape()));
   if (grid.rank() != 4 || grid.shape()[0] != x.shape()[0] || grid.shape()[3] != 2)
     ctx.fail(ErrorCode::InvalidArgument, "grid must be [N, H_out, W_out, 2] with N = " +
                                              std::to_string(x.shape()[0]) + ", got " + shape_to_string(grid.shape()));
