@@ -147,7 +147,9 @@ class Session {
   const std::vector<ValueInfo>& inputs() const;
   const std::vector<ValueInfo>& outputs() const;  // in model order
   // The optimized graph this session runs. Weights a backend keeps packed in its own layout are
-  // no longer held by it (initializer() returns nullptr for them) unless tuning is on.
+  // no longer held by it (initializer() returns nullptr for them) unless tuning is on, and the
+  // bodies of If, Loop and Scan nodes keep their inputs and outputs only (each runs as a session
+  // of its own).
   const Graph& graph() const;
 
  private:

@@ -1,5 +1,6 @@
 #include "graph/subgraph.hpp"
 
+#include <memory>
 #include <string>
 
 namespace wpk {
@@ -64,6 +65,31 @@ std::string control_flow_signature_problem(const Node& n, std::int64_t opset) {
     return "";
   }
   return "not a control-flow op";
+}
+
+int strip_bodies(Graph& g) {
+  int stripped = 0;
+  for (Node& n : g.mutable_nodes())
+    for (auto& [name, attr] : n.attributes) {
+      if (attr.kind() != Attribute::Kind::Graph) continue;
+      const Graph& body = attr.g();
+      auto signature = std::make_shared<Graph>();
+      signature->set_name(body.name());
+      signature->set_opset(body.opset());
+      for (ValueId v : body.inputs()) {
+        const ValueInfo& info = body.value(v);
+        signature->add_input(info.name, info.dtype, {});
+        signature->mutable_value(signature->inputs().back()) = info;
+      }
+      for (ValueId v : body.outputs()) {
+        const ValueInfo& info = body.value(v);
+        if (signature->find_value(info.name) == kNoValue) signature->add_value(info);
+        signature->add_output(info.name);
+      }
+      attr = Attribute(std::shared_ptr<const Graph>(std::move(signature)));
+      ++stripped;
+    }
+  return stripped;
 }
 
 }  // namespace wpk

@@ -8,6 +8,7 @@
 #include "core/page_memory.hpp"
 #include "graph/passes/pass.hpp"
 #include "graph/shape_limits.hpp"
+#include "graph/subgraph.hpp"
 #include "runtime/arena_pool.hpp"
 #include "runtime/cache_key.hpp"
 #include "runtime/control_flow.hpp"
@@ -201,6 +202,8 @@ Session::Session(Graph graph, SessionOptions options, const std::vector<const Ba
     impl_->plan = std::make_unique<ExecutionPlan>(impl_->graph, backends, plan);
   });
   impl_->load.prepare_ms = us_since(t_prepare) / 1000;
+  // The control-flow kernels hold their bodies as sessions now: the graph keeps the signatures.
+  strip_bodies(impl_->graph);
   impl_->load.compile_ms = impl_->plan->compile_seconds() * 1000;
   logger().debug("freed {:.1f} MiB of weights that kernels keep packed",
                  static_cast<double>(impl_->plan->released_bytes()) / (1 << 20));

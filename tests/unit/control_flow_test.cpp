@@ -97,6 +97,16 @@ TEST_CASE("Loop carries state, stacks scan outputs and stops on its trip count o
   CHECK(values(one.at("acc_final")) == std::vector<float>{1, 10});
   TensorMap none = run(0);
   CHECK(values(none.at("acc_final")) == std::vector<float>{0, 0});
+  // The body runs as a session of its own; the graph keeps its signature only (its weights are
+  // not held twice).
+  for (const Node& n : s.graph().nodes())
+    if (n.op_type == "Loop") {
+      const Graph& body = n.find_attr("body")->g();
+      CHECK(body.nodes().empty());
+      CHECK(body.initializers().empty());
+      CHECK(body.inputs().size() == 4);  // i, cond, acc and the captured x/2
+      CHECK(body.outputs().size() == 3);
+    }
   CHECK(none.at("trace").shape().at(0) == 0);
   // x/2 is read from the main graph at each iteration.
   TensorMap moved = s.run({{"n", Tensor::scalar<std::int64_t>(1)}, {"x", Tensor::from_vector<float>({4, 2}, {2})}});
