@@ -8,7 +8,7 @@ build_dir=${1:-build}
 
 packages=(build-essential cmake ccache pkg-config
   libdnnl-dev ocl-icd-opencl-dev libeigen3-dev libspdlog-dev catch2 libprotobuf-dev protobuf-compiler
-  libonnx-dev libonnx-testdata python3-torch python3-torchvision python3-onnx python3-numpy
+  libonnx-dev libonnx-testdata python3-torch python3-torchvision python3-onnx python3-numpy python3-venv
   libcpp-httplib-dev nlohmann-json3-dev curl)
 scripts/install_packages.sh "${packages[@]}"
 
