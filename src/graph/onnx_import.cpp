@@ -356,12 +356,13 @@ Graph load_from_bytes(const std::string& bytes, const std::string& base_dir) {
   }
 }
 
-Graph load(const std::string& path) {
-  const std::string dir = std::filesystem::path(path).parent_path().string();
+namespace {
+
+// Runs `read`, putting the file's path in front of any error's message.
+template <typename Read>
+auto reading(const std::string& path, Read&& read) {
   try {
-    onnx::ModelProto model;
-    parse_file(path, model, "the model");
-    return import_model(model, dir.empty() ? "." : dir);
+    return read();
   } catch (const Error& e) {
     throw Error(e.code(), "'" + path + "': " + e.what());
   } catch (...) {
@@ -369,16 +370,23 @@ Graph load(const std::string& path) {
   }
 }
 
+}  // namespace
+
+Graph load(const std::string& path) {
+  const std::string dir = std::filesystem::path(path).parent_path().string();
+  return reading(path, [&] {
+    onnx::ModelProto model;
+    parse_file(path, model, "the model");
+    return import_model(model, dir.empty() ? "." : dir);
+  });
+}
+
 Tensor load_tensor(const std::string& path) {
-  onnx::TensorProto proto;
-  try {
+  return reading(path, [&] {
+    onnx::TensorProto proto;
     parse_file(path, proto, "the tensor file");
     return onnx_import::tensor_from_proto(proto, "", "tensor");
-  } catch (const Error& e) {
-    throw Error(e.code(), "'" + path + "': " + e.what());
-  } catch (...) {
-    rethrow_as_error("'" + path + "': ");
-  }
+  });
 }
 
 namespace {
@@ -395,20 +403,16 @@ Tensor sequence_from_proto(const onnx::SequenceProto& s, DType element_dtype, co
 }  // namespace
 
 Tensor load_sequence(const std::string& path, DType element_dtype) {
-  onnx::SequenceProto proto;
-  try {
+  return reading(path, [&] {
+    onnx::SequenceProto proto;
     parse_file(path, proto, "the sequence file");
     return sequence_from_proto(proto, element_dtype, "sequence");
-  } catch (const Error& e) {
-    throw Error(e.code(), "'" + path + "': " + e.what());
-  } catch (...) {
-    rethrow_as_error("'" + path + "': ");
-  }
+  });
 }
 
 Tensor load_optional(const std::string& path, DType element_dtype) {
-  onnx::OptionalProto proto;
-  try {
+  return reading(path, [&] {
+    onnx::OptionalProto proto;
     parse_file(path, proto, "the optional file");
     if (proto.has_tensor_value()) return onnx_import::tensor_from_proto(proto.tensor_value(), "", "optional");
     if (proto.has_sequence_value()) return sequence_from_proto(proto.sequence_value(), element_dtype, "optional");
@@ -416,11 +420,7 @@ Tensor load_optional(const std::string& path, DType element_dtype) {
         proto.elem_type() != onnx::OptionalProto::SEQUENCE)
       throw Error(ErrorCode::Unsupported, "only optional tensors and sequences are supported");
     return Tensor::none();
-  } catch (const Error& e) {
-    throw Error(e.code(), "'" + path + "': " + e.what());
-  } catch (...) {
-    rethrow_as_error("'" + path + "': ");
-  }
+  });
 }
 
 Tensor tensor_from_bytes(const std::string& bytes) {

@@ -1,8 +1,9 @@
 // Loop and Scan (opset 8 without sequence_lens, and 9 on): the body runs once per
 // iteration on the carried values; per-iteration outputs are stacked into the scan outputs.
-#include <cstring>
+#include <algorithm>
 #include <optional>
 
+#include "backends/reference/data_movement.hpp"
 #include "graph/subgraph.hpp"
 #include "runtime/control_flow.hpp"
 #include "runtime/run_control.hpp"
@@ -10,45 +11,19 @@
 namespace wpk {
 namespace {
 
-// [outer, len, inner] views of a shape around `axis`, inner in bytes.
-struct AxisView {
-  std::int64_t outer = 1, len = 1;
-  std::size_t inner_bytes = 0;
-};
-
-AxisView view_around(const Shape& shape, int axis, DType dtype) {
-  AxisView v;
-  v.inner_bytes = dtype_size(dtype);
-  for (int d = 0; d < static_cast<int>(shape.size()); ++d) {
-    if (d < axis) v.outer *= shape[d];
-    else if (d == axis) v.len = shape[d];
-    else v.inner_bytes *= static_cast<std::size_t>(shape[d]);
-  }
-  return v;
-}
-
-// t's index `at` along `axis`, the axis removed.
-Tensor slice_axis(const Tensor& t, int axis, std::int64_t at) {
-  Shape shape = t.shape();
-  const AxisView v = view_around(shape, axis, t.dtype());
-  shape.erase(shape.begin() + axis);
-  Tensor out = Tensor::zeros(t.dtype(), shape);
-  const char* src = static_cast<const char*>(t.raw());
-  char* dst = static_cast<char*>(out.raw());
-  for (std::int64_t o = 0; o < v.outer; ++o)
-    std::memcpy(dst + o * v.inner_bytes, src + (o * v.len + at) * v.inner_bytes, v.inner_bytes);
-  return out;
-}
-
-// Equal-shaped parts stacked along a new `axis` (in reverse order when `reverse`) into `out`.
+// Equal-shaped parts stacked along a new `axis` (in reverse order when `reverse`) into `out`:
+// a concatenation of the parts each given a length-1 axis there.
 void stack_into(const std::vector<Tensor>& parts, int axis, bool reverse, Tensor& out) {
-  const std::int64_t n = static_cast<std::int64_t>(parts.size());
-  const AxisView v = view_around(out.shape(), axis, out.dtype());
-  char* dst = static_cast<char*>(out.raw());
-  for (std::int64_t i = 0; i < n; ++i) {
-    const char* src = static_cast<const char*>(parts[static_cast<std::size_t>(reverse ? n - 1 - i : i)].raw());
-    for (std::int64_t o = 0; o < v.outer; ++o) std::memcpy(dst + (o * n + i) * v.inner_bytes, src + o * v.inner_bytes, v.inner_bytes);
+  std::vector<Tensor> viewed;
+  for (const Tensor& t : parts) {
+    Shape v = t.shape();
+    v.insert(v.begin() + axis, 1);
+    viewed.push_back(t.reshaped(std::move(v)));
   }
+  std::vector<const Tensor*> order;
+  for (const Tensor& t : viewed) order.push_back(&t);
+  if (reverse) std::reverse(order.begin(), order.end());
+  reference::concat_into(order, axis, out);
 }
 
 // The per-iteration values of one scan output, checked as they come.
@@ -242,7 +217,7 @@ class ScanKernel : public Kernel {
     if (t.rank() < 1 || t.shape()[0] <= b)
       ctx.fail(ErrorCode::InvalidArgument, std::string(what) + " " + shape_to_string(t.shape()) + " has no batch item " +
                                                std::to_string(b));
-    return slice_axis(t, 0, b);
+    return reference::slab(t, 0, b, 1, false);
   }
 
   // One scan over `inputs` (each along its axis); returns the final states.
@@ -269,7 +244,7 @@ class ScanKernel : public Kernel {
       count_iteration(t, body_, ctx);
       for (std::size_t i = 0; i < states_; ++i) args[i] = states[i];
       for (std::size_t j = 0; j < scan_inputs_; ++j)
-        args[states_ + j] = slice_axis(inputs[j], axes[j], in_reverse_[j] != 0 ? len - 1 - t : t);
+        args[states_ + j] = reference::slab(inputs[j], axes[j], in_reverse_[j] != 0 ? len - 1 - t : t, 1, false);
       std::vector<Tensor> outs = body_.run(args);
       for (std::size_t i = 0; i < states_; ++i) states[i] = std::move(outs[i]);
       for (std::size_t j = 0; j < stacked.size(); ++j) stacked[j].add(std::move(outs[states_ + j]), ctx, elements);

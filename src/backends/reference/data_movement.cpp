@@ -1,6 +1,7 @@
 #include "backends/reference/data_movement.hpp"
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 namespace wpk::reference {
@@ -154,6 +155,38 @@ std::vector<int> normalize_axes(const std::vector<std::int64_t>& axes, int rank,
     seen[n] = true;
     out.push_back(n);
   }
+  return out;
+}
+
+void concat_into(const std::vector<const Tensor*>& parts, int axis, Tensor& out) {
+  const Shape& shape = out.shape();
+  const std::size_t elem = dtype_size(out.dtype());
+  const std::int64_t outer = dims_product(shape, 0, static_cast<std::size_t>(axis));
+  const std::int64_t inner = dims_product(shape, static_cast<std::size_t>(axis) + 1, shape.size());
+  unsigned char* dst = bytes_of(out);
+  for (std::int64_t o = 0; o < outer; ++o)
+    for (const Tensor* t : parts) {
+      const std::size_t chunk = static_cast<std::size_t>(t->shape()[static_cast<std::size_t>(axis)] * inner) * elem;
+      if (chunk == 0) continue;
+      std::memcpy(dst, bytes_of(*t) + o * chunk, chunk);
+      dst += chunk;
+    }
+}
+
+Tensor slab(const Tensor& x, int axis, std::int64_t start, std::int64_t len, bool keep_axis) {
+  Shape shape = x.shape();
+  const std::size_t a = static_cast<std::size_t>(axis);
+  const std::size_t elem = dtype_size(x.dtype());
+  const std::int64_t outer = dims_product(shape, 0, a);
+  const std::size_t inner = static_cast<std::size_t>(dims_product(shape, a + 1, shape.size())) * elem;
+  const std::int64_t full = shape[a];
+  shape[a] = len;
+  if (!keep_axis) shape.erase(shape.begin() + axis);
+  Tensor out = Tensor::zeros(x.dtype(), shape);
+  const unsigned char* src = bytes_of(x);
+  unsigned char* dst = bytes_of(out);
+  const std::size_t bytes = static_cast<std::size_t>(len) * inner;
+  for (std::int64_t o = 0; o < outer; ++o) std::memcpy(dst + o * bytes, src + (o * full + start) * inner, bytes);
   return out;
 }
 

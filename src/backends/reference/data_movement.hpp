@@ -44,6 +44,15 @@ inline void copy_elem(unsigned char* dst, const unsigned char* src) {
 void copy_by_axis_maps(const Tensor& src, Tensor& dst, const std::vector<std::vector<std::int64_t>>& maps,
                        const unsigned char* fill, const KernelContext& ctx);
 
+// `parts` (one dtype; equal shapes but along `axis`) one after another along `axis` into `out`,
+// whose shape is theirs with the lengths along `axis` summed. Concat, ConcatFromSequence and the
+// stacked outputs of Loop and Scan (each part given a length-1 axis) are this copy.
+void concat_into(const std::vector<const Tensor*>& parts, int axis, Tensor& out);
+
+// x's elements [start, start + len) along `axis` as a tensor of its own, the axis kept (length
+// len) or, with keep_axis false and len 1, dropped. SplitToSequence and Scan's slices.
+Tensor slab(const Tensor& x, int axis, std::int64_t start, std::int64_t len, bool keep_axis);
+
 // `src` permuted by `perm` (output axis i is input axis perm[i]) into a new output tensor `out`.
 void transpose_into(const Tensor& src, const std::vector<int>& perm, Tensor& out, const KernelContext& ctx);
 

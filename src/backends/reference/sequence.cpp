@@ -4,9 +4,9 @@
 // A sequence holds its own copies of the tensors put into it (a run's intermediates live in an
 // arena the next steps reuse), and SequenceAt hands out a copy (a later in-place step must not
 // write into an element another step reads).
-#include <cstring>
 
 #include "backends/reference/common.hpp"
+#include "backends/reference/data_movement.hpp"
 #include "backends/reference/misc_internal.hpp"
 
 namespace wpk::reference {
@@ -78,26 +78,6 @@ void sequence_length(KernelContext& ctx) {
   ctx.set_output(0, Tensor::scalar<std::int64_t>(static_cast<std::int64_t>(sequence_input(ctx, 0).elements().size())));
 }
 
-// Copies x's slab [start, start + len) along `axis` into a tensor of its own.
-Tensor slab(const Tensor& x, int axis, std::int64_t start, std::int64_t len, bool keep_axis) {
-  Shape shape = x.shape();
-  std::int64_t outer = 1;
-  std::size_t inner = dtype_size(x.dtype());
-  for (int d = 0; d < x.rank(); ++d) {
-    if (d < axis) outer *= shape[d];
-    if (d > axis) inner *= static_cast<std::size_t>(shape[d]);
-  }
-  const std::int64_t full = shape[axis];
-  shape[axis] = len;
-  if (!keep_axis) shape.erase(shape.begin() + axis);
-  Tensor out = Tensor::zeros(x.dtype(), shape);
-  const char* src = static_cast<const char*>(x.raw());
-  char* dst = static_cast<char*>(out.raw());
-  for (std::int64_t o = 0; o < outer; ++o)
-    std::memcpy(dst + o * len * inner, src + (o * full + start) * inner, static_cast<std::size_t>(len) * inner);
-  return out;
-}
-
 void split_to_sequence(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
   const int axis = normalize_axis(ctx.node().attr_int("axis", 0), x.rank(), ctx);
@@ -139,35 +119,28 @@ void concat_from_sequence(KernelContext& ctx) {
   if (!ctx.node().has_attr("axis")) ctx.fail(ErrorCode::InvalidModel, "attribute 'axis' is required");
   const int rank = items[0].rank();
   const int axis = normalize_axis(ctx.node().attr_int("axis", 0), stack ? rank + 1 : rank, ctx);
-  Shape out = items[0].shape();
-  if (stack) out.insert(out.begin() + axis, 0);
+  // Stacking concatenates the elements each given a length-1 axis.
+  std::vector<Tensor> viewed;
+  for (const Tensor& t : items) {
+    Shape v = t.shape();
+    if (stack) v.insert(v.begin() + axis, 1);
+    viewed.push_back(t.reshaped(v));
+  }
+  Shape out = viewed[0].shape();
   out[axis] = 0;  // summed below
-  for (const Tensor& t : items) {
-    Shape want = t.shape();
-    if (stack) want.insert(want.begin() + axis, 0);
-    bool same = static_cast<int>(want.size()) == static_cast<int>(out.size());
-    for (std::size_t d = 0; same && d < want.size(); ++d) same = static_cast<int>(d) == axis || want[d] == out[d];
+  std::vector<const Tensor*> parts;
+  for (std::size_t i = 0; i < viewed.size(); ++i) {
+    const Shape& v = viewed[i].shape();
+    bool same = v.size() == out.size();
+    for (std::size_t d = 0; same && d < v.size(); ++d) same = static_cast<int>(d) == axis || v[d] == out[d];
     if (!same)
-      ctx.fail(ErrorCode::InvalidArgument, "elements " + shape_to_string(items[0].shape()) + " and " + shape_to_string(t.shape()) +
-                                               " do not fit together along axis " + std::to_string(axis));
-    out[axis] += stack ? 1 : t.shape()[axis];
+      ctx.fail(ErrorCode::InvalidArgument, "elements " + shape_to_string(items[0].shape()) + " and " +
+                                               shape_to_string(items[i].shape()) + " do not fit together along axis " +
+                                               std::to_string(axis));
+    out[axis] += v[axis];
+    parts.push_back(&viewed[i]);
   }
-  Tensor& y = ctx.allocate_output(0, s.element_dtype(), out);
-  std::int64_t outer = 1;
-  std::size_t inner = dtype_size(y.dtype());
-  for (int d = 0; d < y.rank(); ++d) {
-    if (d < axis) outer *= out[d];
-    if (d > axis) inner *= static_cast<std::size_t>(out[d]);
-  }
-  char* dst = static_cast<char*>(y.raw());
-  std::int64_t offset = 0;
-  for (const Tensor& t : items) {
-    const std::int64_t len = stack ? 1 : t.shape()[axis];
-    const char* src = static_cast<const char*>(t.raw());
-    for (std::int64_t o = 0; o < outer; ++o)
-      std::memcpy(dst + (o * out[axis] + offset) * inner, src + o * len * inner, static_cast<std::size_t>(len) * inner);
-    offset += len;
-  }
+  concat_into(parts, axis, ctx.allocate_output(0, s.element_dtype(), out));
 }
 
 // An optional with the input's value, or none without an input.

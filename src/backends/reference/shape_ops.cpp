@@ -156,20 +156,9 @@ void concat(KernelContext& ctx) {
     if (__builtin_add_overflow(out[axis], t.shape()[axis], &out[axis]))
       ctx.fail(ErrorCode::InvalidArgument, "concatenated dimension is too large");
   }
-  Tensor& y = ctx.allocate_output(0, first.dtype(), out);
-  const std::size_t elem = dtype_size(first.dtype());
-  const std::int64_t outer = dims_product(out, 0, axis);
-  const std::int64_t inner = dims_product(out, axis + 1, out.size());
-  unsigned char* dst = bytes_of(y);
-  for (std::int64_t o = 0; o < outer; ++o) {
-    for (std::size_t i = 0; i < ctx.num_inputs(); ++i) {
-      const Tensor& t = ctx.input(i);
-      const std::size_t chunk = static_cast<std::size_t>(t.shape()[axis] * inner) * elem;
-      if (chunk == 0) continue;
-      std::memcpy(dst, bytes_of(t) + o * chunk, chunk);
-      dst += chunk;
-    }
-  }
+  std::vector<const Tensor*> parts;
+  for (std::size_t i = 0; i < ctx.num_inputs(); ++i) parts.push_back(&ctx.input(i));
+  concat_into(parts, axis, ctx.allocate_output(0, first.dtype(), out));
 }
 
 void split(KernelContext& ctx) {
