@@ -67,8 +67,7 @@ std::string control_flow_signature_problem(const Node& n, std::int64_t opset) {
   return "not a control-flow op";
 }
 
-int strip_bodies(Graph& g) {
-  int stripped = 0;
+void strip_bodies(Graph& g) {
   for (Node& n : g.mutable_nodes())
     for (auto& [name, attr] : n.attributes) {
       if (attr.kind() != Attribute::Kind::Graph) continue;
@@ -87,9 +86,7 @@ int strip_bodies(Graph& g) {
         signature->add_output(info.name);
       }
       attr = Attribute(std::shared_ptr<const Graph>(std::move(signature)));
-      ++stripped;
     }
-  return stripped;
 }
 
 }  // namespace wpk

@@ -31,7 +31,7 @@ std::string control_flow_signature_problem(const Node& n, std::int64_t opset);
 
 // Once their kernels hold the bodies as sessions of their own: replaces every Graph attribute of
 // `g`'s nodes by its signature alone (inputs and outputs, no nodes or initializers), so a body's
-// weights are not held twice. Returns how many bodies it stripped.
-int strip_bodies(Graph& g);
+// weights are not held twice.
+void strip_bodies(Graph& g);
 
 }  // namespace wpk

@@ -59,10 +59,7 @@ Body::Body(const Node& node, const char* attribute) : where_(node_label(node) + 
   if (!a || a->kind() != Attribute::Kind::Graph)
     throw Error(ErrorCode::InvalidModel, node_label(node) + "attribute '" + attribute + "' (a graph) is required");
   const Graph& g = a->g();
-  for (ValueId v : g.inputs()) {
-    input_names_.push_back(g.value(v).name);
-    input_dtypes_.push_back(g.value(v).dtype);
-  }
+  for (ValueId v : g.inputs()) input_names_.push_back(g.value(v).name);
   for (ValueId v : g.outputs()) {
     output_names_.push_back(g.value(v).name);
     output_dtypes_.push_back(g.value(v).dtype);

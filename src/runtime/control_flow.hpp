@@ -40,9 +40,7 @@ class BodyOptionsScope {
 class Body {
  public:
   Body(const Node& node, const char* attribute);
-  std::size_t input_count() const { return input_names_.size(); }
   std::size_t output_count() const { return output_names_.size(); }
-  DType input_dtype(std::size_t i) const { return input_dtypes_[i]; }
   DType output_dtype(std::size_t i) const { return output_dtypes_[i]; }
   // Runs the body on `args` (one per input, in order) and returns its outputs in order.
   std::vector<Tensor> run(const std::vector<Tensor>& args) const;
@@ -51,7 +49,6 @@ class Body {
  private:
   std::string where_;  // "node 'x' (Loop) body: "
   std::vector<std::string> input_names_;
-  std::vector<DType> input_dtypes_;
   std::vector<bool> input_used_;  // false for inputs the optimized body no longer reads
   std::vector<std::string> output_names_;
   std::vector<DType> output_dtypes_;

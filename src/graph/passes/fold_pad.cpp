@@ -12,7 +12,7 @@ namespace wpk::passes {
 namespace {
 
 // The pads of a constant-mode, zero-value Pad ([x1_begin, x2_begin, ..., x1_end, ...]), when
-// known and none negative; nullopt otherwise.
+// known and none negative (constant_pad_amounts declines a Pad of named axes); nullopt otherwise.
 std::optional<std::vector<std::int64_t>> zero_pads(const Node& n, const Graph& g) {
   if (n.inputs.empty() || n.inputs[0] == kNoValue || n.attr_string("mode", "constant") != "constant") return std::nullopt;
   auto pads = constant_pad_amounts(n, g);
@@ -24,7 +24,6 @@ std::optional<std::vector<std::int64_t>> zero_pads(const Node& n, const Graph& g
       const Tensor* v = g.initializer(n.inputs[2]);
       if (!v || v->numel() != 1 || v->dtype() != DType::Float32 || v->data<float>()[0] != 0.0f) return std::nullopt;
     }
-    if (n.inputs.size() > 3 && n.inputs[3] != kNoValue) return std::nullopt;  // axes (opset 18)
   }
   if (pads->empty() || pads->size() % 2 != 0) return std::nullopt;
   for (std::int64_t p : *pads)
