@@ -199,6 +199,9 @@ class Lowering {
       if (loops_[i].reduction)
         throw std::invalid_argument(name + ": reduction loop '" + loops_[i].var->name +
                                     "' lies inside the register tile; reduction loops must be contiguous");
+      if (loops_[i].kind == LoopKind::GpuBlock || loops_[i].kind == LoopKind::GpuThread)
+        throw std::invalid_argument(name + ": '" + loops_[i].var->name +
+                                    "' is bound to CUDA blocks or threads but lies inside a reduction");
       if (loops_[i].kind != LoopKind::Unrolled && loops_[i].kind != LoopKind::Vectorized)
         throw std::invalid_argument(name + ": '" + loops_[i].var->name +
                                     "' is in the register tile (inside the reductions) but neither unrolled nor vectorized");
@@ -212,6 +215,11 @@ class Lowering {
         throw std::invalid_argument(name + ": reduction loop '" + l.var->name + "' cannot be vectorized");
       if (l.kind == LoopKind::Parallel && (++parallel > 1 || i >= first_reduction_))
         throw std::invalid_argument(name + ": one parallel loop, outside the reductions ('" + l.var->name + "')");
+      const bool gpu = l.kind == LoopKind::GpuBlock || l.kind == LoopKind::GpuThread;
+      if (gpu && (i >= first_reduction_ || l.var->dynamic()))
+        throw std::invalid_argument(name + ": '" + l.var->name + "' is bound to CUDA " +
+                                    (l.kind == LoopKind::GpuBlock ? "blocks" : "threads") +
+                                    " but lies inside a reduction or has a dynamic extent");
       if ((l.kind == LoopKind::Unrolled || l.kind == LoopKind::Vectorized) && l.var->dynamic())
         throw std::invalid_argument(name + ": '" + l.var->name + "' has a dynamic extent and cannot be written out");
       if ((l.kind == LoopKind::Unrolled || l.kind == LoopKind::Vectorized) && l.var->extent > 64)
@@ -242,7 +250,7 @@ void dump_into(const StmtPtr& s, int depth, std::string& out) {
       for (const StmtPtr& b : s->body) dump_into(b, depth, out);
       return;
     case StmtKind::For: {
-      static const char* kinds[] = {"", " parallel", " unrolled", " vectorized"};
+      static const char* kinds[] = {"", " parallel", " unrolled", " vectorized", " blocks", " threads"};
       const std::string bound = s->dynamic ? "ceil(" + s->dynamic->name + " / " + std::to_string(s->divisor) + ")"
                                            : std::to_string(s->extent);
       out += pad + "for " + s->var->name + " < " + bound + kinds[static_cast<int>(s->loop)] + "\n";

@@ -136,6 +136,8 @@ std::string Schedule::describe() const {
       case LoopKind::Parallel: s += "(par)"; break;
       case LoopKind::Unrolled: s += "(unroll)"; break;
       case LoopKind::Vectorized: s += "(vec)"; break;
+      case LoopKind::GpuBlock: s += "(block)"; break;
+      case LoopKind::GpuThread: s += "(thread)"; break;
       case LoopKind::Serial: break;
     }
   }

@@ -9,6 +9,9 @@
 //   vectorize(v)   v (the innermost loop) computed in SIMD vectors of the target, the last one
 //                  masked when the extent is not a multiple of the vector length
 //   unroll(v)      v's iterations written out one after another
+//   bind_block(v), bind_thread(v)
+//                  v's iterations are a CUDA kernel's blocks or a block's threads (outside
+//                  every reduction loop; the CUDA printer only)
 //   pack(b, v)     input b is read from a packed copy: the dimension of b that v (already split by
 //                  f) indexes becomes panels of f, the panel index first and the f elements last,
 //                  the last panel zero-filled (pack_input makes the copy, once for a constant)
@@ -25,7 +28,9 @@
 
 namespace wpk::codegen {
 
-enum class LoopKind { Serial, Parallel, Unrolled, Vectorized };
+// GpuBlock and GpuThread loops are a CUDA kernel's grid and thread block (cuda_printer.hpp): every
+// iteration runs at once, one per block or per thread; the C++ printer refuses them.
+enum class LoopKind { Serial, Parallel, Unrolled, Vectorized, GpuBlock, GpuThread };
 
 struct Loop {
   Var var;
@@ -53,6 +58,8 @@ class Schedule {
   void parallel(const Var& v) { kind(v, LoopKind::Parallel); }
   void vectorize(const Var& v) { kind(v, LoopKind::Vectorized); }
   void unroll(const Var& v) { kind(v, LoopKind::Unrolled); }
+  void bind_block(const Var& v) { kind(v, LoopKind::GpuBlock); }
+  void bind_thread(const Var& v) { kind(v, LoopKind::GpuThread); }
   void pack(const Buffer& b, const Var& v);
 
   const Compute& compute() const { return compute_; }

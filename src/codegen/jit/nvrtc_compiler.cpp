@@ -1,0 +1,147 @@
+#include "codegen/jit/nvrtc_compiler.hpp"
+
+#include <dlfcn.h>
+
+#include <cstdlib>
+#include <mutex>
+#include <regex>
+#include <stdexcept>
+
+namespace wpk::codegen {
+
+// The few NVRTC entry points wpk calls, declared here (their C signatures are stable across
+// releases) so that building needs no CUDA header.
+using nvrtcResult = int;
+using nvrtcProgram = void*;
+struct Nvrtc::Api {
+  void* library = nullptr;
+  const char* (*GetErrorString)(nvrtcResult) = nullptr;
+  nvrtcResult (*Version)(int*, int*) = nullptr;
+  nvrtcResult (*GetNumSupportedArchs)(int*) = nullptr;
+  nvrtcResult (*GetSupportedArchs)(int*) = nullptr;
+  nvrtcResult (*CreateProgram)(nvrtcProgram*, const char*, const char*, int, const char* const*, const char* const*) = nullptr;
+  nvrtcResult (*DestroyProgram)(nvrtcProgram*) = nullptr;
+  nvrtcResult (*CompileProgram)(nvrtcProgram, int, const char* const*) = nullptr;
+  nvrtcResult (*GetProgramLogSize)(nvrtcProgram, std::size_t*) = nullptr;
+  nvrtcResult (*GetProgramLog)(nvrtcProgram, char*) = nullptr;
+  nvrtcResult (*GetCUBINSize)(nvrtcProgram, std::size_t*) = nullptr;
+  nvrtcResult (*GetCUBIN)(nvrtcProgram, char*) = nullptr;
+};
+
+namespace {
+
+void* open_library(std::string& why) {
+  std::vector<std::string> candidates;
+  if (const char* env = std::getenv("WPK_NVRTC"); env && *env) candidates.push_back(env);
+  candidates.insert(candidates.end(), {"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so", "/usr/local/cuda/lib64/libnvrtc.so.13",
+                                       "/usr/local/cuda/lib64/libnvrtc.so.12", "/usr/local/cuda/lib64/libnvrtc.so"});
+  for (const auto& c : candidates)
+    if (void* h = dlopen(c.c_str(), RTLD_NOW | RTLD_LOCAL)) return h;
+  const char* err = dlerror();
+  why = std::string("NVRTC not found (libnvrtc.so.13 on the library path, in /usr/local/cuda/lib64 or $WPK_NVRTC): ") +
+        (err ? err : "");
+  return nullptr;
+}
+
+template <typename F>
+bool bind(void* lib, const char* name, F& f) {
+  f = reinterpret_cast<F>(dlsym(lib, name));
+  return f != nullptr;
+}
+
+const Nvrtc::Api* load(std::string& why) {
+  void* lib = open_library(why);
+  if (!lib) return nullptr;
+  auto* api = new Nvrtc::Api;  // lives as long as the process, like the library
+  api->library = lib;
+  const bool ok = bind(lib, "nvrtcGetErrorString", api->GetErrorString) && bind(lib, "nvrtcVersion", api->Version) &&
+                  bind(lib, "nvrtcGetNumSupportedArchs", api->GetNumSupportedArchs) &&
+                  bind(lib, "nvrtcGetSupportedArchs", api->GetSupportedArchs) &&
+                  bind(lib, "nvrtcCreateProgram", api->CreateProgram) && bind(lib, "nvrtcDestroyProgram", api->DestroyProgram) &&
+                  bind(lib, "nvrtcCompileProgram", api->CompileProgram) &&
+                  bind(lib, "nvrtcGetProgramLogSize", api->GetProgramLogSize) &&
+                  bind(lib, "nvrtcGetProgramLog", api->GetProgramLog) && bind(lib, "nvrtcGetCUBINSize", api->GetCUBINSize) &&
+                  bind(lib, "nvrtcGetCUBIN", api->GetCUBIN);
+  if (!ok) {
+    why = "the NVRTC library found lacks an entry point wpk calls (it is older than CUDA 11.2)";
+    delete api;
+    return nullptr;
+  }
+  return api;
+}
+
+}  // namespace
+
+const Nvrtc* Nvrtc::get(std::string* why) {
+  static std::string reason;
+  static const Nvrtc* instance = [] {
+    const Api* api = load(reason);
+    return api ? new Nvrtc(api) : nullptr;
+  }();
+  if (!instance && why) *why = reason;
+  return instance;
+}
+
+std::string Nvrtc::version() const {
+  int major = 0, minor = 0;
+  api_->Version(&major, &minor);
+  return std::to_string(major) + "." + std::to_string(minor);
+}
+
+std::vector<int> Nvrtc::architectures() const {
+  int n = 0;
+  if (api_->GetNumSupportedArchs(&n) != 0 || n <= 0) return {};
+  std::vector<int> archs(static_cast<std::size_t>(n));
+  if (api_->GetSupportedArchs(archs.data()) != 0) return {};
+  return archs;
+}
+
+CompiledCubin Nvrtc::compile(const std::string& source, const std::string& name, int sm) const {
+  nvrtcProgram prog = nullptr;
+  if (nvrtcResult r = api_->CreateProgram(&prog, source.c_str(), (name + ".cu").c_str(), 0, nullptr, nullptr); r != 0)
+    throw std::runtime_error(name + ": NVRTC could not take the source: " + api_->GetErrorString(r));
+  struct Destroy {
+    const Api* api;
+    nvrtcProgram* p;
+    ~Destroy() { api->DestroyProgram(p); }
+  } destroy{api_, &prog};
+  const std::string arch = "--gpu-architecture=sm_" + std::to_string(sm);
+  const char* options[] = {arch.c_str(), "--std=c++17", "--ptxas-options=-v", "-default-device"};
+  const nvrtcResult r = api_->CompileProgram(prog, 4, options);
+  std::size_t log_size = 0;
+  api_->GetProgramLogSize(prog, &log_size);
+  CompiledCubin out;
+  out.log.assign(log_size, '\0');
+  if (log_size) api_->GetProgramLog(prog, out.log.data());
+  while (!out.log.empty() && (out.log.back() == '\0' || out.log.back() == '\n')) out.log.pop_back();
+  if (r != 0)
+    throw std::runtime_error(name + ": NVRTC failed for sm_" + std::to_string(sm) + " (" + api_->GetErrorString(r) + "): " +
+                             out.log.substr(0, 4096));
+  std::size_t size = 0;
+  if (api_->GetCUBINSize(prog, &size) != 0 || size == 0)
+    throw std::runtime_error(name + ": NVRTC produced no cubin for sm_" + std::to_string(sm));
+  out.cubin.resize(size);
+  api_->GetCUBIN(prog, out.cubin.data());
+  out.resources = parse_ptxas_resources(out.log);
+  return out;
+}
+
+CubinResources parse_ptxas_resources(const std::string& log) {
+  CubinResources r;
+  std::smatch m;
+  if (std::regex_search(log, m, std::regex(R"(Used (\d+) registers)"))) r.registers = std::stoi(m[1]);
+  if (std::regex_search(log, m, std::regex(R"((\d+) bytes smem)"))) r.shared_bytes = std::stoll(m[1]);
+  if (std::regex_search(log, m, std::regex(R"((\d+) bytes spill stores)"))) r.spill_bytes = std::stoll(m[1]);
+  if (std::regex_search(log, m, std::regex(R"((\d+) bytes stack frame)"))) r.stack_bytes = std::stoll(m[1]);
+  return r;
+}
+
+CudaArchLimits cuda_arch_limits(int sm) {
+  CudaArchLimits l;
+  // Every architecture from sm_50 has 64 K registers per block and 255 per thread; static shared
+  // memory stays 48 KB per block (more only through dynamic shared memory and an opt-in).
+  (void)sm;
+  return l;
+}
+
+}  // namespace wpk::codegen

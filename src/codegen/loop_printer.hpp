@@ -1,0 +1,397 @@
+#pragma once
+// The statement printer the C++ and CUDA printers share (cpp_printer.hpp, cuda_printer.hpp): loop
+// IR to the body of a kernel in a C-like dialect. Internal to src/codegen.
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "codegen/loop_ir.hpp"
+
+namespace wpk::codegen {
+
+// What differs between the languages the loops are printed in.
+struct Dialect {
+  std::string name;
+  int lanes = 1;                 // floats per vector (vector helpers v_* when above 1)
+  std::string int64, uint64;     // index types
+  std::string math_prefix, math_suffix;  // std::exp(x) or expf(x)
+  bool openmp = false;           // parallel loops as OpenMP
+  bool gpu = false;              // loops bound to blocks and threads
+  static Dialect cpp(int lanes) { return {"C++", lanes, "std::int64_t", "std::uint64_t", "std::", "", true, false}; }
+  static Dialect cuda() { return {"CUDA", 1, "long long", "unsigned long long", "", "f", false, true}; }
+};
+
+inline std::string float_literal(float v) {
+  if (std::isnan(v)) return "NAN";
+  if (std::isinf(v)) return v > 0 ? "INFINITY" : "(-INFINITY)";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%af", static_cast<double>(v));
+  return std::string("(") + buf + ")";
+}
+
+// An affine index evaluated where some variables are constants: the constant part, runtime
+// terms by C name, and the coefficient of the vector variable.
+struct Evaluated {
+  std::int64_t constant = 0;
+  std::map<std::string, std::int64_t> terms;
+  std::int64_t vector_coefficient = 0;
+  std::string text() const {
+    std::string s = std::to_string(constant);
+    for (const auto& t : terms)
+      if (t.second != 0) s += " + " + std::to_string(t.second) + " * " + t.first;
+    return s;
+  }
+};
+
+class LoopPrinter {
+ public:
+  LoopPrinter(const LoweredKernel& k, Dialect dialect) : k_(k), d_(std::move(dialect)), lanes_(d_.lanes) {
+    for (std::size_t i = 0; i < k.args.size(); ++i) arg_names_[k.args[i].get()] = "a" + std::to_string(i);
+  }
+
+  std::string body() {
+    out_.clear();
+    statement(k_.body, 1);
+    return out_;
+  }
+
+ private:
+  struct VectorAt {
+    const VarNode* var = nullptr;
+    std::int64_t start = 0;
+    int lanes = 0;
+  };
+
+  void line(int depth, const std::string& text) { out_ += std::string(static_cast<std::size_t>(depth) * 2, ' ') + text + "\n"; }
+
+  std::string c_name(const VarNode* v) {
+    auto it = var_names_.find(v);
+    if (it != var_names_.end()) return it->second;
+    std::string safe;
+    for (char c : v->name) safe += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+    const std::string name = "v" + std::to_string(var_names_.size()) + "_" + safe;
+    var_names_[v] = name;
+    return name;
+  }
+
+  Evaluated evaluate(const Affine& a, std::int64_t scale, Evaluated e) {
+    e.constant += a.offset * scale;
+    for (const auto& t : a.terms) {
+      const VarNode* v = t.first.get();
+      const std::int64_t c = t.second * scale;
+      if (vector_.var == v) {
+        e.constant += c * vector_.start;
+        e.vector_coefficient += c;
+      } else if (auto known = constants_.find(v); known != constants_.end()) {
+        e.constant += c * known->second;
+      } else {
+        e.terms[c_name(v)] += c;
+      }
+    }
+    return e;
+  }
+
+  Evaluated flat(const Buffer& b, const std::vector<Affine>& index) {
+    Evaluated e;
+    std::int64_t stride = 1;
+    for (std::size_t d = b->dims.size(); d-- > 0;) {
+      e = evaluate(index[d], stride, e);
+      stride *= b->dims[d];
+    }
+    return e;
+  }
+
+  bool vector_mode() const { return vector_.var != nullptr; }
+
+  // For a zero_outside load: the condition that its index lies inside the buffer, over the
+  // dimensions whose index can leave it (ExprNode::may_leave); "" when none can. The vectorized
+  // loop must not walk such a dimension: the condition is one for all lanes.
+  std::string bounds_check(const ExprNode& e) {
+    std::string all;
+    for (std::size_t d = 0; d < e.index.size(); ++d) {
+      if (d >= e.may_leave.size() || !e.may_leave[d]) continue;
+      const Evaluated at = evaluate(e.index[d], 1, Evaluated{});
+      if (at.vector_coefficient != 0)
+        throw std::invalid_argument(k_.name + ": the vectorized loop '" + vector_.var->name + "' walks dimension " +
+                                    std::to_string(d) + " of '" + e.buffer->name + "', which may leave it");
+      all += std::string(all.empty() ? "" : " && ") + "(" + d_.uint64 + ")(" + at.text() + ") < " +
+             std::to_string(e.buffer->dims[d]) + "u";
+    }
+    return all;
+  }
+
+  // A register buffer's element (or vector of elements) as a variable name.
+  std::string register_name(const Buffer& b, const std::vector<Affine>& index) {
+    std::string name = "r_" + b->name;
+    for (std::size_t d = 0; d < index.size(); ++d) {
+      const Evaluated e = evaluate(index[d], 1, Evaluated{});
+      const bool last = d + 1 == index.size();
+      if (!e.terms.empty() || (e.vector_coefficient != 0 && !(last && e.vector_coefficient == 1)))
+        throw std::invalid_argument(k_.name + ": register buffer '" + b->name + "' indexed by a loop that is not written out");
+      name += "_" + std::to_string(last && vectors_in_registers_ ? e.constant / lanes_ : e.constant);
+    }
+    return name;
+  }
+
+  std::string expr(const Expr& e) {
+    const bool vec = vector_mode();
+    switch (e->op) {
+      case Op::Const: return vec ? "v_set1(" + float_literal(e->value) + ")" : float_literal(e->value);
+      case Op::Acc: throw std::invalid_argument(k_.name + ": acc() left after lowering");
+      case Op::Load: {
+        if (e->buffer->registers) return register_name(e->buffer, e->index);
+        const Evaluated at = flat(e->buffer, e->index);
+        const std::string p = arg_names_.at(e->buffer.get()) + " + (" + at.text() + ")";
+        std::string value;
+        if (!vec) value = "*(" + p + ")";
+        else if (at.vector_coefficient == 0) value = "v_set1(*(" + p + "))";
+        else if (at.vector_coefficient == 1)
+          value = vector_.lanes == lanes_ ? "v_load(" + p + ")" : "v_load_n(" + p + ", " + std::to_string(vector_.lanes) + ")";
+        else
+          value = "v_gather_n(" + p + ", " + std::to_string(at.vector_coefficient) + ", " + std::to_string(vector_.lanes) + ")";
+        const std::string inside = e->zero_outside ? bounds_check(*e) : "";
+        if (inside.empty()) return value;
+        return "(" + inside + " ? " + value + " : " + (vec ? "v_set1(0.0f)" : "0.0f") + ")";
+      }
+      default: break;
+    }
+    if (is_unary(e->op)) {
+      const std::string a = expr(e->args[0]);
+      if (vec) return std::string("v_") + op_name(e->op) + "(" + a + ")";
+      switch (e->op) {
+        case Op::Neg: return "(-" + a + ")";
+        case Op::Abs: return d_.math_prefix + "fabs" + d_.math_suffix + "(" + a + ")";
+        case Op::Sqrt: return d_.math_prefix + "sqrt" + d_.math_suffix + "(" + a + ")";
+        case Op::Exp: return d_.math_prefix + "exp" + d_.math_suffix + "(" + a + ")";
+        case Op::Tanh: return d_.math_prefix + "tanh" + d_.math_suffix + "(" + a + ")";
+        default: return std::string("s_") + op_name(e->op) + "(" + a + ")";
+      }
+    }
+    if (vec && e->op == Op::Add) {
+      for (int m = 0; m < 2; ++m)
+        if (e->args[m]->op == Op::Mul)
+          return "v_fma(" + expr(e->args[m]->args[0]) + ", " + expr(e->args[m]->args[1]) + ", " + expr(e->args[1 - m]) + ")";
+    }
+    const std::string a = expr(e->args[0]), b = expr(e->args[1]);
+    if (vec) return std::string("v_") + op_name(e->op) + "(" + a + ", " + b + ")";
+    switch (e->op) {
+      case Op::Add: return "(" + a + " + " + b + ")";
+      case Op::Sub: return "(" + a + " - " + b + ")";
+      case Op::Mul: return "(" + a + " * " + b + ")";
+      case Op::Div: return "(" + a + " / " + b + ")";
+      default: return std::string("s_") + op_name(e->op) + "(" + a + ", " + b + ")";
+    }
+  }
+
+  void store(const StmtPtr& s, int depth) {
+    const std::string value = expr(s->value);
+    if (s->buffer->registers) {
+      line(depth, register_name(s->buffer, s->index) + " = " + value + ";");
+      return;
+    }
+    const Evaluated at = flat(s->buffer, s->index);
+    const std::string p = arg_names_.at(s->buffer.get()) + " + (" + at.text() + ")";
+    if (!vector_mode()) {
+      line(depth, "*(" + p + ") = " + value + ";");
+      return;
+    }
+    if (at.vector_coefficient != 1)
+      throw std::invalid_argument(k_.name + ": the vectorized loop '" + vector_.var->name +
+                                  "' does not walk the output '" + s->buffer->name + "' contiguously");
+    line(depth, vector_.lanes == lanes_ ? "v_store(" + p + ", " + value + ");"
+                                        : "v_store_n(" + p + ", " + value + ", " + std::to_string(vector_.lanes) + ");");
+  }
+
+  void alloc(const StmtPtr& s, int depth) {
+    const std::vector<std::int64_t>& dims = s->buffer->dims;
+    std::vector<std::int64_t> counts = dims;
+    if (!counts.empty() && vectors_in_registers_) counts.back() = (counts.back() + lanes_ - 1) / lanes_;
+    std::int64_t total = 1;
+    for (std::int64_t c : counts) total *= c;
+    if (total > 1024) throw std::invalid_argument(k_.name + ": a register tile of " + std::to_string(total) + " variables");
+    const std::string type = vectors_in_registers_ ? "V" : "float";
+    for (std::int64_t flat_index = 0; flat_index < total; ++flat_index) {
+      std::string name = "r_" + s->buffer->name;
+      std::int64_t rest = flat_index, stride = total;
+      for (std::int64_t c : counts) {
+        stride /= c;
+        name += "_" + std::to_string(rest / stride);
+        rest %= stride;
+      }
+      line(depth, type + " " + name + ";");
+    }
+  }
+
+  void statement(const StmtPtr& s, int depth) {
+    switch (s->kind) {
+      case StmtKind::Block:
+        for (const StmtPtr& b : s->body) statement(b, depth);
+        return;
+      case StmtKind::Alloc: alloc(s, depth); return;
+      case StmtKind::Store: store(s, depth); return;
+      case StmtKind::Tail: {
+        const VarNode* v = s->var.get();
+        if (s->dynamic) {
+          const std::string n = dynamic_name(s->dynamic.get()), f = std::to_string(s->divisor);
+          line(depth, "if (" + c_name(v) + " < " + n + " / " + f + ") {");
+          statement(s->body[0], depth + 1);
+          line(depth, "} else {");
+          line(depth + 1, "switch (" + n + " % " + f + ") {");
+          for (std::size_t r = 1; r < s->body.size(); ++r) {
+            line(depth + 2, "case " + std::to_string(r) + ": {");
+            statement(s->body[r], depth + 3);
+            line(depth + 3, "break;");
+            line(depth + 2, "}");
+          }
+          line(depth + 2, "default: break;");
+          line(depth + 1, "}");
+          line(depth, "}");
+          return;
+        }
+        if (auto known = constants_.find(v); known != constants_.end()) {
+          statement(s->body[known->second < s->full ? 0 : 1], depth);
+          return;
+        }
+        line(depth, "if (" + c_name(v) + " < " + std::to_string(s->full) + ") {");
+        statement(s->body[0], depth + 1);
+        line(depth, "} else {");
+        statement(s->body[1], depth + 1);
+        line(depth, "}");
+        return;
+      }
+      case StmtKind::For: loop(s, depth); return;
+    }
+  }
+
+  void loop(const StmtPtr& s, int depth) {
+    const VarNode* v = s->var.get();
+    if (s->loop == LoopKind::GpuBlock || s->loop == LoopKind::GpuThread) {
+      bound_loop(s, depth);
+      return;
+    }
+    const bool vectorized = s->loop == LoopKind::Vectorized && lanes_ > 1;
+    if (vectorized) {
+      const VectorAt outer = vector_;
+      for (std::int64_t start = 0; start < s->extent; start += lanes_) {
+        vector_ = {v, start, static_cast<int>(std::min<std::int64_t>(lanes_, s->extent - start))};
+        statement(s->body[0], depth);
+      }
+      vector_ = outer;
+      return;
+    }
+    if (!s->dynamic && (s->extent == 1 || s->loop == LoopKind::Unrolled || s->loop == LoopKind::Vectorized)) {
+      for (std::int64_t i = 0; i < s->extent; ++i) {
+        constants_[v] = i;
+        statement(s->body[0], depth);
+      }
+      constants_.erase(v);
+      return;
+    }
+    const std::string name = c_name(v);
+    if (s->loop == LoopKind::Parallel) {
+      if (!d_.openmp) throw std::invalid_argument(k_.name + ": a parallel loop ('" + v->name + "') in a " + d_.name + " kernel; bind it to blocks");
+      line(depth, "#pragma omp parallel for num_threads(threads) schedule(static)");
+    }
+    const std::string bound =
+        !s->dynamic ? std::to_string(s->extent)
+        : s->divisor == 1
+            ? dynamic_name(s->dynamic.get())
+            : "(" + dynamic_name(s->dynamic.get()) + " + " + std::to_string(s->divisor - 1) + ") / " + std::to_string(s->divisor);
+    line(depth, "for (" + d_.int64 + " " + name + " = 0; " + name + " < " + bound + "; ++" + name + ") {");
+    statement(s->body[0], depth + 1);
+    line(depth, "}");
+  }
+
+  std::string dynamic_name(const VarNode* v) const {
+    for (std::size_t i = 0; i < k_.dynamic.size(); ++i)
+      if (k_.dynamic[i].get() == v) return "n" + std::to_string(i);
+    throw std::invalid_argument(k_.name + ": '" + v->name + "' is not one of the kernel's dynamic variables");
+  }
+
+  static bool has_vector_loop(const StmtPtr& s) {
+    if (s->kind == StmtKind::For && s->loop == LoopKind::Vectorized) return true;
+    for (const StmtPtr& b : s->body)
+      if (has_vector_loop(b)) return true;
+    return false;
+  }
+
+ public:
+  // A CUDA kernel's launch: each bound variable's iterations (the most any of its loops has) and
+  // its place in the flattened block or thread index.
+  struct Binding {
+    std::int64_t extent = 1, stride = 1;
+    bool block = false;
+  };
+  std::int64_t grid() const { return launch(true); }
+  std::int64_t threads() const { return launch(false); }
+
+ private:
+  std::int64_t launch(bool block) const {
+    std::int64_t n = 1;
+    for (const auto& b : bindings_)
+      if (b.second.block == block) n *= b.second.extent;
+    return n;
+  }
+  void collect_bindings(const StmtPtr& s, std::vector<const VarNode*>& order) {
+    if (s->kind == StmtKind::For && (s->loop == LoopKind::GpuBlock || s->loop == LoopKind::GpuThread)) {
+      if (!d_.gpu) throw std::invalid_argument(k_.name + ": '" + s->var->name + "' is bound to CUDA blocks or threads; the " + d_.name + " printer runs none");
+      auto [it, fresh] = bindings_.try_emplace(s->var.get());
+      if (fresh) order.push_back(s->var.get());
+      it->second.block = s->loop == LoopKind::GpuBlock;
+      it->second.extent = std::max(it->second.extent, s->extent);
+    }
+    for (const StmtPtr& b : s->body) collect_bindings(b, order);
+  }
+  // A bound loop: this block's or thread's own iteration, skipped where a remainder has fewer.
+  void bound_loop(const StmtPtr& s, int depth) {
+    const Binding& b = bindings_.at(s->var.get());
+    const std::string name = c_name(s->var.get());
+    const std::string index = b.block ? "blockIdx.x" : "threadIdx.x";
+    line(depth, "{");
+    line(depth + 1, "const " + d_.int64 + " " + name + " = (" + d_.int64 + ")((" + index + " / " + std::to_string(b.stride) +
+                        "u) % " + std::to_string(b.extent) + "u);");
+    if (s->extent < b.extent) {
+      line(depth + 1, "if (" + name + " < " + std::to_string(s->extent) + ") {");
+      statement(s->body[0], depth + 2);
+      line(depth + 1, "}");
+    } else {
+      statement(s->body[0], depth + 1);
+    }
+    line(depth, "}");
+  }
+
+ public:
+  void prepare() {
+    std::vector<const VarNode*> order;
+    collect_bindings(k_.body, order);
+    // Later variables vary fastest, in blocks as in threads.
+    std::int64_t block_stride = 1, thread_stride = 1;
+    for (auto it = order.rbegin(); it != order.rend(); ++it) {
+      Binding& b = bindings_.at(*it);
+      std::int64_t& stride = b.block ? block_stride : thread_stride;
+      b.stride = stride;
+      stride *= b.extent;
+    }
+    vectors_in_registers_ = lanes_ > 1 && has_vector_loop(k_.body);
+  }
+
+ private:
+  const LoweredKernel& k_;
+  const Dialect d_;
+  const int lanes_;
+  std::map<const VarNode*, Binding> bindings_;
+  bool vectors_in_registers_ = false;
+  std::map<const BufferNode*, std::string> arg_names_;
+  std::map<const VarNode*, std::string> var_names_;
+  std::map<const VarNode*, std::int64_t> constants_;
+  VectorAt vector_;
+  std::string out_;
+};
+
+}  // namespace wpk::codegen
