@@ -27,6 +27,9 @@ TensorMap make_random_inputs(const Session& session, std::int64_t batch, const s
 // passes off by name, --disable-kernels BACKEND[:KERNEL][,...] leaves candidates out (an
 // unknown name is an error when the Session is built), --precision fp32|bf16.
 SessionOptions base_options(const Args& args);
+// The GPU places only nodes of static shapes: with --device cuda or auto, the dims --batch and
+// --dim set are fixed at load.
+void fix_dims_for_device(SessionOptions& options, const Graph& graph, const Args& args);
 // Parses repeated "--dim name=value" settings.
 std::map<std::string, std::int64_t> parse_dims(const Args& args);
 // The sizes make_random_inputs would give the graph's symbolic input dims, by name, for

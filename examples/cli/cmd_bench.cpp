@@ -65,7 +65,8 @@ int cmd_bench(const Args& args) {
   Graph graph = load(path);
   const double parse_ms = ms_since(t0);
   // Tuning at load tunes the sizes fixed at load: --tune fixes the benchmarked ones.
-  if (args.has("--fix-dims") || args.has("--tune")) options.fixed_dims = input_dim_sizes(graph, batch, dims);
+  if (args.has("--fix-dims") || args.has("--tune") || options.device != Device::CPU)
+    options.fixed_dims = input_dim_sizes(graph, batch, dims);
   Session session(std::move(graph), options);
   const double load_ms = ms_since(t0);
   const TensorMap inputs = make_random_inputs(session, batch, dims);

@@ -22,8 +22,10 @@ void print_values(const char* title, const Graph& g, const std::vector<ValueId>&
 
 double mib(std::size_t bytes) { return static_cast<double>(bytes) / (1 << 20); }
 
-void print_optimized(const std::string& path, const Args& args, const SessionOptions& options) {
-  Session session(load(path), options);
+void print_optimized(const std::string& path, const Args& args, SessionOptions options) {
+  Graph graph = load(path);
+  fix_dims_for_device(options, graph, args);
+  Session session(std::move(graph), options);
   std::string passes;
   for (const std::string& name : Optimizer(options.optimizer).pass_names()) passes += (passes.empty() ? "" : ", ") + name;
   std::printf("optimizer passes (switch off with --disable NAME): %s\n", passes.c_str());

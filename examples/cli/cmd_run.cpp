@@ -9,7 +9,10 @@ namespace wpk::cli {
 
 int cmd_run(const Args& args) {
   namespace fs = std::filesystem;
-  Session session(load(args.positional[0]), base_options(args));
+  Graph graph = load(args.positional[0]);
+  SessionOptions options = base_options(args);
+  fix_dims_for_device(options, graph, args);
+  Session session(std::move(graph), options);
   TensorMap inputs;
   if (args.has("--inputs")) {
     const fs::path dir = args.get("--inputs", "");

@@ -80,6 +80,10 @@ SessionOptions base_options(const Args& args) {
   const std::string precision = args.get("--precision", "fp32");
   if (precision == "bf16") options.precision = Precision::BF16;
   else if (precision != "fp32") throw Error(ErrorCode::InvalidArgument, "--precision must be fp32 or bf16, got '" + precision + "'");
+  const std::string device = args.get("--device", "cpu");
+  if (device == "cuda") options.device = Device::CUDA;
+  else if (device == "auto") options.device = Device::Auto;
+  else if (device != "cpu") throw Error(ErrorCode::InvalidArgument, "--device must be cpu, cuda or auto, got '" + device + "'");
   return options;
 }
 
@@ -97,6 +101,11 @@ std::map<std::string, std::int64_t> parse_dims(const Args& args) {
     dims[item.substr(0, eq)] = v;
   }
   return dims;
+}
+
+void fix_dims_for_device(SessionOptions& options, const Graph& graph, const Args& args) {
+  if (options.device != Device::CPU && options.fixed_dims.empty())
+    options.fixed_dims = input_dim_sizes(graph, args.get_int("--batch", 1, 1), parse_dims(args));
 }
 
 std::map<std::string, std::int64_t> input_dim_sizes(const Graph& graph, std::int64_t batch,

@@ -21,7 +21,7 @@ const char* kUsage =
     "                 [--threads N] [--batch B] [--dim NAME=SIZE] [--iters K] [--disable PASS,...]\n"
     "  wpk quantize MODEL OUT --calibrate DIR [--method minmax|percentile] [--percentile P] [--reduce-range] [--threads N]\n"
     "                 int8 QDQ model calibrated on DIR's inputs (input_0.pb, ... or test_data_set_*/)\n"
-    "  run, bench, info, tune: [--disable-kernels BACKEND[:KERNEL],...] [--precision fp32|bf16]\n"
+    "  run, bench, info, tune: [--disable-kernels BACKEND[:KERNEL],...] [--precision fp32|bf16] [--device cpu|cuda|auto]\n"
     "  --disable switches optimizer passes off by name; `wpk info --optimized` lists them\n"
     "  --disable-kernels leaves candidates out, as profiles name them: cpu, onednn, cpu:f32_maxpool_nhwc\n"
     "  wpk cache ls|clear|prune [--dir DIR]  the tuning cache folder (default: where sessions put it)\n";
@@ -35,19 +35,19 @@ int main(int argc, char** argv) {
   }
   const std::string cmd = argv[1];
   try {
-    if (cmd == "run") return cmd_run(parse_args(argc, argv, 2, {}, {"--inputs", "--outputs", "--batch", "--dim", "--disable", "--disable-kernels", "--precision"}));
+    if (cmd == "run") return cmd_run(parse_args(argc, argv, 2, {}, {"--inputs", "--outputs", "--batch", "--dim", "--disable", "--disable-kernels", "--precision", "--device"}));
     if (cmd == "bench")
       return cmd_bench(parse_args(argc, argv, 2, {"--json", "--profile", "--tune", "--fix-dims"},
-                                  {"--threads", "--batch", "--iters", "--warmup", "--dim", "--trace", "--idle", "--clients", "--disable", "--disable-kernels", "--precision"}));
+                                  {"--threads", "--batch", "--iters", "--warmup", "--dim", "--trace", "--idle", "--clients", "--disable", "--disable-kernels", "--precision", "--device"}));
     if (cmd == "cache") return cmd_cache(argc, argv);
     if (cmd == "quantize")
       return cmd_quantize(parse_args(argc, argv, 2, {"--reduce-range"}, {"--calibrate", "--method", "--percentile", "--threads", "--disable", "--disable-kernels"},
                                      {"MODEL", "OUT"}));
-    if (cmd == "info") return cmd_info(parse_args(argc, argv, 2, {"--optimized"}, {"--batch", "--dim", "--dot", "--svg", "--disable", "--disable-kernels", "--precision"}));
+    if (cmd == "info") return cmd_info(parse_args(argc, argv, 2, {"--optimized"}, {"--batch", "--dim", "--dot", "--svg", "--disable", "--disable-kernels", "--precision", "--device"}));
     if (cmd == "tune")
       return cmd_tune(parse_args(argc, argv, 2, {},
                                  {"--algo", "--budget-seconds", "--budget-trials", "--seed", "--threads", "--batch", "--dim",
-                                  "--iters", "--disable", "--disable-kernels", "--precision"}));
+                                  "--iters", "--disable", "--disable-kernels", "--precision", "--device"}));
     std::fprintf(stderr, "wpk: unknown command '%s'\n%s", cmd.c_str(), kUsage);
     return 2;
   } catch (const wpk::Error& e) {

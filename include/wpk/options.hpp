@@ -32,6 +32,18 @@ enum class Precision {
   BF16,
 };
 
+// Where a session computes (SessionOptions::device).
+enum class Device {
+  CPU,   // every node on the CPU
+  // Nodes the CUDA backend runs go to the GPU where the placement's cost model says it pays
+  // (regions of consecutive nodes; copies only at their edges), the rest on the CPU. Needs a
+  // CUDA driver with a device, cuBLAS and cuDNN 9 and NVRTC at run time, and static shapes
+  // (fixed_dims for symbolic ones): a node whose shapes are not known at load stays on the CPU.
+  // No device: loading fails (ErrorCode::Unsupported, saying what is missing).
+  CUDA,
+  Auto,  // CUDA when a device is there, else one log line and the CPU
+};
+
 struct OptimizerOptions {
   OptimizationLevel level = OptimizationLevel::All;
   std::vector<std::string> disabled_passes;  // pass names, as `wpk info --optimized` lists them
@@ -123,6 +135,8 @@ struct SessionOptions {
   // Precision of convolutions and matrix products (see Precision). Part of every node's tuning
   // record key: bf16 and fp32 choices are measured apart.
   Precision precision = Precision::FP32;
+  // CPU (default), CUDA or Auto; see Device.
+  Device device = Device::CPU;
   // Log level for this session; unset means: WPK_LOG_LEVEL from the environment, else Warn.
   bool log_level_set = false;
   LogLevel log_level = LogLevel::Warn;

@@ -9,6 +9,9 @@
 #ifdef WPK_WITH_ONEDNN
 #include "backends/onednn/onednn_backend.hpp"
 #endif
+#ifdef WPK_WITH_CUDA
+#include "backends/cuda/cuda_backend.hpp"
+#endif
 
 namespace wpk {
 
@@ -16,12 +19,18 @@ std::vector<const Backend*> registered_backends() {
   static const cpu::CpuBackend cpu_backend;
   static const gen::GeneratedBackend generated_backend;
   static const reference::ReferenceBackend reference_backend;
+  std::vector<const Backend*> all = {&control_flow_backend(), &cpu_backend};
 #ifdef WPK_WITH_ONEDNN
   static const onednn::OneDnnBackend onednn_backend;
-  return {&control_flow_backend(), &cpu_backend, &onednn_backend, &generated_backend, &reference_backend};
-#else
-  return {&control_flow_backend(), &cpu_backend, &generated_backend, &reference_backend};
+  all.push_back(&onednn_backend);
 #endif
+  all.push_back(&generated_backend);
+#ifdef WPK_WITH_CUDA
+  static const cuda::CudaBackend cuda_backend;
+  all.push_back(&cuda_backend);
+#endif
+  all.push_back(&reference_backend);
+  return all;
 }
 
 }  // namespace wpk

@@ -16,7 +16,7 @@ namespace wpk {
 
 std::string why_unsupported(const Node& node, const Graph& graph) {
   // A control-flow node's reason names what in its bodies no backend runs.
-  if (has_subgraph(node)) return control_flow_backend().why_unsupported(node, graph);
+  if (is_control_flow(node)) return control_flow_backend().why_unsupported(node, graph);
   std::string why;
   for (const Backend* b : registered_backends()) {
     why = b->why_unsupported(node, graph);

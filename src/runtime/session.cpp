@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <mutex>
+#include <optional>
 
 #include "core/api_boundary.hpp"
 #include "core/cpu_features.hpp"
@@ -12,6 +13,7 @@
 #include "runtime/arena_pool.hpp"
 #include "runtime/cache_key.hpp"
 #include "runtime/control_flow.hpp"
+#include "runtime/device_placement.hpp"
 #include "runtime/executor.hpp"
 #include "runtime/execution_plan.hpp"
 #include "runtime/input_check.hpp"
@@ -25,6 +27,10 @@
 #include "runtime/tuner.hpp"
 #include "runtime/tuning_db.hpp"
 #include "wpk/optimizer.hpp"
+#ifdef WPK_WITH_CUDA
+#include "backends/cuda/device.hpp"
+#include "codegen/jit/nvrtc_compiler.hpp"
+#endif
 
 namespace wpk {
 
@@ -126,6 +132,33 @@ double us_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
 }
 
+// Whether the session places nodes on a GPU (SessionOptions::device), with the device's model.
+std::optional<GpuModel> resolve_gpu(const SessionOptions& o) {
+  if (o.device == Device::CPU) return std::nullopt;
+  std::string why;
+#ifdef WPK_WITH_CUDA
+  why = cuda::why_no_cuda_device();
+  if (why.empty()) {
+    try {
+      cuda::cublas();
+      cuda::cudnn();
+      if (!codegen::Nvrtc::get(&why)) throw Error(ErrorCode::Unsupported, why);
+      const cuda::DeviceInfo& info = cuda::Device::get().info();
+      logger().info("device {}: sm_{}, {} multiprocessors, {:.0f} GiB", info.name, info.sm, info.multiprocessors,
+                    static_cast<double>(info.memory_bytes) / (1 << 30));
+      return gpu_model(info.name, info.multiprocessors);
+    } catch (const Error& e) {
+      why = e.what();
+    }
+  }
+#else
+  why = "this build of wpk has no CUDA backend (the CUDA toolkit's headers were not found when it was built)";
+#endif
+  if (o.device == Device::CUDA) throw Error(ErrorCode::Unsupported, "device cuda: " + why);
+  logger().warn("device auto: no GPU to use ({}); running on the CPU", why);
+  return std::nullopt;
+}
+
 }  // namespace
 
 Session::Session(Graph graph, SessionOptions options)
@@ -149,7 +182,12 @@ Session::Session(Graph graph, SessionOptions options, const std::vector<const Ba
   if (const auto bad = find_unsupported(graph); !bad.empty())
     throw Error(ErrorCode::Unsupported, "node '" + bad.front().node + "' (" + bad.front().op_type + "): " + bad.front().reason +
                                             (bad.size() > 1 ? " (and " + std::to_string(bad.size() - 1) + " more nodes)" : ""));
-  impl_->graph = Optimizer(options.optimizer).optimize(std::move(graph));
+  const std::optional<GpuModel> gpu = resolve_gpu(options);
+  OptimizerOptions optimizer = options.optimizer;
+  if (gpu)  // the CPU's NHWC layout would only add transposes around the GPU's NCHW regions
+    for (const char* pass : {"layout_nhwc", "fuse_concat_batchnorm", "split_conv_over_concat"})
+      optimizer.disabled_passes.push_back(pass);
+  impl_->graph = Optimizer(optimizer).optimize(std::move(graph));
   passes::clear_compute_precision(impl_->graph);
   if (options.precision == Precision::BF16) {
     const CpuFeatures& cpu = cpu_features();
@@ -157,6 +195,16 @@ Session::Session(Graph graph, SessionOptions options, const std::vector<const Ba
       logger().debug("bf16: {} convolutions and products may compute in bf16", passes::mark_bf16_compute(impl_->graph));
     else
       logger().warn("precision bf16 asked for, but this CPU has neither AVX-512 BF16 nor AMX: running float32");
+  }
+  if (gpu) {
+    const PlacementSummary placed = place_on_gpu(impl_->graph, *gpu, impl_->threads);
+    logger().info("placement on {}: {} of {} nodes in {} regions (modelled {:.2f} ms against {:.2f} ms all on the CPU)",
+                  gpu->name, placed.nodes_on_gpu, placed.nodes, placed.regions, placed.predicted_seconds * 1e3,
+                  placed.predicted_cpu_seconds * 1e3);
+    if (placed.regions == 0)
+      logger().warn("device {}: no node placed on the GPU (nodes need float32 values of static shapes: fix symbolic dims "
+                    "with SessionOptions::fixed_dims)",
+                    gpu->name);
   }
   const Graph& g = impl_->graph;
   impl_->load.optimize_ms = us_since(t0) / 1000;

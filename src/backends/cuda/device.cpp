@@ -1,0 +1,88 @@
+#include "backends/cuda/device.hpp"
+
+namespace wpk::cuda {
+
+Device::Device() {
+  if (std::string why = why_no_cuda_device(); !why.empty()) throw Error(ErrorCode::Unsupported, "CUDA: " + why);
+  const DriverApi& d = driver();
+  check(d.DeviceGet(&device_, 0), "cuDeviceGet");
+  char name[256] = {};
+  check(d.DeviceGetName(name, sizeof name - 1, device_), "cuDeviceGetName");
+  info_.name = name;
+  int major = 0, minor = 0;
+  check(d.DeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device_), "compute capability");
+  check(d.DeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, device_), "compute capability");
+  info_.sm = major * 10 + minor;
+  check(d.DeviceGetAttribute(&info_.multiprocessors, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, device_), "multiprocessors");
+  std::size_t memory = 0;
+  check(d.DeviceTotalMem(&memory, device_), "cuDeviceTotalMem");
+  info_.memory_bytes = static_cast<std::int64_t>(memory);
+  check(d.DriverGetVersion(&info_.driver_version), "cuDriverGetVersion");
+  check(d.DevicePrimaryCtxRetain(&context_, device_), "retaining the device's primary context");
+}
+
+const Device& Device::get() {
+  static const Device device;  // a throw leaves it unmade: the next call tries again
+  device.activate();
+  return device;
+}
+
+void Device::activate() const { check(driver().CtxSetCurrent(context_), "cuCtxSetCurrent"); }
+
+DeviceBuffer::DeviceBuffer(std::size_t bytes, const std::string& what) : bytes_(bytes) {
+  if (bytes == 0) return;
+  check(driver().MemAlloc(&ptr_, bytes), "allocating " + std::to_string(bytes) + " bytes for " + what);
+}
+
+DeviceBuffer::~DeviceBuffer() {
+  if (ptr_) driver().MemFree(ptr_);
+}
+
+DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
+  if (this != &o) {
+    if (ptr_) driver().MemFree(ptr_);
+    ptr_ = o.ptr_, bytes_ = o.bytes_;
+    o.ptr_ = 0, o.bytes_ = 0;
+  }
+  return *this;
+}
+
+StreamHandles::StreamHandles() {
+  Device::get();
+  check(driver().StreamCreate(&stream_, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+  try {
+    check(cublas().Create(&blas_), "cublasCreate");
+    check(cublas().SetStream(blas_, stream_), "cublasSetStream");
+    // float32 stays float32: no TF32 tensor-core rounding unless a precision option asks for it.
+    check(cublas().SetMathMode(blas_, CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
+    check(cudnn().Create(&dnn_), "cudnnCreate");
+    check(cudnn().SetStream(dnn_, stream_), "cudnnSetStream");
+  } catch (...) {
+    this->~StreamHandles();
+    throw;
+  }
+}
+
+StreamHandles::~StreamHandles() {
+  if (dnn_) cudnn().Destroy(dnn_);
+  if (blas_) cublas().Destroy(blas_);
+  if (stream_) driver().StreamDestroy(stream_);
+  dnn_ = nullptr, blas_ = nullptr, stream_ = nullptr;
+}
+
+void StreamHandles::synchronize(const std::string& what) const { check(driver().StreamSynchronize(stream_), what); }
+
+LoadedModule::LoadedModule(const std::string& cubin, const std::string& symbol) {
+  Device::get();
+  check(driver().ModuleLoadData(&module_, cubin.data()), "loading the cubin of " + symbol);
+  if (CUresult r = driver().ModuleGetFunction(&function_, module_, symbol.c_str()); r != CUDA_SUCCESS) {
+    driver().ModuleUnload(module_);
+    check(r, "finding " + symbol + " in its cubin");
+  }
+}
+
+LoadedModule::~LoadedModule() {
+  if (module_) driver().ModuleUnload(module_);
+}
+
+}  // namespace wpk::cuda

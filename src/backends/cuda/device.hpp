@@ -1,0 +1,85 @@
+#pragma once
+// The CUDA device sessions run on (the first one the driver reports), its primary context, and
+// RAII holders for what wpk allocates on it.
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "backends/cuda/cuda_api.hpp"
+
+namespace wpk::cuda {
+
+struct DeviceInfo {
+  std::string name;            // "NVIDIA H200"
+  int sm = 0;                  // compute capability as 90
+  int multiprocessors = 0;
+  std::int64_t memory_bytes = 0;
+  int driver_version = 0;      // as 13000
+};
+
+class Device {
+ public:
+  // The process's device, started once; throws Error(Unsupported) where there is none.
+  static const Device& get();
+  const DeviceInfo& info() const { return info_; }
+  // Makes the device's context current on the calling thread (cheap; every entry point calls it).
+  void activate() const;
+
+ private:
+  Device();
+  CUdevice device_ = 0;
+  CUcontext context_ = nullptr;
+  DeviceInfo info_;
+};
+
+// Device memory, freed with its holder.
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  explicit DeviceBuffer(std::size_t bytes, const std::string& what);
+  ~DeviceBuffer();
+  DeviceBuffer(DeviceBuffer&& o) noexcept : ptr_(o.ptr_), bytes_(o.bytes_) { o.ptr_ = 0, o.bytes_ = 0; }
+  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept;
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  CUdeviceptr get() const { return ptr_; }
+  std::size_t bytes() const { return bytes_; }
+
+ private:
+  CUdeviceptr ptr_ = 0;
+  std::size_t bytes_ = 0;
+};
+
+// A stream with the cuBLAS and cuDNN handles bound to it: what one sequence of launches uses.
+class StreamHandles {
+ public:
+  StreamHandles();
+  ~StreamHandles();
+  StreamHandles(const StreamHandles&) = delete;
+  StreamHandles& operator=(const StreamHandles&) = delete;
+  CUstream stream() const { return stream_; }
+  cublasHandle_t blas() const { return blas_; }
+  cudnnHandle_t dnn() const { return dnn_; }
+  void synchronize(const std::string& what) const;
+
+ private:
+  CUstream stream_ = nullptr;
+  cublasHandle_t blas_ = nullptr;
+  cudnnHandle_t dnn_ = nullptr;
+};
+
+// A compiled cubin loaded on the device, and its one kernel.
+class LoadedModule {
+ public:
+  LoadedModule(const std::string& cubin, const std::string& symbol);
+  ~LoadedModule();
+  LoadedModule(const LoadedModule&) = delete;
+  LoadedModule& operator=(const LoadedModule&) = delete;
+  CUfunction function() const { return function_; }
+
+ private:
+  CUmodule module_ = nullptr;
+  CUfunction function_ = nullptr;
+};
+
+}  // namespace wpk::cuda

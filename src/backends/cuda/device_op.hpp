@@ -1,0 +1,85 @@
+#pragma once
+// One node of a device region (region_kernel.hpp) prepared for its static shapes: cuDNN's
+// convolution and pooling, cuBLAS's products, and generated kernels (generated_kernels.hpp) for
+// the element-wise ops and the epilogues, compiled by NVRTC for the device at load.
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "backends/cuda/device.hpp"
+#include "codegen/cuda_printer.hpp"
+#include "wpk/graph.hpp"
+
+namespace wpk::cuda {
+
+struct DeviceTensor {
+  CUdeviceptr ptr = 0;
+  Shape shape;
+  std::size_t bytes() const { return static_cast<std::size_t>(shape_numel(shape)) * sizeof(float); }
+};
+
+// What a launch may use besides its operands. Ops of one region run one after another on one
+// stream, so they share one scratch buffer and one cuDNN workspace.
+struct LaunchEnv {
+  const StreamHandles& handles;
+  CUdeviceptr scratch = 0;    // scratch_bytes() of the op, at least
+  CUdeviceptr workspace = 0;  // workspace_bytes() of the op, at least
+};
+
+class DeviceOp {
+ public:
+  virtual ~DeviceOp() = default;
+  // Enqueues the op on the stream; in holds the node's inputs (0 for an omitted one).
+  virtual void launch(const LaunchEnv& env, const std::vector<DeviceTensor>& in, const DeviceTensor& out) const = 0;
+  // What runs, for profiles: "cudnn:conv(algo=...)+gen:epilogue".
+  virtual std::string describe() const = 0;
+  virtual std::size_t scratch_bytes() const { return 0; }
+  virtual std::size_t workspace_bytes() const { return 0; }
+};
+
+// A generated kernel compiled for this process's device, shared by every op that prints the same
+// source.
+class GeneratedKernel {
+ public:
+  static std::shared_ptr<const GeneratedKernel> obtain(const codegen::PrintedCudaKernel& printed);
+  void launch(CUstream stream, std::vector<CUdeviceptr> args) const;
+  const std::string& symbol() const { return printed_.symbol; }
+  GeneratedKernel(codegen::PrintedCudaKernel printed, const std::string& cubin)
+      : printed_(std::move(printed)), module_(cubin, printed_.symbol) {}
+
+ private:
+  codegen::PrintedCudaKernel printed_;
+  LoadedModule module_;
+};
+
+// What preparing an op sees: the node, the region's graph (constants, attributes), the operands
+// on the device with memory to measure on, and the region's stream.
+struct PrepareEnv {
+  const Node& node;
+  const Graph& graph;
+  std::vector<DeviceTensor> in;
+  DeviceTensor out;
+  const StreamHandles& handles;
+};
+
+// Throws Error(Unsupported) for a node support.hpp would have refused.
+std::unique_ptr<DeviceOp> prepare_device_op(const PrepareEnv& env);
+
+// The op families (one file each).
+std::unique_ptr<DeviceOp> prepare_conv(const PrepareEnv& env);
+std::unique_ptr<DeviceOp> prepare_product(const PrepareEnv& env);
+std::unique_ptr<DeviceOp> prepare_pool(const PrepareEnv& env);
+std::unique_ptr<DeviceOp> prepare_generated(const PrepareEnv& env);
+
+// The epilogue act(x + bias + z) of a convolution or product whose result went to scratch, as a
+// generated kernel; null when there is nothing to apply. bias broadcasts to `out` as given.
+struct Epilogue {
+  std::shared_ptr<const GeneratedKernel> kernel;
+  bool has_bias = false, has_residual = false;
+  void launch(CUstream stream, CUdeviceptr x, CUdeviceptr bias, CUdeviceptr residual, CUdeviceptr y) const;
+};
+Epilogue make_epilogue(const std::string& name, const Shape& out, const Shape* bias, bool residual, const std::string& activation,
+                       const std::vector<float>& params, float bias_scale = 1.0f);
+
+}  // namespace wpk::cuda

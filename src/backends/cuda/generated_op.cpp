@@ -1,0 +1,189 @@
+// Element-wise ONNX ops, Transpose and the epilogues as generated kernels, and the process-wide
+// cache of compiled ones.
+#include <map>
+#include <numeric>
+
+#include "backends/cuda/device_op.hpp"
+#include "backends/cuda/generated_kernels.hpp"
+#include "backends/cuda/support.hpp"
+#include "codegen/jit/nvrtc_compiler.hpp"
+#include "codegen/loop_ir.hpp"
+
+namespace wpk::cuda {
+
+using namespace codegen;
+
+std::shared_ptr<const GeneratedKernel> GeneratedKernel::obtain(const PrintedCudaKernel& printed) {
+  static std::mutex mu;
+  static std::map<std::string, std::shared_ptr<const GeneratedKernel>> cache;  // by source
+  std::lock_guard<std::mutex> lock(mu);
+  if (auto it = cache.find(printed.source); it != cache.end()) return it->second;
+  std::string why;
+  const Nvrtc* nvrtc = Nvrtc::get(&why);
+  if (!nvrtc) throw Error(ErrorCode::Unsupported, "CUDA: " + why);
+  const int sm = Device::get().info().sm;
+  CompiledCubin cubin;
+  try {
+    cubin = nvrtc->compile(printed.source, printed.symbol, sm);
+  } catch (const std::exception& e) {
+    throw Error(ErrorCode::Internal, std::string("CUDA: a generated kernel did not compile: ") + e.what());
+  }
+  auto k = std::make_shared<const GeneratedKernel>(printed, cubin.cubin);
+  cache.emplace(printed.source, k);
+  return k;
+}
+
+void GeneratedKernel::launch(CUstream stream, std::vector<CUdeviceptr> args) const {
+  if (args.size() != printed_.args)
+    throw Error(ErrorCode::Internal, printed_.symbol + " takes " + std::to_string(printed_.args) + " buffers, given " +
+                                         std::to_string(args.size()));
+  std::vector<void*> params;
+  for (CUdeviceptr& a : args) params.push_back(&a);
+  check(driver().LaunchKernel(module_.function(), static_cast<unsigned>(printed_.grid), 1, 1,
+                              static_cast<unsigned>(printed_.threads), 1, 1, 0, stream, params.data(), nullptr),
+        "launching " + printed_.symbol);
+}
+
+void Epilogue::launch(CUstream stream, CUdeviceptr x, CUdeviceptr bias, CUdeviceptr residual, CUdeviceptr y) const {
+  std::vector<CUdeviceptr> args = {x};
+  if (has_bias) args.push_back(bias);
+  if (has_residual) args.push_back(residual);
+  args.push_back(y);
+  kernel->launch(stream, std::move(args));
+}
+
+Epilogue make_epilogue(const std::string& name, const Shape& out, const Shape* bias, bool residual, const std::string& activation,
+                       const std::vector<float>& params, float bias_scale) {
+  Epilogue e;
+  e.has_bias = bias != nullptr;
+  e.has_residual = residual;
+  if (!e.has_bias && !residual && activation.empty()) return e;
+  std::vector<Shape> operands = {out};
+  if (bias) operands.push_back(*bias);
+  if (residual) operands.push_back(out);
+  e.kernel = GeneratedKernel::obtain(elementwise_kernel(name, out, operands, [&](const std::vector<Expr>& v) {
+    Expr x = v[0];
+    std::size_t next = 1;
+    if (e.has_bias) x = x + (bias_scale == 1.0f ? v[next] : constant(bias_scale) * v[next]), ++next;
+    if (e.has_residual) x = x + v[next];
+    return activation_expr(activation, params, x);
+  }));
+  return e;
+}
+
+namespace {
+
+float constant_scalar(const Graph& g, ValueId v, float fallback) {
+  if (v == kNoValue) return fallback;
+  const Tensor* t = g.initializer(v);
+  if (!t || t->numel() != 1) throw Error(ErrorCode::Unsupported, "CUDA: a bound that is not a constant scalar");
+  return t->data<float>()[0];
+}
+
+Expr elementwise_expr(const Node& n, const Graph& g, const std::vector<Expr>& v) {
+  const std::string& op = n.op_type;
+  if (op == "Add") return v[0] + v[1];
+  if (op == "Sub") return v[0] - v[1];
+  if (op == "Mul") return v[0] * v[1];
+  if (op == "Div") return v[0] / v[1];
+  if (op == "Max") return max(v[0], v[1]);
+  if (op == "Min") return min(v[0], v[1]);
+  if (op == "Relu") return relu(v[0]);
+  if (op == "Sigmoid") return sigmoid(v[0]);
+  if (op == "Tanh") return unary(Op::Tanh, v[0]);
+  if (op == "Abs") return unary(Op::Abs, v[0]);
+  if (op == "Neg") return unary(Op::Neg, v[0]);
+  if (op == "Sqrt") return unary(Op::Sqrt, v[0]);
+  if (op == "Exp") return exp(v[0]);
+  if (op == "LeakyRelu") return activation_expr("LeakyRelu", {n.attr_float("alpha", 0.01f)}, v[0]);
+  if (op == "HardSigmoid") return activation_expr("HardSigmoid", {n.attr_float("alpha", 0.2f), n.attr_float("beta", 0.5f)}, v[0]);
+  if (op == "HardSwish") return activation_expr("HardSwish", {}, v[0]);
+  if (op == "Clip") {
+    float lo, hi;
+    if (g.opset() < 11) {
+      lo = n.attr_float("min", -3.402823466e38f), hi = n.attr_float("max", 3.402823466e38f);
+    } else {
+      lo = constant_scalar(g, n.inputs.size() > 1 ? n.inputs[1] : kNoValue, -3.402823466e38f);
+      hi = constant_scalar(g, n.inputs.size() > 2 ? n.inputs[2] : kNoValue, 3.402823466e38f);
+    }
+    return min(max(v[0], constant(lo)), constant(hi));
+  }
+  throw Error(ErrorCode::Unsupported, "CUDA: no generated form of " + op);
+}
+
+class GeneratedOp : public DeviceOp {
+ public:
+  GeneratedOp(std::shared_ptr<const GeneratedKernel> k, std::vector<std::size_t> operands)
+      : kernel_(std::move(k)), operands_(std::move(operands)) {}
+  void launch(const LaunchEnv& env, const std::vector<DeviceTensor>& in, const DeviceTensor& out) const override {
+    std::vector<CUdeviceptr> args;
+    for (std::size_t i : operands_) args.push_back(in[i].ptr);
+    args.push_back(out.ptr);
+    kernel_->launch(env.handles.stream(), std::move(args));
+  }
+  std::string describe() const override { return "gen:" + kernel_->symbol(); }
+
+ private:
+  std::shared_ptr<const GeneratedKernel> kernel_;
+  std::vector<std::size_t> operands_;  // which node inputs the kernel reads, in order
+};
+
+PrintedCudaKernel transpose_kernel(const Shape& in, const std::vector<std::int64_t>& perm, const Shape& out) {
+  std::vector<Var> axes;
+  for (std::size_t d = 0; d < out.size(); ++d) axes.push_back(var("d" + std::to_string(d), out[d]));
+  std::vector<Affine> index(in.size());
+  for (std::size_t d = 0; d < out.size(); ++d) index[static_cast<std::size_t>(perm[d])] = Affine(axes[d]);
+  const Buffer x = buffer("x", in);
+  std::vector<std::int64_t> out_dims(out.begin(), out.end());
+  if (axes.empty()) {
+    axes.push_back(var("d0", 1));
+    out_dims = {1};
+  }
+  const Compute c = compute("transpose", buffer("y", out_dims), axes, {}, in.empty() ? load(x, {}) : load(x, index), nullptr, {x});
+  Schedule s(c);
+  const auto [rows, lanes] = s.split(axes.back(), std::min<std::int64_t>(256, axes.back()->extent));
+  for (std::size_t d = 0; d + 1 < axes.size(); ++d) s.bind_block(axes[d]);
+  s.bind_block(rows);
+  s.bind_thread(lanes);
+  std::string symbol = "wpk_transpose";
+  for (std::int64_t d : in) symbol += "_" + std::to_string(d);
+  symbol += "_p";
+  for (std::int64_t p : perm) symbol += std::to_string(p);
+  return print_cuda(lower(s), symbol, "cuda backend");
+}
+
+}  // namespace
+
+std::unique_ptr<DeviceOp> prepare_generated(const PrepareEnv& env) {
+  const Node& n = env.node;
+  if (n.op_type == "Transpose") {
+    const Shape& in = env.in[0].shape;
+    std::vector<std::int64_t> perm = n.attr_ints("perm");
+    if (perm.empty())
+      for (std::size_t d = in.size(); d-- > 0;) perm.push_back(static_cast<std::int64_t>(d));
+    return std::make_unique<GeneratedOp>(GeneratedKernel::obtain(transpose_kernel(in, perm, env.out.shape)),
+                                         std::vector<std::size_t>{0});
+  }
+  const bool binary = n.op_type == "Add" || n.op_type == "Sub" || n.op_type == "Mul" || n.op_type == "Div" ||
+                      n.op_type == "Max" || n.op_type == "Min";
+  std::vector<std::size_t> operands = {0};
+  if (binary) operands.push_back(1);
+  std::vector<Shape> shapes;
+  for (std::size_t i : operands) shapes.push_back(env.in[i].shape);
+  std::string name;
+  for (char c : n.op_type) name += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  auto printed = elementwise_kernel(name, env.out.shape, shapes,
+                                    [&](const std::vector<Expr>& v) { return elementwise_expr(n, env.graph, v); });
+  return std::make_unique<GeneratedOp>(GeneratedKernel::obtain(printed), operands);
+}
+
+std::unique_ptr<DeviceOp> prepare_device_op(const PrepareEnv& env) {
+  const Node& n = env.node;
+  if (n.op_type == "Conv" || n.op_type == "FusedConv") return prepare_conv(env);
+  if (n.op_type == "Gemm" || n.op_type == "MatMul" || n.op_type == "FusedMatMul") return prepare_product(env);
+  if (n.op_type == "MaxPool" || n.op_type == "AveragePool" || n.op_type == "GlobalAveragePool") return prepare_pool(env);
+  if (is_elementwise_op(n) || n.op_type == "Transpose") return prepare_generated(env);
+  throw Error(ErrorCode::Unsupported, "CUDA: no device op for " + n.op_type);
+}
+
+}  // namespace wpk::cuda

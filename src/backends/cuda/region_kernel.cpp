@@ -1,0 +1,129 @@
+#include <map>
+#include <mutex>
+
+#include "backends/cuda/cuda_backend.hpp"
+#include "backends/cuda/device_op.hpp"
+#include "backends/cuda/support.hpp"
+#include "graph/fused_ops.hpp"
+
+namespace wpk::cuda {
+namespace {
+
+Shape static_shape(const Graph& g, ValueId v) {
+  Shape s;
+  for (const Dim& d : *g.value(v).dims) s.push_back(d.value);
+  return s;
+}
+
+// A view op's output shape, from its input's (Reshape, Flatten, Squeeze, Unsqueeze, Identity):
+// the graph's static shape of the output says it already.
+class RegionKernel : public Kernel {
+ public:
+  RegionKernel(const Node& node, const Graph& body) : name_(node.name) {
+    const Device& device = Device::get();
+    (void)device;
+    // Every value's device tensor: region inputs and intermediates get memory of their own,
+    // constants are uploaded, views share their input's memory.
+    std::map<ValueId, DeviceTensor> at;
+    auto allocate = [&](ValueId v, const char* what) {
+      buffers_.emplace_back(static_cast<std::size_t>(shape_numel(static_shape(body, v))) * sizeof(float),
+                            std::string(what) + " '" + body.value(v).name + "' of region " + name_);
+      at[v] = {buffers_.back().get(), static_shape(body, v)};
+    };
+    for (ValueId v : body.inputs()) {
+      allocate(v, "input");
+      inputs_.push_back(at[v]);
+    }
+    for (const auto& [v, t] : body.initializers()) {
+      if (t.dtype() != DType::Float32) continue;  // shapes and axes of view ops stay on the host
+      allocate(v, "constant");
+      check(driver().MemcpyHtoDAsync(at[v].ptr, t.raw(), t.nbytes(), handles_.stream()), "uploading a constant");
+    }
+    handles_.synchronize("uploading constants");
+    for (const Node& n : body.nodes()) {
+      if (is_view_op(n)) {
+        at[n.outputs[0]] = {at.at(n.inputs[0]).ptr, static_shape(body, n.outputs[0])};
+        continue;
+      }
+      allocate(n.outputs[0], "value");
+      Step step;
+      for (ValueId v : n.inputs) step.in.push_back(v == kNoValue ? DeviceTensor{} : at.at(v));
+      step.out = at.at(n.outputs[0]);
+      step.op = prepare_device_op({n, body, step.in, step.out, handles_});
+      scratch_bytes_ = std::max(scratch_bytes_, step.op->scratch_bytes());
+      workspace_bytes_ = std::max(workspace_bytes_, step.op->workspace_bytes());
+      steps_.push_back(std::move(step));
+    }
+    for (ValueId v : body.outputs()) outputs_.push_back(at.at(v));
+    scratch_ = DeviceBuffer(scratch_bytes_, "scratch of region " + name_);
+    workspace_ = DeviceBuffer(workspace_bytes_, "cuDNN workspace of region " + name_);
+    for (const Step& s : steps_) kernels_ += (kernels_.empty() ? "" : ", ") + s.op->describe();
+  }
+
+  void run(KernelContext& ctx) const override {
+    // One device copy of the region's values: overlapping runs take turns.
+    std::lock_guard<std::mutex> lock(mu_);
+    Device::get().activate();
+    const CUstream stream = handles_.stream();
+    for (std::size_t i = 0; i < inputs_.size(); ++i) {
+      const Tensor& t = ctx.input(i);
+      if (t.shape() != inputs_[i].shape || t.dtype() != DType::Float32)
+        ctx.fail(ErrorCode::InvalidArgument, "input " + std::to_string(i) + " of the device region is " + dtype_name(t.dtype()) +
+                                                 shape_to_string(t.shape()) + ", prepared for float32" +
+                                                 shape_to_string(inputs_[i].shape));
+      check(driver().MemcpyHtoDAsync(inputs_[i].ptr, t.raw(), t.nbytes(), stream), "copying an input to the device");
+    }
+    const LaunchEnv env{handles_, scratch_.get(), workspace_.get()};
+    for (const Step& s : steps_) s.op->launch(env, s.in, s.out);
+    for (std::size_t o = 0; o < outputs_.size(); ++o) {
+      if (!ctx.wants_output(o)) continue;
+      Tensor& y = ctx.allocate_output(o, DType::Float32, outputs_[o].shape);
+      check(driver().MemcpyDtoHAsync(y.raw(), outputs_[o].ptr, y.nbytes(), stream), "copying an output from the device");
+    }
+    handles_.synchronize("running device region " + name_);
+  }
+
+  KernelProfile profile() const override {
+    KernelProfile p;
+    p.name = "region[" + kernels_ + "]";
+    return p;
+  }
+
+ private:
+  struct Step {
+    std::vector<DeviceTensor> in;
+    DeviceTensor out;
+    std::unique_ptr<DeviceOp> op;
+  };
+  std::string name_;
+  StreamHandles handles_;
+  std::vector<DeviceBuffer> buffers_;
+  std::vector<DeviceTensor> inputs_, outputs_;
+  std::vector<Step> steps_;
+  std::size_t scratch_bytes_ = 0, workspace_bytes_ = 0;
+  DeviceBuffer scratch_, workspace_;
+  std::string kernels_;
+  mutable std::mutex mu_;
+};
+
+}  // namespace
+
+std::string CudaBackend::why_unsupported(const Node& node, const Graph&) const {
+  if (node.domain != kWpkDomain || node.op_type != kRegionOp) return "the cuda backend runs device regions only";
+  const Attribute* body = node.find_attr("body");
+  if (!body || body->kind() != Attribute::Kind::Graph) return "a device region without its body";
+  return "";
+}
+
+std::unique_ptr<Kernel> CudaBackend::prepare(const Node& node, const Graph& graph) const {
+  if (std::string why = why_unsupported(node, graph); !why.empty()) throw Error(ErrorCode::Unsupported, node_label(node) + why);
+  return std::make_unique<RegionKernel>(node, node.find_attr("body")->g());
+}
+
+std::string CudaBackend::version() const {
+  std::string v = "cuda";
+  if (why_no_cuda_device().empty()) v += "-driver" + std::to_string(Device::get().info().driver_version);
+  return v;
+}
+
+}  // namespace wpk::cuda

@@ -1,0 +1,136 @@
+// The CUDA backend on a GPU: device regions against the CPU on small graphs of every op it runs,
+// and whole models placed by the session against PyTorch. On a machine without a GPU each case
+// says so and checks nothing else (device placement's own tests need none).
+#include <catch2/catch.hpp>
+
+#include <cstring>
+#include <filesystem>
+#include <thread>
+
+#include "support/tensor_compare.hpp"
+#include "../runtime/device_graphs.hpp"
+#include "wpk/optimizer.hpp"
+#include "wpk/wpk.hpp"
+#ifdef WPK_WITH_CUDA
+#include "backends/cuda/cuda_api.hpp"
+#endif
+#include "backends/cuda/cuda_backend_names.hpp"
+#include "runtime/device_placement.hpp"
+
+namespace wpk {
+namespace {
+
+bool have_gpu() {
+#ifdef WPK_WITH_CUDA
+  const std::string why = cuda::why_no_cuda_device();
+  if (why.empty() || std::getenv("WPK_PRETEND_GPU")) return true;
+  WARN("no GPU here, the CUDA backend is not run: " << why);
+#else
+  WARN("this build has no CUDA backend");
+#endif
+  return false;
+}
+
+// `g` optimized as a CUDA session does, with every node the backend runs on the GPU (links and
+// launches priced at nothing), as a graph a CPU session runs with its regions on the device.
+Graph all_on_gpu(Graph g, int* regions) {
+  OptimizerOptions o;
+  o.disabled_passes = {"layout_nhwc", "fuse_concat_batchnorm", "split_conv_over_concat"};
+  g = Optimizer(o).optimize(std::move(g));
+  GpuModel free = gpu_model("test GPU", 132);
+  free.link_seconds = 0, free.link_bytes_per_second = 1e30, free.launch_seconds = 0;
+  *regions = place_on_gpu(g, free, 1).regions;
+  return g;
+}
+
+void check_matches_cpu(const Graph& model, const TensorMap& inputs, double tolerance) {
+  int regions = 0;
+  Session gpu(all_on_gpu(model, &regions), SessionOptions{});
+  Session cpu(model, SessionOptions{});
+  CHECK(regions >= 1);
+  const TensorMap want = cpu.run(inputs);
+  for (int round = 0; round < 2; ++round) {  // the second run reuses everything the first set up
+    const TensorMap got = gpu.run(inputs);
+    for (const auto& [name, t] : want) {
+      INFO(name << " round " << round);
+      REQUIRE(got.count(name));
+      REQUIRE(got.at(name).shape() == t.shape());
+      const double err = testing::relative_l2_error(got.at(name), t);
+      INFO("relative L2 error " << err);
+      CHECK(err <= tolerance);
+    }
+  }
+  bool region_ran = false;
+  for (const auto& step : gpu.describe().steps) region_ran |= step.backend.rfind("cuda", 0) == 0;
+  CHECK(region_ran);
+}
+
+TEST_CASE("device regions match the CPU: convolutions, pooling, residuals, clips and a Gemm", "[cuda]") {
+  if (!have_gpu()) return;
+  check_matches_cpu(device_test::conv_net(2, 16, 20), device_test::conv_net_inputs(2, 16, 20), 1e-5);
+  check_matches_cpu(device_test::conv_net(1, 3, 9), device_test::conv_net_inputs(1, 3, 9), 1e-5);
+}
+
+TEST_CASE("device regions match the CPU: broadcast element-wise ops, transposes and products", "[cuda]") {
+  if (!have_gpu()) return;
+  using device_test::ramp;
+  Graph g;
+  g.add_input("a", DType::Float32, {2, 3, 4, 5});
+  g.add_input("b", DType::Float32, {3, 1, 5});
+  g.add_initializer("w", ramp({5, 6}, 0.5f, 1));
+  g.add_initializer("wb", ramp({2, 3, 6, 7}, 0.5f, 2));
+  g.add_initializer("g", ramp({8, 6}, 0.5f, 3));
+  g.add_initializer("gc", ramp({8}, 0.5f, 4));
+  g.add_initializer("shape", Tensor::from_vector<std::int64_t>({8, 21}, {2}));
+  g.add_node("Add", {"a", "b"}, {"s"});
+  g.add_node("Mul", {"s", "b"}, {"m"});
+  g.add_node("Sigmoid", {"m"}, {"sg"});
+  g.add_node("Sub", {"sg", "a"}, {"d"});
+  g.add_node("Div", {"d", "b"}, {"q"});
+  g.add_node("Max", {"q", "a"}, {"mx"});
+  g.add_node("Tanh", {"mx"}, {"t"});
+  g.add_node("LeakyRelu", {"t"}, {"lr"}, {{"alpha", 0.2f}});
+  g.add_node("MatMul", {"lr", "w"}, {"p"});           // [2,3,4,6], B 2-D
+  g.add_node("Transpose", {"p"}, {"pt"}, {{"perm", std::vector<std::int64_t>{0, 1, 3, 2}}});  // [2,3,6,4]
+  g.add_node("Transpose", {"pt"}, {"pb"}, {{"perm", std::vector<std::int64_t>{0, 1, 3, 2}}});
+  g.add_node("MatMul", {"pb", "wb"}, {"pm"});         // [2,3,4,7], batched
+  g.add_node("Reshape", {"pm", "shape"}, {"r"});
+  g.add_node("Gemm", {"r", "g", "gc"}, {"y"}, {{"transA", std::int64_t(1)}, {"alpha", 0.5f}, {"beta", 2.0f}});
+  // Gemm reads r as [8, 21] transposed: 21 x 8 times 8 x 6.
+  g.add_output("y");
+  g.add_output("pt");
+  check_matches_cpu(g, {{"a", ramp({2, 3, 4, 5}, 1.0f, 7)}, {"b", ramp({3, 1, 5}, 1.0f, 8)}}, 1e-5);
+}
+
+TEST_CASE("a CUDA session places ResNet-50 on the GPU and matches PyTorch, with concurrent runs", "[cuda][model]") {
+  if (!have_gpu()) return;
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::path(WPK_TEST_MODELS_DIR);
+  for (const char* name : {"resnet50", "mobilenet_v2"}) {
+    INFO(name);
+    Graph graph = load((dir / (std::string(name) + ".onnx")).string());
+    SessionOptions options;
+    options.device = Device::CUDA;
+    options.fixed_dims = {{graph.value(graph.inputs().front()).dims->front().symbol, 1}};
+    Session s(std::move(graph), options);
+    int regions = 0;
+    for (const Node& n : s.graph().nodes()) regions += n.op_type == cuda::kRegionOp;
+    CHECK(regions >= 1);
+    const fs::path data = dir / name / "test_data_set_0";
+    const TensorMap inputs = {{s.inputs()[0].name, load_tensor((data / "input_0.pb").string())}};
+    const Tensor expected = load_tensor((data / "output_0.pb").string());
+    const Tensor first = s.run(inputs).at(s.outputs()[0].name);
+    const double err = testing::relative_l2_error(first, expected);
+    INFO("relative L2 error " << err);
+    CHECK(err <= 1e-4);
+    std::vector<Tensor> got(4);
+    std::vector<std::thread> clients;
+    for (std::size_t t = 0; t < got.size(); ++t)
+      clients.emplace_back([&, t] { got[t] = s.run(inputs).at(s.outputs()[0].name); });
+    for (auto& c : clients) c.join();
+    for (const Tensor& t : got) CHECK(std::memcmp(t.raw(), first.raw(), first.nbytes()) == 0);
+  }
+}
+
+}  // namespace
+}  // namespace wpk

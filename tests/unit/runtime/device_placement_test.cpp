@@ -1,0 +1,139 @@
+// Device placement (runtime/device_placement.hpp) decides from the graph and the models alone:
+// these tests need no GPU.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+
+#include "backends/cuda/cuda_backend_names.hpp"
+#include "backends/cuda/support.hpp"
+#include "device_graphs.hpp"
+#include "runtime/device_placement.hpp"
+#include "wpk/optimizer.hpp"
+
+namespace wpk {
+namespace {
+
+Graph optimized(Graph g) {
+  OptimizerOptions o;
+  o.disabled_passes = {"layout_nhwc", "fuse_concat_batchnorm", "split_conv_over_concat"};
+  return Optimizer(o).optimize(std::move(g));
+}
+
+int regions(const Graph& g) {
+  int n = 0;
+  for (const Node& node : g.nodes()) n += node.op_type == cuda::kRegionOp;
+  return n;
+}
+
+TEST_CASE("a conv net large enough to pay for the copies becomes one device region", "[placement]") {
+  Graph g = optimized(device_test::conv_net(8, 64, 56));
+  int convs = 0;
+  for (const Node& n : g.nodes()) convs += n.op_type == "FusedConv" || n.op_type == "Conv";
+  REQUIRE(convs == 2);
+  const PlacementSummary s = place_on_gpu(g, gpu_model("NVIDIA H100 80GB HBM3", 132), 2);
+  CHECK(s.regions == 1);
+  CHECK(s.predicted_seconds < s.predicted_cpu_seconds);
+  REQUIRE(regions(g) == 1);
+  const Node& region = g.nodes()[0];
+  CHECK(region.domain == "com.wpk");
+  CHECK(region.op_type == cuda::kRegionOp);
+  const Graph& body = region.find_attr("body")->g();
+  CHECK(static_cast<int>(body.nodes().size()) == s.nodes_on_gpu);
+  REQUIRE(body.inputs().size() == 1);
+  CHECK(body.value(body.inputs()[0]).name == "x");
+  int body_convs = 0;
+  for (const Node& n : body.nodes()) {
+    INFO(n.op_type);
+    body_convs += n.op_type == "FusedConv" || n.op_type == "Conv";
+    CHECK(cuda::why_cuda_cannot_run(n, body).empty());  // the body keeps every static shape
+  }
+  CHECK(body_convs == convs);
+  // What the region hands back is what the rest of the graph reads.
+  for (ValueId v : region.outputs) {
+    bool read = std::find(g.outputs().begin(), g.outputs().end(), v) != g.outputs().end();
+    for (const Node& n : g.nodes()) read |= std::find(n.inputs.begin(), n.inputs.end(), v) != n.inputs.end();
+    CHECK(read);
+  }
+}
+
+TEST_CASE("placement keeps on the CPU what the GPU cannot run, or what would not pay for its copies", "[placement]") {
+  SECTION("a tiny graph: the copies cost more than the GPU saves") {
+    Graph g = optimized(device_test::conv_net(1, 4, 8));
+    const PlacementSummary s = place_on_gpu(g, gpu_model("NVIDIA H100 80GB HBM3", 132), 2);
+    CHECK(s.regions == 0);
+    CHECK(regions(g) == 0);
+  }
+  SECTION("symbolic shapes") {
+    Graph g = device_test::conv_net(8, 64, 56);
+    g.mutable_value(g.value_id("x")).dims = DimList{Dim("N"), 64, 56, 56};
+    g = optimized(std::move(g));
+    CHECK(place_on_gpu(g, gpu_model("NVIDIA H200", 132), 2).regions == 0);
+  }
+  SECTION("an op the CUDA backend lacks splits the graph into two regions around it") {
+    Graph g = device_test::conv_net(8, 64, 56);
+    // A Softmax over the pooled features between the two halves.
+    auto& nodes = g.mutable_nodes();
+    for (Node& n : nodes)
+      if (n.op_type == "Add") n.inputs[1] = g.add_node("Softmax", {"p1"}, {"sm"}).outputs[0];
+    // add_node appended Softmax last: move it before the Add.
+    Node softmax = g.mutable_nodes().back();
+    g.mutable_nodes().pop_back();
+    auto& list = g.mutable_nodes();
+    for (std::size_t i = 0; i < list.size(); ++i)
+      if (list[i].op_type == "Conv" && i > 0) {
+        list.insert(list.begin() + static_cast<std::ptrdiff_t>(i), softmax);
+        break;
+      }
+    g = optimized(std::move(g));
+    const PlacementSummary s = place_on_gpu(g, gpu_model("NVIDIA H100 80GB HBM3", 132), 2);
+    CHECK(s.regions == 2);
+    bool softmax_on_cpu = false;
+    for (const Node& n : g.nodes()) softmax_on_cpu |= n.op_type == "Softmax";
+    CHECK(softmax_on_cpu);
+  }
+}
+
+TEST_CASE("the CUDA backend's support rules refuse by name", "[placement]") {
+  Graph g;
+  g.add_input("x", DType::Float32, {1, 4, 8, 8});
+  g.add_input("i", DType::Int64, {4});
+  g.add_initializer("w", device_test::ramp({4, 4, 3, 3}, 1, 0));
+  g.add_node("Conv", {"x", "w"}, {"y"}, {{"pads", std::vector<std::int64_t>{0, 0, 1, 1}}});
+  g.add_node("Neg", {"i"}, {"z"});
+  g.add_node("MaxPool", {"x"}, {"p"}, {{"kernel_shape", std::vector<std::int64_t>{2, 2}}, {"ceil_mode", std::int64_t(1)}});
+  g.add_node("Softmax", {"x"}, {"s"});
+  for (const char* out : {"y", "z", "p", "s"}) g.add_output(out);
+  g = optimized(std::move(g));
+  std::map<std::string, std::string> why;
+  for (const Node& n : g.nodes()) why[n.op_type] = cuda::why_cuda_cannot_run(n, g);
+  CHECK(why.at("Conv") == "padded unevenly (cuDNN pads both sides alike)");
+  CHECK(why.at("Neg") == "a value that is not float32 of a static shape");
+  CHECK(why.at("MaxPool") == "ceil_mode");
+  CHECK(why.at("Softmax") == "op Softmax");
+}
+
+TEST_CASE("device cuda without a GPU is a clear error; auto runs on the CPU", "[placement]") {
+  SessionOptions cuda;
+  cuda.device = Device::CUDA;
+  SessionOptions automatic;
+  automatic.device = Device::Auto;
+  try {
+    Session s(device_test::conv_net(1, 4, 8), cuda);
+    // A machine with a GPU: the CUDA backend's own tests cover it.
+    SUCCEED("this machine has a GPU");
+  } catch (const Error& e) {
+    CHECK(e.code() == ErrorCode::Unsupported);
+    CHECK(std::string(e.what()).find("device cuda: ") != std::string::npos);
+    Session fallback(device_test::conv_net(1, 4, 8), automatic);
+    Session cpu(device_test::conv_net(1, 4, 8), SessionOptions{});
+    const TensorMap in = device_test::conv_net_inputs(1, 4, 8);
+    const Tensor a = fallback.run(in).at("y"), b = cpu.run(in).at("y");
+    REQUIRE(a.shape() == b.shape());
+    CHECK(std::memcmp(a.raw(), b.raw(), a.nbytes()) == 0);
+  }
+}
+
+}  // namespace
+}  // namespace wpk
