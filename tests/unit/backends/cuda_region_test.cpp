@@ -80,7 +80,7 @@ TEST_CASE("device regions match the CPU: broadcast element-wise ops, transposes 
   g.add_initializer("w", ramp({5, 6}, 0.5f, 1));
   g.add_initializer("wb", ramp({2, 3, 6, 7}, 0.5f, 2));
   g.add_initializer("g", ramp({8, 6}, 0.5f, 3));
-  g.add_initializer("gc", ramp({8}, 0.5f, 4));
+  g.add_initializer("gc", ramp({6}, 0.5f, 4));
   g.add_initializer("shape", Tensor::from_vector<std::int64_t>({8, 21}, {2}));
   g.add_node("Add", {"a", "b"}, {"s"});
   g.add_node("Mul", {"s", "b"}, {"m"});
