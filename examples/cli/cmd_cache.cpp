@@ -7,6 +7,7 @@
 
 #include "cli.hpp"
 // Internal headers of libwpk that need only the standard library.
+#include "codegen/jit/cubin_store.hpp"
 #include "codegen/jit/kernel_store.hpp"
 #include "runtime/cache_folder.hpp"
 #include "runtime/kernel_compilation.hpp"
@@ -60,8 +61,9 @@ int ls(const std::string& dir) {
   const CacheFolderInfo info = inspect_cache_folder(dir);
   const codegen::HostCompiler compiler = codegen::find_host_compiler();
   const codegen::KernelFolderInfo kernels = codegen::inspect_kernel_folder(kernel_folder(dir), compiler.identity);
+  const codegen::CubinFolderInfo cubins = codegen::inspect_cubin_folder(cuda_kernel_folder(dir));
   if (info.files.empty() && info.leftovers.empty() && kernels.kernels.empty() && kernels.orphans.empty() &&
-      kernels.leftovers.empty()) {
+      kernels.leftovers.empty() && cubins.entries + cubins.damaged == 0) {
     std::printf("cache folder %s is empty%s\n", dir.c_str(), info.exists ? "" : " (it does not exist)");
     return 0;
   }
@@ -78,6 +80,9 @@ int ls(const std::string& dir) {
   for (const std::string& p : info.leftovers)
     std::printf("%s  left over from an interrupted write (clear removes it)\n", p.c_str());
   ls_kernels(dir, kernels, compiler.usable());
+  if (cubins.entries + cubins.damaged)
+    std::printf("%s  %zu CUDA kernels, %ju bytes%s\n", cuda_kernel_folder(dir).c_str(), cubins.entries, cubins.bytes,
+                cubins.damaged ? (", " + std::to_string(cubins.damaged) + " damaged (prune removes them)").c_str() : "");
   return 0;
 }
 
@@ -117,7 +122,10 @@ int cmd_cache(int argc, char** argv) {
       action == "clear"     ? codegen::clear_kernel_folder(kernel_folder(dir))
       : compiler.usable()   ? codegen::prune_kernel_folder(kernel_folder(dir), compiler.identity)
                             : std::vector<std::string>{};
-  if (done.nothing() && kernels.empty()) std::printf("nothing to %s in %s\n", action.c_str(), dir.c_str());
+  const std::vector<std::string> cubins = action == "clear" ? codegen::clear_cubin_folder(cuda_kernel_folder(dir))
+                                                            : codegen::prune_cubin_folder(cuda_kernel_folder(dir));
+  for (const std::string& p : cubins) std::printf("removed %s\n", p.c_str());
+  if (done.nothing() && kernels.empty() && cubins.empty()) std::printf("nothing to %s in %s\n", action.c_str(), dir.c_str());
   print_removed(done);
   for (const std::string& p : kernels) std::printf("removed %s\n", p.c_str());
   return 0;

@@ -14,6 +14,7 @@ std::string first_line(const std::string& text) { return text.substr(0, text.fin
 }  // namespace
 
 std::string kernel_folder(const std::string& cache_dir) { return cache_dir.empty() ? "" : cache_dir + "/kernels"; }
+std::string cuda_kernel_folder(const std::string& cache_dir) { return cache_dir.empty() ? "" : cache_dir + "/cuda-kernels"; }
 
 KernelCompilation::KernelCompilation(std::function<codegen::KernelStore*()> store_of, int parallel)
     : store_of_(std::move(store_of)), parallel_(parallel) {}

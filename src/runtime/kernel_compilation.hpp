@@ -15,6 +15,8 @@ namespace wpk {
 
 // The kernel store of a session's cache folder ("" keeps kernels for this process only).
 std::string kernel_folder(const std::string& cache_dir);
+// The compiled CUDA kernels of a session's cache folder (codegen/jit/cubin_store.hpp).
+std::string cuda_kernel_folder(const std::string& cache_dir);
 
 class KernelCompilation {
  public:

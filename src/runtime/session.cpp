@@ -1,12 +1,15 @@
 #include "wpk/session.hpp"
 
 #include <chrono>
+#include <filesystem>
 #include <mutex>
 #include <optional>
 
 #include "core/api_boundary.hpp"
 #include "core/cpu_features.hpp"
 #include "core/page_memory.hpp"
+#include "backends/cuda/cuda_backend_names.hpp"
+#include "graph/fused_ops.hpp"
 #include "graph/passes/pass.hpp"
 #include "graph/shape_limits.hpp"
 #include "graph/subgraph.hpp"
@@ -29,6 +32,7 @@
 #include "wpk/optimizer.hpp"
 #ifdef WPK_WITH_CUDA
 #include "backends/cuda/device.hpp"
+#include "codegen/jit/cubin_store.hpp"
 #include "codegen/jit/nvrtc_compiler.hpp"
 #endif
 
@@ -142,7 +146,8 @@ std::optional<GpuModel> resolve_gpu(const SessionOptions& o) {
     try {
       cuda::cublas();
       cuda::cudnn();
-      if (!codegen::Nvrtc::get(&why)) throw Error(ErrorCode::Unsupported, why);
+      if (!codegen::Nvrtc::get(&why))
+        logger().warn("device cuda: {}; generated kernels come from the kernel cache only", why);
       const cuda::DeviceInfo& info = cuda::Device::get().info();
       logger().info("device {}: sm_{}, {} multiprocessors, {:.0f} GiB", info.name, info.sm, info.multiprocessors,
                     static_cast<double>(info.memory_bytes) / (1 << 30));
@@ -201,6 +206,16 @@ Session::Session(Graph graph, SessionOptions options, const std::vector<const Ba
     logger().info("placement on {}: {} of {} nodes in {} regions (modelled {:.2f} ms against {:.2f} ms all on the CPU)",
                   gpu->name, placed.nodes_on_gpu, placed.nodes, placed.regions, placed.predicted_seconds * 1e3,
                   placed.predicted_cpu_seconds * 1e3);
+    const std::string cubins = cuda_kernel_folder(resolve_cache_dir(options.cache_dir));
+    for (Node& n : impl_->graph.mutable_nodes())
+      if (n.domain == kWpkDomain && n.op_type == cuda::kRegionOp) n.attributes.emplace("kernel_cache", Attribute(cubins));
+    if (options.tuning)  // the regions search their generated kernels' schedules as the CPU's nodes do
+      for (Node& n : impl_->graph.mutable_nodes())
+        if (n.domain == kWpkDomain && n.op_type == cuda::kRegionOp) {
+          n.attributes.emplace("tune_algorithm", Attribute(options.tuning_algorithm));
+          n.attributes.emplace("tune_seed", Attribute(static_cast<std::int64_t>(options.tuning_seed)));
+          n.attributes.emplace("tune_trials", Attribute(static_cast<std::int64_t>(options.tuning_trials ? options.tuning_trials : 16)));
+        }
     if (placed.regions == 0)
       logger().warn("device {}: no node placed on the GPU (nodes need float32 values of static shapes: fix symbolic dims "
                     "with SessionOptions::fixed_dims)",
@@ -222,6 +237,9 @@ Session::Session(Graph graph, SessionOptions options, const std::vector<const Ba
   // Preparing the plan packs weights and may compile kernels on the session's threads: it holds
   // CPUs like a run.
   const auto t_prepare = std::chrono::steady_clock::now();
+#ifdef WPK_WITH_CUDA
+  const codegen::CubinCounters cubins_before = codegen::cubin_counters();
+#endif
   RunPool::process().execute(impl_->threads, [&] {
     OmpThreadScope scope(impl_->threads);  // backends may size their kernels to the thread count
     BodyOptionsScope bodies(options);       // control-flow bodies are sessions with these options
@@ -250,6 +268,13 @@ Session::Session(Graph graph, SessionOptions options, const std::vector<const Ba
     impl_->plan = std::make_unique<ExecutionPlan>(impl_->graph, backends, plan);
   });
   impl_->load.prepare_ms = us_since(t_prepare) / 1000;
+#ifdef WPK_WITH_CUDA
+  if (gpu) {
+    const codegen::CubinCounters now = codegen::cubin_counters();
+    logger().info("CUDA kernels: {} compiled, {} from the kernel cache", now.compiled - cubins_before.compiled,
+                  now.loaded - cubins_before.loaded);
+  }
+#endif
   // The control-flow kernels hold their bodies as sessions now: the graph keeps the signatures.
   strip_bodies(impl_->graph);
   impl_->load.compile_ms = impl_->plan->compile_seconds() * 1000;

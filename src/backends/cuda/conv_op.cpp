@@ -1,8 +1,16 @@
 // Conv and FusedConv: cuDNN's convolution, its algorithm chosen by measuring every one cuDNN
 // offers on the region's own buffers at load, then the fused bias, residual and activation as
-// one generated epilogue.
+// one generated epilogue. When the session tunes, a generated convolution with its epilogue
+// inside (generated_kernels.hpp) competes: the search strategy walks its schedule knobs, every
+// point compiled and timed on the device, and the faster of it and cuDNN runs.
+#include <future>
+#include <limits>
+
 #include "backends/cuda/device_op.hpp"
+#include "backends/cuda/generated_kernels.hpp"
 #include "graph/fused_ops.hpp"
+#include "runtime/logging.hpp"
+#include "search/strategy.hpp"
 
 namespace wpk::cuda {
 namespace {
@@ -59,12 +67,16 @@ class ConvOp : public DeviceOp {
     check(dnn.SetConvolutionMathType(conv_desc_, CUDNN_FMA_MATH), "the math type");
 
     const bool fused = n.op_type == "FusedConv";
-    const bool has_bias = n.inputs.size() > 2 && n.inputs[2] != kNoValue;
-    const bool has_residual = fused && has_fused_residual(n);
+    has_bias_ = n.inputs.size() > 2 && n.inputs[2] != kNoValue;
+    has_residual_ = fused && has_fused_residual(n);
+    activation_ = fused ? n.attr_string("activation", "") : "";
+    params_ = n.attr_floats("activation_params");
     const Shape bias_shape = {1, w[0], 1, 1};
-    epilogue_ = make_epilogue("conv_epilogue", out_shape_, has_bias ? &bias_shape : nullptr, has_residual,
-                              fused ? n.attr_string("activation", "") : "", n.attr_floats("activation_params"));
+    cubins_ = env.cubins;
+    epilogue_ = make_epilogue(env.cubins, "conv_epilogue", out_shape_, has_bias_ ? &bias_shape : nullptr, has_residual_, activation_, params_);
     choose_algorithm(env);
+    geometry_ = {x, w, out_shape_, n.attr_int("group", 1), pads, strides, dilations};
+    if (env.search) choose_implementation(env);
   }
 
   ~ConvOp() override {
@@ -76,6 +88,10 @@ class ConvOp : public DeviceOp {
   }
 
   void launch(const LaunchEnv& env, const std::vector<DeviceTensor>& in, const DeviceTensor& out) const override {
+    if (generated_) {
+      generated_->launch(env.handles.stream(), generated_args(in, out));
+      return;
+    }
     const float one = 1.0f, zero = 0.0f;
     const CUdeviceptr target = epilogue_.kernel ? env.scratch : out.ptr;
     check(cudnn().ConvolutionForward(env.handles.dnn(), &one, x_desc_, ptr(in[0].ptr), w_desc_, ptr(in[1].ptr), conv_desc_,
@@ -86,14 +102,95 @@ class ConvOp : public DeviceOp {
   }
 
   std::string describe() const override {
+    if (generated_) return "gen:" + generated_->symbol() + "(" + config_ + ")";
     return std::string("cudnn:conv(algo=") + algo_name(algo_) + ")" + (epilogue_.kernel ? "+gen:" + epilogue_.kernel->symbol() : "");
   }
   std::size_t scratch_bytes() const override {
-    return epilogue_.kernel ? static_cast<std::size_t>(shape_numel(out_shape_)) * sizeof(float) : 0;
+    return epilogue_.kernel && !generated_ ? static_cast<std::size_t>(shape_numel(out_shape_)) * sizeof(float) : 0;
   }
-  std::size_t workspace_bytes() const override { return workspace_; }
+  std::size_t workspace_bytes() const override { return generated_ ? 0 : workspace_; }
 
  private:
+  std::vector<CUdeviceptr> generated_args(const std::vector<DeviceTensor>& in, const DeviceTensor& out) const {
+    std::vector<CUdeviceptr> args = {in[0].ptr, in[1].ptr};
+    if (has_bias_) args.push_back(in[2].ptr);
+    if (has_residual_) args.push_back(in[3].ptr);
+    args.push_back(out.ptr);
+    return args;
+  }
+
+  std::string signature() const {
+    std::string s = "conv";
+    for (const Shape* sh : {&geometry_.x, &geometry_.w})
+      for (std::int64_t d : *sh) s += "_" + std::to_string(d);
+    for (const auto* v : {&geometry_.pads, &geometry_.strides, &geometry_.dilations})
+      for (std::int64_t d : *v) s += "_" + std::to_string(d);
+    s += "_g" + std::to_string(geometry_.groups) + (has_bias_ ? "b" : "") + (has_residual_ ? "z" : "") + activation_;
+    for (float p : params_) s += "_" + std::to_string(p);
+    return s;
+  }
+
+  std::shared_ptr<const GeneratedKernel> generate(const CudaConvConfig& c) const {
+    return GeneratedKernel::obtain(conv_kernel(geometry_, c, has_bias_, has_residual_, activation_, params_), cubins_);
+  }
+
+  static CudaConvConfig config_at(const search::Space& space, const search::Point& p) {
+    return {space.value(p, 0), space.value(p, 1), space.value(p, 2), space.value(p, 3)};
+  }
+
+  // Tuning: cuDNN (its fastest algorithm, with the epilogue) against the generated convolution's
+  // schedules as the session's search strategy proposes them, all timed on the device.
+  void choose_implementation(const PrepareEnv& env) {
+    const std::string key = signature();
+    std::vector<search::Knob> knobs;
+    for (auto& [name, values] : cuda_conv_knobs()) knobs.push_back({name, values});
+    const ConvGeometry geometry = geometry_;
+    const search::Space space(knobs, [geometry](const search::Space& sp, const search::Point& p) {
+      return cuda_conv_config_valid(geometry, config_at(sp, p));
+    });
+    if (env.choices) {
+      if (auto it = env.choices->find(key); it != env.choices->end()) {
+        if (it->second != "cudnn") {
+          const auto point = space.parse(it->second);
+          if (point) config_ = it->second, generated_ = generate(config_at(space, *point));
+        }
+        return;
+      }
+    }
+    DeviceBuffer scratch(scratch_bytes(), "measuring a convolution"), workspace(workspace_, "measuring a convolution");
+    const LaunchEnv measuring{env.handles, scratch.get(), workspace.get()};
+    const double library = median_launch_seconds(env.handles, [&] { launch(measuring, env.in, env.out); });
+    const std::string algorithm = env.search->algorithm == "compare" ? "grid" : env.search->algorithm;
+    auto strategy = search::make_strategy(search::parse_algorithm(algorithm), space, env.search->seed);
+    double best = std::numeric_limits<double>::infinity();
+    std::shared_ptr<const GeneratedKernel> best_kernel;
+    std::string best_config;
+    std::size_t tried = 0;
+    const std::vector<CUdeviceptr> args = generated_args(env.in, env.out);
+    while (tried < env.search->trials) {
+      const auto points = strategy->propose(std::min<std::size_t>(8, env.search->trials - tried));
+      if (points.empty()) break;
+      std::vector<std::future<std::shared_ptr<const GeneratedKernel>>> compiling;
+      for (const auto& p : points)
+        compiling.push_back(std::async(std::launch::async, [this, c = config_at(space, p)] { return generate(c); }));
+      for (std::size_t i = 0; i < points.size(); ++i, ++tried) {
+        double seconds = std::numeric_limits<double>::infinity();
+        std::shared_ptr<const GeneratedKernel> k;
+        try {
+          k = compiling[i].get();
+          seconds = median_launch_seconds(env.handles, [&] { k->launch(env.handles.stream(), args); });
+        } catch (const Error& e) {
+          logger().debug("cuda conv {}: {} failed: {}", env.node.name, space.describe(points[i]), e.what());
+        }
+        strategy->observe(points[i], seconds);
+        if (seconds < best) best = seconds, best_kernel = k, best_config = space.describe(points[i]);
+      }
+    }
+    logger().info("cuda conv '{}' {}: cuDNN {} {:.1f} us, generated best {:.1f} us ({}; {} schedules tried)", env.node.name,
+                  key, algo_name(algo_), library * 1e6, best * 1e6, best_config, tried);
+    if (best_kernel && best < library) generated_ = best_kernel, config_ = best_config;
+    if (env.choices) (*env.choices)[key] = generated_ ? config_ : "cudnn";
+  }
   static void* ptr(CUdeviceptr p) { return reinterpret_cast<void*>(p); }
 
   static void set_tensor(cudnnTensorDescriptor_t desc, const Shape& shape) {
@@ -131,6 +228,13 @@ class ConvOp : public DeviceOp {
   cudnnConvolutionFwdAlgo_t algo_ = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
   std::size_t workspace_ = 0;
   Epilogue epilogue_;
+  bool has_bias_ = false, has_residual_ = false;
+  std::string activation_;
+  std::vector<float> params_;
+  ConvGeometry geometry_;
+  std::shared_ptr<const GeneratedKernel> generated_;
+  std::string config_;
+  codegen::CubinStore* cubins_ = nullptr;
 };
 
 }  // namespace

@@ -1,5 +1,8 @@
 #include "backends/cuda/device.hpp"
 
+#include <algorithm>
+#include <vector>
+
 namespace wpk::cuda {
 
 Device::Device() {
@@ -71,6 +74,33 @@ StreamHandles::~StreamHandles() {
 }
 
 void StreamHandles::synchronize(const std::string& what) const { check(driver().StreamSynchronize(stream_), what); }
+
+double median_launch_seconds(const StreamHandles& h, const std::function<void()>& launch, int runs) {
+  CUevent start = nullptr, stop = nullptr;
+  check(driver().EventCreate(&start, CU_EVENT_DEFAULT), "cuEventCreate");
+  check(driver().EventCreate(&stop, CU_EVENT_DEFAULT), "cuEventCreate");
+  std::vector<double> seconds;
+  try {
+    launch();
+    for (int r = 0; r < runs; ++r) {
+      check(driver().EventRecord(start, h.stream()), "cuEventRecord");
+      launch();
+      check(driver().EventRecord(stop, h.stream()), "cuEventRecord");
+      check(driver().EventSynchronize(stop), "timing a kernel");
+      float ms = 0;
+      check(driver().EventElapsedTime(&ms, start, stop), "cuEventElapsedTime");
+      seconds.push_back(ms * 1e-3);
+    }
+  } catch (...) {
+    driver().EventDestroy(start);
+    driver().EventDestroy(stop);
+    throw;
+  }
+  driver().EventDestroy(start);
+  driver().EventDestroy(stop);
+  std::sort(seconds.begin(), seconds.end());
+  return seconds[seconds.size() / 2];
+}
 
 LoadedModule::LoadedModule(const std::string& cubin, const std::string& symbol) {
   Device::get();

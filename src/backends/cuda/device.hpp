@@ -2,6 +2,7 @@
 // The CUDA device sessions run on (the first one the driver reports), its primary context, and
 // RAII holders for what wpk allocates on it.
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -67,6 +68,10 @@ class StreamHandles {
   cublasHandle_t blas_ = nullptr;
   cudnnHandle_t dnn_ = nullptr;
 };
+
+// The median seconds of `launch` (work enqueued on `h`'s stream) over `runs` runs after one
+// warm-up, timed by CUDA events.
+double median_launch_seconds(const StreamHandles& h, const std::function<void()>& launch, int runs = 5);
 
 // A compiled cubin loaded on the device, and its one kernel.
 class LoadedModule {

@@ -2,6 +2,7 @@
 // One node of a device region (region_kernel.hpp) prepared for its static shapes: cuDNN's
 // convolution and pooling, cuBLAS's products, and generated kernels (generated_kernels.hpp) for
 // the element-wise ops and the epilogues, compiled by NVRTC for the device at load.
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -9,6 +10,7 @@
 
 #include "backends/cuda/device.hpp"
 #include "codegen/cuda_printer.hpp"
+#include "codegen/jit/cubin_store.hpp"
 #include "wpk/graph.hpp"
 
 namespace wpk::cuda {
@@ -42,7 +44,8 @@ class DeviceOp {
 // source.
 class GeneratedKernel {
  public:
-  static std::shared_ptr<const GeneratedKernel> obtain(const codegen::PrintedCudaKernel& printed);
+  // From this process's kernels, else `store` (null: none) or NVRTC.
+  static std::shared_ptr<const GeneratedKernel> obtain(const codegen::PrintedCudaKernel& printed, codegen::CubinStore* store);
   void launch(CUstream stream, std::vector<CUdeviceptr> args) const;
   const std::string& symbol() const { return printed_.symbol; }
   GeneratedKernel(codegen::PrintedCudaKernel printed, const std::string& cubin)
@@ -53,6 +56,14 @@ class GeneratedKernel {
   LoadedModule module_;
 };
 
+// Tuning at load (SessionOptions::tuning): ops with generated candidates search their schedules
+// with this strategy and measure them against the libraries'.
+struct SearchSettings {
+  std::string algorithm = "ga";
+  std::uint64_t seed = 0;
+  std::size_t trials = 16;  // per distinct op
+};
+
 // What preparing an op sees: the node, the region's graph (constants, attributes), the operands
 // on the device with memory to measure on, and the region's stream.
 struct PrepareEnv {
@@ -61,6 +72,11 @@ struct PrepareEnv {
   std::vector<DeviceTensor> in;
   DeviceTensor out;
   const StreamHandles& handles;
+  const SearchSettings* search = nullptr;  // null: no tuning
+  // Choices already made in this region for an identical op ("cudnn" or a generated config), by
+  // the op's signature: repeated layers are measured once.
+  std::map<std::string, std::string>* choices = nullptr;
+  codegen::CubinStore* cubins = nullptr;  // the cache folder's compiled kernels
 };
 
 // Throws Error(Unsupported) for a node support.hpp would have refused.
@@ -79,7 +95,7 @@ struct Epilogue {
   bool has_bias = false, has_residual = false;
   void launch(CUstream stream, CUdeviceptr x, CUdeviceptr bias, CUdeviceptr residual, CUdeviceptr y) const;
 };
-Epilogue make_epilogue(const std::string& name, const Shape& out, const Shape* bias, bool residual, const std::string& activation,
-                       const std::vector<float>& params, float bias_scale = 1.0f);
+Epilogue make_epilogue(codegen::CubinStore* store, const std::string& name, const Shape& out, const Shape* bias, bool residual,
+                       const std::string& activation, const std::vector<float>& params, float bias_scale = 1.0f);
 
 }  // namespace wpk::cuda

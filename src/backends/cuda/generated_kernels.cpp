@@ -77,6 +77,74 @@ PrintedCudaKernel elementwise_kernel(const std::string& name, const Shape& out, 
   return print_cuda(lower(s), symbol, "cuda backend");
 }
 
+std::string CudaConvConfig::describe() const {
+  return "threads_oc=" + std::to_string(threads_oc) + ",regs_oc=" + std::to_string(regs_oc) +
+         ",threads_x=" + std::to_string(threads_x) + ",regs_x=" + std::to_string(regs_x);
+}
+
+std::vector<std::pair<std::string, std::vector<std::int64_t>>> cuda_conv_knobs() {
+  return {{"threads_oc", {1, 2, 4, 8, 16, 32, 64}},
+          {"regs_oc", {1, 2, 4, 8}},
+          {"threads_x", {1, 2, 4, 8, 16, 32}},
+          {"regs_x", {1, 2, 4}}};
+}
+
+bool cuda_conv_config_valid(const ConvGeometry& g, const CudaConvConfig& c) {
+  const std::int64_t ocg = g.w[0] / g.groups, ow = g.y[3];
+  // Tiles no larger than the next power of two of what they cover: a larger one only idles.
+  auto cover = [](std::int64_t extent) {
+    std::int64_t p = 1;
+    while (p < extent) p *= 2;
+    return p;
+  };
+  if (c.threads_oc * c.regs_oc > cover(ocg) || c.threads_x * c.regs_x > cover(ow)) return false;
+  const std::int64_t threads = c.threads_oc * c.threads_x;
+  const std::int64_t most = std::min<std::int64_t>(32, cover(ocg) * cover(ow) / (c.regs_oc * c.regs_x));
+  return threads <= kMaxCudaThreads && threads >= most && c.regs_oc * c.regs_x <= 32;
+}
+
+PrintedCudaKernel conv_kernel(const ConvGeometry& g, const CudaConvConfig& c, bool bias, bool residual,
+                              const std::string& activation, const std::vector<float>& params) {
+  const std::int64_t n = g.x[0], groups = g.groups, icg = g.x[1] / groups, h = g.x[2], w = g.x[3];
+  const std::int64_t ocg = g.w[0] / groups, kh = g.w[2], kw = g.w[3], oh = g.y[2], ow = g.y[3];
+  Var vn = var("n", n), vg = var("g", groups), oc = var("oc", ocg), oy = var("oy", oh), ox = var("ox", ow);
+  Var ic = var("ic", icg), ky = var("ky", kh), kx = var("kx", kw);
+  // The channel dims split by group: the same bytes as [N, C, H, W] and [O, C / groups, KH, KW].
+  Buffer x = buffer("x", {n, groups, icg, h, w}), wt = buffer("w", {groups, ocg, icg, kh, kw});
+  const Affine iy = Affine(oy) * g.strides[0] + Affine(ky) * g.dilations[0] - g.pads[0];
+  const Affine ix = Affine(ox) * g.strides[1] + Affine(kx) * g.dilations[1] - g.pads[1];
+  std::vector<Buffer> inputs = {x, wt};
+  Expr epilogue = acc();
+  if (bias) {
+    inputs.push_back(buffer("bias", {groups, ocg}));
+    epilogue = epilogue + load(inputs.back(), {vg, oc});
+  }
+  if (residual) {
+    inputs.push_back(buffer("z", {n, groups, ocg, oh, ow}));
+    epilogue = epilogue + load(inputs.back(), {vn, vg, oc, oy, ox});
+  }
+  epilogue = activation_expr(activation, params, epilogue);
+  const Compute conv = compute("conv", buffer("y", {n, groups, ocg, oh, ow}), {vn, vg, oc, oy, ox}, {ic, ky, kx},
+                               load_or_zero(x, {vn, vg, ic, iy, ix}) * load(wt, {vg, oc, ic, ky, kx}), epilogue, inputs);
+  Schedule s(conv);
+  const std::int64_t tile_oc = std::min(c.threads_oc * c.regs_oc, ocg), tile_x = std::min(c.threads_x * c.regs_x, ow);
+  const auto [oc_o, oc_i] = s.split(oc, tile_oc);
+  const auto [oc_t, oc_r] = s.split(oc_i, std::min(c.regs_oc, tile_oc));
+  const auto [ox_o, ox_i] = s.split(ox, tile_x);
+  const auto [ox_t, ox_r] = s.split(ox_i, std::min(c.regs_x, tile_x));
+  s.reorder({vn, vg, oc_o, oy, ox_o, oc_t, ox_t, ic, ky, kx, oc_r, ox_r});
+  for (const Var& b : {vn, vg, oc_o, oy, ox_o}) s.bind_block(b);
+  s.bind_thread(oc_t);
+  s.bind_thread(ox_t);
+  s.unroll(oc_r);
+  s.unroll(ox_r);
+  std::string symbol = "wpk_conv";
+  for (std::int64_t d : {n, g.x[1], h, w, g.w[0], kh, kw, g.strides[0], groups}) symbol += "_" + std::to_string(d);
+  symbol += "_" + std::to_string(c.threads_oc) + "x" + std::to_string(c.regs_oc) + "x" + std::to_string(c.threads_x) + "x" +
+            std::to_string(c.regs_x);
+  return print_cuda(lower(s), symbol, "cuda backend");
+}
+
 bool activation_expressible(const std::string& a) {
   return a.empty() || a == "Relu" || a == "Sigmoid" || a == "Tanh" || a == "SiLU" || a == "GeluTanh" || a == "HardSwish" ||
          a == "Clip" || a == "LeakyRelu" || a == "HardSigmoid";

@@ -4,6 +4,7 @@
 // residual and activation epilogues of convolutions and products). Needs no device: the tests
 // emulate and NVRTC-compile what these print.
 #include <functional>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,28 @@ using ElementwiseBody = std::function<codegen::Expr(const std::vector<codegen::E
 // as few and as long rows as the broadcast allows; its threads take a row's consecutive elements.
 codegen::PrintedCudaKernel elementwise_kernel(const std::string& name, const Shape& out, const std::vector<Shape>& operands,
                                               const ElementwiseBody& body);
+
+// A 2-D NCHW convolution's geometry (groups included) and the schedule knobs of its generated
+// kernel: a thread computes regs_oc output channels x regs_x output columns in registers, a
+// block's threads_oc x threads_x threads cover a tile of channels and columns of one output row.
+struct ConvGeometry {
+  Shape x, w, y;  // [N, C, H, W], [O, C / groups, KH, KW], [N, O, OH, OW]
+  std::int64_t groups = 1;
+  std::vector<std::int64_t> pads, strides, dilations;  // 2 each (pads: begin = end)
+};
+struct CudaConvConfig {
+  std::int64_t threads_oc = 8, regs_oc = 4, threads_x = 16, regs_x = 2;
+  std::string describe() const;
+};
+// The knobs' values, and the points worth trying (at most 1024 threads, at least one warp where
+// the convolution has that much parallelism, at most 32 accumulators a thread).
+std::vector<std::pair<std::string, std::vector<std::int64_t>>> cuda_conv_knobs();
+bool cuda_conv_config_valid(const ConvGeometry& g, const CudaConvConfig& c);
+
+// y = act(conv(x, w) + bias + z), the epilogue fused: the kernel's buffers are x, w, then bias
+// ([O]) and z (y's shape) when given, then y.
+codegen::PrintedCudaKernel conv_kernel(const ConvGeometry& g, const CudaConvConfig& c, bool bias, bool residual,
+                                       const std::string& activation, const std::vector<float>& params);
 
 // FusedConv's and FusedMatMul's `activation` (graph/fused_ops.hpp) applied to x; x itself for "".
 // Throws Error(Unsupported) for one the DSL cannot express (the erf form of Gelu).

@@ -13,24 +13,33 @@ namespace wpk::cuda {
 
 using namespace codegen;
 
-std::shared_ptr<const GeneratedKernel> GeneratedKernel::obtain(const PrintedCudaKernel& printed) {
+std::shared_ptr<const GeneratedKernel> GeneratedKernel::obtain(const PrintedCudaKernel& printed, CubinStore* store) {
   static std::mutex mu;
   static std::map<std::string, std::shared_ptr<const GeneratedKernel>> cache;  // by source
-  std::lock_guard<std::mutex> lock(mu);
-  if (auto it = cache.find(printed.source); it != cache.end()) return it->second;
-  std::string why;
-  const Nvrtc* nvrtc = Nvrtc::get(&why);
-  if (!nvrtc) throw Error(ErrorCode::Unsupported, "CUDA: " + why);
-  const int sm = Device::get().info().sm;
-  CompiledCubin cubin;
-  try {
-    cubin = nvrtc->compile(printed.source, printed.symbol, sm);
-  } catch (const std::exception& e) {
-    throw Error(ErrorCode::Internal, std::string("CUDA: a generated kernel did not compile: ") + e.what());
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (auto it = cache.find(printed.source); it != cache.end()) return it->second;
   }
-  auto k = std::make_shared<const GeneratedKernel>(printed, cubin.cubin);
-  cache.emplace(printed.source, k);
-  return k;
+  // Compiled outside the lock: a search compiles its candidates on several threads.
+  const Nvrtc* nvrtc = Nvrtc::get();
+  const DeviceInfo& device = Device::get().info();
+  std::string cubin;
+  try {
+    if (store) {
+      cubin = store->obtain(nvrtc, printed.source, printed.symbol, device.sm,
+                            device.name + " driver " + std::to_string(device.driver_version));
+    } else {
+      std::string why;
+      if (!nvrtc) Nvrtc::get(&why);
+      if (!nvrtc) throw std::runtime_error(why);
+      cubin = nvrtc->compile(printed.source, printed.symbol, device.sm).cubin;
+    }
+  } catch (const std::exception& e) {
+    throw Error(ErrorCode::Internal, std::string("CUDA: a generated kernel could not be had: ") + e.what());
+  }
+  auto k = std::make_shared<const GeneratedKernel>(printed, cubin);
+  std::lock_guard<std::mutex> lock(mu);
+  return cache.emplace(printed.source, k).first->second;
 }
 
 void GeneratedKernel::launch(CUstream stream, std::vector<CUdeviceptr> args) const {
@@ -52,8 +61,8 @@ void Epilogue::launch(CUstream stream, CUdeviceptr x, CUdeviceptr bias, CUdevice
   kernel->launch(stream, std::move(args));
 }
 
-Epilogue make_epilogue(const std::string& name, const Shape& out, const Shape* bias, bool residual, const std::string& activation,
-                       const std::vector<float>& params, float bias_scale) {
+Epilogue make_epilogue(CubinStore* store, const std::string& name, const Shape& out, const Shape* bias, bool residual,
+                       const std::string& activation, const std::vector<float>& params, float bias_scale) {
   Epilogue e;
   e.has_bias = bias != nullptr;
   e.has_residual = residual;
@@ -67,7 +76,7 @@ Epilogue make_epilogue(const std::string& name, const Shape& out, const Shape* b
     if (e.has_bias) x = x + (bias_scale == 1.0f ? v[next] : constant(bias_scale) * v[next]), ++next;
     if (e.has_residual) x = x + v[next];
     return activation_expr(activation, params, x);
-  }));
+  }), store);
   return e;
 }
 
@@ -161,7 +170,7 @@ std::unique_ptr<DeviceOp> prepare_generated(const PrepareEnv& env) {
     std::vector<std::int64_t> perm = n.attr_ints("perm");
     if (perm.empty())
       for (std::size_t d = in.size(); d-- > 0;) perm.push_back(static_cast<std::int64_t>(d));
-    return std::make_unique<GeneratedOp>(GeneratedKernel::obtain(transpose_kernel(in, perm, env.out.shape)),
+    return std::make_unique<GeneratedOp>(GeneratedKernel::obtain(transpose_kernel(in, perm, env.out.shape), env.cubins),
                                          std::vector<std::size_t>{0});
   }
   const bool binary = n.op_type == "Add" || n.op_type == "Sub" || n.op_type == "Mul" || n.op_type == "Div" ||
@@ -174,7 +183,7 @@ std::unique_ptr<DeviceOp> prepare_generated(const PrepareEnv& env) {
   for (char c : n.op_type) name += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   auto printed = elementwise_kernel(name, env.out.shape, shapes,
                                     [&](const std::vector<Expr>& v) { return elementwise_expr(n, env.graph, v); });
-  return std::make_unique<GeneratedOp>(GeneratedKernel::obtain(printed), operands);
+  return std::make_unique<GeneratedOp>(GeneratedKernel::obtain(printed, env.cubins), operands);
 }
 
 std::unique_ptr<DeviceOp> prepare_device_op(const PrepareEnv& env) {

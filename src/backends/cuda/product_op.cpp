@@ -30,7 +30,7 @@ class ProductOp : public DeviceOp {
     const bool fused = n.op_type == "FusedMatMul";
     const float beta = gemm ? n.attr_float("beta", 1.0f) : 1.0f;
     const Shape bias_shape = has_bias ? env.in[2].shape : Shape{};
-    epilogue_ = make_epilogue(gemm ? "gemm_epilogue" : "matmul_epilogue", out_shape_, has_bias ? &bias_shape : nullptr,
+    epilogue_ = make_epilogue(env.cubins, gemm ? "gemm_epilogue" : "matmul_epilogue", out_shape_, has_bias ? &bias_shape : nullptr,
                               fused && has_fused_residual(n), fused ? n.attr_string("activation", "") : "",
                               n.attr_floats("activation_params"), beta);
   }

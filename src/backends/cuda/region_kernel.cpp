@@ -1,5 +1,6 @@
 #include <map>
 #include <mutex>
+#include <optional>
 
 #include "backends/cuda/cuda_backend.hpp"
 #include "backends/cuda/device_op.hpp"
@@ -19,7 +20,7 @@ Shape static_shape(const Graph& g, ValueId v) {
 // the graph's static shape of the output says it already.
 class RegionKernel : public Kernel {
  public:
-  RegionKernel(const Node& node, const Graph& body) : name_(node.name) {
+  RegionKernel(const Node& node, const Graph& body) : name_(node.name), cubins_(node.attr_string("kernel_cache", "")) {
     const Device& device = Device::get();
     (void)device;
     // Every value's device tensor: region inputs and intermediates get memory of their own,
@@ -40,6 +41,15 @@ class RegionKernel : public Kernel {
       check(driver().MemcpyHtoDAsync(at[v].ptr, t.raw(), t.nbytes(), handles_.stream()), "uploading a constant");
     }
     handles_.synchronize("uploading constants");
+    // Tuning asked for at placement (attributes tune_algorithm, tune_seed, tune_trials).
+    std::optional<SearchSettings> search;
+    if (node.has_attr("tune_algorithm")) {
+      search = SearchSettings{};
+      search->algorithm = node.attr_string("tune_algorithm", "ga");
+      search->seed = static_cast<std::uint64_t>(node.attr_int("tune_seed", 0));
+      search->trials = static_cast<std::size_t>(std::max<std::int64_t>(1, node.attr_int("tune_trials", 16)));
+    }
+    std::map<std::string, std::string> choices;
     for (const Node& n : body.nodes()) {
       if (is_view_op(n)) {
         at[n.outputs[0]] = {at.at(n.inputs[0]).ptr, static_shape(body, n.outputs[0])};
@@ -49,7 +59,7 @@ class RegionKernel : public Kernel {
       Step step;
       for (ValueId v : n.inputs) step.in.push_back(v == kNoValue ? DeviceTensor{} : at.at(v));
       step.out = at.at(n.outputs[0]);
-      step.op = prepare_device_op({n, body, step.in, step.out, handles_});
+      step.op = prepare_device_op({n, body, step.in, step.out, handles_, search ? &*search : nullptr, &choices, &cubins_});
       scratch_bytes_ = std::max(scratch_bytes_, step.op->scratch_bytes());
       workspace_bytes_ = std::max(workspace_bytes_, step.op->workspace_bytes());
       steps_.push_back(std::move(step));
@@ -96,6 +106,7 @@ class RegionKernel : public Kernel {
     std::unique_ptr<DeviceOp> op;
   };
   std::string name_;
+  codegen::CubinStore cubins_;
   StreamHandles handles_;
   std::vector<DeviceBuffer> buffers_;
   std::vector<DeviceTensor> inputs_, outputs_;

@@ -37,10 +37,8 @@ inline std::shared_ptr<LoadedKernel> build_emulated(const PrintedCudaKernel& k, 
                        "      blockIdx.x = b;\n      threadIdx.x = t;\n      " + k.symbol + "(";
   for (std::size_t i = 0; i < k.args; ++i) runner += (i ? ", args[" : "args[") + std::to_string(i) + "]";
   runner += ");\n    }\n}\n";
-  // The printed source's own prelude defines NAN and INFINITY again: the host's come first.
-  std::string source = k.source;
-  for (const char* macro : {"#define NAN ", "#define INFINITY "})
-    if (auto at = source.find(macro); at != std::string::npos) source.insert(at, "#undef " + std::string(macro + 8, macro + std::strlen(macro) - 1) + "\n");
+  // The printed source defines NAN and INFINITY itself (through __int_as_float, above).
+  const std::string source = "#undef NAN\n#undef INFINITY\n" + k.source;
   KernelSource src{"cuda_emulated_" + name, "wpk_emulate", kCudaEmulationHeader, source + runner, {}, "cuda-emulated"};
   Obtained got = store.obtain({src}, 1).front();
   if (why) *why = got.why;

@@ -1,0 +1,164 @@
+// The CUDA backend's generated kernels without a GPU: convolutions over sampled schedules and
+// element-wise kernels with broadcasts, emulated on the host against the CPU's results, and
+// compiled by NVRTC for sm_80 and sm_90 within the architectures' limits.
+#include <catch2/catch.hpp>
+
+#include <random>
+
+#include "../codegen/cuda_emulation.hpp"
+#include "../runtime/device_graphs.hpp"
+#include "backends/cuda/generated_kernels.hpp"
+#include "codegen/jit/nvrtc_compiler.hpp"
+#include "support/tensor_compare.hpp"
+
+namespace wpk {
+namespace {
+
+struct ConvCase {
+  std::string name;
+  cuda::ConvGeometry geometry;
+  bool bias, residual;
+  std::string activation;
+  std::vector<float> params;
+};
+
+cuda::ConvGeometry geometry(std::int64_t n, std::int64_t c, std::int64_t hw, std::int64_t o, std::int64_t k, std::int64_t stride,
+                            std::int64_t pad, std::int64_t groups) {
+  const std::int64_t out = (hw + 2 * pad - k) / stride + 1;
+  return {{n, c, hw, hw}, {o, c / groups, k, k}, {n, o, out, out}, groups, {pad, pad}, {stride, stride}, {1, 1}};
+}
+
+std::vector<ConvCase> conv_cases() {
+  return {{"3x3", geometry(2, 8, 9, 12, 3, 1, 1, 1), true, false, "Relu", {}},
+          {"3x3_s2_residual_clip", geometry(1, 6, 11, 10, 3, 2, 1, 1), true, true, "Clip", {0.0f, 0.5f}},
+          {"depthwise", geometry(1, 16, 10, 16, 3, 2, 1, 16), false, false, "", {}},
+          {"pointwise_grouped", geometry(2, 8, 5, 8, 1, 1, 0, 2), true, true, "Sigmoid", {}},
+          {"7x7_s2", geometry(1, 3, 15, 8, 7, 2, 3, 1), true, false, "HardSwish", {}}};
+}
+
+// The CPU's y for the case: a Conv node, then the epilogue as ONNX ops.
+Tensor cpu_conv(const ConvCase& c, const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& z) {
+  Graph g;
+  g.add_input("x", DType::Float32, {c.geometry.x.begin(), c.geometry.x.end()});
+  g.add_input("z", DType::Float32, {c.geometry.y.begin(), c.geometry.y.end()});
+  g.add_initializer("w", w);
+  g.add_initializer("b", bias);
+  std::vector<std::string> ins = {"x", "w"};
+  if (c.bias) ins.push_back("b");
+  const auto& ge = c.geometry;
+  g.add_node("Conv", ins, {"c"},
+             {{"group", ge.groups}, {"strides", ge.strides}, {"dilations", ge.dilations},
+              {"pads", std::vector<std::int64_t>{ge.pads[0], ge.pads[1], ge.pads[0], ge.pads[1]}}});
+  std::string v = "c";
+  if (c.residual) g.add_node("Add", {v, "z"}, {"cz"}), v = "cz";
+  if (c.activation == "Relu") g.add_node("Relu", {v}, {"a"}), v = "a";
+  if (c.activation == "Sigmoid") g.add_node("Sigmoid", {v}, {"a"}), v = "a";
+  if (c.activation == "HardSwish") g.add_node("HardSwish", {v}, {"a"}), v = "a";
+  if (c.activation == "Clip") {
+    g.add_initializer("lo", Tensor::scalar<float>(c.params[0]));
+    g.add_initializer("hi", Tensor::scalar<float>(c.params[1]));
+    g.add_node("Clip", {v, "lo", "hi"}, {"a"}), v = "a";
+  }
+  g.add_node("Identity", {v}, {"y"});
+  g.add_output("y");
+  SessionOptions o;
+  o.optimizer.level = OptimizationLevel::None;
+  Session s(std::move(g), o);
+  return s.run({{"x", x}, {"z", z}}).at("y");
+}
+
+std::vector<cuda::CudaConvConfig> sampled_configs(const cuda::ConvGeometry& g, std::size_t count) {
+  std::vector<cuda::CudaConvConfig> all;
+  const auto knobs = cuda::cuda_conv_knobs();
+  for (auto to : knobs[0].second)
+    for (auto ro : knobs[1].second)
+      for (auto tx : knobs[2].second)
+        for (auto rx : knobs[3].second) {
+          const cuda::CudaConvConfig c{to, ro, tx, rx};
+          if (cuda::cuda_conv_config_valid(g, c)) all.push_back(c);
+        }
+  std::mt19937 gen(5);
+  std::shuffle(all.begin(), all.end(), gen);
+  if (all.size() > count) all.resize(count);
+  return all;
+}
+
+TEST_CASE("generated CUDA convolutions match the CPU under host emulation, over sampled schedules", "[cuda][codegen]") {
+  for (const ConvCase& c : conv_cases()) {
+    const auto& g = c.geometry;
+    const Tensor x = device_test::ramp(g.x, 1.0f, 1), w = device_test::ramp(g.w, 0.5f, 2);
+    const Tensor bias = device_test::ramp({g.w[0]}, 0.3f, 3), z = device_test::ramp(g.y, 0.4f, 4);
+    const Tensor want = cpu_conv(c, x, w, bias, z);
+    const auto configs = sampled_configs(g, 4);
+    REQUIRE(!configs.empty());
+    for (const auto& config : configs) {
+      INFO(c.name << " " << config.describe());
+      const auto printed = cuda::conv_kernel(g, config, c.bias, c.residual, c.activation, c.params);
+      std::string why;
+      const auto kernel = codegen::test::build_emulated(printed, c.name, &why);
+      INFO(why);
+      REQUIRE(kernel);
+      Tensor y = Tensor::zeros(DType::Float32, g.y);
+      std::vector<float*> args = {const_cast<float*>(x.data<float>()), const_cast<float*>(w.data<float>())};
+      if (c.bias) args.push_back(const_cast<float*>(bias.data<float>()));
+      if (c.residual) args.push_back(const_cast<float*>(z.data<float>()));
+      args.push_back(y.data<float>());
+      reinterpret_cast<codegen::test::Entry>(kernel->entry)(args.data(), nullptr, 1);
+      CHECK(testing::compare_allclose(y, want, 1e-5, 1e-5).empty());
+    }
+  }
+}
+
+TEST_CASE("generated CUDA convolutions and element-wise kernels compile with NVRTC within the limits", "[cuda][codegen]") {
+  std::string why;
+  const codegen::Nvrtc* nvrtc = codegen::Nvrtc::get(&why);
+  if (!nvrtc) {
+    WARN("NVRTC is not on this machine, nothing compiled: " << why);
+    return;
+  }
+  // ResNet-50's 3x3 convolution of its second stage and MobileNetV2's depthwise one.
+  const std::vector<cuda::ConvGeometry> shapes = {geometry(8, 128, 28, 128, 3, 1, 1, 1), geometry(1, 144, 56, 144, 3, 2, 1, 144)};
+  for (int sm : {80, 90}) {
+    const codegen::CudaArchLimits limits = codegen::cuda_arch_limits(sm);
+    for (const auto& g : shapes)
+      for (const auto& config : sampled_configs(g, 3)) {
+        const auto printed = cuda::conv_kernel(g, config, true, true, "Relu", {});
+        INFO(printed.symbol << " sm_" << sm);
+        const auto cubin = nvrtc->compile(printed.source, printed.symbol, sm);
+        REQUIRE(cubin.resources.registers > 0);
+        CHECK(cubin.resources.registers * printed.threads <= limits.registers_per_block);
+        CHECK(cubin.resources.spill_bytes == 0);
+      }
+    const auto add = cuda::elementwise_kernel("add", {8, 64, 56, 56}, {{8, 64, 56, 56}, {1, 64, 1, 1}},
+                                              [](const std::vector<codegen::Expr>& v) { return v[0] + v[1]; });
+    CHECK(nvrtc->compile(add.source, add.symbol, sm).resources.registers > 0);
+  }
+}
+
+TEST_CASE("generated element-wise kernels broadcast as numpy does under host emulation", "[cuda][codegen]") {
+  const Shape out = {2, 3, 4, 5};
+  const std::vector<Shape> operands = {{2, 3, 4, 5}, {3, 1, 5}, {1}};
+  const auto printed = cuda::elementwise_kernel("chain", out, operands, [](const std::vector<codegen::Expr>& v) {
+    return cuda::activation_expr("LeakyRelu", {0.1f}, v[0] * v[1] - v[2]);
+  });
+  std::string why;
+  const auto kernel = codegen::test::build_emulated(printed, "chain", &why);
+  INFO(why);
+  REQUIRE(kernel);
+  const Tensor a = device_test::ramp(operands[0], 1, 1), b = device_test::ramp(operands[1], 1, 2), c = device_test::ramp(operands[2], 1, 3);
+  Tensor y = Tensor::zeros(DType::Float32, out);
+  std::vector<float*> args = {const_cast<float*>(a.data<float>()), const_cast<float*>(b.data<float>()),
+                              const_cast<float*>(c.data<float>()), y.data<float>()};
+  reinterpret_cast<codegen::test::Entry>(kernel->entry)(args.data(), nullptr, 1);
+  for (std::int64_t i = 0; i < 2; ++i)
+    for (std::int64_t j = 0; j < 3; ++j)
+      for (std::int64_t k = 0; k < 4; ++k)
+        for (std::int64_t l = 0; l < 5; ++l) {
+          const float v = a.data<float>()[((i * 3 + j) * 4 + k) * 5 + l] * b.data<float>()[j * 5 + l] - c.data<float>()[0];
+          const float want = v < 0 ? 0.1f * v : v;
+          CHECK(std::fabs(y.data<float>()[((i * 3 + j) * 4 + k) * 5 + l] - want) <= 1e-6f);
+        }
+}
+
+}  // namespace
+}  // namespace wpk
