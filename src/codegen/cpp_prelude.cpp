@@ -18,6 +18,16 @@ static inline float s_relu(float a) { return a > 0.0f ? a : 0.0f; }
 static inline float s_max(float a, float b) { return a > b ? a : b; }
 static inline float s_min(float a, float b) { return a < b ? a : b; }
 static inline float s_sigmoid(float a) { return 1.0f / (1.0f + std::exp(-a)); }
+static inline float s_erf(float a) { return std::erf(a); }
+)";
+
+// erf lane by lane: rare (GELU's exact form) and not worth a polynomial per target yet.
+const char kTail[] = R"(static inline V v_erf(V a) {
+  alignas(64) float t[W];
+  v_store(t, a);
+  for (int i = 0; i < W; ++i) t[i] = std::erf(t[i]);
+  return v_load(t);
+}
 )";
 
 const char kScalar[] = R"(typedef float V;
@@ -160,9 +170,9 @@ std::string with_exp_polynomial(std::string prelude, const std::string& prefix) 
 }  // namespace
 
 const char* cpp_prelude(CpuTarget target) {
-  static const std::string scalar = std::string(kCommon) + kScalar,
-                           avx2 = with_exp_polynomial(std::string(kCommon) + kAvx2, "_mm256"),
-                           avx512 = with_exp_polynomial(std::string(kCommon) + kAvx512, "_mm512");
+  static const std::string scalar = std::string(kCommon) + kScalar + kTail,
+                           avx2 = with_exp_polynomial(std::string(kCommon) + kAvx2, "_mm256") + kTail,
+                           avx512 = with_exp_polynomial(std::string(kCommon) + kAvx512, "_mm512") + kTail;
   switch (target) {
     case CpuTarget::Avx2: return avx2.c_str();
     case CpuTarget::Avx512: return avx512.c_str();

@@ -12,6 +12,7 @@ static __device__ __forceinline__ float s_relu(float a) { return a > 0.0f ? a : 
 static __device__ __forceinline__ float s_max(float a, float b) { return a > b ? a : b; }
 static __device__ __forceinline__ float s_min(float a, float b) { return a < b ? a : b; }
 static __device__ __forceinline__ float s_sigmoid(float a) { return 1.0f / (1.0f + expf(-a)); }
+static __device__ __forceinline__ float s_erf(float a) { return erff(a); }
 )";
 
 }  // namespace

@@ -59,6 +59,7 @@ const char* op_name(Op op) {
     case Op::Exp: return "exp";
     case Op::Sigmoid: return "sigmoid";
     case Op::Tanh: return "tanh";
+    case Op::Erf: return "erf";
     case Op::Add: return "add";
     case Op::Sub: return "sub";
     case Op::Mul: return "mul";
@@ -69,7 +70,7 @@ const char* op_name(Op op) {
   return "?";
 }
 
-bool is_unary(Op op) { return op >= Op::Neg && op <= Op::Tanh; }
+bool is_unary(Op op) { return op >= Op::Neg && op <= Op::Erf; }
 bool is_binary(Op op) { return op >= Op::Add; }
 
 Expr constant(float v) {

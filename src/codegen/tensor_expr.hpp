@@ -53,7 +53,7 @@ struct BufferNode {
 using Buffer = std::shared_ptr<const BufferNode>;
 Buffer buffer(std::string name, std::vector<std::int64_t> dims);
 
-enum class Op { Const, Load, Acc, Neg, Abs, Relu, Sqrt, Exp, Sigmoid, Tanh, Add, Sub, Mul, Div, Max, Min };
+enum class Op { Const, Load, Acc, Neg, Abs, Relu, Sqrt, Exp, Sigmoid, Tanh, Erf, Add, Sub, Mul, Div, Max, Min };
 const char* op_name(Op op);
 bool is_unary(Op op);
 bool is_binary(Op op);

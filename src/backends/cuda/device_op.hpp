@@ -87,6 +87,9 @@ std::unique_ptr<DeviceOp> prepare_conv(const PrepareEnv& env);
 std::unique_ptr<DeviceOp> prepare_product(const PrepareEnv& env);
 std::unique_ptr<DeviceOp> prepare_pool(const PrepareEnv& env);
 std::unique_ptr<DeviceOp> prepare_generated(const PrepareEnv& env);
+std::unique_ptr<DeviceOp> prepare_layer_norm(const PrepareEnv& env);
+std::unique_ptr<DeviceOp> prepare_softmax(const PrepareEnv& env);
+std::unique_ptr<DeviceOp> prepare_attention(const PrepareEnv& env);
 
 // The epilogue act(x + bias + z) of a convolution or product whose result went to scratch, as a
 // generated kernel; null when there is nothing to apply. bias broadcasts to `out` as given.

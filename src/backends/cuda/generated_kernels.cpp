@@ -145,8 +145,38 @@ PrintedCudaKernel conv_kernel(const ConvGeometry& g, const CudaConvConfig& c, bo
   return print_cuda(lower(s), symbol, "cuda backend");
 }
 
+namespace {
+
+PrintedCudaKernel row_kernel(const Compute& c, const Var& r, const std::string& symbol) {
+  Schedule s(c);
+  const auto [ro, ri] = s.split(r, std::min<std::int64_t>(128, r->extent));
+  s.bind_block(ro);
+  s.bind_thread(ri);
+  return print_cuda(lower(s), symbol, "cuda backend");
+}
+
+}  // namespace
+
+PrintedCudaKernel row_mean_kernel(std::int64_t rows, std::int64_t cols) {
+  Var r = var("r", rows), d = var("d", cols);
+  Buffer x = buffer("x", {rows, cols});
+  const Compute c = compute("row_mean", buffer("mean", {rows}), {r}, {d}, load(x, {r, d}),
+                            acc() * constant(1.0f / static_cast<float>(cols)), {x});
+  return row_kernel(c, r, "wpk_row_mean_" + std::to_string(rows) + "_" + std::to_string(cols));
+}
+
+PrintedCudaKernel row_rstd_kernel(std::int64_t rows, std::int64_t cols, float epsilon) {
+  Var r = var("r", rows), d = var("d", cols);
+  Buffer x = buffer("x", {rows, cols}), mean = buffer("mean", {rows});
+  const Expr centred = load(x, {r, d}) - load(mean, {r});
+  const Compute c = compute("row_rstd", buffer("rstd", {rows}), {r}, {d}, centred * centred,
+                            constant(1.0f) / unary(Op::Sqrt, acc() * constant(1.0f / static_cast<float>(cols)) + constant(epsilon)),
+                            {x, mean});
+  return row_kernel(c, r, "wpk_row_rstd_" + std::to_string(rows) + "_" + std::to_string(cols));
+}
+
 bool activation_expressible(const std::string& a) {
-  return a.empty() || a == "Relu" || a == "Sigmoid" || a == "Tanh" || a == "SiLU" || a == "GeluTanh" || a == "HardSwish" ||
+  return a.empty() || a == "Relu" || a == "Sigmoid" || a == "Tanh" || a == "SiLU" || a == "Gelu" || a == "GeluTanh" || a == "HardSwish" ||
          a == "Clip" || a == "LeakyRelu" || a == "HardSigmoid";
 }
 
@@ -163,6 +193,7 @@ Expr activation_expr(const std::string& a, const std::vector<float>& p, Expr x) 
   if (a == "Tanh") return unary(Op::Tanh, x);
   if (a == "SiLU") return x * sigmoid(x);
   if (a == "HardSwish") return x * clamp01(x / constant(6.0f) + constant(0.5f));
+  if (a == "Gelu") return constant(0.5f) * x * (constant(1.0f) + unary(Op::Erf, x * constant(0.70710678118654752f)));
   if (a == "GeluTanh") {
     const Expr inner = constant(0.7978845608f) * (x + constant(0.044715f) * x * x * x);
     return constant(0.5f) * x * (constant(1.0f) + unary(Op::Tanh, inner));

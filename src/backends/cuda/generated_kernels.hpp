@@ -45,6 +45,11 @@ bool cuda_conv_config_valid(const ConvGeometry& g, const CudaConvConfig& c);
 codegen::PrintedCudaKernel conv_kernel(const ConvGeometry& g, const CudaConvConfig& c, bool bias, bool residual,
                                        const std::string& activation, const std::vector<float>& params);
 
+// LayerNormalization's row statistics over rows x cols: mean[r], then rstd[r] = 1 / sqrt(var[r] +
+// epsilon) from x and mean; a thread per row.
+codegen::PrintedCudaKernel row_mean_kernel(std::int64_t rows, std::int64_t cols);
+codegen::PrintedCudaKernel row_rstd_kernel(std::int64_t rows, std::int64_t cols, float epsilon);
+
 // FusedConv's and FusedMatMul's `activation` (graph/fused_ops.hpp) applied to x; x itself for "".
 // Throws Error(Unsupported) for one the DSL cannot express (the erf form of Gelu).
 codegen::Expr activation_expr(const std::string& activation, const std::vector<float>& params, codegen::Expr x);

@@ -192,6 +192,9 @@ std::unique_ptr<DeviceOp> prepare_device_op(const PrepareEnv& env) {
   if (n.op_type == "Gemm" || n.op_type == "MatMul" || n.op_type == "FusedMatMul") return prepare_product(env);
   if (n.op_type == "MaxPool" || n.op_type == "AveragePool" || n.op_type == "GlobalAveragePool") return prepare_pool(env);
   if (is_elementwise_op(n) || n.op_type == "Transpose") return prepare_generated(env);
+  if (n.op_type == "LayerNormalization") return prepare_layer_norm(env);
+  if (n.op_type == "Softmax") return prepare_softmax(env);
+  if (n.op_type == "Attention") return prepare_attention(env);
   throw Error(ErrorCode::Unsupported, "CUDA: no device op for " + n.op_type);
 }
 

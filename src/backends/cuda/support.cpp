@@ -67,6 +67,18 @@ std::string why_pool(const Node& n, const Graph& g) {
   return "";
 }
 
+std::string why_attention(const Node& n, const Graph& g) {
+  if (n.inputs.size() < 3) return "Attention without Q, K and V";
+  const std::size_t r = rank(g, n.inputs[0]);
+  if (r != 3 && r != 4) return "Attention operands of rank other than 3 or 4";
+  for (std::size_t i = 1; i < 3; ++i)
+    if (rank(g, n.inputs[i]) != r) return "Attention operands of different ranks";
+  if (!n.has_attr("scale")) return "Attention without its scale";
+  const std::vector<std::int64_t> flags = n.attr_ints("interleaved_heads", {0, 0, 0, 0});
+  if (r == 3 && std::any_of(flags.begin(), flags.end(), [](std::int64_t f) { return f != 0; })) return "interleaved rank-3 operands";
+  return "";
+}
+
 }  // namespace
 
 bool is_view_op(const Node& n) {
@@ -91,6 +103,7 @@ std::string why_cuda_cannot_run(const Node& n, const Graph& g) {
   const bool onnx = n.domain.empty(), wpk_op = n.domain == kWpkDomain;
   if (wpk_op && n.op_type == "FusedConv") return why_conv(n, g);
   if (wpk_op && n.op_type == "FusedMatMul") return why_product(n, g);
+  if (wpk_op && n.op_type == "Attention") return why_attention(n, g);
   if (!onnx) return "op " + n.domain + "." + n.op_type;
   if (n.op_type == "Conv") return why_conv(n, g);
   if (n.op_type == "Gemm" || n.op_type == "MatMul") return why_product(n, g);
@@ -109,6 +122,12 @@ std::string why_cuda_cannot_run(const Node& n, const Graph& g) {
     return "";
   }
   if (n.op_type == "Transpose") return "";
+  if (n.op_type == "LayerNormalization") return n.outputs.size() > 1 ? "LayerNormalization's Mean and InvStdDev outputs" : "";
+  if (n.op_type == "Softmax") {
+    const std::int64_t r = static_cast<std::int64_t>(rank(g, n.inputs[0]));
+    const std::int64_t axis = n.attr_int("axis", g.opset() < 13 ? 1 : -1);
+    return g.opset() < 13 || axis == -1 || axis == r - 1 ? "" : "Softmax over other than the last axis";
+  }
   return "op " + n.op_type;
 }
 

@@ -160,5 +160,37 @@ TEST_CASE("generated element-wise kernels broadcast as numpy does under host emu
         }
 }
 
+TEST_CASE("generated row statistics and the exact GELU match the CPU under host emulation", "[cuda][codegen]") {
+  const std::int64_t rows = 37, cols = 50;
+  const Tensor x = device_test::ramp({rows, cols}, 2.0f, 5);
+  std::string why;
+  auto run = [&](const codegen::PrintedCudaKernel& k, std::vector<float*> args) {
+    const auto kernel = codegen::test::build_emulated(k, k.symbol, &why);
+    INFO(why);
+    REQUIRE(kernel);
+    reinterpret_cast<codegen::test::Entry>(kernel->entry)(args.data(), nullptr, 1);
+  };
+  std::vector<float> mean(rows), rstd(rows), gelu(static_cast<std::size_t>(rows * cols));
+  float* px = const_cast<float*>(x.data<float>());
+  run(cuda::row_mean_kernel(rows, cols), {px, mean.data()});
+  run(cuda::row_rstd_kernel(rows, cols, 1e-5f), {px, mean.data(), rstd.data()});
+  run(cuda::elementwise_kernel("gelu", {rows, cols}, {{rows, cols}},
+                               [](const std::vector<codegen::Expr>& v) { return cuda::activation_expr("Gelu", {}, v[0]); }),
+      {px, gelu.data()});
+  for (std::int64_t r = 0; r < rows; ++r) {
+    double m = 0, var = 0;
+    for (std::int64_t c = 0; c < cols; ++c) m += px[r * cols + c];
+    m /= cols;
+    for (std::int64_t c = 0; c < cols; ++c) var += (px[r * cols + c] - m) * (px[r * cols + c] - m);
+    var /= cols;
+    CHECK(std::fabs(mean[static_cast<std::size_t>(r)] - m) <= 1e-5);
+    CHECK(std::fabs(rstd[static_cast<std::size_t>(r)] - 1 / std::sqrt(var + 1e-5)) <= 1e-4 / std::sqrt(var + 1e-5));
+    for (std::int64_t c = 0; c < cols; ++c) {
+      const double v = px[r * cols + c];
+      CHECK(std::fabs(gelu[static_cast<std::size_t>(r * cols + c)] - 0.5 * v * (1 + std::erf(v / std::sqrt(2.0)))) <= 1e-5);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace wpk

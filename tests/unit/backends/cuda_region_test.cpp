@@ -102,11 +102,38 @@ TEST_CASE("device regions match the CPU: broadcast element-wise ops, transposes 
   check_matches_cpu(g, {{"a", ramp({2, 3, 4, 5}, 1.0f, 7)}, {"b", ramp({3, 1, 5}, 1.0f, 8)}}, 1e-5);
 }
 
-TEST_CASE("a CUDA session places ResNet-50 on the GPU and matches PyTorch, with concurrent runs", "[cuda][model]") {
+TEST_CASE("device regions match the CPU: attention with interleaved heads and a mask, layer norm, GELU, softmax", "[cuda]") {
+  if (!have_gpu()) return;
+  using device_test::ramp;
+  Graph g;
+  for (const char* name : {"q", "k", "v"}) g.add_input(name, DType::Float32, {2, 16, 4, 8});
+  g.add_input("mask", DType::Float32, {2, 1, 1, 16});
+  g.add_initializer("shape", Tensor::from_vector<std::int64_t>({2, 16, 32}, {3}));
+  g.add_initializer("gamma", ramp({32}, 1.0f, 1));
+  g.add_initializer("beta", ramp({32}, 0.5f, 2));
+  g.add_initializer("w", ramp({32, 48}, 0.3f, 3));
+  g.add_initializer("wb", ramp({48}, 0.3f, 4));
+  Node& attention = g.add_node("Attention", {"q", "k", "v", "mask"}, {"a"},
+                               {{"scale", 0.35f}, {"interleaved_heads", std::vector<std::int64_t>{1, 1, 1, 1}}});
+  attention.domain = "com.wpk";
+  g.add_node("Reshape", {"a", "shape"}, {"r"});
+  g.add_node("LayerNormalization", {"r", "gamma", "beta"}, {"n"}, {{"epsilon", 1e-5f}});
+  Node& ffn = g.add_node("FusedMatMul", {"n", "w", "wb"}, {"f"}, {{"activation", "Gelu"}});
+  ffn.domain = "com.wpk";
+  g.add_node("Softmax", {"f"}, {"y"}, {{"axis", std::int64_t(-1)}});
+  g.add_output("y");
+  g.add_output("a");
+  Tensor mask = Tensor::zeros(DType::Float32, {2, 1, 1, 16});
+  for (int t = 12; t < 16; ++t) mask.data<float>()[16 + t] = -10000.0f;  // the second image's last 4 positions
+  check_matches_cpu(g, {{"q", ramp({2, 16, 4, 8}, 1, 5)}, {"k", ramp({2, 16, 4, 8}, 1, 6)}, {"v", ramp({2, 16, 4, 8}, 1, 7)},
+                        {"mask", mask}}, 1e-5);
+}
+
+TEST_CASE("a CUDA session places ResNet-50, MobileNetV2 and BERT on the GPU and matches PyTorch, with concurrent runs", "[cuda][model]") {
   if (!have_gpu()) return;
   namespace fs = std::filesystem;
   const fs::path dir = fs::path(WPK_TEST_MODELS_DIR);
-  for (const char* name : {"resnet50", "mobilenet_v2"}) {
+  for (const char* name : {"resnet50", "mobilenet_v2", "bert_base"}) {
     INFO(name);
     Graph graph = load((dir / (std::string(name) + ".onnx")).string());
     SessionOptions options;
@@ -117,7 +144,9 @@ TEST_CASE("a CUDA session places ResNet-50 on the GPU and matches PyTorch, with 
     for (const Node& n : s.graph().nodes()) regions += n.op_type == cuda::kRegionOp;
     CHECK(regions >= 1);
     const fs::path data = dir / name / "test_data_set_0";
-    const TensorMap inputs = {{s.inputs()[0].name, load_tensor((data / "input_0.pb").string())}};
+    TensorMap inputs;
+    for (std::size_t i = 0; i < s.inputs().size(); ++i)
+      inputs[s.inputs()[i].name] = load_tensor((data / ("input_" + std::to_string(i) + ".pb")).string());
     const Tensor expected = load_tensor((data / "output_0.pb").string());
     const Tensor first = s.run(inputs).at(s.outputs()[0].name);
     const double err = testing::relative_l2_error(first, expected);

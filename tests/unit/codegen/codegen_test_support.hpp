@@ -46,6 +46,7 @@ inline float eval(const Expr& e, const std::map<const VarNode*, std::int64_t>& a
     case Op::Exp: return std::exp(a);
     case Op::Sigmoid: return 1.0f / (1.0f + std::exp(-a));
     case Op::Tanh: return std::tanh(a);
+    case Op::Erf: return std::erf(a);
     case Op::Add: return a + b;
     case Op::Sub: return a - b;
     case Op::Mul: return a * b;

@@ -11,6 +11,7 @@
 #include "device_graphs.hpp"
 #include "runtime/device_placement.hpp"
 #include "wpk/optimizer.hpp"
+#include "wpk/wpk.hpp"
 
 namespace wpk {
 namespace {
@@ -73,25 +74,54 @@ TEST_CASE("placement keeps on the CPU what the GPU cannot run, or what would not
   }
   SECTION("an op the CUDA backend lacks splits the graph into two regions around it") {
     Graph g = device_test::conv_net(8, 64, 56);
-    // A Softmax over the pooled features between the two halves.
+    // A Floor of the pooled features between the two halves.
     auto& nodes = g.mutable_nodes();
     for (Node& n : nodes)
-      if (n.op_type == "Add") n.inputs[1] = g.add_node("Softmax", {"p1"}, {"sm"}).outputs[0];
-    // add_node appended Softmax last: move it before the Add.
-    Node softmax = g.mutable_nodes().back();
+      if (n.op_type == "Add") n.inputs[1] = g.add_node("Floor", {"p1"}, {"sm"}).outputs[0];
+    // add_node appended Floor last: move it before the Add.
+    Node floor = g.mutable_nodes().back();
     g.mutable_nodes().pop_back();
     auto& list = g.mutable_nodes();
     for (std::size_t i = 0; i < list.size(); ++i)
       if (list[i].op_type == "Conv" && i > 0) {
-        list.insert(list.begin() + static_cast<std::ptrdiff_t>(i), softmax);
+        list.insert(list.begin() + static_cast<std::ptrdiff_t>(i), floor);
         break;
       }
     g = optimized(std::move(g));
     const PlacementSummary s = place_on_gpu(g, gpu_model("NVIDIA H100 80GB HBM3", 132), 2);
     CHECK(s.regions == 2);
-    bool softmax_on_cpu = false;
-    for (const Node& n : g.nodes()) softmax_on_cpu |= n.op_type == "Softmax";
-    CHECK(softmax_on_cpu);
+    bool floor_on_cpu = false;
+    for (const Node& n : g.nodes()) floor_on_cpu |= n.op_type == "Floor";
+    CHECK(floor_on_cpu);
+  }
+}
+
+TEST_CASE("the models' heavy nodes all go to the GPU: convolutions, products and attention", "[placement][model]") {
+  for (const char* name : {"resnet50", "mobilenet_v2", "bert_base"}) {
+    INFO(name);
+    Graph g = load(std::string(WPK_TEST_MODELS_DIR) + "/" + name + ".onnx");
+    // As a session with fixed_dims {N: 1} sees it.
+    for (const auto* values : {&g.inputs(), &g.outputs()})
+      for (ValueId v : *values)
+        for (Dim& d : *g.mutable_value(v).dims)
+          if (d.symbol == "N") d = Dim(1);
+    g = optimized(std::move(g));
+    int heavy = 0;
+    for (const Node& n : g.nodes())
+      heavy += n.op_type == "FusedConv" || n.op_type == "Conv" || n.op_type == "FusedMatMul" || n.op_type == "Attention";
+    const PlacementSummary s = place_on_gpu(g, gpu_model("NVIDIA H100 80GB HBM3", 132), 2);
+    CHECK(s.regions >= 1);
+    int on_gpu = 0;
+    for (const Node& n : g.nodes()) {
+      CHECK(n.op_type != "FusedConv");
+      CHECK(n.op_type != "FusedMatMul");
+      CHECK(n.op_type != "Attention");
+      if (n.op_type == cuda::kRegionOp)
+        for (const Node& b : n.find_attr("body")->g().nodes())
+          on_gpu += b.op_type == "FusedConv" || b.op_type == "Conv" || b.op_type == "FusedMatMul" || b.op_type == "Attention";
+    }
+    CHECK(on_gpu == heavy);
+    UNSCOPED_INFO(name << ": " << s.nodes_on_gpu << " of " << s.nodes << " nodes in " << s.regions << " regions");
   }
 }
 
@@ -103,7 +133,7 @@ TEST_CASE("the CUDA backend's support rules refuse by name", "[placement]") {
   g.add_node("Conv", {"x", "w"}, {"y"}, {{"pads", std::vector<std::int64_t>{0, 0, 1, 1}}});
   g.add_node("Neg", {"i"}, {"z"});
   g.add_node("MaxPool", {"x"}, {"p"}, {{"kernel_shape", std::vector<std::int64_t>{2, 2}}, {"ceil_mode", std::int64_t(1)}});
-  g.add_node("Softmax", {"x"}, {"s"});
+  g.add_node("Softmax", {"x"}, {"s"}, {{"axis", std::int64_t(1)}});
   for (const char* out : {"y", "z", "p", "s"}) g.add_output(out);
   g = optimized(std::move(g));
   std::map<std::string, std::string> why;
@@ -111,7 +141,7 @@ TEST_CASE("the CUDA backend's support rules refuse by name", "[placement]") {
   CHECK(why.at("Conv") == "padded unevenly (cuDNN pads both sides alike)");
   CHECK(why.at("Neg") == "a value that is not float32 of a static shape");
   CHECK(why.at("MaxPool") == "ceil_mode");
-  CHECK(why.at("Softmax") == "op Softmax");
+  CHECK(why.at("Softmax") == "Softmax over other than the last axis");
 }
 
 TEST_CASE("device cuda without a GPU is a clear error; auto runs on the CPU", "[placement]") {
