@@ -26,7 +26,9 @@ namespace wpk::cuda {
   X(EventCreate, cuEventCreate) X(EventDestroy, cuEventDestroy_v2) X(EventRecord, cuEventRecord)                 \
   X(EventSynchronize, cuEventSynchronize) X(EventElapsedTime, cuEventElapsedTime_v2)                             \
   X(ModuleLoadData, cuModuleLoadData) X(ModuleUnload, cuModuleUnload) X(ModuleGetFunction, cuModuleGetFunction)  \
-  X(LaunchKernel, cuLaunchKernel)
+  X(LaunchKernel, cuLaunchKernel) X(StreamBeginCapture, cuStreamBeginCapture_v2) X(StreamEndCapture, cuStreamEndCapture) \
+  X(GraphInstantiate, cuGraphInstantiateWithFlags) X(GraphLaunch, cuGraphLaunch) X(GraphExecDestroy, cuGraphExecDestroy)     \
+  X(GraphDestroy, cuGraphDestroy)
 
 #define WPK_CUBLAS_FUNCTIONS(X)                                                                       \
   X(Create, cublasCreate_v2) X(Destroy, cublasDestroy_v2) X(SetStream, cublasSetStream_v2)          \

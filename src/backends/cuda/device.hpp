@@ -64,13 +64,34 @@ class StreamHandles {
   void synchronize(const std::string& what) const;
 
  private:
+  void release();
   CUstream stream_ = nullptr;
   cublasHandle_t blas_ = nullptr;
   cudnnHandle_t dnn_ = nullptr;
+  static constexpr std::size_t kBlasWorkspace = std::size_t(32) << 20;
+  DeviceBuffer blas_workspace_;
 };
 
-// The median seconds of `launch` (work enqueued on `h`'s stream) over `runs` runs after one
-// warm-up, timed by CUDA events.
+// `launch` (work it enqueues on `h`'s stream) recorded once as a CUDA graph, replayed by one
+// launch: what a region's run costs the CPU is then one call, whatever its number of kernels.
+class CapturedWork {
+ public:
+  // Runs `launch` once first (libraries allocate their lazy buffers outside the capture); throws
+  // Error when the work cannot be captured (the caller then launches it directly).
+  CapturedWork(const StreamHandles& h, const std::function<void()>& launch, int repeats = 1);
+  ~CapturedWork();
+  CapturedWork(const CapturedWork&) = delete;
+  CapturedWork& operator=(const CapturedWork&) = delete;
+  void launch(CUstream stream) const;
+
+ private:
+  CUgraph graph_ = nullptr;
+  CUgraphExec exec_ = nullptr;
+};
+
+// The device time of `launch`: `repeats` back-to-back copies captured as one graph, the median
+// over `runs` replays timed by CUDA events, divided by `repeats`, so the CPU's launch overhead
+// does not count. Work that cannot be captured is timed launch by launch.
 double median_launch_seconds(const StreamHandles& h, const std::function<void()>& launch, int runs = 5);
 
 // A compiled cubin loaded on the device, and its one kernel.

@@ -6,6 +6,7 @@
 #include "backends/cuda/device_op.hpp"
 #include "backends/cuda/support.hpp"
 #include "graph/fused_ops.hpp"
+#include "runtime/logging.hpp"
 
 namespace wpk::cuda {
 namespace {
@@ -68,6 +69,13 @@ class RegionKernel : public Kernel {
     scratch_ = DeviceBuffer(scratch_bytes_, "scratch of region " + name_);
     workspace_ = DeviceBuffer(workspace_bytes_, "cuDNN workspace of region " + name_);
     for (const Step& s : steps_) kernels_ += (kernels_.empty() ? "" : ", ") + s.op->describe();
+    // Every pointer a step uses is fixed now: the whole sequence becomes one CUDA graph, a run's
+    // launches one call. Work a library will not let be captured is launched step by step.
+    try {
+      captured_ = std::make_unique<CapturedWork>(handles_, [this] { launch_steps(); });
+    } catch (const Error& e) {
+      logger().info("device region {}: launched step by step, as it could not be captured ({})", name_, e.what());
+    }
   }
 
   void run(KernelContext& ctx) const override {
@@ -83,8 +91,8 @@ class RegionKernel : public Kernel {
                                                  shape_to_string(inputs_[i].shape));
       check(driver().MemcpyHtoDAsync(inputs_[i].ptr, t.raw(), t.nbytes(), stream), "copying an input to the device");
     }
-    const LaunchEnv env{handles_, scratch_.get(), workspace_.get()};
-    for (const Step& s : steps_) s.op->launch(env, s.in, s.out);
+    if (captured_) captured_->launch(stream);
+    else launch_steps();
     for (std::size_t o = 0; o < outputs_.size(); ++o) {
       if (!ctx.wants_output(o)) continue;
       Tensor& y = ctx.allocate_output(o, DType::Float32, outputs_[o].shape);
@@ -93,9 +101,14 @@ class RegionKernel : public Kernel {
     handles_.synchronize("running device region " + name_);
   }
 
+  void launch_steps() const {
+    const LaunchEnv env{handles_, scratch_.get(), workspace_.get()};
+    for (const Step& s : steps_) s.op->launch(env, s.in, s.out);
+  }
+
   KernelProfile profile() const override {
     KernelProfile p;
-    p.name = "region[" + kernels_ + "]";
+    p.name = std::string(captured_ ? "graph" : "region") + "[" + kernels_ + "]";
     return p;
   }
 
@@ -114,6 +127,7 @@ class RegionKernel : public Kernel {
   std::size_t scratch_bytes_ = 0, workspace_bytes_ = 0;
   DeviceBuffer scratch_, workspace_;
   std::string kernels_;
+  std::unique_ptr<CapturedWork> captured_;
   mutable std::mutex mu_;
 };
 

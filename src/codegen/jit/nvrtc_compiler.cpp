@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <regex>
 #include <stdexcept>
@@ -123,6 +124,7 @@ CompiledCubin Nvrtc::compile(const std::string& source, const std::string& name,
   out.cubin.resize(size);
   api_->GetCUBIN(prog, out.cubin.data());
   out.resources = parse_ptxas_resources(out.log);
+  if (out.resources.registers < 0) out.resources.registers = cubin_register_count(out.cubin);
   return out;
 }
 
@@ -134,6 +136,56 @@ CubinResources parse_ptxas_resources(const std::string& log) {
   if (std::regex_search(log, m, std::regex(R"((\d+) bytes spill stores)"))) r.spill_bytes = std::stoll(m[1]);
   if (std::regex_search(log, m, std::regex(R"((\d+) bytes stack frame)"))) r.stack_bytes = std::stoll(m[1]);
   return r;
+}
+
+namespace {
+
+template <typename T>
+bool read_at(const std::string& bytes, std::size_t at, T* out) {
+  if (at > bytes.size() || bytes.size() - at < sizeof(T)) return false;
+  std::memcpy(out, bytes.data() + at, sizeof(T));
+  return true;
+}
+
+}  // namespace
+
+int cubin_register_count(const std::string& elf) {
+  // ELF64, little-endian: the section headers, then the ".nv.info" section's records, each a
+  // format byte and an attribute byte; format 4 carries a 16-bit size and that many bytes,
+  // the others a 16-bit value. Attribute 0x2f (the register count) holds a symbol index and the
+  // count, 32 bits each.
+  if (elf.size() < 64 || elf.compare(0, 4, "\x7f" "ELF") != 0 || elf[4] != 2) return -1;
+  std::uint64_t shoff = 0;
+  std::uint16_t shentsize = 0, shnum = 0, shstrndx = 0;
+  if (!read_at(elf, 0x28, &shoff) || !read_at(elf, 0x3a, &shentsize) || !read_at(elf, 0x3c, &shnum) ||
+      !read_at(elf, 0x3e, &shstrndx) || shentsize < 64 || shstrndx >= shnum)
+    return -1;
+  auto section = [&](std::uint16_t i, std::uint32_t* name, std::uint64_t* offset, std::uint64_t* size) {
+    const std::size_t at = static_cast<std::size_t>(shoff + std::uint64_t(i) * shentsize);
+    return read_at(elf, at, name) && read_at(elf, at + 0x18, offset) && read_at(elf, at + 0x20, size);
+  };
+  std::uint32_t ignored = 0;
+  std::uint64_t names_at = 0, names_size = 0;
+  if (!section(shstrndx, &ignored, &names_at, &names_size) || names_at > elf.size()) return -1;
+  for (std::uint16_t i = 0; i < shnum; ++i) {
+    std::uint32_t name = 0;
+    std::uint64_t offset = 0, size = 0;
+    if (!section(i, &name, &offset, &size) || name >= names_size || offset > elf.size() || size > elf.size() - offset) continue;
+    if (std::strcmp(elf.c_str() + names_at + name, ".nv.info") != 0) continue;
+    for (std::size_t at = static_cast<std::size_t>(offset); at + 4 <= offset + size;) {
+      const auto format = static_cast<unsigned char>(elf[at]), attribute = static_cast<unsigned char>(elf[at + 1]);
+      std::uint16_t value = 0;
+      read_at(elf, at + 2, &value);
+      if (format != 4) {
+        at += 4;
+        continue;
+      }
+      std::uint32_t count = 0;
+      if (attribute == 0x2f && value >= 8 && read_at(elf, at + 8, &count)) return static_cast<int>(count);
+      at += 4 + value;
+    }
+  }
+  return -1;
 }
 
 CudaArchLimits cuda_arch_limits(int sm) {

@@ -50,5 +50,8 @@ class Nvrtc {
 
 // Reads ptxas's "Used N registers, M bytes smem, ..." and "S bytes spill stores" lines.
 CubinResources parse_ptxas_resources(const std::string& log);
+// The registers per thread the cubin's kernel uses, from its ELF notes (.nv.info's register-count
+// record), for NVRTC releases whose log leaves ptxas's report out; -1 when it has none.
+int cubin_register_count(const std::string& cubin);
 
 }  // namespace wpk::codegen
