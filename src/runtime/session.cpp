@@ -9,6 +9,7 @@
 #include "core/cpu_features.hpp"
 #include "core/page_memory.hpp"
 #include "backends/cuda/cuda_backend_names.hpp"
+#include "backends/cuda/tuning_records.hpp"
 #include "graph/fused_ops.hpp"
 #include "graph/passes/pass.hpp"
 #include "graph/shape_limits.hpp"
@@ -243,6 +244,16 @@ Session::Session(Graph graph, SessionOptions options, const std::vector<const Ba
   RunPool::process().execute(impl_->threads, [&] {
     OmpThreadScope scope(impl_->threads);  // backends may size their kernels to the thread count
     BodyOptionsScope bodies(options);       // control-flow bodies are sessions with these options
+    // Device regions read and write their tuning choices in the same records as the CPU's nodes.
+    cuda::TuningRecords gpu_records;
+    if (TuningDb* db = impl_->tuning_db.get()) {
+      gpu_records.lookup = [db](const std::string& key) { return db->lookup(key); };
+      if (options.tuning)
+        gpu_records.store = [db](const std::string& key, const std::string& choice, double us, const std::string& summary) {
+          db->store(key, choice, us, summary);
+        };
+    }
+    cuda::TuningRecordsScope gpu_scope(impl_->tuning_db ? &gpu_records : nullptr);
     PlanOptions plan;
     // Tuning compares candidates against the reference, which needs the weights as loaded.
     plan.release_owned_constants = !options.tuning;

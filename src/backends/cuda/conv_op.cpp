@@ -75,12 +75,16 @@ class ConvOp : public DeviceOp {
     cubins_ = env.cubins;
     epilogue_ = make_epilogue(env.cubins, "conv_epilogue", out_shape_, has_bias_ ? &bias_shape : nullptr, has_residual_, activation_, params_);
     choose_algorithm(env);
+    if (activation_ == "Relu") fuse_in_cudnn(env, w[0]);
     geometry_ = {x, w, out_shape_, n.attr_int("group", 1), pads, strides, dilations};
     if (env.search) choose_implementation(env);
+    else take_recorded_choice(env);
   }
 
   ~ConvOp() override {
     const CudnnApi& dnn = cudnn();
+    if (act_desc_) dnn.DestroyActivationDescriptor(act_desc_);
+    if (bias_desc_) dnn.DestroyTensorDescriptor(bias_desc_);
     dnn.DestroyConvolutionDescriptor(conv_desc_);
     dnn.DestroyFilterDescriptor(w_desc_);
     dnn.DestroyTensorDescriptor(y_desc_);
@@ -93,6 +97,17 @@ class ConvOp : public DeviceOp {
       return;
     }
     const float one = 1.0f, zero = 0.0f;
+    if (fused_) {
+      // y = relu(conv + z + bias): z is the residual, or zeros (a zero alpha2 would still read
+      // z, and NaN * 0 is NaN); a missing bias is zeros too.
+      const float alpha2 = 1.0f;
+      const CUdeviceptr z = has_residual_ ? in[3].ptr : env.zeros, bias = has_bias_ ? in[2].ptr : env.zeros;
+      check(cudnn().ConvolutionBiasActivationForward(env.handles.dnn(), &one, x_desc_, ptr(in[0].ptr), w_desc_, ptr(in[1].ptr),
+                                                     conv_desc_, algo_, ptr(env.workspace), workspace_, &alpha2, y_desc_,
+                                                     ptr(z), bias_desc_, ptr(bias), act_desc_, y_desc_, ptr(out.ptr)),
+            "convolution with bias and ReLU");
+      return;
+    }
     const CUdeviceptr target = epilogue_.kernel ? env.scratch : out.ptr;
     check(cudnn().ConvolutionForward(env.handles.dnn(), &one, x_desc_, ptr(in[0].ptr), w_desc_, ptr(in[1].ptr), conv_desc_,
                                      algo_, ptr(env.workspace), workspace_, &zero, y_desc_, ptr(target)),
@@ -103,12 +118,18 @@ class ConvOp : public DeviceOp {
 
   std::string describe() const override {
     if (generated_) return "gen:" + generated_->symbol() + "(" + config_ + ")";
+    if (fused_) return std::string("cudnn:conv_bias_relu(algo=") + algo_name(algo_) + ")";
     return std::string("cudnn:conv(algo=") + algo_name(algo_) + ")" + (epilogue_.kernel ? "+gen:" + epilogue_.kernel->symbol() : "");
   }
   std::size_t scratch_bytes() const override {
-    return epilogue_.kernel && !generated_ ? static_cast<std::size_t>(shape_numel(out_shape_)) * sizeof(float) : 0;
+    return epilogue_.kernel && !generated_ && !fused_ ? static_cast<std::size_t>(shape_numel(out_shape_)) * sizeof(float) : 0;
   }
   std::size_t workspace_bytes() const override { return generated_ ? 0 : workspace_; }
+  std::size_t zeros_bytes() const override {
+    if (!fused_ || generated_ || (has_bias_ && has_residual_)) return 0;
+    return std::max(has_residual_ ? 0 : static_cast<std::size_t>(shape_numel(out_shape_)) * sizeof(float),
+                    has_bias_ ? 0 : static_cast<std::size_t>(geometry_.w[0]) * sizeof(float));
+  }
 
  private:
   std::vector<CUdeviceptr> generated_args(const std::vector<DeviceTensor>& in, const DeviceTensor& out) const {
@@ -138,6 +159,49 @@ class ConvOp : public DeviceOp {
     return {space.value(p, 0), space.value(p, 1), space.value(p, 2), space.value(p, 3)};
   }
 
+  // Bias, residual and ReLU inside cuDNN's call instead of a pass of their own, where cuDNN runs
+  // the chosen algorithm so (tried once here; otherwise the generated epilogue stays).
+  void fuse_in_cudnn(const PrepareEnv& env, std::int64_t channels) {
+    const CudnnApi& dnn = cudnn();
+    check(dnn.CreateActivationDescriptor(&act_desc_), "cudnnCreateActivationDescriptor");
+    check(dnn.SetActivationDescriptor(act_desc_, CUDNN_ACTIVATION_RELU, CUDNN_PROPAGATE_NAN, 0.0), "the activation descriptor");
+    check(dnn.CreateTensorDescriptor(&bias_desc_), "cudnnCreateTensorDescriptor");
+    set_tensor(bias_desc_, {1, channels, 1, 1});
+    DeviceBuffer workspace(workspace_, "trying a fused convolution");
+    const std::size_t zero_count = std::max<std::size_t>(env.out.bytes(), static_cast<std::size_t>(channels) * sizeof(float)) / 4;
+    DeviceBuffer zeros(zero_count * sizeof(float), "trying a fused convolution");
+    check(driver().MemsetD32Async(zeros.get(), 0, zero_count, env.handles.stream()), "zeroing");
+    const LaunchEnv trial{env.handles, 0, workspace.get(), zeros.get()};
+    fused_ = true;
+    try {
+      launch(trial, env.in, env.out);
+      env.handles.synchronize("trying a fused convolution");
+    } catch (const Error& e) {
+      fused_ = false;
+      logger().debug("cuda conv {}: cuDNN does not fuse bias and ReLU with {}: {}", env.node.name, algo_name(algo_), e.what());
+    }
+  }
+
+  std::string record_key() const { return "cuda:" + Device::get().info().name + ":" + signature(); }
+
+  // Without tuning: what an earlier tuning on this device chose, if it chose a generated schedule.
+  void take_recorded_choice(const PrepareEnv& env) {
+    if (!env.records || !env.records->lookup) return;
+    const auto choice = env.records->lookup(record_key());
+    if (!choice || *choice == "cudnn") return;
+    std::vector<search::Knob> knobs;
+    for (auto& [name, values] : cuda_conv_knobs()) knobs.push_back({name, values});
+    const search::Space space(knobs);
+    const auto point = space.parse(*choice);
+    if (!point || !cuda_conv_config_valid(geometry_, config_at(space, *point))) return;
+    try {
+      generated_ = generate(config_at(space, *point));
+      config_ = *choice;
+    } catch (const Error& e) {
+      logger().warn("cuda conv {}: the recorded schedule {} could not be had, cuDNN runs: {}", env.node.name, *choice, e.what());
+    }
+  }
+
   // Tuning: cuDNN (its fastest algorithm, with the epilogue) against the generated convolution's
   // schedules as the session's search strategy proposes them, all timed on the device.
   void choose_implementation(const PrepareEnv& env) {
@@ -158,7 +222,9 @@ class ConvOp : public DeviceOp {
       }
     }
     DeviceBuffer scratch(scratch_bytes(), "measuring a convolution"), workspace(workspace_, "measuring a convolution");
-    const LaunchEnv measuring{env.handles, scratch.get(), workspace.get()};
+    DeviceBuffer zeros(zeros_bytes(), "measuring a convolution");
+    if (zeros_bytes()) check(driver().MemsetD32Async(zeros.get(), 0, zeros_bytes() / 4, env.handles.stream()), "zeroing");
+    const LaunchEnv measuring{env.handles, scratch.get(), workspace.get(), zeros.get()};
     const double library = median_launch_seconds(env.handles, [&] { launch(measuring, env.in, env.out); });
     const std::string algorithm = env.search->algorithm == "compare" ? "grid" : env.search->algorithm;
     auto strategy = search::make_strategy(search::parse_algorithm(algorithm), space, env.search->seed);
@@ -183,6 +249,9 @@ class ConvOp : public DeviceOp {
           logger().debug("cuda conv {}: {} failed: {}", env.node.name, space.describe(points[i]), e.what());
         }
         strategy->observe(points[i], seconds);
+        // Every trial, for fitting and checking a GPU cost model against the device.
+        logger().debug("cuda conv trial {} {} {:.2f} us, {} registers, {} threads, {} blocks", key, space.describe(points[i]),
+                       seconds * 1e6, k ? k->registers() : -1, k ? k->printed().threads : 0, k ? k->printed().grid : 0);
         if (seconds < best) best = seconds, best_kernel = k, best_config = space.describe(points[i]);
       }
     }
@@ -190,6 +259,10 @@ class ConvOp : public DeviceOp {
                   key, algo_name(algo_), library * 1e6, best * 1e6, best_config, tried);
     if (best_kernel && best < library) generated_ = best_kernel, config_ = best_config;
     if (env.choices) (*env.choices)[key] = generated_ ? config_ : "cudnn";
+    if (env.records && env.records->store)
+      env.records->store(record_key(), generated_ ? config_ : "cudnn", std::min(best, library) * 1e6,
+                         "cuDNN " + std::string(algo_name(algo_)) + " " + std::to_string(library * 1e6) + " us, generated " +
+                             (best_config.empty() ? "none" : best_config) + " " + std::to_string(best * 1e6) + " us");
   }
   static void* ptr(CUdeviceptr p) { return reinterpret_cast<void*>(p); }
 
@@ -235,6 +308,9 @@ class ConvOp : public DeviceOp {
   std::shared_ptr<const GeneratedKernel> generated_;
   std::string config_;
   codegen::CubinStore* cubins_ = nullptr;
+  bool fused_ = false;
+  cudnnActivationDescriptor_t act_desc_ = nullptr;
+  cudnnTensorDescriptor_t bias_desc_ = nullptr;
 };
 
 }  // namespace

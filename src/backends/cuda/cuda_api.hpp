@@ -49,7 +49,10 @@ namespace wpk::cuda {
   X(GetConvolutionForwardWorkspaceSize, cudnnGetConvolutionForwardWorkspaceSize)                                  \
   X(ConvolutionForward, cudnnConvolutionForward) X(CreatePoolingDescriptor, cudnnCreatePoolingDescriptor)         \
   X(DestroyPoolingDescriptor, cudnnDestroyPoolingDescriptor) X(SetPoolingNdDescriptor, cudnnSetPoolingNdDescriptor) \
-  X(PoolingForward, cudnnPoolingForward) X(SoftmaxForward, cudnnSoftmaxForward)
+  X(PoolingForward, cudnnPoolingForward) X(SoftmaxForward, cudnnSoftmaxForward)                                   \
+  X(ConvolutionBiasActivationForward, cudnnConvolutionBiasActivationForward)                                      \
+  X(CreateActivationDescriptor, cudnnCreateActivationDescriptor) X(SetActivationDescriptor, cudnnSetActivationDescriptor) \
+  X(DestroyActivationDescriptor, cudnnDestroyActivationDescriptor)
 
 #define WPK_CUDA_DECLARE(name, symbol) decltype(&::symbol) name = nullptr;
 struct DriverApi { WPK_CUDA_DRIVER_FUNCTIONS(WPK_CUDA_DECLARE) };

@@ -9,8 +9,10 @@
 #include <vector>
 
 #include "backends/cuda/device.hpp"
+#include "backends/cuda/tuning_records.hpp"
 #include "codegen/cuda_printer.hpp"
 #include "codegen/jit/cubin_store.hpp"
+#include "codegen/jit/nvrtc_compiler.hpp"
 #include "wpk/graph.hpp"
 
 namespace wpk::cuda {
@@ -27,6 +29,7 @@ struct LaunchEnv {
   const StreamHandles& handles;
   CUdeviceptr scratch = 0;    // scratch_bytes() of the op, at least
   CUdeviceptr workspace = 0;  // workspace_bytes() of the op, at least
+  CUdeviceptr zeros = 0;      // zeros_bytes() of the op, at least, all zero and never written
 };
 
 class DeviceOp {
@@ -38,6 +41,7 @@ class DeviceOp {
   virtual std::string describe() const = 0;
   virtual std::size_t scratch_bytes() const { return 0; }
   virtual std::size_t workspace_bytes() const { return 0; }
+  virtual std::size_t zeros_bytes() const { return 0; }
 };
 
 // A generated kernel compiled for this process's device, shared by every op that prints the same
@@ -48,12 +52,15 @@ class GeneratedKernel {
   static std::shared_ptr<const GeneratedKernel> obtain(const codegen::PrintedCudaKernel& printed, codegen::CubinStore* store);
   void launch(CUstream stream, std::vector<CUdeviceptr> args) const;
   const std::string& symbol() const { return printed_.symbol; }
+  const codegen::PrintedCudaKernel& printed() const { return printed_; }
+  int registers() const { return registers_; }  // per thread, from the cubin; -1 unknown
   GeneratedKernel(codegen::PrintedCudaKernel printed, const std::string& cubin)
-      : printed_(std::move(printed)), module_(cubin, printed_.symbol) {}
+      : printed_(std::move(printed)), module_(cubin, printed_.symbol), registers_(codegen::cubin_register_count(cubin)) {}
 
  private:
   codegen::PrintedCudaKernel printed_;
   LoadedModule module_;
+  int registers_ = -1;
 };
 
 // Tuning at load (SessionOptions::tuning): ops with generated candidates search their schedules
@@ -77,6 +84,7 @@ struct PrepareEnv {
   // the op's signature: repeated layers are measured once.
   std::map<std::string, std::string>* choices = nullptr;
   codegen::CubinStore* cubins = nullptr;  // the cache folder's compiled kernels
+  const TuningRecords* records = nullptr;  // earlier tuning's choices, and where new ones go
 };
 
 // Throws Error(Unsupported) for a node support.hpp would have refused.

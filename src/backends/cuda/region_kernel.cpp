@@ -60,14 +60,18 @@ class RegionKernel : public Kernel {
       Step step;
       for (ValueId v : n.inputs) step.in.push_back(v == kNoValue ? DeviceTensor{} : at.at(v));
       step.out = at.at(n.outputs[0]);
-      step.op = prepare_device_op({n, body, step.in, step.out, handles_, search ? &*search : nullptr, &choices, &cubins_});
+      step.op = prepare_device_op({n, body, step.in, step.out, handles_, search ? &*search : nullptr, &choices, &cubins_, current_tuning_records()});
       scratch_bytes_ = std::max(scratch_bytes_, step.op->scratch_bytes());
       workspace_bytes_ = std::max(workspace_bytes_, step.op->workspace_bytes());
+      zeros_bytes_ = std::max(zeros_bytes_, step.op->zeros_bytes());
       steps_.push_back(std::move(step));
     }
     for (ValueId v : body.outputs()) outputs_.push_back(at.at(v));
     scratch_ = DeviceBuffer(scratch_bytes_, "scratch of region " + name_);
     workspace_ = DeviceBuffer(workspace_bytes_, "cuDNN workspace of region " + name_);
+    zeros_ = DeviceBuffer(zeros_bytes_, "zeros of region " + name_);
+    if (zeros_bytes_)
+      check(driver().MemsetD32Async(zeros_.get(), 0, zeros_bytes_ / sizeof(float), handles_.stream()), "zeroing");
     for (const Step& s : steps_) kernels_ += (kernels_.empty() ? "" : ", ") + s.op->describe();
     // Every pointer a step uses is fixed now: the whole sequence becomes one CUDA graph, a run's
     // launches one call. Work a library will not let be captured is launched step by step.
@@ -102,7 +106,7 @@ class RegionKernel : public Kernel {
   }
 
   void launch_steps() const {
-    const LaunchEnv env{handles_, scratch_.get(), workspace_.get()};
+    const LaunchEnv env{handles_, scratch_.get(), workspace_.get(), zeros_.get()};
     for (const Step& s : steps_) s.op->launch(env, s.in, s.out);
   }
 
@@ -124,8 +128,8 @@ class RegionKernel : public Kernel {
   std::vector<DeviceBuffer> buffers_;
   std::vector<DeviceTensor> inputs_, outputs_;
   std::vector<Step> steps_;
-  std::size_t scratch_bytes_ = 0, workspace_bytes_ = 0;
-  DeviceBuffer scratch_, workspace_;
+  std::size_t scratch_bytes_ = 0, workspace_bytes_ = 0, zeros_bytes_ = 0;
+  DeviceBuffer scratch_, workspace_, zeros_;
   std::string kernels_;
   std::unique_ptr<CapturedWork> captured_;
   mutable std::mutex mu_;

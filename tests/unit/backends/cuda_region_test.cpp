@@ -43,9 +43,18 @@ Graph all_on_gpu(Graph g, int* regions) {
   return g;
 }
 
-void check_matches_cpu(const Graph& model, const TensorMap& inputs, double tolerance) {
+// With `tune`, the regions search their generated convolutions' schedules (as a tuning session's
+// placement asks them to) before the comparison.
+void check_matches_cpu(const Graph& model, const TensorMap& inputs, double tolerance, bool tune = false) {
   int regions = 0;
-  Session gpu(all_on_gpu(model, &regions), SessionOptions{});
+  Graph placed = all_on_gpu(model, &regions);
+  if (tune)
+    for (Node& n : placed.mutable_nodes())
+      if (n.op_type == cuda::kRegionOp) {
+        n.attributes.emplace("tune_algorithm", Attribute("ga"));
+        n.attributes.emplace("tune_trials", Attribute(std::int64_t(6)));
+      }
+  Session gpu(std::move(placed), SessionOptions{});
   Session cpu(model, SessionOptions{});
   CHECK(regions >= 1);
   const TensorMap want = cpu.run(inputs);
@@ -69,6 +78,11 @@ TEST_CASE("device regions match the CPU: convolutions, pooling, residuals, clips
   if (!have_gpu()) return;
   check_matches_cpu(device_test::conv_net(2, 16, 20), device_test::conv_net_inputs(2, 16, 20), 1e-5);
   check_matches_cpu(device_test::conv_net(1, 3, 9), device_test::conv_net_inputs(1, 3, 9), 1e-5);
+}
+
+TEST_CASE("tuned device regions, generated convolutions among their candidates, match the CPU", "[cuda]") {
+  if (!have_gpu()) return;
+  check_matches_cpu(device_test::conv_net(2, 16, 20), device_test::conv_net_inputs(2, 16, 20), 1e-5, true);
 }
 
 TEST_CASE("device regions match the CPU: broadcast element-wise ops, transposes and products", "[cuda]") {
