@@ -34,6 +34,23 @@ const char* algo_name(cudnnConvolutionFwdAlgo_t a) {
 
 std::vector<int> as_int(const std::vector<std::int64_t>& v) { return std::vector<int>(v.begin(), v.end()); }
 
+CudaConvConfig config_at(const search::Space& space, const search::Point& p) {
+  return {space.value(p, 0), space.value(p, 1), space.value(p, 2), space.value(p, 3)};
+}
+
+class ConvCostModel : public search::CostModel {
+ public:
+  ConvCostModel(search::GpuSpec gpu, ConvGeometry g) : gpu_(std::move(gpu)), g_(std::move(g)) {}
+  double predict(const search::Space& space, const search::Point& p) const override {
+    const CudaConvConfig c = config_at(space, p);
+    return search::predict_gpu_seconds(gpu_, conv_launch(g_, c, estimated_conv_registers(c)), conv_loop(g_, c));
+  }
+
+ private:
+  search::GpuSpec gpu_;
+  ConvGeometry g_;
+};
+
 class ConvOp : public DeviceOp {
  public:
   explicit ConvOp(const PrepareEnv& env) : out_shape_(env.out.shape) {
@@ -155,10 +172,6 @@ class ConvOp : public DeviceOp {
     return GeneratedKernel::obtain(conv_kernel(geometry_, c, has_bias_, has_residual_, activation_, params_), cubins_);
   }
 
-  static CudaConvConfig config_at(const search::Space& space, const search::Point& p) {
-    return {space.value(p, 0), space.value(p, 1), space.value(p, 2), space.value(p, 3)};
-  }
-
   // Bias, residual and ReLU inside cuDNN's call instead of a pass of their own, where cuDNN runs
   // the chosen algorithm so (tried once here; otherwise the generated epilogue stays).
   void fuse_in_cudnn(const PrepareEnv& env, std::int64_t channels) {
@@ -227,7 +240,9 @@ class ConvOp : public DeviceOp {
     const LaunchEnv measuring{env.handles, scratch.get(), workspace.get(), zeros.get()};
     const double library = median_launch_seconds(env.handles, [&] { launch(measuring, env.in, env.out); });
     const std::string algorithm = env.search->algorithm == "compare" ? "grid" : env.search->algorithm;
-    auto strategy = search::make_strategy(search::parse_algorithm(algorithm), space, env.search->seed);
+    // The GPU cost model ranks schedules before any is compiled: GA and RL propose the promising.
+    const ConvCostModel model(gpu_spec_of(Device::get().info()), geometry_);
+    auto strategy = search::make_strategy(search::parse_algorithm(algorithm), space, env.search->seed, &model);
     double best = std::numeric_limits<double>::infinity();
     std::shared_ptr<const GeneratedKernel> best_kernel;
     std::string best_config;

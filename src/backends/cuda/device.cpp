@@ -22,7 +22,22 @@ Device::Device() {
   check(d.DeviceTotalMem(&memory, device_), "cuDeviceTotalMem");
   info_.memory_bytes = static_cast<std::int64_t>(memory);
   check(d.DriverGetVersion(&info_.driver_version), "cuDriverGetVersion");
+  int khz = 0;
+  check(d.DeviceGetAttribute(&khz, CU_DEVICE_ATTRIBUTE_CLOCK_RATE, device_), "clock rate");
+  info_.clock_hz = khz * 1e3;
   check(d.DevicePrimaryCtxRetain(&context_, device_), "retaining the device's primary context");
+}
+
+search::GpuSpec gpu_spec_of(const DeviceInfo& info) {
+  if (const search::GpuSpec* known = search::gpu_spec(info.name)) return *known;
+  search::GpuSpec s;
+  s.name = info.name;
+  s.sm = info.sm;
+  s.multiprocessors = info.multiprocessors;
+  s.clock_hz = info.clock_hz > 0 ? info.clock_hz : 1.5e9;
+  s.fp32_lanes = info.sm >= 86 || info.sm == 75 ? 128 : 64;
+  s.memory_bytes_per_second = 1e12;
+  return s;
 }
 
 const Device& Device::get() {

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "backends/cuda/cuda_api.hpp"
+#include "search/gpu_cost_model.hpp"
 
 namespace wpk::cuda {
 
@@ -16,7 +17,11 @@ struct DeviceInfo {
   int multiprocessors = 0;
   std::int64_t memory_bytes = 0;
   int driver_version = 0;      // as 13000
+  double clock_hz = 0;
 };
+
+// The cost model's figures for the device: its table when it has one, else from its attributes.
+search::GpuSpec gpu_spec_of(const DeviceInfo& info);
 
 class Device {
  public:

@@ -1,6 +1,7 @@
 #include "backends/cuda/generated_kernels.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 #include "codegen/loop_ir.hpp"
 #include "wpk/error.hpp"
@@ -101,6 +102,37 @@ bool cuda_conv_config_valid(const ConvGeometry& g, const CudaConvConfig& c) {
   const std::int64_t threads = c.threads_oc * c.threads_x;
   const std::int64_t most = std::min<std::int64_t>(32, cover(ocg) * cover(ow) / (c.regs_oc * c.regs_x));
   return threads <= kMaxCudaThreads && threads >= most && c.regs_oc * c.regs_x <= 32;
+}
+
+search::GpuLoop conv_loop(const ConvGeometry& g, const CudaConvConfig& c) {
+  const std::int64_t ocg = g.w[0] / g.groups, ow = g.y[3];
+  const std::int64_t tile_oc = std::min(c.threads_oc * c.regs_oc, ocg), tile_x = std::min(c.threads_x * c.regs_x, ow);
+  const std::int64_t regs_oc = std::min(c.regs_oc, tile_oc), regs_x = std::min(c.regs_x, tile_x);
+  const std::int64_t threads_x = (tile_x + regs_x - 1) / regs_x, threads_oc = (tile_oc + regs_oc - 1) / regs_oc;
+  // A warp: the x threads vary fastest.
+  const std::int64_t lanes_x = std::min<std::int64_t>(threads_x, 32);
+  const std::int64_t lanes_oc = std::max<std::int64_t>(1, std::min<std::int64_t>(threads_oc, 32 / lanes_x));
+  const double row_bytes = static_cast<double>(lanes_x * regs_x * g.strides[1]) * 4.0;
+  search::GpuLoop loop;
+  loop.steps = static_cast<double>(g.w[1] * g.w[2] * g.w[3]);
+  loop.fma = static_cast<double>(regs_oc * regs_x);
+  loop.cache_lines = static_cast<double>(regs_oc * lanes_oc) + static_cast<double>(regs_x) * std::max(1.0, std::ceil(row_bytes / 128.0));
+  return loop;
+}
+
+search::GpuLaunch conv_launch(const ConvGeometry& g, const CudaConvConfig& c, int registers) {
+  const std::int64_t ocg = g.w[0] / g.groups, ow = g.y[3];
+  const std::int64_t tile_oc = std::min(c.threads_oc * c.regs_oc, ocg), tile_x = std::min(c.threads_x * c.regs_x, ow);
+  const std::int64_t regs_oc = std::min(c.regs_oc, tile_oc), regs_x = std::min(c.regs_x, tile_x);
+  search::GpuLaunch l;
+  l.threads = ((tile_oc + regs_oc - 1) / regs_oc) * ((tile_x + regs_x - 1) / regs_x);
+  l.blocks = g.y[0] * g.groups * ((ocg + tile_oc - 1) / tile_oc) * g.y[2] * ((ow + tile_x - 1) / tile_x);
+  l.registers = registers;
+  return l;
+}
+
+int estimated_conv_registers(const CudaConvConfig& c) {
+  return static_cast<int>(24 + c.regs_oc * c.regs_x + c.regs_oc + c.regs_x);
 }
 
 PrintedCudaKernel conv_kernel(const ConvGeometry& g, const CudaConvConfig& c, bool bias, bool residual,

@@ -10,6 +10,7 @@
 
 #include "codegen/cuda_printer.hpp"
 #include "codegen/tensor_expr.hpp"
+#include "search/gpu_cost_model.hpp"
 #include "wpk/tensor.hpp"
 
 namespace wpk::cuda {
@@ -39,6 +40,15 @@ struct CudaConvConfig {
 // the convolution has that much parallelism, at most 32 accumulators a thread).
 std::vector<std::pair<std::string, std::vector<std::int64_t>>> cuda_conv_knobs();
 bool cuda_conv_config_valid(const ConvGeometry& g, const CudaConvConfig& c);
+
+// The generated convolution's work as the GPU cost model sees it: per thread, a reduction over
+// channels and kernel taps, each step regs_oc x regs_x FMAs and the cache lines a warp's loads
+// touch (a line per distinct output channel the warp holds for the weights, the input row's
+// span for the activations).
+search::GpuLoop conv_loop(const ConvGeometry& g, const CudaConvConfig& c);
+search::GpuLaunch conv_launch(const ConvGeometry& g, const CudaConvConfig& c, int registers);
+// Before compiling: the registers a schedule will likely take (its sums, its operands, indexing).
+int estimated_conv_registers(const CudaConvConfig& c);
 
 // y = act(conv(x, w) + bias + z), the epilogue fused: the kernel's buffers are x, w, then bias
 // ([O]) and z (y's shape) when given, then y.
