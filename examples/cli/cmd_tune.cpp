@@ -7,11 +7,14 @@
 // end-to-end medians. The records land in the cache folder, where every later session finds them.
 // --algo compare measures every configuration and then says how random, GA and RL would have
 // fared with 15% of those trials (SessionOptions::tuning_algorithm).
+// --simulate ARCH (sm_80, sm_90): tuning for a GPU that is not here, every time modelled
+// (runtime/gpu_simulation.hpp); --device is then cuda whatever it says.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 
 #include "cli.hpp"
+#include "runtime/gpu_simulation.hpp"
 
 namespace wpk::cli {
 namespace {
@@ -104,6 +107,33 @@ void print_strategy_comparison(const std::vector<TunedNode>& report) {
   }
 }
 
+// --simulate ARCH: tuning for a GPU that is not here; every figure modelled.
+int simulate(const std::string& path, SessionOptions options, const std::string& arch, int batch,
+             const std::map<std::string, std::int64_t>& dims) {
+  Graph graph = load(path);
+  options.fixed_dims = input_dim_sizes(graph, batch, dims);
+  const GpuSimulation sim = simulate_gpu_tuning(std::move(graph), options, arch);
+  std::printf("simulated tuning for %s (sm_%d, %d multiprocessors): every time below is modelled, no GPU ran\n",
+              sim.gpu.name.c_str(), sim.gpu.sm, sim.gpu.multiprocessors);
+  std::printf("placement: %d of %d nodes in %d regions (modelled %.3f ms against %.3f ms all on the CPU)\n",
+              sim.placement.nodes_on_gpu, sim.placement.nodes, sim.placement.regions, sim.placement.predicted_seconds * 1e3,
+              sim.placement.predicted_cpu_seconds * 1e3);
+  std::printf("%-44s %5s %10s %10s  %-8s %s\n", "convolution (first node)", "count", "generated", "cuDNN", "choice",
+              "schedule, registers");
+  double chosen = 0, library = 0;
+  for (const SimulatedConv& c : sim.convs) {
+    const bool generated = c.generated_seconds < c.library_seconds;
+    chosen += c.repeats * std::min(c.generated_seconds, c.library_seconds);
+    library += c.repeats * c.library_seconds;
+    std::printf("%-44.44s %5d %8.1fus %8.1fus  %-8s %s, %d\n", c.node.c_str(), c.repeats, c.generated_seconds * 1e6,
+                c.library_seconds * 1e6, generated ? "gen" : "cudnn", c.schedule.c_str(), c.registers);
+  }
+  std::printf("convolutions: %.3f ms with the choices, %.3f ms with cuDNN alone; %zu cubins compiled for sm_%d, %zu from "
+              "the cache folder\n",
+              chosen * 1e3, library * 1e3, sim.compiled, sim.gpu.sm, sim.from_cache);
+  return 0;
+}
+
 }  // namespace
 
 int cmd_tune(const Args& args) {
@@ -117,6 +147,7 @@ int cmd_tune(const Args& args) {
   const int batch = args.get_int("--batch", 1, 1);
   const int iters = args.get_int("--iters", 20, 1);
   const auto dims = parse_dims(args);
+  if (args.has("--simulate")) return simulate(path, options, args.get("--simulate", ""), batch, dims);
 
   Graph graph = load(path);
   options.fixed_dims = input_dim_sizes(graph, batch, dims);
@@ -135,8 +166,8 @@ int cmd_tune(const Args& args) {
     // Gone before the fresh session is timed: it keeps every candidate and the loaded weights.
     const Session tuned(graph, options);
     report = tuned.tuning_report();
-    tuned_nodes = tuned_nodes;
-    threads = threads;
+    tuned_nodes = tuned.tuned_nodes();
+    threads = tuned.threads();
   }
   const double tune_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::fprintf(stderr, "\n");

@@ -18,7 +18,7 @@ const char* kUsage =
     "                  [--fix-dims] [--profile] [--trace FILE.json] [--tune] [--idle MS] [--clients C] [--disable PASS,...]\n"
     "  wpk info MODEL [--optimized [--batch B] [--dim NAME=SIZE] [--dot FILE] [--svg FILE] [--disable PASS,...]]\n"
     "  wpk tune MODEL [--algo ga|rl|random|grid|compare] [--budget-seconds S] [--budget-trials N] [--seed K]\n"
-    "                 [--threads N] [--batch B] [--dim NAME=SIZE] [--iters K] [--disable PASS,...]\n"
+    "                 [--threads N] [--batch B] [--dim NAME=SIZE] [--iters K] [--disable PASS,...] [--simulate sm_80|sm_90]\n"
     "  wpk quantize MODEL OUT --calibrate DIR [--method minmax|percentile] [--percentile P] [--reduce-range] [--threads N]\n"
     "                 int8 QDQ model calibrated on DIR's inputs (input_0.pb, ... or test_data_set_*/)\n"
     "  run, bench, info, tune: [--disable-kernels BACKEND[:KERNEL],...] [--precision fp32|bf16] [--device cpu|cuda|auto]\n"
@@ -47,7 +47,7 @@ int main(int argc, char** argv) {
     if (cmd == "tune")
       return cmd_tune(parse_args(argc, argv, 2, {},
                                  {"--algo", "--budget-seconds", "--budget-trials", "--seed", "--threads", "--batch", "--dim",
-                                  "--iters", "--disable", "--disable-kernels", "--precision", "--device"}));
+                                  "--iters", "--disable", "--disable-kernels", "--precision", "--device", "--simulate"}));
     std::fprintf(stderr, "wpk: unknown command '%s'\n%s", cmd.c_str(), kUsage);
     return 2;
   } catch (const wpk::Error& e) {

@@ -47,4 +47,13 @@ double predict_gpu_seconds(const GpuSpec& gpu, const GpuLaunch& launch, const Gp
   return waves * loop.steps * cycles_per_step / gpu.clock_hz + gpu.launch_seconds;
 }
 
+double predict_library_seconds(const GpuSpec& gpu, double flops, double bytes) {
+  // Efficiency = kMost * flops / (flops + half), half the work that fills the GPU halfway.
+  constexpr double kMost = 0.32, kHalfPerMultiprocessor = 3e6;
+  const double half = kHalfPerMultiprocessor * gpu.multiprocessors;
+  const double peak = gpu.multiprocessors * gpu.fp32_lanes * 2.0 * gpu.clock_hz;
+  const double efficiency = kMost * flops / (flops + half);
+  return std::max(flops / (efficiency * peak), bytes / gpu.memory_bytes_per_second) + gpu.launch_seconds;
+}
+
 }  // namespace wpk::search

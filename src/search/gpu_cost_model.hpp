@@ -42,4 +42,8 @@ struct GpuLaunch {
 
 double predict_gpu_seconds(const GpuSpec& gpu, const GpuLaunch& launch, const GpuLoop& loop);
 
+// A library's convolution or product (cuDNN, cuBLAS) of `flops` moving `bytes`: a roofline whose
+// share of the float32 peak grows with the work until the GPU is full (fitted to cuDNN's times).
+double predict_library_seconds(const GpuSpec& gpu, double flops, double bytes);
+
 }  // namespace wpk::search

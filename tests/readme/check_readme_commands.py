@@ -44,7 +44,7 @@ samples = {
     "--dot": os.path.join(work, "g.dot"), "--svg": os.path.join(work, "g.svg"), "--algo": "ga",
     "--budget-seconds": "1", "--budget-trials": "2", "--seed": "1", "--disable": "fold_pad",
     "--disable-kernels": "gen", "--dir": os.path.join(work, "cache"), "--method": "percentile", "--percentile": "99.9",
-    "--precision": "bf16", "--device": "auto",
+    "--precision": "bf16", "--device": "auto", "--simulate": "sm_90",
 }
 subcommands = {"run", "bench", "info", "tune", "cache", "quantize"}
 # What a subcommand needs besides MODEL to run at all.

@@ -93,7 +93,7 @@ class ConvOp : public DeviceOp {
     epilogue_ = make_epilogue(env.cubins, "conv_epilogue", out_shape_, has_bias_ ? &bias_shape : nullptr, has_residual_, activation_, params_);
     choose_algorithm(env);
     if (activation_ == "Relu") fuse_in_cudnn(env, w[0]);
-    geometry_ = {x, w, out_shape_, n.attr_int("group", 1), pads, strides, dilations};
+    geometry_ = conv_geometry(n, env.graph);
     if (env.search) choose_implementation(env);
     else take_recorded_choice(env);
   }
@@ -157,16 +157,7 @@ class ConvOp : public DeviceOp {
     return args;
   }
 
-  std::string signature() const {
-    std::string s = "conv";
-    for (const Shape* sh : {&geometry_.x, &geometry_.w})
-      for (std::int64_t d : *sh) s += "_" + std::to_string(d);
-    for (const auto* v : {&geometry_.pads, &geometry_.strides, &geometry_.dilations})
-      for (std::int64_t d : *v) s += "_" + std::to_string(d);
-    s += "_g" + std::to_string(geometry_.groups) + (has_bias_ ? "b" : "") + (has_residual_ ? "z" : "") + activation_;
-    for (float p : params_) s += "_" + std::to_string(p);
-    return s;
-  }
+  std::string signature() const { return conv_signature(geometry_, {has_bias_, has_residual_, activation_, params_}); }
 
   std::shared_ptr<const GeneratedKernel> generate(const CudaConvConfig& c) const {
     return GeneratedKernel::obtain(conv_kernel(geometry_, c, has_bias_, has_residual_, activation_, params_), cubins_);

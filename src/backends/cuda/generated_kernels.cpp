@@ -78,6 +78,46 @@ PrintedCudaKernel elementwise_kernel(const std::string& name, const Shape& out, 
   return print_cuda(lower(s), symbol, "cuda backend");
 }
 
+ConvGeometry conv_geometry(const Node& n, const Graph& graph) {
+  auto shape = [&](ValueId v) {
+    Shape s;
+    for (const Dim& d : *graph.value(v).dims) s.push_back(d.value);
+    return s;
+  };
+  ConvGeometry g;
+  g.x = shape(n.inputs[0]);
+  g.w = shape(n.inputs[1]);
+  g.y = shape(n.outputs[0]);
+  g.groups = n.attr_int("group", 1);
+  const std::size_t spatial = g.x.size() - 2;
+  g.pads = n.attr_ints("pads", std::vector<std::int64_t>(2 * spatial, 0));
+  g.pads.resize(spatial);
+  g.strides = n.attr_ints("strides", std::vector<std::int64_t>(spatial, 1));
+  g.dilations = n.attr_ints("dilations", std::vector<std::int64_t>(spatial, 1));
+  return g;
+}
+
+ConvEpilogue conv_epilogue(const Node& n) {
+  const bool fused = n.op_type == "FusedConv";
+  ConvEpilogue e;
+  e.bias = n.inputs.size() > 2 && n.inputs[2] != kNoValue;
+  e.residual = fused && n.inputs.size() > 3 && n.inputs[3] != kNoValue;
+  e.activation = fused ? n.attr_string("activation", "") : "";
+  e.params = n.attr_floats("activation_params");
+  return e;
+}
+
+std::string conv_signature(const ConvGeometry& g, const ConvEpilogue& e) {
+  std::string s = "conv";
+  for (const Shape* sh : {&g.x, &g.w})
+    for (std::int64_t d : *sh) s += "_" + std::to_string(d);
+  for (const auto* v : {&g.pads, &g.strides, &g.dilations})
+    for (std::int64_t d : *v) s += "_" + std::to_string(d);
+  s += "_g" + std::to_string(g.groups) + (e.bias ? "b" : "") + (e.residual ? "z" : "") + e.activation;
+  for (float p : e.params) s += "_" + std::to_string(p);
+  return s;
+}
+
 std::string CudaConvConfig::describe() const {
   return "threads_oc=" + std::to_string(threads_oc) + ",regs_oc=" + std::to_string(regs_oc) +
          ",threads_x=" + std::to_string(threads_x) + ",regs_x=" + std::to_string(regs_x);

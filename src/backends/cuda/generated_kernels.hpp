@@ -11,6 +11,7 @@
 #include "codegen/cuda_printer.hpp"
 #include "codegen/tensor_expr.hpp"
 #include "search/gpu_cost_model.hpp"
+#include "wpk/graph.hpp"
 #include "wpk/tensor.hpp"
 
 namespace wpk::cuda {
@@ -32,6 +33,19 @@ struct ConvGeometry {
   std::int64_t groups = 1;
   std::vector<std::int64_t> pads, strides, dilations;  // 2 each (pads: begin = end)
 };
+// A Conv or FusedConv node of `graph` (static shapes, pads equal on both sides) as a geometry,
+// and what its epilogue adds.
+ConvGeometry conv_geometry(const Node& n, const Graph& graph);
+struct ConvEpilogue {
+  bool bias = false, residual = false;
+  std::string activation;
+  std::vector<float> params;
+};
+ConvEpilogue conv_epilogue(const Node& n);
+// "conv_N_C_H_W_O_CG_KH_KW_PH_PW_SH_SW_DH_DW_gG" then b (bias), z (residual), the activation and
+// its parameters: how tuning records and logs name a convolution.
+std::string conv_signature(const ConvGeometry& g, const ConvEpilogue& e);
+
 struct CudaConvConfig {
   std::int64_t threads_oc = 8, regs_oc = 4, threads_x = 16, regs_x = 2;
   std::string describe() const;

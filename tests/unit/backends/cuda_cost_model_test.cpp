@@ -3,6 +3,7 @@
 // Needs no GPU.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <map>
@@ -96,6 +97,38 @@ TEST_CASE("the GPU cost model ranks measured schedules of each convolution", "[c
   CHECK(accuracy >= 0.80);
   CHECK(median_ratio > 0.5);
   CHECK(median_ratio < 2.0);
+}
+
+TEST_CASE("the library roofline prices cuDNN's measured convolutions", "[cuda][cost]") {
+  std::ifstream in(std::string(WPK_SOURCE_DIR) + "/tests/unit/backends/data/gpu_cudnn_h200.txt");
+  REQUIRE(in);
+  const search::GpuSpec* h200 = search::gpu_spec("H200");
+  std::vector<double> ratios;
+  for (std::string text; std::getline(in, text);) {
+    if (text.empty() || text[0] == '#') continue;
+    std::istringstream fields(text);
+    std::string sig, algorithm;
+    double us = 0;
+    fields >> sig >> algorithm >> us;
+    const cuda::ConvGeometry g = parse_geometry(sig);
+    double flops = 2.0, elements = 0;
+    for (std::int64_t d : g.y) flops *= static_cast<double>(d);
+    for (std::size_t i = 1; i < 4; ++i) flops *= static_cast<double>(g.w[i]);
+    for (const Shape* sh : {&g.x, &g.w, &g.y}) {
+      double n = 1;
+      for (std::int64_t d : *sh) n *= static_cast<double>(d);
+      elements += n;
+    }
+    ratios.push_back(search::predict_library_seconds(*h200, flops, 4 * elements) / (us * 1e-6));
+  }
+  REQUIRE(ratios.size() == 48);
+  std::sort(ratios.begin(), ratios.end());
+  const double median = ratios[ratios.size() / 2], low = ratios[ratios.size() / 10], high = ratios[ratios.size() * 9 / 10];
+  INFO("modelled / measured: median " << median << ", 10th percentile " << low << ", 90th " << high);
+  CHECK(median > 0.67);
+  CHECK(median < 1.5);
+  CHECK(low > 0.2);
+  CHECK(high < 5);
 }
 
 }  // namespace
