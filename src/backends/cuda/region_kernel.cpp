@@ -1,12 +1,15 @@
+#include <condition_variable>
 #include <map>
 #include <mutex>
 #include <optional>
+#include <set>
 
 #include "backends/cuda/cuda_backend.hpp"
 #include "backends/cuda/device_op.hpp"
 #include "backends/cuda/support.hpp"
 #include "graph/fused_ops.hpp"
 #include "runtime/logging.hpp"
+#include "runtime/memory_planner.hpp"
 
 namespace wpk::cuda {
 namespace {
@@ -17,31 +20,30 @@ Shape static_shape(const Graph& g, ValueId v) {
   return s;
 }
 
-// A view op's output shape, from its input's (Reshape, Flatten, Squeeze, Unsqueeze, Identity):
-// the graph's static shape of the output says it already.
+// Where a value lives: a constant's own buffer, or a place in a run context's arena (the memory
+// plan's request), under its own shape (views share their input's place).
+struct Slot {
+  int request = -1;              // in the arena's layout
+  ValueId constant = kNoValue;   // else this constant's buffer
+  Shape shape;
+};
+
 class RegionKernel : public Kernel {
  public:
   RegionKernel(const Node& node, const Graph& body) : name_(node.name), cubins_(node.attr_string("kernel_cache", "")) {
-    const Device& device = Device::get();
-    (void)device;
-    // Every value's device tensor: region inputs and intermediates get memory of their own,
-    // constants are uploaded, views share their input's memory.
-    std::map<ValueId, DeviceTensor> at;
-    auto allocate = [&](ValueId v, const char* what) {
-      buffers_.emplace_back(static_cast<std::size_t>(shape_numel(static_shape(body, v))) * sizeof(float),
-                            std::string(what) + " '" + body.value(v).name + "' of region " + name_);
-      at[v] = {buffers_.back().get(), static_shape(body, v)};
-    };
-    for (ValueId v : body.inputs()) {
-      allocate(v, "input");
-      inputs_.push_back(at[v]);
-    }
+    Device::get();
+    plan_memory(body);
+    // The first run context: its stream and arena serve to prepare the ops (cuDNN measures its
+    // algorithms on them) and then the first run.
+    contexts_.push_back(std::make_unique<Context>(*this));
+    Context& first = *contexts_.front();
     for (const auto& [v, t] : body.initializers()) {
       if (t.dtype() != DType::Float32) continue;  // shapes and axes of view ops stay on the host
-      allocate(v, "constant");
-      check(driver().MemcpyHtoDAsync(at[v].ptr, t.raw(), t.nbytes(), handles_.stream()), "uploading a constant");
+      constants_.emplace_back(t.nbytes(), "constant '" + body.value(v).name + "' of region " + name_);
+      constant_at_[v] = constants_.back().get();
+      check(driver().MemcpyHtoDAsync(constants_.back().get(), t.raw(), t.nbytes(), first.handles.stream()), "uploading a constant");
     }
-    handles_.synchronize("uploading constants");
+    first.handles.synchronize("uploading constants");
     // Tuning asked for at placement (attributes tune_algorithm, tune_seed, tune_trials).
     std::optional<SearchSettings> search;
     if (node.has_attr("tune_algorithm")) {
@@ -52,87 +54,201 @@ class RegionKernel : public Kernel {
     }
     std::map<std::string, std::string> choices;
     for (const Node& n : body.nodes()) {
-      if (is_view_op(n)) {
-        at[n.outputs[0]] = {at.at(n.inputs[0]).ptr, static_shape(body, n.outputs[0])};
-        continue;
-      }
-      allocate(n.outputs[0], "value");
+      if (is_view_op(n)) continue;
       Step step;
-      for (ValueId v : n.inputs) step.in.push_back(v == kNoValue ? DeviceTensor{} : at.at(v));
-      step.out = at.at(n.outputs[0]);
-      step.op = prepare_device_op({n, body, step.in, step.out, handles_, search ? &*search : nullptr, &choices, &cubins_, current_tuning_records()});
+      for (ValueId v : n.inputs) step.in.push_back(v);
+      step.out = n.outputs[0];
+      std::vector<DeviceTensor> in;
+      for (ValueId v : step.in) in.push_back(first.tensor(*this, v));
+      step.op = prepare_device_op(
+          {n, body, in, first.tensor(*this, step.out), first.handles, search ? &*search : nullptr, &choices, &cubins_, current_tuning_records()});
       scratch_bytes_ = std::max(scratch_bytes_, step.op->scratch_bytes());
       workspace_bytes_ = std::max(workspace_bytes_, step.op->workspace_bytes());
       zeros_bytes_ = std::max(zeros_bytes_, step.op->zeros_bytes());
       steps_.push_back(std::move(step));
     }
-    for (ValueId v : body.outputs()) outputs_.push_back(at.at(v));
-    scratch_ = DeviceBuffer(scratch_bytes_, "scratch of region " + name_);
-    workspace_ = DeviceBuffer(workspace_bytes_, "cuDNN workspace of region " + name_);
+    for (ValueId v : body.inputs()) inputs_.push_back(v);
+    for (ValueId v : body.outputs()) outputs_.push_back(v);
     zeros_ = DeviceBuffer(zeros_bytes_, "zeros of region " + name_);
     if (zeros_bytes_)
-      check(driver().MemsetD32Async(zeros_.get(), 0, zeros_bytes_ / sizeof(float), handles_.stream()), "zeroing");
+      check(driver().MemsetD32Async(zeros_.get(), 0, zeros_bytes_ / sizeof(float), first.handles.stream()), "zeroing");
+    first.finish(*this);
+    graphed_ = first.graph != nullptr;
     for (const Step& s : steps_) kernels_ += (kernels_.empty() ? "" : ", ") + s.op->describe();
-    // Every pointer a step uses is fixed now: the whole sequence becomes one CUDA graph, a run's
-    // launches one call. Work a library will not let be captured is launched step by step.
-    try {
-      captured_ = std::make_unique<CapturedWork>(handles_, [this] { launch_steps(); });
-    } catch (const Error& e) {
-      logger().info("device region {}: launched step by step, as it could not be captured ({})", name_, e.what());
-    }
   }
 
   void run(KernelContext& ctx) const override {
-    // One device copy of the region's values: overlapping runs take turns.
-    std::lock_guard<std::mutex> lock(mu_);
+    Context& c = acquire();
+    struct Release {
+      const RegionKernel* k;
+      Context* c;
+      ~Release() { k->release(c); }
+    } release{this, &c};
     Device::get().activate();
-    const CUstream stream = handles_.stream();
+    const CUstream stream = c.handles.stream();
     for (std::size_t i = 0; i < inputs_.size(); ++i) {
       const Tensor& t = ctx.input(i);
-      if (t.shape() != inputs_[i].shape || t.dtype() != DType::Float32)
+      const DeviceTensor d = c.tensor(*this, inputs_[i]);
+      if (t.shape() != d.shape || t.dtype() != DType::Float32)
         ctx.fail(ErrorCode::InvalidArgument, "input " + std::to_string(i) + " of the device region is " + dtype_name(t.dtype()) +
-                                                 shape_to_string(t.shape()) + ", prepared for float32" +
-                                                 shape_to_string(inputs_[i].shape));
-      check(driver().MemcpyHtoDAsync(inputs_[i].ptr, t.raw(), t.nbytes(), stream), "copying an input to the device");
+                                                 shape_to_string(t.shape()) + ", prepared for float32" + shape_to_string(d.shape));
+      check(driver().MemcpyHtoDAsync(d.ptr, t.raw(), t.nbytes(), stream), "copying an input to the device");
     }
-    if (captured_) captured_->launch(stream);
-    else launch_steps();
+    if (c.graph) c.graph->launch(stream);
+    else c.launch_steps(*this);
     for (std::size_t o = 0; o < outputs_.size(); ++o) {
       if (!ctx.wants_output(o)) continue;
-      Tensor& y = ctx.allocate_output(o, DType::Float32, outputs_[o].shape);
-      check(driver().MemcpyDtoHAsync(y.raw(), outputs_[o].ptr, y.nbytes(), stream), "copying an output from the device");
+      const DeviceTensor d = c.tensor(*this, outputs_[o]);
+      Tensor& y = ctx.allocate_output(o, DType::Float32, d.shape);
+      check(driver().MemcpyDtoHAsync(y.raw(), d.ptr, y.nbytes(), stream), "copying an output from the device");
     }
-    handles_.synchronize("running device region " + name_);
-  }
-
-  void launch_steps() const {
-    const LaunchEnv env{handles_, scratch_.get(), workspace_.get(), zeros_.get()};
-    for (const Step& s : steps_) s.op->launch(env, s.in, s.out);
+    c.handles.synchronize("running device region " + name_);
   }
 
   KernelProfile profile() const override {
     KernelProfile p;
-    p.name = std::string(captured_ ? "graph" : "region") + "[" + kernels_ + "]";
+    p.name = std::string(graphed_ ? "graph" : "region") + "[" + kernels_ + "]";
     return p;
   }
 
  private:
   struct Step {
-    std::vector<DeviceTensor> in;
-    DeviceTensor out;
+    std::vector<ValueId> in;  // kNoValue for an omitted input
+    ValueId out = kNoValue;
     std::unique_ptr<DeviceOp> op;
   };
+
+  // What one run in flight holds: a stream with its library handles, an arena for the region's
+  // inputs and intermediates laid out by the memory plan, scratch and workspace, and the steps
+  // captured as a CUDA graph over these pointers. Overlapping runs each take one; a run that finds
+  // none free makes another (up to kMaxContexts, then it waits).
+  struct Context {
+    explicit Context(const RegionKernel& k)
+        : arena(k.layout_.arena_bytes, "the arena of region " + k.name_) {}
+    // After the ops are prepared: the buffers they asked for, and the captured graph.
+    void finish(const RegionKernel& k) {
+      scratch = DeviceBuffer(k.scratch_bytes_, "scratch of region " + k.name_);
+      workspace = DeviceBuffer(k.workspace_bytes_, "cuDNN workspace of region " + k.name_);
+      try {
+        graph = std::make_unique<CapturedWork>(handles, [this, &k] { launch_steps(k); });
+      } catch (const Error& e) {
+        logger().info("device region {}: launched step by step, as it could not be captured ({})", k.name_, e.what());
+      }
+    }
+    DeviceTensor tensor(const RegionKernel& k, ValueId v) const {
+      if (v == kNoValue) return {};
+      const Slot& s = k.slots_.at(v);
+      if (s.request < 0) return {k.constant_at_.at(s.constant), s.shape};
+      return {arena.get() + k.layout_.offsets[static_cast<std::size_t>(s.request)], s.shape};
+    }
+    void launch_steps(const RegionKernel& k) const {
+      const LaunchEnv env{handles, scratch.get(), workspace.get(), k.zeros_.get()};
+      for (const Step& s : k.steps_) {
+        std::vector<DeviceTensor> in;
+        for (ValueId v : s.in) in.push_back(tensor(k, v));
+        s.op->launch(env, in, tensor(k, s.out));
+      }
+    }
+    StreamHandles handles;
+    DeviceBuffer arena, scratch, workspace;
+    std::unique_ptr<CapturedWork> graph;
+  };
+
+  // One place per region input and per value an op writes, by lifetime (step 0 copies the inputs
+  // in, step i + 1 runs op i, the last step copies the outputs out): values alive at once never
+  // overlap. A view lives in its input's place and keeps it alive.
+  void plan_memory(const Graph& body) {
+    std::vector<BufferRequest> requests;
+    auto place = [&](ValueId v, int step) {
+      Shape shape;
+      for (const Dim& d : *body.value(v).dims) shape.push_back(d.value);
+      requests.push_back({static_cast<std::size_t>(shape_numel(shape)) * sizeof(float), step, step, -1});
+      slots_[v] = {static_cast<int>(requests.size()) - 1, kNoValue, shape};
+    };
+    for (const auto& [v, t] : body.initializers())
+      if (t.dtype() == DType::Float32) slots_[v] = {-1, v, t.shape()};
+    auto keep_alive = [&](ValueId v, int step) {
+      const auto it = slots_.find(v);
+      if (it != slots_.end() && it->second.request >= 0) {
+        BufferRequest& r = requests[static_cast<std::size_t>(it->second.request)];
+        r.last_step = std::max(r.last_step, step);
+      }
+    };
+    for (ValueId v : body.inputs()) place(v, 0);
+    int step = 0;
+    for (const Node& n : body.nodes()) {
+      ++step;
+      for (ValueId v : n.inputs) keep_alive(v, step);
+      if (is_view_op(n)) {
+        Shape shape;
+        for (const Dim& d : *body.value(n.outputs[0]).dims) shape.push_back(d.value);
+        const auto in = slots_.find(n.inputs[0]);
+        if (in != slots_.end()) slots_[n.outputs[0]] = {in->second.request, in->second.constant, shape};
+        continue;
+      }
+      place(n.outputs[0], step);
+    }
+    for (ValueId v : body.outputs()) keep_alive(v, step + 1);
+    layout_ = assign_offsets(requests);
+  }
+
+  Context& acquire() const {
+    std::unique_lock<std::mutex> lock(mu_);
+    for (;;) {
+      for (auto& c : contexts_)
+        if (!busy_.count(c.get())) {
+          busy_.insert(c.get());
+          return *c;
+        }
+      if (contexts_.size() + making_ < kMaxContexts) break;
+      freed_.wait(lock);
+    }
+    // A new context for this overlapping run, made outside the lock (it captures a graph).
+    ++making_;
+    lock.unlock();
+    std::unique_ptr<Context> made;
+    try {
+      Device::get();
+      made = std::make_unique<Context>(*this);
+      made->finish(*this);
+    } catch (...) {
+      lock.lock();
+      --making_;
+      freed_.notify_one();
+      throw;
+    }
+    lock.lock();
+    --making_;
+    Context& c = *made;
+    busy_.insert(&c);
+    contexts_.push_back(std::move(made));
+    return c;
+  }
+
+  void release(Context* c) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    busy_.erase(c);
+    freed_.notify_one();
+  }
+
+  static constexpr std::size_t kMaxContexts = 4;
   std::string name_;
   codegen::CubinStore cubins_;
-  StreamHandles handles_;
-  std::vector<DeviceBuffer> buffers_;
-  std::vector<DeviceTensor> inputs_, outputs_;
+  std::map<ValueId, Slot> slots_;
+  std::map<ValueId, CUdeviceptr> constant_at_;
+  MemoryLayout layout_;
+  std::vector<DeviceBuffer> constants_;
+  std::vector<ValueId> inputs_, outputs_;
   std::vector<Step> steps_;
   std::size_t scratch_bytes_ = 0, workspace_bytes_ = 0, zeros_bytes_ = 0;
-  DeviceBuffer scratch_, workspace_, zeros_;
+  DeviceBuffer zeros_;
   std::string kernels_;
-  std::unique_ptr<CapturedWork> captured_;
+  bool graphed_ = false;
+  mutable std::vector<std::unique_ptr<Context>> contexts_;
+  mutable std::size_t making_ = 0;
+  mutable std::set<Context*> busy_;
   mutable std::mutex mu_;
+  mutable std::condition_variable freed_;
 };
 
 }  // namespace
