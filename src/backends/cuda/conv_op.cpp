@@ -3,14 +3,12 @@
 // one generated epilogue. When the session tunes, a generated convolution with its epilogue
 // inside (generated_kernels.hpp) competes: the search strategy walks its schedule knobs, every
 // point compiled and timed on the device, and the faster of it and cuDNN runs.
-#include <future>
-#include <limits>
 
 #include "backends/cuda/device_op.hpp"
 #include "backends/cuda/generated_kernels.hpp"
+#include "backends/cuda/kernel_search.hpp"
 #include "graph/fused_ops.hpp"
 #include "runtime/logging.hpp"
-#include "search/strategy.hpp"
 
 namespace wpk::cuda {
 namespace {
@@ -37,19 +35,6 @@ std::vector<int> as_int(const std::vector<std::int64_t>& v) { return std::vector
 CudaConvConfig config_at(const search::Space& space, const search::Point& p) {
   return {space.value(p, 0), space.value(p, 1), space.value(p, 2), space.value(p, 3)};
 }
-
-class ConvCostModel : public search::CostModel {
- public:
-  ConvCostModel(search::GpuSpec gpu, ConvGeometry g) : gpu_(std::move(gpu)), g_(std::move(g)) {}
-  double predict(const search::Space& space, const search::Point& p) const override {
-    const CudaConvConfig c = config_at(space, p);
-    return search::predict_gpu_seconds(gpu_, conv_launch(g_, c, estimated_conv_registers(c)), conv_loop(g_, c));
-  }
-
- private:
-  search::GpuSpec gpu_;
-  ConvGeometry g_;
-};
 
 class ConvOp : public DeviceOp {
  public:
@@ -89,7 +74,6 @@ class ConvOp : public DeviceOp {
     activation_ = fused ? n.attr_string("activation", "") : "";
     params_ = n.attr_floats("activation_params");
     const Shape bias_shape = {1, w[0], 1, 1};
-    cubins_ = env.cubins;
     epilogue_ = make_epilogue(env.cubins, "conv_epilogue", out_shape_, has_bias_ ? &bias_shape : nullptr, has_residual_, activation_, params_);
     choose_algorithm(env);
     if (activation_ == "Relu") fuse_in_cudnn(env, w[0]);
@@ -159,10 +143,6 @@ class ConvOp : public DeviceOp {
 
   std::string signature() const { return conv_signature(geometry_, {has_bias_, has_residual_, activation_, params_}); }
 
-  std::shared_ptr<const GeneratedKernel> generate(const CudaConvConfig& c) const {
-    return GeneratedKernel::obtain(conv_kernel(geometry_, c, has_bias_, has_residual_, activation_, params_), cubins_);
-  }
-
   // Bias, residual and ReLU inside cuDNN's call instead of a pass of their own, where cuDNN runs
   // the chosen algorithm so (tried once here; otherwise the generated epilogue stays).
   void fuse_in_cudnn(const PrepareEnv& env, std::int64_t channels) {
@@ -186,90 +166,39 @@ class ConvOp : public DeviceOp {
     }
   }
 
-  std::string record_key() const { return "cuda:" + Device::get().info().name + ":" + signature(); }
+  GeneratedCandidates candidates(const PrepareEnv& env) const {
+    GeneratedCandidates c;
+    for (auto& [name, values] : cuda_conv_knobs()) c.knobs.push_back({name, values});
+    const ConvGeometry g = geometry_;
+    c.valid = [g](const search::Space& sp, const search::Point& p) { return cuda_conv_config_valid(g, config_at(sp, p)); };
+    c.predict = [g, gpu = gpu_spec_of(Device::get().info())](const search::Space& sp, const search::Point& p) {
+      const CudaConvConfig cfg = config_at(sp, p);
+      return search::predict_gpu_seconds(gpu, conv_launch(g, cfg, estimated_conv_registers(cfg)), conv_loop(g, cfg));
+    };
+    c.print = [this](const search::Space& sp, const search::Point& p) {
+      return conv_kernel(geometry_, config_at(sp, p), has_bias_, has_residual_, activation_, params_);
+    };
+    c.args = generated_args(env.in, env.out);
+    return c;
+  }
 
   // Without tuning: what an earlier tuning on this device chose, if it chose a generated schedule.
   void take_recorded_choice(const PrepareEnv& env) {
-    if (!env.records || !env.records->lookup) return;
-    const auto choice = env.records->lookup(record_key());
-    if (!choice || *choice == "cudnn") return;
-    std::vector<search::Knob> knobs;
-    for (auto& [name, values] : cuda_conv_knobs()) knobs.push_back({name, values});
-    const search::Space space(knobs);
-    const auto point = space.parse(*choice);
-    if (!point || !cuda_conv_config_valid(geometry_, config_at(space, *point))) return;
-    try {
-      generated_ = generate(config_at(space, *point));
-      config_ = *choice;
-    } catch (const Error& e) {
-      logger().warn("cuda conv {}: the recorded schedule {} could not be had, cuDNN runs: {}", env.node.name, *choice, e.what());
-    }
+    const Choice c = recorded_choice(env, signature(), candidates(env));
+    generated_ = c.kernel, config_ = c.config;
   }
 
-  // Tuning: cuDNN (its fastest algorithm, with the epilogue) against the generated convolution's
-  // schedules as the session's search strategy proposes them, all timed on the device.
+  // Tuning: cuDNN (its fastest algorithm, with the epilogue) against the generated convolution.
   void choose_implementation(const PrepareEnv& env) {
-    const std::string key = signature();
-    std::vector<search::Knob> knobs;
-    for (auto& [name, values] : cuda_conv_knobs()) knobs.push_back({name, values});
-    const ConvGeometry geometry = geometry_;
-    const search::Space space(knobs, [geometry](const search::Space& sp, const search::Point& p) {
-      return cuda_conv_config_valid(geometry, config_at(sp, p));
-    });
-    if (env.choices) {
-      if (auto it = env.choices->find(key); it != env.choices->end()) {
-        if (it->second != "cudnn") {
-          const auto point = space.parse(it->second);
-          if (point) config_ = it->second, generated_ = generate(config_at(space, *point));
-        }
-        return;
-      }
-    }
     DeviceBuffer scratch(scratch_bytes(), "measuring a convolution"), workspace(workspace_, "measuring a convolution");
     DeviceBuffer zeros(zeros_bytes(), "measuring a convolution");
     if (zeros_bytes()) check(driver().MemsetD32Async(zeros.get(), 0, zeros_bytes() / 4, env.handles.stream()), "zeroing");
     const LaunchEnv measuring{env.handles, scratch.get(), workspace.get(), zeros.get()};
-    const double library = median_launch_seconds(env.handles, [&] { launch(measuring, env.in, env.out); });
-    const std::string algorithm = env.search->algorithm == "compare" ? "grid" : env.search->algorithm;
-    // The GPU cost model ranks schedules before any is compiled: GA and RL propose the promising.
-    const ConvCostModel model(gpu_spec_of(Device::get().info()), geometry_);
-    auto strategy = search::make_strategy(search::parse_algorithm(algorithm), space, env.search->seed, &model);
-    double best = std::numeric_limits<double>::infinity();
-    std::shared_ptr<const GeneratedKernel> best_kernel;
-    std::string best_config;
-    std::size_t tried = 0;
-    const std::vector<CUdeviceptr> args = generated_args(env.in, env.out);
-    while (tried < env.search->trials) {
-      const auto points = strategy->propose(std::min<std::size_t>(8, env.search->trials - tried));
-      if (points.empty()) break;
-      std::vector<std::future<std::shared_ptr<const GeneratedKernel>>> compiling;
-      for (const auto& p : points)
-        compiling.push_back(std::async(std::launch::async, [this, c = config_at(space, p)] { return generate(c); }));
-      for (std::size_t i = 0; i < points.size(); ++i, ++tried) {
-        double seconds = std::numeric_limits<double>::infinity();
-        std::shared_ptr<const GeneratedKernel> k;
-        try {
-          k = compiling[i].get();
-          seconds = median_launch_seconds(env.handles, [&] { k->launch(env.handles.stream(), args); });
-        } catch (const Error& e) {
-          logger().debug("cuda conv {}: {} failed: {}", env.node.name, space.describe(points[i]), e.what());
-        }
-        strategy->observe(points[i], seconds);
-        // Every trial, for fitting and checking a GPU cost model against the device.
-        logger().debug("cuda conv trial {} {} {:.2f} us, {} registers, {} threads, {} blocks", key, space.describe(points[i]),
-                       seconds * 1e6, k ? k->registers() : -1, k ? k->printed().threads : 0, k ? k->printed().grid : 0);
-        if (seconds < best) best = seconds, best_kernel = k, best_config = space.describe(points[i]);
-      }
-    }
-    logger().info("cuda conv '{}' {}: cuDNN {} {:.1f} us, generated best {:.1f} us ({}; {} schedules tried)", env.node.name,
-                  key, algo_name(algo_), library * 1e6, best * 1e6, best_config, tried);
-    if (best_kernel && best < library) generated_ = best_kernel, config_ = best_config;
-    if (env.choices) (*env.choices)[key] = generated_ ? config_ : "cudnn";
-    if (env.records && env.records->store)
-      env.records->store(record_key(), generated_ ? config_ : "cudnn", std::min(best, library) * 1e6,
-                         "cuDNN " + std::string(algo_name(algo_)) + " " + std::to_string(library * 1e6) + " us, generated " +
-                             (best_config.empty() ? "none" : best_config) + " " + std::to_string(best * 1e6) + " us");
+    const Choice c = search_generated(env, signature(), "conv", std::string("cuDNN ") + algo_name(algo_), candidates(env),
+                                      [&] { launch(measuring, env.in, env.out); });
+    generated_ = c.kernel, config_ = c.config;
   }
+
   static void* ptr(CUdeviceptr p) { return reinterpret_cast<void*>(p); }
 
   static void set_tensor(cudnnTensorDescriptor_t desc, const Shape& shape) {
@@ -313,7 +242,6 @@ class ConvOp : public DeviceOp {
   ConvGeometry geometry_;
   std::shared_ptr<const GeneratedKernel> generated_;
   std::string config_;
-  codegen::CubinStore* cubins_ = nullptr;
   bool fused_ = false;
   cudnnActivationDescriptor_t act_desc_ = nullptr;
   cudnnTensorDescriptor_t bias_desc_ = nullptr;

@@ -247,6 +247,100 @@ PrintedCudaKernel row_rstd_kernel(std::int64_t rows, std::int64_t cols, float ep
   return row_kernel(c, r, "wpk_row_rstd_" + std::to_string(rows) + "_" + std::to_string(cols));
 }
 
+std::vector<std::pair<std::string, std::vector<std::int64_t>>> cuda_product_knobs() {
+  return {{"threads_m", {1, 2, 4, 8, 16, 32}}, {"regs_m", {1, 2, 4, 8}}, {"threads_n", {4, 8, 16, 32, 64}}, {"regs_n", {1, 2, 4}}};
+}
+
+namespace {
+
+std::int64_t power_of_two_cover(std::int64_t extent) {
+  std::int64_t p = 1;
+  while (p < extent) p *= 2;
+  return p;
+}
+
+// The tiles a product's schedule really has (clipped to the extents).
+struct ProductTiles {
+  std::int64_t tile_m, tile_n, regs_m, regs_n, threads_m, threads_n;
+};
+ProductTiles product_tiles(const ProductGeometry& g, const CudaProductConfig& c) {
+  ProductTiles t;
+  t.tile_m = std::min(c.threads_m * c.regs_m, g.m);
+  t.tile_n = std::min(c.threads_n * c.regs_n, g.n);
+  t.regs_m = std::min(c.regs_m, t.tile_m);
+  t.regs_n = std::min(c.regs_n, t.tile_n);
+  t.threads_m = (t.tile_m + t.regs_m - 1) / t.regs_m;
+  t.threads_n = (t.tile_n + t.regs_n - 1) / t.regs_n;
+  return t;
+}
+
+}  // namespace
+
+bool cuda_product_config_valid(const ProductGeometry& g, const CudaProductConfig& c) {
+  if (c.threads_m * c.regs_m > power_of_two_cover(g.m) || c.threads_n * c.regs_n > power_of_two_cover(g.n)) return false;
+  const std::int64_t threads = c.threads_m * c.threads_n;
+  const std::int64_t most = std::min<std::int64_t>(32, power_of_two_cover(g.m) * power_of_two_cover(g.n) / (c.regs_m * c.regs_n));
+  return threads <= kMaxCudaThreads && threads >= most && c.regs_m * c.regs_n <= 32;
+}
+
+search::GpuLoop product_loop(const ProductGeometry& g, const CudaProductConfig& c) {
+  const ProductTiles t = product_tiles(g, c);
+  const std::int64_t lanes_n = std::min<std::int64_t>(t.threads_n, 32);
+  const std::int64_t lanes_m = std::max<std::int64_t>(1, std::min<std::int64_t>(t.threads_m, 32 / lanes_n));
+  search::GpuLoop loop;
+  loop.steps = static_cast<double>(g.k);
+  loop.fma = static_cast<double>(t.regs_m * t.regs_n);
+  loop.cache_lines = static_cast<double>(t.regs_m * lanes_m) +
+                     static_cast<double>(t.regs_n) * std::max(1.0, std::ceil(static_cast<double>(lanes_n * t.regs_n) * 4.0 / 128.0));
+  return loop;
+}
+
+search::GpuLaunch product_launch(const ProductGeometry& g, const CudaProductConfig& c, int registers) {
+  const ProductTiles t = product_tiles(g, c);
+  search::GpuLaunch l;
+  l.threads = t.threads_m * t.threads_n;
+  l.blocks = g.batch * ((g.m + t.tile_m - 1) / t.tile_m) * ((g.n + t.tile_n - 1) / t.tile_n);
+  l.registers = registers;
+  return l;
+}
+
+PrintedCudaKernel product_kernel(const ProductGeometry& g, const CudaProductConfig& c, bool bias, bool residual,
+                                 const std::string& activation, const std::vector<float>& params) {
+  Var b = var("b", g.batch), i = var("i", g.m), j = var("j", g.n), k = var("k", g.k);
+  Buffer a = buffer("a", {g.batch, g.m, g.k});
+  Buffer bm = g.b_batched ? buffer("bm", {g.batch, g.k, g.n}) : buffer("bm", {g.k, g.n});
+  std::vector<Buffer> inputs = {a, bm};
+  Expr epilogue = acc();
+  if (bias) {
+    inputs.push_back(buffer("bias", {g.n}));
+    epilogue = epilogue + load(inputs.back(), {j});
+  }
+  if (residual) {
+    inputs.push_back(buffer("z", {g.batch, g.m, g.n}));
+    epilogue = epilogue + load(inputs.back(), {b, i, j});
+  }
+  epilogue = activation_expr(activation, params, epilogue);
+  const Expr b_value = g.b_batched ? load(bm, {b, k, j}) : load(bm, {k, j});
+  const Compute product = compute("matmul", buffer("y", {g.batch, g.m, g.n}), {b, i, j}, {k}, load(a, {b, i, k}) * b_value,
+                                  epilogue, inputs);
+  const ProductTiles t = product_tiles(g, c);
+  Schedule s(product);
+  const auto [io, i_rest] = s.split(i, t.tile_m);
+  const auto [it, ir] = s.split(i_rest, t.regs_m);
+  const auto [jo, j_rest] = s.split(j, t.tile_n);
+  const auto [jt, jr] = s.split(j_rest, t.regs_n);
+  s.reorder({b, io, jo, it, jt, k, ir, jr});
+  for (const Var& v : {b, io, jo}) s.bind_block(v);
+  s.bind_thread(it);
+  s.bind_thread(jt);
+  s.unroll(ir);
+  s.unroll(jr);
+  std::string symbol = "wpk_matmul_" + std::to_string(g.batch) + "_" + std::to_string(g.m) + "_" + std::to_string(g.n) + "_" +
+                       std::to_string(g.k) + "_" + std::to_string(c.threads_m) + "x" + std::to_string(c.regs_m) + "x" +
+                       std::to_string(c.threads_n) + "x" + std::to_string(c.regs_n);
+  return print_cuda(lower(s), symbol, "cuda backend");
+}
+
 bool activation_expressible(const std::string& a) {
   return a.empty() || a == "Relu" || a == "Sigmoid" || a == "Tanh" || a == "SiLU" || a == "Gelu" || a == "GeluTanh" || a == "HardSwish" ||
          a == "Clip" || a == "LeakyRelu" || a == "HardSigmoid";

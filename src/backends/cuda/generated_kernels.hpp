@@ -69,6 +69,24 @@ int estimated_conv_registers(const CudaConvConfig& c);
 codegen::PrintedCudaKernel conv_kernel(const ConvGeometry& g, const CudaConvConfig& c, bool bias, bool residual,
                                        const std::string& activation, const std::vector<float>& params);
 
+// A (batched) product Y[b] = A[b] B[b or shared] with its epilogue act(acc + bias[n] + Z), and
+// the schedule knobs of its generated kernel: a thread computes regs_m x regs_n outputs in
+// registers, a block's threads_m x threads_n threads a tile of rows and columns.
+struct ProductGeometry {
+  std::int64_t batch = 1, m = 1, n = 1, k = 1;
+  bool b_batched = false;  // B has one matrix per batch entry (else one shared)
+};
+struct CudaProductConfig {
+  std::int64_t threads_m = 8, regs_m = 4, threads_n = 16, regs_n = 2;
+};
+std::vector<std::pair<std::string, std::vector<std::int64_t>>> cuda_product_knobs();
+bool cuda_product_config_valid(const ProductGeometry& g, const CudaProductConfig& c);
+search::GpuLoop product_loop(const ProductGeometry& g, const CudaProductConfig& c);
+search::GpuLaunch product_launch(const ProductGeometry& g, const CudaProductConfig& c, int registers);
+// Buffers: A, B, then bias ([n]) and Z (Y's shape) when given, then Y.
+codegen::PrintedCudaKernel product_kernel(const ProductGeometry& g, const CudaProductConfig& c, bool bias, bool residual,
+                                          const std::string& activation, const std::vector<float>& params);
+
 // LayerNormalization's row statistics over rows x cols: mean[r], then rstd[r] = 1 / sqrt(var[r] +
 // epsilon) from x and mean; a thread per row.
 codegen::PrintedCudaKernel row_mean_kernel(std::int64_t rows, std::int64_t cols);

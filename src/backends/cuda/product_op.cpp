@@ -1,7 +1,10 @@
 // Gemm, MatMul and FusedMatMul: cuBLAS's float32 GEMM (batched when both operands carry the same
 // batch dims), then Gemm's beta * C, the fused bias and residual and the activation as one
-// generated epilogue.
+// generated epilogue. When the session tunes, a generated product with the epilogue inside
+// competes for MatMul and FusedMatMul (kernel_search.hpp).
 #include "backends/cuda/device_op.hpp"
+#include "backends/cuda/generated_kernels.hpp"
+#include "backends/cuda/kernel_search.hpp"
 #include "graph/fused_ops.hpp"
 
 namespace wpk::cuda {
@@ -30,12 +33,23 @@ class ProductOp : public DeviceOp {
     const bool fused = n.op_type == "FusedMatMul";
     const float beta = gemm ? n.attr_float("beta", 1.0f) : 1.0f;
     const Shape bias_shape = has_bias ? env.in[2].shape : Shape{};
+    fused_residual_ = fused && has_fused_residual(n);
+    activation_ = fused ? n.attr_string("activation", "") : "";
+    params_ = n.attr_floats("activation_params");
+    has_bias_ = has_bias;
     epilogue_ = make_epilogue(env.cubins, gemm ? "gemm_epilogue" : "matmul_epilogue", out_shape_, has_bias ? &bias_shape : nullptr,
                               fused && has_fused_residual(n), fused ? n.attr_string("activation", "") : "",
                               n.attr_floats("activation_params"), beta);
+    // The generated product takes a bias along the last axis only.
+    const bool bias_on_columns = !has_bias || shape_numel(bias_shape) == n_;
+    if (!gemm && bias_on_columns && (env.search || env.records)) consider_generated(env, b.size() != 2);
   }
 
   void launch(const LaunchEnv& env, const std::vector<DeviceTensor>& in, const DeviceTensor& out) const override {
+    if (generated_) {
+      generated_->launch(env.handles.stream(), generated_args(in, out));
+      return;
+    }
     const CUdeviceptr target = epilogue_.kernel ? env.scratch : out.ptr;
     const float zero = 0.0f;
     // Row-major Y = op(A) op(B) is column-major Y^T = op(B)^T op(A)^T: cuBLAS computes that with
@@ -57,19 +71,68 @@ class ProductOp : public DeviceOp {
   }
 
   std::string describe() const override {
+    if (generated_) return "gen:" + generated_->symbol() + "(" + config_ + ")";
     return std::string(batch_ > 1 ? "cublas:sgemm_strided_batched" : "cublas:sgemm") +
            (epilogue_.kernel ? "+gen:" + epilogue_.kernel->symbol() : "");
   }
   std::size_t scratch_bytes() const override {
-    return epilogue_.kernel ? static_cast<std::size_t>(shape_numel(out_shape_)) * sizeof(float) : 0;
+    return epilogue_.kernel && !generated_ ? static_cast<std::size_t>(shape_numel(out_shape_)) * sizeof(float) : 0;
   }
 
  private:
+  std::vector<CUdeviceptr> generated_args(const std::vector<DeviceTensor>& in, const DeviceTensor& out) const {
+    std::vector<CUdeviceptr> args = {in[0].ptr, in[1].ptr};
+    if (has_bias_) args.push_back(in[2].ptr);
+    if (fused_residual_) args.push_back(in[3].ptr);
+    args.push_back(out.ptr);
+    return args;
+  }
+
+  static CudaProductConfig config_at(const search::Space& space, const search::Point& p) {
+    return {space.value(p, 0), space.value(p, 1), space.value(p, 2), space.value(p, 3)};
+  }
+
+  // Tuning: cuBLAS with its epilogue against the generated product; without: what tuning recorded.
+  void consider_generated(const PrepareEnv& env, bool b_batched) {
+    const ProductGeometry g{batch_, m_, n_, k_, b_batched};
+    std::string key = "matmul_" + std::to_string(g.batch) + "_" + std::to_string(g.m) + "_" + std::to_string(g.n) + "_" +
+                      std::to_string(g.k) + (b_batched ? "_batched" : "") + (has_bias_ ? "b" : "") + (fused_residual_ ? "z" : "") +
+                      activation_;
+    for (float p : params_) key += "_" + std::to_string(p);
+    GeneratedCandidates c;
+    for (auto& [name, values] : cuda_product_knobs()) c.knobs.push_back({name, values});
+    c.valid = [g](const search::Space& sp, const search::Point& p) { return cuda_product_config_valid(g, config_at(sp, p)); };
+    c.predict = [g, gpu = gpu_spec_of(Device::get().info())](const search::Space& sp, const search::Point& p) {
+      const CudaProductConfig cfg = config_at(sp, p);
+      return search::predict_gpu_seconds(gpu, product_launch(g, cfg, static_cast<int>(24 + cfg.regs_m * cfg.regs_n + cfg.regs_m + cfg.regs_n)),
+                                         product_loop(g, cfg));
+    };
+    c.print = [this, g](const search::Space& sp, const search::Point& p) {
+      return product_kernel(g, config_at(sp, p), has_bias_, fused_residual_, activation_, params_);
+    };
+    c.args = generated_args(env.in, env.out);
+    Choice choice;
+    if (env.search) {
+      DeviceBuffer scratch(scratch_bytes(), "measuring a product");
+      const LaunchEnv measuring{env.handles, scratch.get(), 0, 0};
+      choice = search_generated(env, key, "matmul", batch_ > 1 ? "cuBLAS batched" : "cuBLAS", c,
+                                [&] { launch(measuring, env.in, env.out); });
+    } else {
+      choice = recorded_choice(env, key, c);
+    }
+    generated_ = choice.kernel, config_ = choice.config;
+  }
+
   Shape out_shape_;
   bool trans_a_ = false, trans_b_ = false;
   float alpha_ = 1.0f;
   std::int64_t m_ = 0, n_ = 0, k_ = 0, batch_ = 1;
   Epilogue epilogue_;
+  bool has_bias_ = false, fused_residual_ = false;
+  std::string activation_;
+  std::vector<float> params_;
+  std::shared_ptr<const GeneratedKernel> generated_;
+  std::string config_;
 };
 
 }  // namespace

@@ -3,6 +3,7 @@
 // compiled by NVRTC for sm_80 and sm_90 within the architectures' limits.
 #include <catch2/catch.hpp>
 
+#include <array>
 #include <random>
 
 #include "../codegen/cuda_emulation.hpp"
@@ -158,6 +159,47 @@ TEST_CASE("generated element-wise kernels broadcast as numpy does under host emu
           const float want = v < 0 ? 0.1f * v : v;
           CHECK(std::fabs(y.data<float>()[((i * 3 + j) * 4 + k) * 5 + l] - want) <= 1e-6f);
         }
+}
+
+TEST_CASE("generated CUDA products match a direct computation under host emulation, batched or not", "[cuda][codegen]") {
+  for (const bool batched : {false, true}) {
+    const cuda::ProductGeometry g{batched ? 3 : 1, 13, 37, 19, batched};
+    const Tensor a = device_test::ramp({g.batch, g.m, g.k}, 1.0f, 1), bias = device_test::ramp({g.n}, 0.5f, 3);
+    const Tensor b = device_test::ramp(batched ? Shape{g.batch, g.k, g.n} : Shape{g.k, g.n}, 0.5f, 2);
+    const Tensor z = device_test::ramp({g.batch, g.m, g.n}, 0.3f, 4);
+    std::vector<double> want(static_cast<std::size_t>(g.batch * g.m * g.n));
+    for (std::int64_t n = 0; n < g.batch; ++n)
+      for (std::int64_t i = 0; i < g.m; ++i)
+        for (std::int64_t j = 0; j < g.n; ++j) {
+          double acc = 0;
+          for (std::int64_t k = 0; k < g.k; ++k)
+            acc += double(a.data<float>()[(n * g.m + i) * g.k + k]) * b.data<float>()[((batched ? n : 0) * g.k + k) * g.n + j];
+          const double v = acc + bias.data<float>()[j] + z.data<float>()[(n * g.m + i) * g.n + j];
+          want[static_cast<std::size_t>((n * g.m + i) * g.n + j)] = v > 0 ? v : 0;
+        }
+    int checked = 0;
+    for (const auto& knob_m : std::vector<std::array<std::int64_t, 4>>{{4, 2, 8, 2}, {8, 1, 16, 1}, {2, 4, 32, 1}, {16, 2, 4, 4}}) {
+      const cuda::CudaProductConfig c{knob_m[0], knob_m[1], knob_m[2], knob_m[3]};
+      if (!cuda::cuda_product_config_valid(g, c)) continue;
+      ++checked;
+      const auto printed = cuda::product_kernel(g, c, true, true, "Relu", {});
+      const search::GpuLaunch l = cuda::product_launch(g, c, 32);
+      CHECK(l.threads == printed.threads);
+      CHECK(l.blocks == printed.grid);
+      std::string why;
+      const auto kernel = codegen::test::build_emulated(printed, printed.symbol, &why);
+      INFO(why);
+      REQUIRE(kernel);
+      Tensor y = Tensor::zeros(DType::Float32, {g.batch, g.m, g.n});
+      std::vector<float*> args = {const_cast<float*>(a.data<float>()), const_cast<float*>(b.data<float>()),
+                                  const_cast<float*>(bias.data<float>()), const_cast<float*>(z.data<float>()), y.data<float>()};
+      reinterpret_cast<codegen::test::Entry>(kernel->entry)(args.data(), nullptr, 1);
+      std::size_t bad = 0;
+      for (std::size_t e = 0; e < want.size(); ++e) bad += !(std::fabs(y.data<float>()[e] - want[e]) <= 1e-4 * (1 + std::fabs(want[e])));
+      CHECK(bad == 0);
+    }
+    CHECK(checked >= 2);
+  }
 }
 
 TEST_CASE("generated row statistics and the exact GELU match the CPU under host emulation", "[cuda][codegen]") {
