@@ -99,6 +99,40 @@ TEST_CASE("the GPU cost model ranks measured schedules of each convolution", "[c
   CHECK(median_ratio < 2.0);
 }
 
+TEST_CASE("the GPU cost model ranks measured schedules of each product, and computes their launches", "[cuda][cost]") {
+  std::ifstream in(std::string(WPK_SOURCE_DIR) + "/tests/unit/backends/data/gpu_matmul_trials_h200.txt");
+  REQUIRE(in);
+  const std::regex line(
+      R"(matmul_(\d+)_(\d+)_(\d+)_(\d+)(_batched)?\S* threads_m=(\d+),regs_m=(\d+),threads_n=(\d+),regs_n=(\d+) (\S+) us, (-?\d+) registers, (\d+) threads, (\d+) blocks)");
+  const search::GpuSpec* h200 = search::gpu_spec("H200");
+  std::map<std::string, std::vector<std::pair<double, double>>> by_product;
+  for (std::string text; std::getline(in, text);) {
+    std::smatch m;
+    if (text.empty() || text[0] == '#' || !std::regex_match(text, m, line)) continue;
+    const cuda::ProductGeometry g{std::stoll(m[1]), std::stoll(m[2]), std::stoll(m[3]), std::stoll(m[4]), m[5].matched};
+    const cuda::CudaProductConfig c{std::stoll(m[6]), std::stoll(m[7]), std::stoll(m[8]), std::stoll(m[9])};
+    const double seconds = std::stod(m[10]) * 1e-6;
+    const search::GpuLaunch l = cuda::product_launch(g, c, std::stoi(m[11]));
+    CHECK(l.threads == std::stoll(m[12]));
+    CHECK(l.blocks == std::stoll(m[13]));
+    if (std::isfinite(seconds)) by_product[text.substr(0, text.find(' '))].push_back({search::predict_gpu_seconds(*h200, l, cuda::product_loop(g, c)), seconds});
+  }
+  std::size_t right = 0, pairs = 0;
+  for (const auto& [key, points] : by_product)
+    for (std::size_t i = 0; i < points.size(); ++i)
+      for (std::size_t j = i + 1; j < points.size(); ++j) {
+        if (points[i].second == points[j].second) continue;
+        ++pairs;
+        right += (points[i].first < points[j].first) == (points[i].second < points[j].second);
+      }
+  REQUIRE(pairs > 500);
+  const double accuracy = static_cast<double>(right) / static_cast<double>(pairs);
+  INFO("pairwise ranking accuracy " << accuracy << " over " << pairs << " pairs");
+  // Measured when the data was taken: 0.57, better than chance and well short of the
+  // convolutions' ranking; what the model misses in products is not known yet.
+  CHECK(accuracy >= 0.55);
+}
+
 TEST_CASE("the library roofline prices cuDNN's measured convolutions", "[cuda][cost]") {
   std::ifstream in(std::string(WPK_SOURCE_DIR) + "/tests/unit/backends/data/gpu_cudnn_h200.txt");
   REQUIRE(in);
