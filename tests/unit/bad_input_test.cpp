@@ -207,7 +207,7 @@ TEST_CASE("run() checks input names, dtypes and shapes", "[errors][session]") {
   CHECK(s.run({{"x", Tensor::borrow(x.data(), {1, 4})}}).at("y").shape() == Shape{1, 4});
 }
 
-TEST_CASE("placeholder dim names tie nothing together; a shared real name still must agree", "[errors][session]") {
+TEST_CASE("placeholder dim names tie nothing together, and a shared real name still must agree", "[errors][session]") {
   for (const std::string name : {"?", "p2o.DynamicDimension.0", "N"}) {
     INFO("dim_param '" << name << "'");
     OnnxModelBuilder b;

@@ -118,7 +118,7 @@ TEST_CASE("wpk info lists inputs, outputs, op histogram and unsupported ops", "[
   CHECK(r.out.find("unsupported op Mystery (opset 17)") != std::string::npos);
 }
 
-TEST_CASE("wpk info --optimized lists the passes that ran; --disable switches them off", "[cli]") {
+TEST_CASE("wpk info --optimized lists the passes that ran, and --disable switches them off", "[cli]") {
   const std::string dir = wpk::testing::temp_dir("cli_disable");
   const std::string model = tiny_model(dir);
   const Run all = wpk_cli("info " + model + " --optimized");

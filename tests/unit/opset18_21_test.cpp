@@ -29,7 +29,7 @@ std::vector<float> values(const Tensor& t) { return std::vector<float>(t.data<fl
 
 }  // namespace
 
-TEST_CASE("opset 18 Pad names its axes; opset 19 wraps", "[opset18]") {
+TEST_CASE("opset 18 Pad names its axes, and opset 19 wraps", "[opset18]") {
   OnnxModelBuilder b(19);
   b.input("x", {2, 3}).output("y", {2, 6});
   b.int64_initializer("pads", {2}, {1, 2}).int64_initializer("axes", {1}, {-1});
@@ -98,7 +98,7 @@ TEST_CASE("opset 20 Gelu is fused like the exported formula", "[opset20]") {
   expect_error([&] { run_one(bad, "x", x); }, ErrorCode::InvalidModel, {"approximate"});
 }
 
-TEST_CASE("DeformConv with zero offsets is the plain convolution; offsets move the taps", "[opset19]") {
+TEST_CASE("DeformConv with zero offsets is the plain convolution, and offsets move the taps", "[opset19]") {
   // x 1x2x4x4, W 3x2x3x3, pads 1, stride 1: 16 output positions, 9 taps.
   std::vector<float> xs(32), ws(54);
   for (std::size_t i = 0; i < xs.size(); ++i) xs[i] = static_cast<float>((i * 7) % 11) - 5;

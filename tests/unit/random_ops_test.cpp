@@ -30,7 +30,7 @@ std::vector<float> draw(const Session& s) {
 
 }  // namespace
 
-TEST_CASE("a seeded random op draws the same numbers at every run; an unseeded one does not", "[random]") {
+TEST_CASE("a seeded random op draws the same numbers at every run, and an unseeded one does not", "[random]") {
   Session seeded(load_from_bytes(uniform_model(true).bytes()));
   const std::vector<float> a = draw(seeded), b = draw(seeded);
   CHECK(a == b);

@@ -144,7 +144,7 @@ TEST_CASE("the CUDA backend's support rules refuse by name", "[placement]") {
   CHECK(why.at("Softmax") == "Softmax over other than the last axis");
 }
 
-TEST_CASE("device cuda without a GPU is a clear error; auto runs on the CPU", "[placement]") {
+TEST_CASE("device cuda without a GPU is a clear error, and auto runs on the CPU", "[placement]") {
   SessionOptions cuda;
   cuda.device = Device::CUDA;
   SessionOptions automatic;

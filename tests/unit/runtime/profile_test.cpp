@@ -89,7 +89,7 @@ TEST_CASE("a profile has one record per step with op, backend, layout and shape"
   CHECK(q.last_profile().steps.empty());
 }
 
-TEST_CASE("wpk bench --profile prints a per-node table; --trace writes a Chrome trace", "[profile][cli]") {
+TEST_CASE("wpk bench --profile prints a per-node table, and --trace writes a Chrome trace", "[profile][cli]") {
   const std::string model = runtime_test::model_path("mobilenet_v2").string();
   const std::string trace = wpk::testing::temp_dir("trace") + "/t.json";
   std::string out;

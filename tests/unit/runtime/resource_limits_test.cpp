@@ -112,7 +112,7 @@ TEST_CASE("weights beyond the memory limit fail at load", "[limits][errors]") {
   CHECK(s.run({{"x", Tensor::zeros(DType::Float32, {2, 256})}}).at("y").shape() == Shape{2, 1024});
 }
 
-TEST_CASE("a run whose intermediates cross the memory limit fails; smaller runs go on", "[limits][errors]") {
+TEST_CASE("a run whose intermediates cross the memory limit fails, and smaller runs go on", "[limits][errors]") {
   for (bool plan_memory : {true, false}) {
     INFO("plan_memory " << plan_memory);
     SessionOptions o;

@@ -55,7 +55,7 @@ TEST_CASE("run pool: two works that fit the CPUs together run at once", "[thread
   CHECK(pool.counters().peak_busy_cpus == 2);
 }
 
-TEST_CASE("run pool: works that do not fit together queue; the CPUs held never exceed the pool", "[threads][run_pool]") {
+TEST_CASE("run pool: works that do not fit together queue, and the CPUs held never exceed the pool", "[threads][run_pool]") {
   RunPool pool(2);
   Occupancy cpus;
   std::vector<std::thread> callers;

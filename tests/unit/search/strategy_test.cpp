@@ -246,7 +246,7 @@ TEST_CASE("grid search skips points restored from records", "[search][strategy][
   CHECK(std::find(rest.begin(), rest.end(), all[5]) == rest.end());
 }
 
-TEST_CASE("a seed fixes the walk; another seed changes it", "[search][strategy]") {
+TEST_CASE("a seed fixes the walk, and another seed changes it", "[search][strategy]") {
   NoisyModel noisy;
   for (Algorithm a : kSeeded) {
     for (const CostModel* model : {static_cast<const CostModel*>(nullptr), static_cast<const CostModel*>(&noisy)}) {
