@@ -5,12 +5,13 @@
 namespace wpk::codegen {
 namespace {
 
-// NVRTC compiles without the C library's headers: the helpers the printed statements call.
+// NVRTC compiles without the C library's headers: the helpers the printed statements call. NaN
+// goes through them as the reference backend lets it (Relu, Max, Min and so Clip keep it).
 const char kCudaPrelude[] = R"(#define NAN __int_as_float(0x7fc00000)
 #define INFINITY __int_as_float(0x7f800000)
-static __device__ __forceinline__ float s_relu(float a) { return a > 0.0f ? a : 0.0f; }
-static __device__ __forceinline__ float s_max(float a, float b) { return a > b ? a : b; }
-static __device__ __forceinline__ float s_min(float a, float b) { return a < b ? a : b; }
+static __device__ __forceinline__ float s_relu(float a) { return a < 0.0f ? 0.0f : a; }
+static __device__ __forceinline__ float s_max(float a, float b) { return (a > b || a != a) ? a : b; }
+static __device__ __forceinline__ float s_min(float a, float b) { return (a < b || a != a) ? a : b; }
 static __device__ __forceinline__ float s_sigmoid(float a) { return 1.0f / (1.0f + expf(-a)); }
 static __device__ __forceinline__ float s_erf(float a) { return erff(a); }
 )";

@@ -35,7 +35,7 @@ search::GpuSpec gpu_spec_of(const DeviceInfo& info) {
   s.sm = info.sm;
   s.multiprocessors = info.multiprocessors;
   s.clock_hz = info.clock_hz > 0 ? info.clock_hz : 1.5e9;
-  s.fp32_lanes = info.sm >= 86 || info.sm == 75 ? 128 : 64;
+  s.fp32_lanes = info.sm >= 86 ? 128 : 64;  // GA10x, Ada and Hopper: 128; Volta, Turing, GA100: 64
   s.memory_bytes_per_second = 1e12;
   return s;
 }
@@ -53,13 +53,28 @@ DeviceBuffer::DeviceBuffer(std::size_t bytes, const std::string& what) : bytes_(
   check(driver().MemAlloc(&ptr_, bytes), "allocating " + std::to_string(bytes) + " bytes for " + what);
 }
 
+namespace {
+
+// Before freeing on a thread that may never have used the device: its context current, quietly
+// (destructors do not throw).
+void activate_for_teardown() {
+  try {
+    Device::get();
+  } catch (...) {
+  }
+}
+
+}  // namespace
+
 DeviceBuffer::~DeviceBuffer() {
-  if (ptr_) driver().MemFree(ptr_);
+  if (!ptr_) return;
+  activate_for_teardown();
+  driver().MemFree(ptr_);
 }
 
 DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
   if (this != &o) {
-    if (ptr_) driver().MemFree(ptr_);
+    if (ptr_) activate_for_teardown(), driver().MemFree(ptr_);
     ptr_ = o.ptr_, bytes_ = o.bytes_;
     o.ptr_ = 0, o.bytes_ = 0;
   }
@@ -88,6 +103,7 @@ StreamHandles::StreamHandles() {
 StreamHandles::~StreamHandles() { release(); }
 
 void StreamHandles::release() {
+  if (stream_) activate_for_teardown();
   if (dnn_) cudnn().Destroy(dnn_);
   if (blas_) cublas().Destroy(blas_);
   if (stream_) driver().StreamDestroy(stream_);
@@ -116,6 +132,7 @@ CapturedWork::CapturedWork(const StreamHandles& h, const std::function<void()>& 
 }
 
 CapturedWork::~CapturedWork() {
+  if (exec_ || graph_) activate_for_teardown();
   if (exec_) driver().GraphExecDestroy(exec_);
   if (graph_) driver().GraphDestroy(graph_);
 }
@@ -174,7 +191,9 @@ LoadedModule::LoadedModule(const std::string& cubin, const std::string& symbol) 
 }
 
 LoadedModule::~LoadedModule() {
-  if (module_) driver().ModuleUnload(module_);
+  if (!module_) return;
+  activate_for_teardown();
+  driver().ModuleUnload(module_);
 }
 
 }  // namespace wpk::cuda

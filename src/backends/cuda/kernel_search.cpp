@@ -48,7 +48,7 @@ Choice search_generated(const PrepareEnv& env, const std::string& key, const std
       try {
         k = compiling[i].get();
         seconds = median_launch_seconds(env.handles, [&] { k->launch(env.handles.stream(), c.args); });
-      } catch (const Error& e) {
+      } catch (const std::exception& e) {  // a schedule the printer refuses, a kernel that will not compile
         logger().debug("cuda {} {}: {} failed: {}", what, env.node.name, space.describe(points[i]), e.what());
       }
       strategy->observe(points[i], seconds);
@@ -80,7 +80,7 @@ Choice recorded_choice(const PrepareEnv& env, const std::string& key, const Gene
   if (!point || !space.valid(*point)) return {};
   try {
     return {GeneratedKernel::obtain(c.print(space, *point), env.cubins), *recorded};
-  } catch (const Error& e) {
+  } catch (const std::exception& e) {
     logger().warn("cuda {}: the recorded schedule {} could not be had, the library's kernel runs: {}", env.node.name, *recorded,
                   e.what());
     return {};

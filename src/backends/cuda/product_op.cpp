@@ -41,7 +41,9 @@ class ProductOp : public DeviceOp {
                               fused && has_fused_residual(n), fused ? n.attr_string("activation", "") : "",
                               n.attr_floats("activation_params"), beta);
     // The generated product takes a bias along the last axis only.
-    const bool bias_on_columns = !has_bias || shape_numel(bias_shape) == n_;
+    Shape bias_dims = bias_shape;
+    while (!bias_dims.empty() && bias_dims.front() == 1 && bias_dims.size() > 1) bias_dims.erase(bias_dims.begin());
+    const bool bias_on_columns = !has_bias || bias_dims == Shape{n_};
     if (!gemm && bias_on_columns && (env.search || env.records)) consider_generated(env, b.size() != 2);
   }
 

@@ -76,6 +76,16 @@ std::string why_attention(const Node& n, const Graph& g) {
   if (!n.has_attr("scale")) return "Attention without its scale";
   const std::vector<std::int64_t> flags = n.attr_ints("interleaved_heads", {0, 0, 0, 0});
   if (r == 3 && std::any_of(flags.begin(), flags.end(), [](std::int64_t f) { return f != 0; })) return "interleaved rank-3 operands";
+  // The kernel walks every operand with Q's images and heads: no broadcast batch or head dims.
+  auto batch_dims = [&](ValueId v, bool interleaved) {
+    const DimList& d = *g.value(v).dims;
+    if (d.size() == 3) return std::vector<std::int64_t>{d[0].value};
+    return std::vector<std::int64_t>{d[0].value, interleaved ? d[2].value : d[1].value};
+  };
+  const auto q = batch_dims(n.inputs[0], flags.size() == 4 && flags[0]);
+  for (std::size_t i = 1; i < 3; ++i)
+    if (batch_dims(n.inputs[i], flags.size() == 4 && flags[i]) != q) return "Attention whose K or V broadcast batch or head dims";
+  if (batch_dims(n.outputs[0], flags.size() == 4 && flags[3]) != q) return "Attention whose output's batch or head dims differ from Q's";
   return "";
 }
 
@@ -122,7 +132,22 @@ std::string why_cuda_cannot_run(const Node& n, const Graph& g) {
     return "";
   }
   if (n.op_type == "Transpose") return "";
-  if (n.op_type == "LayerNormalization") return n.outputs.size() > 1 ? "LayerNormalization's Mean and InvStdDev outputs" : "";
+  if (n.op_type == "LayerNormalization") {
+    if (n.outputs.size() > 1) return "LayerNormalization's Mean and InvStdDev outputs";
+    // The kernel reads Scale and B as one value per normalised element.
+    const DimList& x = *g.value(n.inputs[0]).dims;
+    std::int64_t axis = n.attr_int("axis", -1);
+    if (axis < 0) axis += static_cast<std::int64_t>(x.size());
+    std::int64_t cols = 1;
+    for (std::size_t d = static_cast<std::size_t>(std::max<std::int64_t>(0, axis)); d < x.size(); ++d) cols *= x[d].value;
+    for (std::size_t i = 1; i < n.inputs.size() && i < 3; ++i) {
+      if (n.inputs[i] == kNoValue) continue;
+      std::int64_t numel = 1;
+      for (const Dim& d : *g.value(n.inputs[i]).dims) numel *= d.value;
+      if (numel != cols) return "LayerNormalization whose Scale or B broadcast";
+    }
+    return "";
+  }
   if (n.op_type == "Softmax") {
     const std::int64_t r = static_cast<std::int64_t>(rank(g, n.inputs[0]));
     const std::int64_t axis = n.attr_int("axis", g.opset() < 13 ? 1 : -1);

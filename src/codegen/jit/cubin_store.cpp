@@ -58,6 +58,20 @@ void write_entry(const std::filesystem::path& path, const std::string& payload) 
   if (ec) std::filesystem::remove(tmp, ec);
 }
 
+// A small text file written whole (temporary, then rename), so a concurrent reader never sees
+// it half written.
+void write_entry_text(const std::filesystem::path& path, const std::string& text) {
+  std::random_device rd;
+  const std::filesystem::path tmp = path.string() + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(rd());
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    if (!(out << text)) return;
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) std::filesystem::remove(tmp, ec);
+}
+
 }  // namespace
 
 CubinStore::CubinStore(std::string dir) : dir_(std::move(dir)) {
@@ -88,10 +102,7 @@ std::string CubinStore::obtain(const Nvrtc* nvrtc, const std::string& source, co
       std::ifstream in(index);
       std::string stored;
       std::getline(in, stored);
-      if (stored != version) {
-        std::ofstream out(index, std::ios::trunc);
-        out << version << '\n';
-      }
+      if (stored != version) write_entry_text(index, version + "\n");
     }
     path = std::filesystem::path(dir_) / (key_of(source, sm, known, device) + kSuffix);
     bool damaged = false;
@@ -135,7 +146,7 @@ std::vector<std::string> clear_cubin_folder(const std::string& dir) {
   for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
     const std::string name = e.path().filename().string();
     const bool ours = e.path().extension() == kSuffix || e.path().extension() == ".version" ||
-                      name.find(std::string(kSuffix) + ".tmp.") != std::string::npos;
+                      name.find(".tmp.") != std::string::npos;
     if (ours && std::filesystem::remove(e.path(), ec)) removed.push_back(e.path().string());
   }
   return removed;

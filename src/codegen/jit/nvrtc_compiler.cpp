@@ -166,12 +166,14 @@ int cubin_register_count(const std::string& elf) {
   };
   std::uint32_t ignored = 0;
   std::uint64_t names_at = 0, names_size = 0;
-  if (!section(shstrndx, &ignored, &names_at, &names_size) || names_at > elf.size()) return -1;
+  if (!section(shstrndx, &ignored, &names_at, &names_size) || names_at > elf.size() || names_size > elf.size() - names_at)
+    return -1;
+  const std::string names = elf.substr(static_cast<std::size_t>(names_at), static_cast<std::size_t>(names_size));
   for (std::uint16_t i = 0; i < shnum; ++i) {
     std::uint32_t name = 0;
     std::uint64_t offset = 0, size = 0;
     if (!section(i, &name, &offset, &size) || name >= names_size || offset > elf.size() || size > elf.size() - offset) continue;
-    if (std::strcmp(elf.c_str() + names_at + name, ".nv.info") != 0) continue;
+    if (names.compare(name, 9, std::string(".nv.info\0", 9)) != 0) continue;  // the name and its terminator
     for (std::size_t at = static_cast<std::size_t>(offset); at + 4 <= offset + size;) {
       const auto format = static_cast<unsigned char>(elf[at]), attribute = static_cast<unsigned char>(elf[at + 1]);
       std::uint16_t value = 0;

@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <array>
+#include <limits>
 #include <random>
 
 #include "../codegen/cuda_emulation.hpp"
@@ -200,6 +201,26 @@ TEST_CASE("generated CUDA products match a direct computation under host emulati
     }
     CHECK(checked >= 2);
   }
+}
+
+TEST_CASE("generated CUDA kernels keep NaN through Relu, Max, Min, Clip and LeakyRelu, as the reference does", "[cuda][codegen]") {
+  const Shape shape = {4};
+  const auto printed = cuda::elementwise_kernel("nan_chain", shape, {shape, shape}, [](const std::vector<codegen::Expr>& v) {
+    using namespace codegen;
+    return cuda::activation_expr("LeakyRelu", {0.1f}, min(max(relu(v[0]), v[1]), constant(6.0f)));
+  });
+  std::string why;
+  const auto kernel = codegen::test::build_emulated(printed, "nan_chain", &why);
+  INFO(why);
+  REQUIRE(kernel);
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  std::vector<float> a = {nan, 1.0f, -2.0f, 3.0f}, b = {0.0f, nan, -1.0f, 8.0f}, y(4);
+  std::vector<float*> args = {a.data(), b.data(), y.data()};
+  reinterpret_cast<codegen::test::Entry>(kernel->entry)(args.data(), nullptr, 1);
+  CHECK(std::isnan(y[0]));
+  CHECK(std::isnan(y[1]));
+  CHECK(y[2] == 0.0f);  // max(relu(-2), -1) = 0
+  CHECK(y[3] == 6.0f);
 }
 
 TEST_CASE("generated row statistics and the exact GELU match the CPU under host emulation", "[cuda][codegen]") {

@@ -142,6 +142,23 @@ TEST_CASE("the CUDA backend's support rules refuse by name", "[placement]") {
   CHECK(why.at("Neg") == "a value that is not float32 of a static shape");
   CHECK(why.at("MaxPool") == "ceil_mode");
   CHECK(why.at("Softmax") == "Softmax over other than the last axis");
+
+  Graph h;
+  h.add_input("q", DType::Float32, {2, 4, 8, 16});
+  h.add_input("kv", DType::Float32, {2, 1, 8, 16});  // one head for all of Q's: multi-query
+  h.add_input("x", DType::Float32, {2, 8, 16});
+  h.add_initializer("scale", device_test::ramp({8, 16}, 1, 1));
+  Node& mqa = h.add_node("Attention", {"q", "kv", "kv"}, {"a"}, {{"scale", 0.25f}});
+  mqa.domain = "com.wpk";
+  h.add_node("LayerNormalization", {"x", "scale"}, {"n"}, {{"axis", std::int64_t(1)}});
+  h.add_node("LayerNormalization", {"x", "scale"}, {"m"}, {{"axis", std::int64_t(2)}});  // scale [8, 16] for 16 values
+  for (const char* out : {"a", "n", "m"}) h.add_output(out);
+  h = optimized(std::move(h));
+  std::map<std::string, std::string> refused;
+  for (const Node& n : h.nodes()) refused[n.outputs.empty() ? n.name : h.value(n.outputs[0]).name] = cuda::why_cuda_cannot_run(n, h);
+  CHECK(refused.at("a") == "Attention whose K or V broadcast batch or head dims");
+  CHECK(refused.at("n").empty());
+  CHECK(refused.at("m") == "LayerNormalization whose Scale or B broadcast");
 }
 
 TEST_CASE("device cuda without a GPU is a clear error, and auto runs on the CPU", "[placement]") {
