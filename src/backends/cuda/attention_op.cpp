@@ -1,6 +1,7 @@
 // com.wpk Attention: scores = scale * Q K^T by cuBLAS (a batched GEMM per image, over its heads,
 // reading interleaved [B, S, H, D] operands in place through their strides), the mask added by
 // a generated kernel, softmax by cuDNN, then Y = P V by cuBLAS written in Y's layout.
+#include "backends/cuda/cudnn_descriptors.hpp"
 #include "backends/cuda/device_op.hpp"
 #include "backends/cuda/generated_kernels.hpp"
 #include "graph/fused_ops.hpp"
@@ -45,12 +46,10 @@ class AttentionOp : public DeviceOp {
       mask_ = GeneratedKernel::obtain(elementwise_kernel("attention_mask", scores, {scores, env.in[3].shape},
                                                          [](const std::vector<codegen::Expr>& v) { return v[0] + v[1]; }),
                                       env.cubins);
-    check(cudnn().CreateTensorDescriptor(&desc_), "cudnnCreateTensorDescriptor");
     const int dims[4] = {static_cast<int>(images_ * heads_ * s), static_cast<int>(t), 1, 1};
     const int strides[4] = {static_cast<int>(t), 1, 1, 1};
     check(cudnn().SetTensorNdDescriptor(desc_, CUDNN_DATA_FLOAT, 4, dims, strides), "a tensor descriptor");
   }
-  ~AttentionOp() override { cudnn().DestroyTensorDescriptor(desc_); }
 
   void launch(const LaunchEnv& env, const std::vector<DeviceTensor>& in, const DeviceTensor& out) const override {
     const float zero = 0.0f, one = 1.0f;
@@ -96,7 +95,7 @@ class AttentionOp : public DeviceOp {
   float scale_ = 1.0f;
   std::size_t scores_ = 0;
   std::shared_ptr<const GeneratedKernel> mask_;
-  cudnnTensorDescriptor_t desc_ = nullptr;
+  TensorDescriptor desc_;
 };
 
 }  // namespace

@@ -4,6 +4,7 @@
 // inside (generated_kernels.hpp) competes: the search strategy walks its schedule knobs, every
 // point compiled and timed on the device, and the faster of it and cuDNN runs.
 
+#include "backends/cuda/cudnn_descriptors.hpp"
 #include "backends/cuda/device_op.hpp"
 #include "backends/cuda/generated_kernels.hpp"
 #include "backends/cuda/kernel_search.hpp"
@@ -51,10 +52,6 @@ class ConvOp : public DeviceOp {
       if (pads[d] != pads[d + spatial])
         throw Error(ErrorCode::Unsupported, "CUDA: a convolution padded unevenly (cuDNN pads both sides alike)");
     pads.resize(spatial);
-    check(dnn.CreateTensorDescriptor(&x_desc_), "cudnnCreateTensorDescriptor");
-    check(dnn.CreateTensorDescriptor(&y_desc_), "cudnnCreateTensorDescriptor");
-    check(dnn.CreateFilterDescriptor(&w_desc_), "cudnnCreateFilterDescriptor");
-    check(dnn.CreateConvolutionDescriptor(&conv_desc_), "cudnnCreateConvolutionDescriptor");
     set_tensor(x_desc_, x);
     set_tensor(y_desc_, out_shape_);
     const std::vector<int> wd = as_int(w);
@@ -80,16 +77,6 @@ class ConvOp : public DeviceOp {
     geometry_ = conv_geometry(n, env.graph);
     if (env.search) choose_implementation(env);
     else take_recorded_choice(env);
-  }
-
-  ~ConvOp() override {
-    const CudnnApi& dnn = cudnn();
-    if (act_desc_) dnn.DestroyActivationDescriptor(act_desc_);
-    if (bias_desc_) dnn.DestroyTensorDescriptor(bias_desc_);
-    dnn.DestroyConvolutionDescriptor(conv_desc_);
-    dnn.DestroyFilterDescriptor(w_desc_);
-    dnn.DestroyTensorDescriptor(y_desc_);
-    dnn.DestroyTensorDescriptor(x_desc_);
   }
 
   void launch(const LaunchEnv& env, const std::vector<DeviceTensor>& in, const DeviceTensor& out) const override {
@@ -147,9 +134,7 @@ class ConvOp : public DeviceOp {
   // the chosen algorithm so (tried once here; otherwise the generated epilogue stays).
   void fuse_in_cudnn(const PrepareEnv& env, std::int64_t channels) {
     const CudnnApi& dnn = cudnn();
-    check(dnn.CreateActivationDescriptor(&act_desc_), "cudnnCreateActivationDescriptor");
     check(dnn.SetActivationDescriptor(act_desc_, CUDNN_ACTIVATION_RELU, CUDNN_PROPAGATE_NAN, 0.0), "the activation descriptor");
-    check(dnn.CreateTensorDescriptor(&bias_desc_), "cudnnCreateTensorDescriptor");
     set_tensor(bias_desc_, {1, channels, 1, 1});
     DeviceBuffer workspace(workspace_, "trying a fused convolution");
     const std::size_t zero_count = std::max<std::size_t>(env.out.bytes(), static_cast<std::size_t>(channels) * sizeof(float)) / 4;
@@ -230,9 +215,9 @@ class ConvOp : public DeviceOp {
   }
 
   Shape out_shape_;
-  cudnnTensorDescriptor_t x_desc_ = nullptr, y_desc_ = nullptr;
-  cudnnFilterDescriptor_t w_desc_ = nullptr;
-  cudnnConvolutionDescriptor_t conv_desc_ = nullptr;
+  TensorDescriptor x_desc_, y_desc_;
+  FilterDescriptor w_desc_;
+  ConvolutionDescriptor conv_desc_;
   cudnnConvolutionFwdAlgo_t algo_ = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
   std::size_t workspace_ = 0;
   Epilogue epilogue_;
@@ -243,8 +228,8 @@ class ConvOp : public DeviceOp {
   std::shared_ptr<const GeneratedKernel> generated_;
   std::string config_;
   bool fused_ = false;
-  cudnnActivationDescriptor_t act_desc_ = nullptr;
-  cudnnTensorDescriptor_t bias_desc_ = nullptr;
+  ActivationDescriptor act_desc_;  // used when fused_
+  TensorDescriptor bias_desc_;
 };
 
 }  // namespace

@@ -1,5 +1,6 @@
 // LayerNormalization as three generated kernels (row means, row reciprocal deviations, then the
 // normalisation with scale and bias as one element-wise kernel), and Softmax by cuDNN.
+#include "backends/cuda/cudnn_descriptors.hpp"
 #include "backends/cuda/device_op.hpp"
 #include "backends/cuda/generated_kernels.hpp"
 
@@ -63,12 +64,10 @@ class SoftmaxOp : public DeviceOp {
     const Shape& x = env.in[0].shape;
     const std::int64_t axis = positive_axis(env.node.attr_int("axis", env.graph.opset() < 13 ? 1 : -1), x.size());
     const auto [rows, cols] = split_at(x, axis);
-    check(cudnn().CreateTensorDescriptor(&desc_), "cudnnCreateTensorDescriptor");
     const int dims[4] = {static_cast<int>(rows), static_cast<int>(cols), 1, 1};
     const int strides[4] = {static_cast<int>(cols), 1, 1, 1};
     check(cudnn().SetTensorNdDescriptor(desc_, CUDNN_DATA_FLOAT, 4, dims, strides), "a tensor descriptor");
   }
-  ~SoftmaxOp() override { cudnn().DestroyTensorDescriptor(desc_); }
   void launch(const LaunchEnv& env, const std::vector<DeviceTensor>& in, const DeviceTensor& out) const override {
     const float one = 1.0f, zero = 0.0f;
     check(cudnn().SoftmaxForward(env.handles.dnn(), CUDNN_SOFTMAX_ACCURATE, CUDNN_SOFTMAX_MODE_CHANNEL, &one, desc_,
@@ -78,7 +77,7 @@ class SoftmaxOp : public DeviceOp {
   std::string describe() const override { return "cudnn:softmax"; }
 
  private:
-  cudnnTensorDescriptor_t desc_ = nullptr;
+  TensorDescriptor desc_;
 };
 
 }  // namespace

@@ -1,4 +1,5 @@
 // MaxPool, AveragePool and GlobalAveragePool: cuDNN's pooling, NaN propagated as ONNX does.
+#include "backends/cuda/cudnn_descriptors.hpp"
 #include "backends/cuda/device_op.hpp"
 
 namespace wpk::cuda {
@@ -43,20 +44,11 @@ class PoolOp : public DeviceOp {
       kind_ = max ? "max" : "average";
     }
     const CudnnApi& dnn = cudnn();
-    check(dnn.CreateTensorDescriptor(&x_desc_), "cudnnCreateTensorDescriptor");
-    check(dnn.CreateTensorDescriptor(&y_desc_), "cudnnCreateTensorDescriptor");
-    check(dnn.CreatePoolingDescriptor(&pool_desc_), "cudnnCreatePoolingDescriptor");
     set_tensor(x_desc_, x);
     set_tensor(y_desc_, env.out.shape);
     const std::vector<int> w = as_int(window), p = as_int(pads), s = as_int(strides);
     check(dnn.SetPoolingNdDescriptor(pool_desc_, mode, CUDNN_PROPAGATE_NAN, static_cast<int>(spatial), w.data(), p.data(), s.data()),
           "the pooling descriptor");
-  }
-  ~PoolOp() override {
-    const CudnnApi& dnn = cudnn();
-    dnn.DestroyPoolingDescriptor(pool_desc_);
-    dnn.DestroyTensorDescriptor(y_desc_);
-    dnn.DestroyTensorDescriptor(x_desc_);
   }
   void launch(const LaunchEnv& env, const std::vector<DeviceTensor>& in, const DeviceTensor& out) const override {
     const float one = 1.0f, zero = 0.0f;
@@ -68,8 +60,8 @@ class PoolOp : public DeviceOp {
 
  private:
   std::string kind_;
-  cudnnTensorDescriptor_t x_desc_ = nullptr, y_desc_ = nullptr;
-  cudnnPoolingDescriptor_t pool_desc_ = nullptr;
+  TensorDescriptor x_desc_, y_desc_;
+  PoolingDescriptor pool_desc_;
 };
 
 }  // namespace
