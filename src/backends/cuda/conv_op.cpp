@@ -121,11 +121,7 @@ class ConvOp : public DeviceOp {
 
  private:
   std::vector<CUdeviceptr> generated_args(const std::vector<DeviceTensor>& in, const DeviceTensor& out) const {
-    std::vector<CUdeviceptr> args = {in[0].ptr, in[1].ptr};
-    if (has_bias_) args.push_back(in[2].ptr);
-    if (has_residual_) args.push_back(in[3].ptr);
-    args.push_back(out.ptr);
-    return args;
+    return kernel_args(in, out, has_bias_, has_residual_);
   }
 
   std::string signature() const { return conv_signature(geometry_, {has_bias_, has_residual_, activation_, params_}); }

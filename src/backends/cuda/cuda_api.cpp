@@ -46,25 +46,23 @@ const Loaded<DriverApi>& loaded_driver() {
   return loaded;
 }
 
+// A toolkit library (cuBLAS, cuDNN): opened where the toolkit puts it, then `bind` fills the table.
+template <typename Api, typename Bind>
+Loaded<Api> load_toolkit_library(const char* library, Bind bind) {
+  Loaded<Api> l;
+  if (void* lib = open_first(toolkit_names(library), l.why)) bind(l, lib, library);
+  return l;
+}
+
 const Loaded<CublasApi>& loaded_cublas() {
-  static const Loaded<CublasApi> loaded = [] {
-    Loaded<CublasApi> l;
-    const char* library = "libcublas.so.13";
-    void* lib = open_first(toolkit_names(library), l.why);
-    if (lib) { WPK_CUBLAS_FUNCTIONS(WPK_CUDA_BIND) }
-    return l;
-  }();
+  static const Loaded<CublasApi> loaded = load_toolkit_library<CublasApi>(
+      "libcublas.so.13", [](Loaded<CublasApi>& l, void* lib, const char* library) { WPK_CUBLAS_FUNCTIONS(WPK_CUDA_BIND) });
   return loaded;
 }
 
 const Loaded<CudnnApi>& loaded_cudnn() {
-  static const Loaded<CudnnApi> loaded = [] {
-    Loaded<CudnnApi> l;
-    const char* library = "libcudnn.so.9";
-    void* lib = open_first(toolkit_names(library), l.why);
-    if (lib) { WPK_CUDNN_FUNCTIONS(WPK_CUDA_BIND) }
-    return l;
-  }();
+  static const Loaded<CudnnApi> loaded = load_toolkit_library<CudnnApi>(
+      "libcudnn.so.9", [](Loaded<CudnnApi>& l, void* lib, const char* library) { WPK_CUDNN_FUNCTIONS(WPK_CUDA_BIND) });
   return loaded;
 }
 #undef WPK_CUDA_BIND

@@ -99,6 +99,10 @@ std::unique_ptr<DeviceOp> prepare_layer_norm(const PrepareEnv& env);
 std::unique_ptr<DeviceOp> prepare_softmax(const PrepareEnv& env);
 std::unique_ptr<DeviceOp> prepare_attention(const PrepareEnv& env);
 
+// A generated kernel's buffers for an op with an optional bias (input 2) and residual (input 3):
+// the first two inputs, then the bias and the residual when given, then the output.
+std::vector<CUdeviceptr> kernel_args(const std::vector<DeviceTensor>& in, const DeviceTensor& out, bool bias, bool residual);
+
 // The epilogue act(x + bias + z) of a convolution or product whose result went to scratch, as a
 // generated kernel; null when there is nothing to apply. bias broadcasts to `out` as given.
 struct Epilogue {

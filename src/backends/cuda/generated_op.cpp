@@ -53,6 +53,14 @@ void GeneratedKernel::launch(CUstream stream, std::vector<CUdeviceptr> args) con
         "launching " + printed_.symbol);
 }
 
+std::vector<CUdeviceptr> kernel_args(const std::vector<DeviceTensor>& in, const DeviceTensor& out, bool bias, bool residual) {
+  std::vector<CUdeviceptr> args = {in[0].ptr, in[1].ptr};
+  if (bias) args.push_back(in[2].ptr);
+  if (residual) args.push_back(in[3].ptr);
+  args.push_back(out.ptr);
+  return args;
+}
+
 void Epilogue::launch(CUstream stream, CUdeviceptr x, CUdeviceptr bias, CUdeviceptr residual, CUdeviceptr y) const {
   std::vector<CUdeviceptr> args = {x};
   if (has_bias) args.push_back(bias);

@@ -83,11 +83,7 @@ class ProductOp : public DeviceOp {
 
  private:
   std::vector<CUdeviceptr> generated_args(const std::vector<DeviceTensor>& in, const DeviceTensor& out) const {
-    std::vector<CUdeviceptr> args = {in[0].ptr, in[1].ptr};
-    if (has_bias_) args.push_back(in[2].ptr);
-    if (fused_residual_) args.push_back(in[3].ptr);
-    args.push_back(out.ptr);
-    return args;
+    return kernel_args(in, out, has_bias_, fused_residual_);
   }
 
   static CudaProductConfig config_at(const search::Space& space, const search::Point& p) {
