@@ -33,16 +33,12 @@ double library_seconds(const search::GpuSpec& gpu, const cuda::ConvGeometry& g) 
   return search::predict_library_seconds(gpu, flops, 4.0 * elements);
 }
 
-cuda::CudaConvConfig config_at(const search::Space& space, const search::Point& p) {
-  return {space.value(p, 0), space.value(p, 1), space.value(p, 2), space.value(p, 3)};
-}
-
 class ModelledCost : public search::CostModel {
  public:
   ModelledCost(const search::GpuSpec& gpu, const cuda::ConvGeometry& g) : gpu_(gpu), g_(g) {}
   double predict(const search::Space& space, const search::Point& p) const override {
-    const cuda::CudaConvConfig c = config_at(space, p);
-    return search::predict_gpu_seconds(gpu_, cuda::conv_launch(g_, c, cuda::estimated_conv_registers(c)), cuda::conv_loop(g_, c));
+    const cuda::CudaConvConfig c = cuda::conv_config_at(space, p);
+    return cuda::predict_conv_seconds(gpu_, g_, c, cuda::estimated_conv_registers(c));
   }
 
  private:
@@ -68,8 +64,7 @@ GpuSimulation simulate_gpu_tuning(Graph graph, const SessionOptions& options, co
   codegen::CubinStore store(cuda_kernel_folder(resolve_cache_dir(options.cache_dir)));
   const codegen::CubinCounters before = codegen::cubin_counters();
   const codegen::Nvrtc* nvrtc = nullptr;
-  std::vector<search::Knob> knobs;
-  for (auto& [name, values] : cuda::cuda_conv_knobs()) knobs.push_back({name, values});
+  const std::vector<search::Knob> knobs = cuda::cuda_conv_knobs();
   const std::string algorithm = options.tuning_algorithm == "compare" ? "grid" : options.tuning_algorithm;
   const std::size_t trials = options.tuning_trials ? options.tuning_trials : 16;
   std::map<std::string, std::size_t> seen;  // signature -> index in out.convs
@@ -91,7 +86,7 @@ GpuSimulation simulate_gpu_tuning(Graph graph, const SessionOptions& options, co
         if (!nvrtc) throw Error(ErrorCode::Unsupported, "simulating CUDA tuning compiles every candidate: " + why);
       }
       const search::Space space(knobs, [&g](const search::Space& sp, const search::Point& p) {
-        return cuda::cuda_conv_config_valid(g, config_at(sp, p));
+        return cuda::cuda_conv_config_valid(g, cuda::conv_config_at(sp, p));
       });
       const ModelledCost model(*spec, g);
       auto strategy = search::make_strategy(search::parse_algorithm(algorithm), space, options.tuning_seed, &model);
@@ -106,7 +101,7 @@ GpuSimulation simulate_gpu_tuning(Graph graph, const SessionOptions& options, co
         // Compiled on several threads, as tuning on a device does.
         std::vector<std::future<int>> registers;
         for (const auto& point : points)
-          registers.push_back(std::async(std::launch::async, [&, c = config_at(space, point)] {
+          registers.push_back(std::async(std::launch::async, [&, c = cuda::conv_config_at(space, point)] {
             const codegen::PrintedCudaKernel printed = cuda::conv_kernel(g, c, e.bias, e.residual, e.activation, e.params);
             try {
               return codegen::cubin_register_count(store.obtain(nvrtc, printed.source, printed.symbol, spec->sm, device));
@@ -115,10 +110,10 @@ GpuSimulation simulate_gpu_tuning(Graph graph, const SessionOptions& options, co
             }
           }));
         for (std::size_t i = 0; i < points.size(); ++i) {
-          const cuda::CudaConvConfig c = config_at(space, points[i]);
+          const cuda::CudaConvConfig c = cuda::conv_config_at(space, points[i]);
           const int regs = registers[i].get();
-          const double seconds = regs > 0 ? search::predict_gpu_seconds(*spec, cuda::conv_launch(g, c, regs), cuda::conv_loop(g, c))
-                                          : std::numeric_limits<double>::infinity();
+          const double seconds =
+              regs > 0 ? cuda::predict_conv_seconds(*spec, g, c, regs) : std::numeric_limits<double>::infinity();
           strategy->observe(points[i], seconds);
           ++conv.schedules_tried;
           if (seconds < conv.generated_seconds) {

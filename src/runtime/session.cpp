@@ -208,15 +208,15 @@ Session::Session(Graph graph, SessionOptions options, const std::vector<const Ba
                   gpu->name, placed.nodes_on_gpu, placed.nodes, placed.regions, placed.predicted_seconds * 1e3,
                   placed.predicted_cpu_seconds * 1e3);
     const std::string cubins = cuda_kernel_folder(resolve_cache_dir(options.cache_dir));
-    for (Node& n : impl_->graph.mutable_nodes())
-      if (n.domain == kWpkDomain && n.op_type == cuda::kRegionOp) n.attributes.emplace("kernel_cache", Attribute(cubins));
-    if (options.tuning)  // the regions search their generated kernels' schedules as the CPU's nodes do
-      for (Node& n : impl_->graph.mutable_nodes())
-        if (n.domain == kWpkDomain && n.op_type == cuda::kRegionOp) {
-          n.attributes.emplace("tune_algorithm", Attribute(options.tuning_algorithm));
-          n.attributes.emplace("tune_seed", Attribute(static_cast<std::int64_t>(options.tuning_seed)));
-          n.attributes.emplace("tune_trials", Attribute(static_cast<std::int64_t>(options.tuning_trials ? options.tuning_trials : 16)));
-        }
+    for (Node& n : impl_->graph.mutable_nodes()) {
+      if (n.domain != kWpkDomain || n.op_type != cuda::kRegionOp) continue;
+      n.attributes.emplace("kernel_cache", Attribute(cubins));
+      if (!options.tuning) continue;
+      // The regions search their generated kernels' schedules as the CPU's nodes do.
+      n.attributes.emplace("tune_algorithm", Attribute(options.tuning_algorithm));
+      n.attributes.emplace("tune_seed", Attribute(static_cast<std::int64_t>(options.tuning_seed)));
+      n.attributes.emplace("tune_trials", Attribute(static_cast<std::int64_t>(options.tuning_trials ? options.tuning_trials : 16)));
+    }
     if (placed.regions == 0)
       logger().warn("device {}: no node placed on the GPU (nodes need float32 values of static shapes: fix symbolic dims "
                     "with SessionOptions::fixed_dims)",

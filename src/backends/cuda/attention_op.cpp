@@ -46,9 +46,7 @@ class AttentionOp : public DeviceOp {
       mask_ = GeneratedKernel::obtain(elementwise_kernel("attention_mask", scores, {scores, env.in[3].shape},
                                                          [](const std::vector<codegen::Expr>& v) { return v[0] + v[1]; }),
                                       env.cubins);
-    const int dims[4] = {static_cast<int>(images_ * heads_ * s), static_cast<int>(t), 1, 1};
-    const int strides[4] = {static_cast<int>(t), 1, 1, 1};
-    check(cudnn().SetTensorNdDescriptor(desc_, CUDNN_DATA_FLOAT, 4, dims, strides), "a tensor descriptor");
+    set_packed_tensor(desc_, {images_ * heads_ * s, t, 1, 1});
   }
 
   void launch(const LaunchEnv& env, const std::vector<DeviceTensor>& in, const DeviceTensor& out) const override {

@@ -31,12 +31,6 @@ const char* algo_name(cudnnConvolutionFwdAlgo_t a) {
   }
 }
 
-std::vector<int> as_int(const std::vector<std::int64_t>& v) { return std::vector<int>(v.begin(), v.end()); }
-
-CudaConvConfig config_at(const search::Space& space, const search::Point& p) {
-  return {space.value(p, 0), space.value(p, 1), space.value(p, 2), space.value(p, 3)};
-}
-
 class ConvOp : public DeviceOp {
  public:
   explicit ConvOp(const PrepareEnv& env) : out_shape_(env.out.shape) {
@@ -52,8 +46,8 @@ class ConvOp : public DeviceOp {
       if (pads[d] != pads[d + spatial])
         throw Error(ErrorCode::Unsupported, "CUDA: a convolution padded unevenly (cuDNN pads both sides alike)");
     pads.resize(spatial);
-    set_tensor(x_desc_, x);
-    set_tensor(y_desc_, out_shape_);
+    set_packed_tensor(x_desc_, x);
+    set_packed_tensor(y_desc_, out_shape_);
     const std::vector<int> wd = as_int(w);
     check(dnn.SetFilterNdDescriptor(w_desc_, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, static_cast<int>(wd.size()), wd.data()),
           "the filter descriptor");
@@ -131,7 +125,7 @@ class ConvOp : public DeviceOp {
   void fuse_in_cudnn(const PrepareEnv& env, std::int64_t channels) {
     const CudnnApi& dnn = cudnn();
     check(dnn.SetActivationDescriptor(act_desc_, CUDNN_ACTIVATION_RELU, CUDNN_PROPAGATE_NAN, 0.0), "the activation descriptor");
-    set_tensor(bias_desc_, {1, channels, 1, 1});
+    set_packed_tensor(bias_desc_, {1, channels, 1, 1});
     DeviceBuffer workspace(workspace_, "trying a fused convolution");
     const std::size_t zero_count = std::max<std::size_t>(env.out.bytes(), static_cast<std::size_t>(channels) * sizeof(float)) / 4;
     DeviceBuffer zeros(zero_count * sizeof(float), "trying a fused convolution");
@@ -149,15 +143,15 @@ class ConvOp : public DeviceOp {
 
   GeneratedCandidates candidates(const PrepareEnv& env) const {
     GeneratedCandidates c;
-    for (auto& [name, values] : cuda_conv_knobs()) c.knobs.push_back({name, values});
+    c.knobs = cuda_conv_knobs();
     const ConvGeometry g = geometry_;
-    c.valid = [g](const search::Space& sp, const search::Point& p) { return cuda_conv_config_valid(g, config_at(sp, p)); };
+    c.valid = [g](const search::Space& sp, const search::Point& p) { return cuda_conv_config_valid(g, conv_config_at(sp, p)); };
     c.predict = [g, gpu = gpu_spec_of(Device::get().info())](const search::Space& sp, const search::Point& p) {
-      const CudaConvConfig cfg = config_at(sp, p);
-      return search::predict_gpu_seconds(gpu, conv_launch(g, cfg, estimated_conv_registers(cfg)), conv_loop(g, cfg));
+      const CudaConvConfig cfg = conv_config_at(sp, p);
+      return predict_conv_seconds(gpu, g, cfg, estimated_conv_registers(cfg));
     };
     c.print = [this](const search::Space& sp, const search::Point& p) {
-      return conv_kernel(geometry_, config_at(sp, p), has_bias_, has_residual_, activation_, params_);
+      return conv_kernel(geometry_, conv_config_at(sp, p), has_bias_, has_residual_, activation_, params_);
     };
     c.args = generated_args(env.in, env.out);
     return c;
@@ -181,14 +175,6 @@ class ConvOp : public DeviceOp {
   }
 
   static void* ptr(CUdeviceptr p) { return reinterpret_cast<void*>(p); }
-
-  static void set_tensor(cudnnTensorDescriptor_t desc, const Shape& shape) {
-    const std::vector<int> dims = as_int(shape);
-    std::vector<int> strides(dims.size(), 1);
-    for (std::size_t d = dims.size() - 1; d-- > 0;) strides[d] = strides[d + 1] * dims[d + 1];
-    check(cudnn().SetTensorNdDescriptor(desc, CUDNN_DATA_FLOAT, static_cast<int>(dims.size()), dims.data(), strides.data()),
-          "a tensor descriptor");
-  }
 
   // Runs each algorithm cuDNN offers on the operands' buffers (their contents do not matter) and
   // keeps the fastest whose workspace fits.

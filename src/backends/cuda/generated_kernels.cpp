@@ -118,61 +118,104 @@ std::string conv_signature(const ConvGeometry& g, const ConvEpilogue& e) {
   return s;
 }
 
+namespace {
+
+std::int64_t power_of_two_cover(std::int64_t extent) {
+  std::int64_t p = 1;
+  while (p < extent) p *= 2;
+  return p;
+}
+
+// The tiles a schedule really has (clipped to the extents): rows (output channels, or a
+// product's rows) by columns, each thread regs_r x regs_c of them.
+struct Tiles {
+  std::int64_t tile_r, tile_c, regs_r, regs_c, threads_r, threads_c;
+};
+Tiles clipped_tiles(std::int64_t rows, std::int64_t cols, std::int64_t threads_r, std::int64_t regs_r, std::int64_t threads_c,
+                    std::int64_t regs_c) {
+  Tiles t;
+  t.tile_r = std::min(threads_r * regs_r, rows);
+  t.tile_c = std::min(threads_c * regs_c, cols);
+  t.regs_r = std::min(regs_r, t.tile_r);
+  t.regs_c = std::min(regs_c, t.tile_c);
+  t.threads_r = (t.tile_r + t.regs_r - 1) / t.regs_r;
+  t.threads_c = (t.tile_c + t.regs_c - 1) / t.regs_c;
+  return t;
+}
+
+// A warp's loop iteration: the x (column) threads vary fastest; a line per distinct row the warp
+// holds for the row operand, the column span for the other.
+search::GpuLoop tile_loop(const Tiles& t, double steps, std::int64_t column_stride) {
+  const std::int64_t lanes_c = std::min<std::int64_t>(t.threads_c, 32);
+  const std::int64_t lanes_r = std::max<std::int64_t>(1, std::min<std::int64_t>(t.threads_r, 32 / lanes_c));
+  const double span = static_cast<double>(lanes_c * t.regs_c * column_stride) * 4.0;
+  search::GpuLoop loop;
+  loop.steps = steps;
+  loop.fma = static_cast<double>(t.regs_r * t.regs_c);
+  loop.cache_lines = static_cast<double>(t.regs_r * lanes_r) + static_cast<double>(t.regs_c) * std::max(1.0, std::ceil(span / 128.0));
+  return loop;
+}
+
+bool tiles_worth_trying(std::int64_t rows, std::int64_t cols, std::int64_t threads_r, std::int64_t regs_r, std::int64_t threads_c,
+                        std::int64_t regs_c) {
+  if (threads_r * regs_r > power_of_two_cover(rows) || threads_c * regs_c > power_of_two_cover(cols)) return false;
+  const std::int64_t threads = threads_r * threads_c;
+  const std::int64_t most = std::min<std::int64_t>(32, power_of_two_cover(rows) * power_of_two_cover(cols) / (regs_r * regs_c));
+  return threads <= kMaxCudaThreads && threads >= most && regs_r * regs_c <= 32;
+}
+
+Tiles conv_tiles(const ConvGeometry& g, const CudaConvConfig& c) {
+  return clipped_tiles(g.w[0] / g.groups, g.y[3], c.threads_oc, c.regs_oc, c.threads_x, c.regs_x);
+}
+
+Tiles product_tiles(const ProductGeometry& g, const CudaProductConfig& c) {
+  return clipped_tiles(g.m, g.n, c.threads_m, c.regs_m, c.threads_n, c.regs_n);
+}
+
+}  // namespace
+
 std::string CudaConvConfig::describe() const {
   return "threads_oc=" + std::to_string(threads_oc) + ",regs_oc=" + std::to_string(regs_oc) +
          ",threads_x=" + std::to_string(threads_x) + ",regs_x=" + std::to_string(regs_x);
 }
 
-std::vector<std::pair<std::string, std::vector<std::int64_t>>> cuda_conv_knobs() {
+std::vector<search::Knob> cuda_conv_knobs() {
   return {{"threads_oc", {1, 2, 4, 8, 16, 32, 64}},
           {"regs_oc", {1, 2, 4, 8}},
           {"threads_x", {1, 2, 4, 8, 16, 32}},
           {"regs_x", {1, 2, 4}}};
 }
 
+CudaConvConfig conv_config_at(const search::Space& space, const search::Point& p) {
+  return {space.value(p, 0), space.value(p, 1), space.value(p, 2), space.value(p, 3)};
+}
+
 bool cuda_conv_config_valid(const ConvGeometry& g, const CudaConvConfig& c) {
-  const std::int64_t ocg = g.w[0] / g.groups, ow = g.y[3];
-  // Tiles no larger than the next power of two of what they cover: a larger one only idles.
-  auto cover = [](std::int64_t extent) {
-    std::int64_t p = 1;
-    while (p < extent) p *= 2;
-    return p;
-  };
-  if (c.threads_oc * c.regs_oc > cover(ocg) || c.threads_x * c.regs_x > cover(ow)) return false;
-  const std::int64_t threads = c.threads_oc * c.threads_x;
-  const std::int64_t most = std::min<std::int64_t>(32, cover(ocg) * cover(ow) / (c.regs_oc * c.regs_x));
-  return threads <= kMaxCudaThreads && threads >= most && c.regs_oc * c.regs_x <= 32;
+  return tiles_worth_trying(g.w[0] / g.groups, g.y[3], c.threads_oc, c.regs_oc, c.threads_x, c.regs_x);
 }
 
 search::GpuLoop conv_loop(const ConvGeometry& g, const CudaConvConfig& c) {
-  const std::int64_t ocg = g.w[0] / g.groups, ow = g.y[3];
-  const std::int64_t tile_oc = std::min(c.threads_oc * c.regs_oc, ocg), tile_x = std::min(c.threads_x * c.regs_x, ow);
-  const std::int64_t regs_oc = std::min(c.regs_oc, tile_oc), regs_x = std::min(c.regs_x, tile_x);
-  const std::int64_t threads_x = (tile_x + regs_x - 1) / regs_x, threads_oc = (tile_oc + regs_oc - 1) / regs_oc;
-  // A warp: the x threads vary fastest.
-  const std::int64_t lanes_x = std::min<std::int64_t>(threads_x, 32);
-  const std::int64_t lanes_oc = std::max<std::int64_t>(1, std::min<std::int64_t>(threads_oc, 32 / lanes_x));
-  const double row_bytes = static_cast<double>(lanes_x * regs_x * g.strides[1]) * 4.0;
-  search::GpuLoop loop;
-  loop.steps = static_cast<double>(g.w[1] * g.w[2] * g.w[3]);
-  loop.fma = static_cast<double>(regs_oc * regs_x);
-  loop.cache_lines = static_cast<double>(regs_oc * lanes_oc) + static_cast<double>(regs_x) * std::max(1.0, std::ceil(row_bytes / 128.0));
-  return loop;
+  return tile_loop(conv_tiles(g, c), static_cast<double>(g.w[1] * g.w[2] * g.w[3]), g.strides[1]);
 }
 
 search::GpuLaunch conv_launch(const ConvGeometry& g, const CudaConvConfig& c, int registers) {
-  const std::int64_t ocg = g.w[0] / g.groups, ow = g.y[3];
-  const std::int64_t tile_oc = std::min(c.threads_oc * c.regs_oc, ocg), tile_x = std::min(c.threads_x * c.regs_x, ow);
-  const std::int64_t regs_oc = std::min(c.regs_oc, tile_oc), regs_x = std::min(c.regs_x, tile_x);
+  const Tiles t = conv_tiles(g, c);
   search::GpuLaunch l;
-  l.threads = ((tile_oc + regs_oc - 1) / regs_oc) * ((tile_x + regs_x - 1) / regs_x);
-  l.blocks = g.y[0] * g.groups * ((ocg + tile_oc - 1) / tile_oc) * g.y[2] * ((ow + tile_x - 1) / tile_x);
+  l.threads = t.threads_r * t.threads_c;
+  l.blocks = g.y[0] * g.groups * ((g.w[0] / g.groups + t.tile_r - 1) / t.tile_r) * g.y[2] * ((g.y[3] + t.tile_c - 1) / t.tile_c);
   l.registers = registers;
   return l;
 }
 
-int estimated_conv_registers(const CudaConvConfig& c) {
-  return static_cast<int>(24 + c.regs_oc * c.regs_x + c.regs_oc + c.regs_x);
+namespace {
+int estimated_registers(std::int64_t regs_r, std::int64_t regs_c) { return static_cast<int>(24 + regs_r * regs_c + regs_r + regs_c); }
+}  // namespace
+
+int estimated_conv_registers(const CudaConvConfig& c) { return estimated_registers(c.regs_oc, c.regs_x); }
+int estimated_product_registers(const CudaProductConfig& c) { return estimated_registers(c.regs_m, c.regs_n); }
+
+double predict_conv_seconds(const search::GpuSpec& gpu, const ConvGeometry& g, const CudaConvConfig& c, int registers) {
+  return search::predict_gpu_seconds(gpu, conv_launch(g, c, registers), conv_loop(g, c));
 }
 
 PrintedCudaKernel conv_kernel(const ConvGeometry& g, const CudaConvConfig& c, bool bias, bool residual,
@@ -199,11 +242,11 @@ PrintedCudaKernel conv_kernel(const ConvGeometry& g, const CudaConvConfig& c, bo
   const Compute conv = compute("conv", buffer("y", {n, groups, ocg, oh, ow}), {vn, vg, oc, oy, ox}, {ic, ky, kx},
                                load_or_zero(x, {vn, vg, ic, iy, ix}) * load(wt, {vg, oc, ic, ky, kx}), epilogue, inputs);
   Schedule s(conv);
-  const std::int64_t tile_oc = std::min(c.threads_oc * c.regs_oc, ocg), tile_x = std::min(c.threads_x * c.regs_x, ow);
-  const auto [oc_o, oc_i] = s.split(oc, tile_oc);
-  const auto [oc_t, oc_r] = s.split(oc_i, std::min(c.regs_oc, tile_oc));
-  const auto [ox_o, ox_i] = s.split(ox, tile_x);
-  const auto [ox_t, ox_r] = s.split(ox_i, std::min(c.regs_x, tile_x));
+  const Tiles t = conv_tiles(g, c);
+  const auto [oc_o, oc_i] = s.split(oc, t.tile_r);
+  const auto [oc_t, oc_r] = s.split(oc_i, t.regs_r);
+  const auto [ox_o, ox_i] = s.split(ox, t.tile_c);
+  const auto [ox_t, ox_r] = s.split(ox_i, t.regs_c);
   s.reorder({vn, vg, oc_o, oy, ox_o, oc_t, ox_t, ic, ky, kx, oc_r, ox_r});
   for (const Var& b : {vn, vg, oc_o, oy, ox_o}) s.bind_block(b);
   s.bind_thread(oc_t);
@@ -247,59 +290,28 @@ PrintedCudaKernel row_rstd_kernel(std::int64_t rows, std::int64_t cols, float ep
   return row_kernel(c, r, "wpk_row_rstd_" + std::to_string(rows) + "_" + std::to_string(cols));
 }
 
-std::vector<std::pair<std::string, std::vector<std::int64_t>>> cuda_product_knobs() {
+std::vector<search::Knob> cuda_product_knobs() {
   return {{"threads_m", {1, 2, 4, 8, 16, 32}}, {"regs_m", {1, 2, 4, 8}}, {"threads_n", {4, 8, 16, 32, 64}}, {"regs_n", {1, 2, 4}}};
 }
 
-namespace {
 
-std::int64_t power_of_two_cover(std::int64_t extent) {
-  std::int64_t p = 1;
-  while (p < extent) p *= 2;
-  return p;
+CudaProductConfig product_config_at(const search::Space& space, const search::Point& p) {
+  return {space.value(p, 0), space.value(p, 1), space.value(p, 2), space.value(p, 3)};
 }
-
-// The tiles a product's schedule really has (clipped to the extents).
-struct ProductTiles {
-  std::int64_t tile_m, tile_n, regs_m, regs_n, threads_m, threads_n;
-};
-ProductTiles product_tiles(const ProductGeometry& g, const CudaProductConfig& c) {
-  ProductTiles t;
-  t.tile_m = std::min(c.threads_m * c.regs_m, g.m);
-  t.tile_n = std::min(c.threads_n * c.regs_n, g.n);
-  t.regs_m = std::min(c.regs_m, t.tile_m);
-  t.regs_n = std::min(c.regs_n, t.tile_n);
-  t.threads_m = (t.tile_m + t.regs_m - 1) / t.regs_m;
-  t.threads_n = (t.tile_n + t.regs_n - 1) / t.regs_n;
-  return t;
-}
-
-}  // namespace
 
 bool cuda_product_config_valid(const ProductGeometry& g, const CudaProductConfig& c) {
-  if (c.threads_m * c.regs_m > power_of_two_cover(g.m) || c.threads_n * c.regs_n > power_of_two_cover(g.n)) return false;
-  const std::int64_t threads = c.threads_m * c.threads_n;
-  const std::int64_t most = std::min<std::int64_t>(32, power_of_two_cover(g.m) * power_of_two_cover(g.n) / (c.regs_m * c.regs_n));
-  return threads <= kMaxCudaThreads && threads >= most && c.regs_m * c.regs_n <= 32;
+  return tiles_worth_trying(g.m, g.n, c.threads_m, c.regs_m, c.threads_n, c.regs_n);
 }
 
 search::GpuLoop product_loop(const ProductGeometry& g, const CudaProductConfig& c) {
-  const ProductTiles t = product_tiles(g, c);
-  const std::int64_t lanes_n = std::min<std::int64_t>(t.threads_n, 32);
-  const std::int64_t lanes_m = std::max<std::int64_t>(1, std::min<std::int64_t>(t.threads_m, 32 / lanes_n));
-  search::GpuLoop loop;
-  loop.steps = static_cast<double>(g.k);
-  loop.fma = static_cast<double>(t.regs_m * t.regs_n);
-  loop.cache_lines = static_cast<double>(t.regs_m * lanes_m) +
-                     static_cast<double>(t.regs_n) * std::max(1.0, std::ceil(static_cast<double>(lanes_n * t.regs_n) * 4.0 / 128.0));
-  return loop;
+  return tile_loop(product_tiles(g, c), static_cast<double>(g.k), 1);
 }
 
 search::GpuLaunch product_launch(const ProductGeometry& g, const CudaProductConfig& c, int registers) {
-  const ProductTiles t = product_tiles(g, c);
+  const Tiles t = product_tiles(g, c);
   search::GpuLaunch l;
-  l.threads = t.threads_m * t.threads_n;
-  l.blocks = g.batch * ((g.m + t.tile_m - 1) / t.tile_m) * ((g.n + t.tile_n - 1) / t.tile_n);
+  l.threads = t.threads_r * t.threads_c;
+  l.blocks = g.batch * ((g.m + t.tile_r - 1) / t.tile_r) * ((g.n + t.tile_c - 1) / t.tile_c);
   l.registers = registers;
   return l;
 }
@@ -323,12 +335,12 @@ PrintedCudaKernel product_kernel(const ProductGeometry& g, const CudaProductConf
   const Expr b_value = g.b_batched ? load(bm, {b, k, j}) : load(bm, {k, j});
   const Compute product = compute("matmul", buffer("y", {g.batch, g.m, g.n}), {b, i, j}, {k}, load(a, {b, i, k}) * b_value,
                                   epilogue, inputs);
-  const ProductTiles t = product_tiles(g, c);
+  const Tiles t = product_tiles(g, c);
   Schedule s(product);
-  const auto [io, i_rest] = s.split(i, t.tile_m);
-  const auto [it, ir] = s.split(i_rest, t.regs_m);
-  const auto [jo, j_rest] = s.split(j, t.tile_n);
-  const auto [jt, jr] = s.split(j_rest, t.regs_n);
+  const auto [io, i_rest] = s.split(i, t.tile_r);
+  const auto [it, ir] = s.split(i_rest, t.regs_r);
+  const auto [jo, j_rest] = s.split(j, t.tile_c);
+  const auto [jt, jr] = s.split(j_rest, t.regs_c);
   s.reorder({b, io, jo, it, jt, k, ir, jr});
   for (const Var& v : {b, io, jo}) s.bind_block(v);
   s.bind_thread(it);

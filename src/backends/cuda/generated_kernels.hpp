@@ -11,6 +11,7 @@
 #include "codegen/cuda_printer.hpp"
 #include "codegen/tensor_expr.hpp"
 #include "search/gpu_cost_model.hpp"
+#include "search/space.hpp"
 #include "wpk/graph.hpp"
 #include "wpk/tensor.hpp"
 
@@ -50,9 +51,11 @@ struct CudaConvConfig {
   std::int64_t threads_oc = 8, regs_oc = 4, threads_x = 16, regs_x = 2;
   std::string describe() const;
 };
-// The knobs' values, and the points worth trying (at most 1024 threads, at least one warp where
-// the convolution has that much parallelism, at most 32 accumulators a thread).
-std::vector<std::pair<std::string, std::vector<std::int64_t>>> cuda_conv_knobs();
+// The knobs and their values, a point of them as a config, and the points worth trying (at most
+// 1024 threads, at least one warp where the convolution has that much parallelism, at most 32
+// accumulators a thread).
+std::vector<search::Knob> cuda_conv_knobs();
+CudaConvConfig conv_config_at(const search::Space& space, const search::Point& p);
 bool cuda_conv_config_valid(const ConvGeometry& g, const CudaConvConfig& c);
 
 // The generated convolution's work as the GPU cost model sees it: per thread, a reduction over
@@ -63,6 +66,8 @@ search::GpuLoop conv_loop(const ConvGeometry& g, const CudaConvConfig& c);
 search::GpuLaunch conv_launch(const ConvGeometry& g, const CudaConvConfig& c, int registers);
 // Before compiling: the registers a schedule will likely take (its sums, its operands, indexing).
 int estimated_conv_registers(const CudaConvConfig& c);
+// The GPU cost model's seconds for the schedule taking `registers` per thread.
+double predict_conv_seconds(const search::GpuSpec& gpu, const ConvGeometry& g, const CudaConvConfig& c, int registers);
 
 // y = act(conv(x, w) + bias + z), the epilogue fused: the kernel's buffers are x, w, then bias
 // ([O]) and z (y's shape) when given, then y.
@@ -79,7 +84,9 @@ struct ProductGeometry {
 struct CudaProductConfig {
   std::int64_t threads_m = 8, regs_m = 4, threads_n = 16, regs_n = 2;
 };
-std::vector<std::pair<std::string, std::vector<std::int64_t>>> cuda_product_knobs();
+std::vector<search::Knob> cuda_product_knobs();
+CudaProductConfig product_config_at(const search::Space& space, const search::Point& p);
+int estimated_product_registers(const CudaProductConfig& c);
 bool cuda_product_config_valid(const ProductGeometry& g, const CudaProductConfig& c);
 search::GpuLoop product_loop(const ProductGeometry& g, const CudaProductConfig& c);
 search::GpuLaunch product_launch(const ProductGeometry& g, const CudaProductConfig& c, int registers);

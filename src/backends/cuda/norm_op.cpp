@@ -64,9 +64,7 @@ class SoftmaxOp : public DeviceOp {
     const Shape& x = env.in[0].shape;
     const std::int64_t axis = positive_axis(env.node.attr_int("axis", env.graph.opset() < 13 ? 1 : -1), x.size());
     const auto [rows, cols] = split_at(x, axis);
-    const int dims[4] = {static_cast<int>(rows), static_cast<int>(cols), 1, 1};
-    const int strides[4] = {static_cast<int>(cols), 1, 1, 1};
-    check(cudnn().SetTensorNdDescriptor(desc_, CUDNN_DATA_FLOAT, 4, dims, strides), "a tensor descriptor");
+    set_packed_tensor(desc_, {rows, cols, 1, 1});
   }
   void launch(const LaunchEnv& env, const std::vector<DeviceTensor>& in, const DeviceTensor& out) const override {
     const float one = 1.0f, zero = 0.0f;

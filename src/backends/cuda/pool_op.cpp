@@ -5,16 +5,6 @@
 namespace wpk::cuda {
 namespace {
 
-std::vector<int> as_int(const std::vector<std::int64_t>& v) { return std::vector<int>(v.begin(), v.end()); }
-
-void set_tensor(cudnnTensorDescriptor_t desc, const Shape& shape) {
-  const std::vector<int> dims = as_int(shape);
-  std::vector<int> strides(dims.size(), 1);
-  for (std::size_t d = dims.size() - 1; d-- > 0;) strides[d] = strides[d + 1] * dims[d + 1];
-  check(cudnn().SetTensorNdDescriptor(desc, CUDNN_DATA_FLOAT, static_cast<int>(dims.size()), dims.data(), strides.data()),
-        "a tensor descriptor");
-}
-
 class PoolOp : public DeviceOp {
  public:
   explicit PoolOp(const PrepareEnv& env) {
@@ -44,8 +34,8 @@ class PoolOp : public DeviceOp {
       kind_ = max ? "max" : "average";
     }
     const CudnnApi& dnn = cudnn();
-    set_tensor(x_desc_, x);
-    set_tensor(y_desc_, env.out.shape);
+    set_packed_tensor(x_desc_, x);
+    set_packed_tensor(y_desc_, env.out.shape);
     const std::vector<int> w = as_int(window), p = as_int(pads), s = as_int(strides);
     check(dnn.SetPoolingNdDescriptor(pool_desc_, mode, CUDNN_PROPAGATE_NAN, static_cast<int>(spatial), w.data(), p.data(), s.data()),
           "the pooling descriptor");

@@ -86,10 +86,6 @@ class ProductOp : public DeviceOp {
     return kernel_args(in, out, has_bias_, fused_residual_);
   }
 
-  static CudaProductConfig config_at(const search::Space& space, const search::Point& p) {
-    return {space.value(p, 0), space.value(p, 1), space.value(p, 2), space.value(p, 3)};
-  }
-
   // Tuning: cuBLAS with its epilogue against the generated product; without: what tuning recorded.
   void consider_generated(const PrepareEnv& env, bool b_batched) {
     const ProductGeometry g{batch_, m_, n_, k_, b_batched};
@@ -98,15 +94,14 @@ class ProductOp : public DeviceOp {
                       activation_;
     for (float p : params_) key += "_" + std::to_string(p);
     GeneratedCandidates c;
-    for (auto& [name, values] : cuda_product_knobs()) c.knobs.push_back({name, values});
-    c.valid = [g](const search::Space& sp, const search::Point& p) { return cuda_product_config_valid(g, config_at(sp, p)); };
+    c.knobs = cuda_product_knobs();
+    c.valid = [g](const search::Space& sp, const search::Point& p) { return cuda_product_config_valid(g, product_config_at(sp, p)); };
     c.predict = [g, gpu = gpu_spec_of(Device::get().info())](const search::Space& sp, const search::Point& p) {
-      const CudaProductConfig cfg = config_at(sp, p);
-      return search::predict_gpu_seconds(gpu, product_launch(g, cfg, static_cast<int>(24 + cfg.regs_m * cfg.regs_n + cfg.regs_m + cfg.regs_n)),
-                                         product_loop(g, cfg));
+      const CudaProductConfig cfg = product_config_at(sp, p);
+      return search::predict_gpu_seconds(gpu, product_launch(g, cfg, estimated_product_registers(cfg)), product_loop(g, cfg));
     };
     c.print = [this, g](const search::Space& sp, const search::Point& p) {
-      return product_kernel(g, config_at(sp, p), has_bias_, fused_residual_, activation_, params_);
+      return product_kernel(g, product_config_at(sp, p), has_bias_, fused_residual_, activation_, params_);
     };
     c.args = generated_args(env.in, env.out);
     Choice choice;

@@ -160,8 +160,7 @@ class RegionKernel : public Kernel {
   void plan_memory(const Graph& body) {
     std::vector<BufferRequest> requests;
     auto place = [&](ValueId v, int step) {
-      Shape shape;
-      for (const Dim& d : *body.value(v).dims) shape.push_back(d.value);
+      const Shape shape = static_shape(body, v);
       requests.push_back({static_cast<std::size_t>(shape_numel(shape)) * sizeof(float), step, step, -1});
       slots_[v] = {static_cast<int>(requests.size()) - 1, kNoValue, shape};
     };
@@ -180,10 +179,8 @@ class RegionKernel : public Kernel {
       ++step;
       for (ValueId v : n.inputs) keep_alive(v, step);
       if (is_view_op(n)) {
-        Shape shape;
-        for (const Dim& d : *body.value(n.outputs[0]).dims) shape.push_back(d.value);
         const auto in = slots_.find(n.inputs[0]);
-        if (in != slots_.end()) slots_[n.outputs[0]] = {in->second.request, in->second.constant, shape};
+        if (in != slots_.end()) slots_[n.outputs[0]] = {in->second.request, in->second.constant, static_shape(body, n.outputs[0])};
         continue;
       }
       place(n.outputs[0], step);

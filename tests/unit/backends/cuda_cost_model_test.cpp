@@ -74,8 +74,7 @@ TEST_CASE("the GPU cost model ranks measured schedules of each convolution", "[c
     for (std::int64_t d : t.geometry.x) key += std::to_string(d) + ",";
     for (std::int64_t d : t.geometry.w) key += std::to_string(d) + ",";
     key += std::to_string(t.geometry.strides[0]);
-    const double predicted = search::predict_gpu_seconds(*h200, cuda::conv_launch(t.geometry, t.config, t.registers),
-                                                         cuda::conv_loop(t.geometry, t.config));
+    const double predicted = cuda::predict_conv_seconds(*h200, t.geometry, t.config, t.registers);
     by_conv[key].push_back({predicted, t.seconds});
   }
   std::size_t right = 0, pairs = 0;

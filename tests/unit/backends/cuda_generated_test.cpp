@@ -72,10 +72,10 @@ Tensor cpu_conv(const ConvCase& c, const Tensor& x, const Tensor& w, const Tenso
 std::vector<cuda::CudaConvConfig> sampled_configs(const cuda::ConvGeometry& g, std::size_t count) {
   std::vector<cuda::CudaConvConfig> all;
   const auto knobs = cuda::cuda_conv_knobs();
-  for (auto to : knobs[0].second)
-    for (auto ro : knobs[1].second)
-      for (auto tx : knobs[2].second)
-        for (auto rx : knobs[3].second) {
+  for (auto to : knobs[0].values)
+    for (auto ro : knobs[1].values)
+      for (auto tx : knobs[2].values)
+        for (auto rx : knobs[3].values) {
           const cuda::CudaConvConfig c{to, ro, tx, rx};
           if (cuda::cuda_conv_config_valid(g, c)) all.push_back(c);
         }
