@@ -173,6 +173,9 @@ class Backend {
   // plan then prepares none only to stand by as a fallback (preparing one prints its source and
   // packs its weights; compiling it would cost every load).
   virtual bool generates_code() const { return false; }
+  // False when its kernels do their work elsewhere (a device) and the number of CPU threads a
+  // node is given changes nothing: the tuner then has no thread count to search for them.
+  virtual bool uses_host_threads() const { return true; }
 };
 
 

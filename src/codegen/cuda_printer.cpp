@@ -41,7 +41,13 @@ PrintedCudaKernel print_cuda(const LoweredKernel& k, const std::string& symbol, 
     const bool output = i + 1 == k.args.size();
     src += std::string(i ? ", " : "") + (output ? "float*" : "const float*") + " __restrict__ a" + std::to_string(i);
   }
-  src += ") {\n" + body + "}\n";
+  src += ") {\n";
+  for (const Buffer& b : k.shared) {
+    std::int64_t floats = 1;
+    for (std::int64_t d : b->dims) floats *= d;
+    src += "  __shared__ float s_" + b->name + "[" + std::to_string(floats) + "];\n";
+  }
+  src += body + "}\n";
   out.source = std::move(src);
   return out;
 }

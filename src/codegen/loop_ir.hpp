@@ -21,6 +21,11 @@ enum class StmtKind {
           // divisor ? body[0] : body[r] where r = dynamic % divisor (one body per remainder)
   Alloc,  // buffer: a register buffer, live for the rest of the enclosing block
   Store,  // buffer[index] = value
+  Guard,  // body[0] where index[d] lies in [0, bounds[d]) for every d (a whole-tile remainder's
+          // points that exist)
+  Barrier,  // every thread of the block waits for the others (CUDA's __syncthreads)
+  Stage,    // buffer (shared) [t] = source[index + t] for every t within buffer's dims, 0 where
+            // that leaves source; the block's threads share the copy
 };
 
 struct Stmt {
@@ -32,16 +37,22 @@ struct Stmt {
   std::int64_t full = 0;    // Tail
   Var dynamic;              // For, Tail: the dynamic variable whose runtime extent bounds them
   std::int64_t divisor = 1;
-  Buffer buffer;            // Alloc, Store
+  Buffer buffer;            // Alloc, Store, Stage
   std::vector<Affine> index;
   Expr value;
+  Buffer source;                      // Stage
+  std::vector<std::int64_t> bounds;   // Guard
 };
+
+// The shared memory a CUDA block may declare statically: what staged tiles may take together.
+constexpr std::int64_t kMaxSharedBytes = 48 * 1024;
 
 struct LoweredKernel {
   std::string name;          // the compute's
   std::string schedule;      // Schedule::describe()
   std::vector<Buffer> args;  // inputs, then the output
   std::vector<Var> dynamic;  // the kernel's extents argument, in order
+  std::vector<Buffer> shared;  // staged tiles (Schedule::stage_shared), in CUDA shared memory
   StmtPtr body;
 };
 

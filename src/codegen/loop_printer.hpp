@@ -53,6 +53,7 @@ class LoopPrinter {
  public:
   LoopPrinter(const LoweredKernel& k, Dialect dialect) : k_(k), d_(std::move(dialect)), lanes_(d_.lanes) {
     for (std::size_t i = 0; i < k.args.size(); ++i) arg_names_[k.args[i].get()] = "a" + std::to_string(i);
+    for (const Buffer& b : k.shared) arg_names_[b.get()] = "s_" + b->name;
   }
 
   std::string body() {
@@ -266,7 +267,67 @@ class LoopPrinter {
         return;
       }
       case StmtKind::For: loop(s, depth); return;
+      case StmtKind::Guard: guard(s, depth); return;
+      case StmtKind::Barrier:
+        if (!d_.gpu) throw std::invalid_argument(k_.name + ": a barrier in a " + d_.name + " kernel");
+        line(depth, "__syncthreads();");
+        return;
+      case StmtKind::Stage: stage(s, depth); return;
     }
+  }
+
+  // The points of a whole tile that exist; conditions known here are decided here.
+  void guard(const StmtPtr& s, int depth) {
+    std::string all;
+    for (std::size_t d = 0; d < s->index.size(); ++d) {
+      const Evaluated at = evaluate(s->index[d], 1, Evaluated{});
+      bool runtime = at.vector_coefficient != 0;
+      for (const auto& t : at.terms) runtime = runtime || t.second != 0;
+      if (!runtime) {
+        if (at.constant < 0 || at.constant >= s->bounds[d]) return;
+        continue;
+      }
+      if (vector_mode()) throw std::invalid_argument(k_.name + ": a whole-tile guard inside a vectorized loop");
+      all += std::string(all.empty() ? "" : " && ") + "(" + d_.uint64 + ")(" + at.text() + ") < " + std::to_string(s->bounds[d]) + "u";
+    }
+    if (all.empty()) {
+      statement(s->body[0], depth);
+      return;
+    }
+    line(depth, "if (" + all + ") {");
+    statement(s->body[0], depth + 1);
+    line(depth, "}");
+  }
+
+  // The block's threads copy a tile together, element e by thread e mod threads.
+  void stage(const StmtPtr& s, int depth) {
+    if (!d_.gpu) throw std::invalid_argument(k_.name + ": a shared-memory stage in a " + d_.name + " kernel");
+    const Buffer& tile = s->buffer;
+    const Buffer& src = s->source;
+    std::int64_t total = 1;
+    for (std::int64_t d : tile->dims) total *= d;
+    const std::string e = "e_" + tile->name;
+    line(depth, "for (" + d_.int64 + " " + e + " = threadIdx.x; " + e + " < " + std::to_string(total) + "; " + e + " += " +
+                    std::to_string(threads()) + ") {");
+    std::string inside, flat_index;
+    std::int64_t tile_stride = total, src_stride = 1;
+    std::vector<std::string> coords(tile->dims.size());
+    for (std::size_t d = 0; d < tile->dims.size(); ++d) {
+      tile_stride /= tile->dims[d];
+      const std::string g = "g" + std::to_string(d) + "_" + tile->name;
+      const Evaluated origin = evaluate(s->index[d], 1, Evaluated{});
+      line(depth + 1, "const " + d_.int64 + " " + g + " = " + origin.text() + " + (" + e + " / " + std::to_string(tile_stride) + ") % " +
+                          std::to_string(tile->dims[d]) + ";");
+      coords[d] = g;
+      inside += std::string(inside.empty() ? "" : " && ") + "(" + d_.uint64 + ")" + g + " < " + std::to_string(src->dims[d]) + "u";
+    }
+    for (std::size_t d = src->dims.size(); d-- > 0;) {
+      flat_index = std::to_string(src_stride) + " * " + coords[d] + (flat_index.empty() ? "" : " + " + flat_index);
+      src_stride *= src->dims[d];
+    }
+    line(depth + 1, arg_names_.at(tile.get()) + "[" + e + "] = " + inside + " ? " + arg_names_.at(src.get()) + "[" + flat_index +
+                        "] : 0.0f;");
+    line(depth, "}");
   }
 
   void loop(const StmtPtr& s, int depth) {

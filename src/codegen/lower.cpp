@@ -1,6 +1,7 @@
 // Schedule -> loop IR (loop_ir.hpp).
 #include <algorithm>
 #include <map>
+#include <set>
 #include <stdexcept>
 
 #include "codegen/loop_ir.hpp"
@@ -38,6 +39,7 @@ class Lowering {
       if (const PackRecord* p = s_.pack_of(b.get())) b = p->packed;
     k.args.push_back(c_.output);
     k.dynamic = c_.dynamic();
+    for (const StageRecord& r : s_.stages()) k.shared.push_back(plan_stage(r));
     k.body = nest(0, first_reduction_, {}, [this](const Extents& e) { return section(e); });
     return k;
   }
@@ -47,6 +49,23 @@ class Lowering {
   template <typename Leaf>
   StmtPtr nest(std::size_t from, std::size_t to, const Extents& extents, const Leaf& leaf) {
     if (from == to) return leaf(extents);
+    StmtPtr loop = nest_loop(from, to, extents, leaf);
+    const auto staged = staged_at_.find(loops_[from].var.get());
+    if (staged == staged_at_.end()) return loop;
+    // Copy this iteration's tiles once the previous iteration has read them, then compute.
+    auto barrier = std::make_shared<Stmt>();
+    barrier->kind = StmtKind::Barrier;
+    std::vector<StmtPtr> body = {barrier};
+    body.insert(body.end(), staged->second.begin(), staged->second.end());
+    body.push_back(barrier);
+    body.push_back(loop->body[0]);
+    auto wrapped = std::make_shared<Stmt>(*loop);
+    wrapped->body = {block(std::move(body))};
+    return wrapped;
+  }
+
+  template <typename Leaf>
+  StmtPtr nest_loop(std::size_t from, std::size_t to, const Extents& extents, const Leaf& leaf) {
     const Loop& l = loops_[from];
     auto loop = std::make_shared<Stmt>();
     loop->kind = StmtKind::For;
@@ -88,7 +107,7 @@ class Lowering {
     loop->extent = full + (rest ? 1 : 0);
     Extents main = extents;
     main[split->inner.get()] = split->factor;
-    if (!rest) {
+    if (!rest || (whole_tiles_ && !l.reduction)) {
       loop->body = {nest(from + 1, to, main, leaf)};
       return loop;
     }
@@ -124,11 +143,18 @@ class Lowering {
     for (const auto& t : a.terms) out = out + leaf(t.first) * t.second;
     return out;
   }
-  Expr rewrite(const Expr& e, const Expr& acc_value) const {
+  Expr rewrite(const Expr& e, const Expr& acc_value, bool body = false) const {
     if (!e) return acc_value;
     if (e->op == Op::Acc) return acc_value;
     auto out = std::make_shared<ExprNode>(*e);
-    if (const PackRecord* p = e->op == Op::Load ? s_.pack_of(e->buffer.get()) : nullptr) {
+    const auto staged = e->op == Op::Load ? stage_reads_.find(e->buffer.get()) : stage_reads_.end();
+    if (staged != stage_reads_.end()) {
+      // The tile holds zeros where the index leaves the buffer: no check left to make.
+      out->buffer = staged->second.tile;
+      out->index = staged->second.index;
+      out->zero_outside = false;
+      out->may_leave.clear();
+    } else if (const PackRecord* p = e->op == Op::Load ? s_.pack_of(e->buffer.get()) : nullptr) {
       // [panel, the other dims..., lane] of the packed copy.
       const SplitRecord* split = s_.split_of(p->var.get());
       out->buffer = p->packed;
@@ -145,8 +171,13 @@ class Lowering {
       }
     } else {
       for (Affine& a : out->index) a = rewrite(a);
+      if (e->op == Op::Load && body && whole_tiles_) {
+        // Whole tiles compute points past the edges; their reads must stay inside the buffer.
+        out->zero_outside = true;
+        out->may_leave.assign(out->index.size(), true);
+      }
     }
-    for (Expr& a : out->args) a = rewrite(a, acc_value);
+    for (Expr& a : out->args) a = rewrite(a, acc_value, body);
     return out;
   }
   std::vector<Affine> output_index() const {
@@ -155,11 +186,118 @@ class Lowering {
     return index;
   }
 
+  // The output store; with whole tiles, only at points inside every split variable.
+  StmtPtr output_store(Expr value) const {
+    StmtPtr st = store(c_.output, output_index(), std::move(value));
+    if (!whole_tiles_) return st;
+    auto guard = std::make_shared<Stmt>();
+    guard->kind = StmtKind::Guard;
+    for (const Var& v : c_.axes) guard_splits(v, *guard);
+    if (guard->index.empty()) return st;
+    guard->body = {st};
+    return guard;
+  }
+  void guard_splits(const Var& v, Stmt& guard) const {
+    const SplitRecord* split = s_.split_of(v.get());
+    if (!split) return;
+    if (v->extent % split->factor != 0) {
+      guard.index.push_back(leaf(v));
+      guard.bounds.push_back(v->extent);
+    }
+    guard_splits(split->outer, guard);
+    guard_splits(split->inner, guard);
+  }
+
+  // Where the loads of a staged input read: the loops that vary within one copy (the block's
+  // threads and the loops inside the staging loop) span the tile; the rest fix its origin.
+  struct StageRead {
+    Buffer tile;
+    std::vector<Affine> index;  // into the tile
+  };
+  Buffer plan_stage(const StageRecord& r) {
+    const std::string& name = c_.name;
+    const std::size_t at = loop_position(r.at.get());
+    if (loops_[at].kind != LoopKind::Serial)
+      throw std::invalid_argument(name + ": stage '" + r.original->name + "' at '" + r.at->name + "': the loop must be serial");
+    if (s_.pack_of(r.original.get())) throw std::invalid_argument(name + ": '" + r.original->name + "' is packed and staged");
+    std::vector<const ExprNode*> reads;
+    collect_loads(c_.epilogue, r.original.get(), reads);
+    if (!reads.empty())
+      throw std::invalid_argument(name + ": staged '" + r.original->name + "' is read by the epilogue, outside its loop");
+    collect_loads(c_.body, r.original.get(), reads);
+    if (reads.empty()) throw std::invalid_argument(name + ": staged '" + r.original->name + "' is never read");
+    std::vector<Affine> first;
+    for (const ExprNode* e : reads) {
+      std::vector<Affine> index;
+      for (const Affine& a : e->index) index.push_back(rewrite(a));
+      if (e != reads.front() && !same(index, first))
+        throw std::invalid_argument(name + ": staged '" + r.original->name + "' is read at more than one index");
+      first = index;
+    }
+    std::set<const VarNode*> varying;
+    for (std::size_t i = 0; i < loops_.size(); ++i)
+      if (i > at || loops_[i].kind == LoopKind::GpuThread) varying.insert(loops_[i].var.get());
+    auto tile = std::make_shared<BufferNode>();
+    tile->name = r.original->name + "_tile";
+    tile->shared = true;
+    auto copy = std::make_shared<Stmt>();
+    copy->kind = StmtKind::Stage;
+    copy->source = r.original;
+    StageRead read;
+    for (const Affine& a : first) {
+      Affine origin(a.offset), within;
+      std::int64_t span = 1;
+      for (const auto& t : a.terms) {
+        if (!varying.count(t.first.get())) {
+          origin = origin + Affine(t.first) * t.second;
+          continue;
+        }
+        if (t.second < 0)
+          throw std::invalid_argument(name + ": staged '" + r.original->name + "' is indexed backwards by '" + t.first->name + "'");
+        within = within + Affine(t.first) * t.second;
+        span += t.second * (t.first->extent - 1);
+      }
+      copy->index.push_back(origin);
+      read.index.push_back(within);
+      tile->dims.push_back(span);
+    }
+    std::int64_t floats = 1;
+    for (std::int64_t d : tile->dims) floats *= d;
+    shared_floats_ += floats;
+    if (shared_floats_ * 4 > kMaxSharedBytes)
+      throw std::invalid_argument(name + ": staged tiles of " + std::to_string(shared_floats_ * 4) + " bytes, over " +
+                                  std::to_string(kMaxSharedBytes) + " of shared memory");
+    read.tile = tile;
+    copy->buffer = tile;
+    staged_at_[r.at.get()].push_back(copy);
+    stage_reads_[r.original.get()] = read;
+    return tile;
+  }
+  static void collect_loads(const Expr& e, const BufferNode* b, std::vector<const ExprNode*>& out) {
+    if (!e) return;
+    if (e->op == Op::Load && e->buffer.get() == b) out.push_back(e.get());
+    for (const Expr& a : e->args) collect_loads(a, b, out);
+  }
+  static bool same(const std::vector<Affine>& a, const std::vector<Affine>& b) {
+    if (a.size() != b.size()) return false;
+    for (std::size_t d = 0; d < a.size(); ++d) {
+      if (a[d].offset != b[d].offset || a[d].terms.size() != b[d].terms.size()) return false;
+      for (const auto& t : a[d].terms)
+        if (b[d].coefficient(t.first.get()) != t.second) return false;
+    }
+    return true;
+  }
+  std::size_t loop_position(const VarNode* v) const {
+    for (std::size_t i = 0; i < loops_.size(); ++i)
+      if (loops_[i].var.get() == v) return i;
+    throw std::invalid_argument(c_.name + ": '" + v->name + "' is not a loop");
+  }
+
   // The innermost part: an element-wise store, or the reduction with its register tile.
   StmtPtr section(const Extents& extents) {
     if (first_reduction_ == loops_.size())
       return nest(first_reduction_, loops_.size(), extents,
-                  [this](const Extents&) { return store(c_.output, output_index(), rewrite(c_.body, nullptr)); });
+                  [this](const Extents&) { return output_store(rewrite(c_.body, nullptr, true)); });
     auto tile = std::make_shared<BufferNode>();
     tile->name = "acc";
     tile->registers = true;
@@ -176,17 +314,20 @@ class Lowering {
     const std::size_t n = loops_.size();
     auto tile_nest = [&](const Extents& e, Expr value, bool to_output) {
       return nest(first_tile_, n, e, [&](const Extents&) {
-        return to_output ? store(c_.output, output_index(), value) : store(acc_buffer, at, value);
+        return to_output ? output_store(value) : store(acc_buffer, at, value);
       });
     };
     return block({alloc, tile_nest(extents, constant(0.0f), false),
                   nest(first_reduction_, first_tile_, extents,
-                       [&](const Extents& e) { return tile_nest(e, sum + rewrite(c_.body, nullptr), false); }),
+                       [&](const Extents& e) { return tile_nest(e, sum + rewrite(c_.body, nullptr, true), false); }),
                   tile_nest(extents, rewrite(c_.epilogue, sum), true)});
   }
 
   void check_rules() {
     const std::string& name = c_.name;
+    whole_tiles_ = !s_.stages().empty();
+    if (whole_tiles_ && !c_.dynamic().empty())
+      throw std::invalid_argument(name + ": a schedule with staged inputs takes fixed extents");
     first_reduction_ = loops_.size();
     for (std::size_t i = 0; i < loops_.size(); ++i)
       if (loops_[i].reduction) {
@@ -241,7 +382,18 @@ class Lowering {
   const Compute& c_;
   const std::vector<Loop>& loops_;
   std::size_t first_reduction_ = 0, first_tile_ = 0;
+  bool whole_tiles_ = false;  // spatial remainders computed as whole tiles (a kernel with stages)
+  std::map<const VarNode*, std::vector<StmtPtr>> staged_at_;  // the copies at the top of a loop
+  std::map<const BufferNode*, StageRead> stage_reads_;
+  std::int64_t shared_floats_ = 0;
 };
+
+std::string affine_text(const Affine& a) {
+  std::string s;
+  for (const auto& t : a.terms) s += (s.empty() ? "" : " + ") + (t.second == 1 ? "" : std::to_string(t.second) + "*") + t.first->name;
+  if (a.offset != 0 || s.empty()) s += (s.empty() ? "" : " + ") + std::to_string(a.offset);
+  return s;
+}
 
 void dump_into(const StmtPtr& s, int depth, std::string& out) {
   const std::string pad(static_cast<std::size_t>(depth) * 2, ' ');
@@ -280,6 +432,21 @@ void dump_into(const StmtPtr& s, int depth, std::string& out) {
       return;
     }
     case StmtKind::Store: out += pad + to_string(load(s->buffer, s->index)) + " = " + to_string(s->value) + "\n"; return;
+    case StmtKind::Guard: {
+      std::string cond;
+      for (std::size_t d = 0; d < s->index.size(); ++d)
+        cond += (d ? " && " : "") + affine_text(s->index[d]) + " < " + std::to_string(s->bounds[d]);
+      out += pad + "if " + cond + "\n";
+      dump_into(s->body[0], depth + 1, out);
+      return;
+    }
+    case StmtKind::Barrier: out += pad + "barrier\n"; return;
+    case StmtKind::Stage: {
+      std::string dims;
+      for (std::int64_t d : s->buffer->dims) dims += "[" + std::to_string(d) + "]";
+      out += pad + "shared " + s->buffer->name + dims + " = " + to_string(load(s->source, s->index)) + " + t\n";
+      return;
+    }
   }
 }
 

@@ -92,6 +92,16 @@ void Schedule::pack(const Buffer& b, const Var& v) {
   packs_.push_back({b, buffer(b->name + "_packed", dims), static_cast<std::size_t>(dim), v});
 }
 
+void Schedule::stage_shared(const Buffer& b, const Var& at) {
+  if (std::find(compute_.inputs.begin(), compute_.inputs.end(), b) == compute_.inputs.end())
+    throw std::invalid_argument(compute_.name + ": '" + b->name + "' is not an input, nothing to stage");
+  if (!loops_[position(at)].reduction)
+    throw std::invalid_argument(compute_.name + ": stage '" + b->name + "' at '" + at->name + "': not a reduction loop");
+  for (const StageRecord& r : stages_)
+    if (r.original == b) throw std::invalid_argument(compute_.name + ": '" + b->name + "' is staged already");
+  stages_.push_back({b, at});
+}
+
 const PackRecord* Schedule::pack_of(const BufferNode* b) const {
   for (const PackRecord& p : packs_)
     if (p.original.get() == b) return &p;
@@ -142,6 +152,7 @@ std::string Schedule::describe() const {
     }
   }
   for (const PackRecord& p : packs_) s += " pack(" + p.original->name + "@" + p.var->name + ")";
+  for (const StageRecord& r : stages_) s += " shared(" + r.original->name + "@" + r.at->name + ")";
   return s;
 }
 

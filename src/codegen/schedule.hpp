@@ -15,6 +15,13 @@
 //   pack(b, v)     input b is read from a packed copy: the dimension of b that v (already split by
 //                  f) indexes becomes panels of f, the panel index first and the f elements last,
 //                  the last panel zero-filled (pack_input makes the copy, once for a constant)
+//   stage_shared(b, r)
+//                  input b is read from CUDA shared memory: at the top of each iteration of the
+//                  serial reduction loop r, the block's threads copy together the part of b that
+//                  the iteration reads (zero where it leaves b), between two __syncthreads(). So
+//                  that every thread meets every barrier, a kernel with a stage computes its
+//                  spatial splits' remainders as whole tiles and stores only the points inside
+//                  (the CUDA printer only)
 // Spatial loops inside the reductions form the register tile: the sums of one tile stay in
 // registers over the whole reduction and meet the epilogue once (they must be unrolled or
 // vectorized). A schedule that breaks a rule throws std::invalid_argument when lowered.
@@ -43,6 +50,11 @@ struct SplitRecord {
   std::int64_t factor;
 };
 
+struct StageRecord {
+  Buffer original;  // an input
+  Var at;           // the reduction loop whose iterations copy it
+};
+
 struct PackRecord {
   Buffer original, packed;  // packed: [ceil(D / f), the other dims..., f]
   std::size_t dim;          // of `original`, indexed by `var` alone
@@ -61,6 +73,7 @@ class Schedule {
   void bind_block(const Var& v) { kind(v, LoopKind::GpuBlock); }
   void bind_thread(const Var& v) { kind(v, LoopKind::GpuThread); }
   void pack(const Buffer& b, const Var& v);
+  void stage_shared(const Buffer& b, const Var& at);
 
   const Compute& compute() const { return compute_; }
   const std::vector<Loop>& loops() const { return loops_; }
@@ -71,6 +84,7 @@ class Schedule {
   // How input b is packed, or null.
   const PackRecord* pack_of(const BufferNode* b) const;
   const std::vector<PackRecord>& packs() const { return packs_; }
+  const std::vector<StageRecord>& stages() const { return stages_; }
   // "i.o(par) j.o k i.i(unroll) j.i(vec)": the loop nest, outermost first.
   std::string describe() const;
 
@@ -81,6 +95,7 @@ class Schedule {
   std::vector<Loop> loops_;
   std::map<const VarNode*, SplitRecord> splits_;
   std::vector<PackRecord> packs_;
+  std::vector<StageRecord> stages_;
 };
 
 // `data` (the input `p.original`, row-major) in the packed layout the kernel reads.

@@ -49,6 +49,8 @@ struct BufferNode {
   // Register buffers are the schedule's accumulators: the printer gives each element (each
   // vector of the last dimension) a variable of its own.
   bool registers = false;
+  // Shared buffers are a CUDA block's staged tiles (Schedule::stage_shared).
+  bool shared = false;
 };
 using Buffer = std::shared_ptr<const BufferNode>;
 Buffer buffer(std::string name, std::vector<std::int64_t> dims);

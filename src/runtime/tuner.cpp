@@ -152,7 +152,9 @@ StepChoice Tuner::predicted_best(std::size_t s, const std::vector<const Tensor*>
 void Tuner::start_measuring(std::chrono::steady_clock::time_point deadline) {
   deadline_ = deadline;
   int total = 0;
-  for (const PlanStep& step : plan_.steps()) total += step.candidates.size() > 1 || threads_ > 1;
+  for (const PlanStep& step : plan_.steps())
+    total += step.candidates.size() > 1 ||
+             (threads_ > 1 && !step.candidates.empty() && step.candidates[0].backend->uses_host_threads());
   std::lock_guard<std::mutex> lock(report_mutex_);
   progress_ = TuningProgress{0, total, 0, 1.0, seconds_until(deadline)};
   measuring_ = true;
@@ -180,7 +182,8 @@ void Tuner::progress(std::size_t trials, double speedup) const {
 StepChoice Tuner::choose(std::size_t s, const std::vector<const Tensor*>& inputs) const {
   const PlanStep& step = plan_.steps()[s];
   const StepChoice untuned = predicted_best(s, inputs);
-  if ((step.candidates.size() < 2 && threads_ < 2) || (!db_ && !measuring_)) return untuned;
+  const bool threads_matter = threads_ > 1 && !step.candidates.empty() && step.candidates[0].backend->uses_host_threads();
+  if ((step.candidates.size() < 2 && !threads_matter) || (!db_ && !measuring_)) return untuned;
   const Node& node = graph_.nodes()[step.node_index];
   const std::string key = key_for(step, node, inputs);
   if (auto value = db_ ? db_->lookup(key) : std::nullopt) {

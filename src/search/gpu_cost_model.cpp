@@ -13,9 +13,9 @@ constexpr double kLoadLatencyCycles = 40;
 
 const std::vector<GpuSpec>& table() {
   static const std::vector<GpuSpec> specs = {
-      {"A100", 80, 108, 1.41e9, 64, 2048, 32, 65536, 2.0e12, 3e-6},
-      {"H100", 90, 132, 1.98e9, 128, 2048, 32, 65536, 3.35e12, 3e-6},
-      {"H200", 90, 132, 1.98e9, 128, 2048, 32, 65536, 4.8e12, 3e-6},
+      {"A100", 80, 108, 1.41e9, 64, 2048, 32, 65536, 164 * 1024, 2.0e12, 3e-6},
+      {"H100", 90, 132, 1.98e9, 128, 2048, 32, 65536, 228 * 1024, 3.35e12, 3e-6},
+      {"H200", 90, 132, 1.98e9, 128, 2048, 32, 65536, 228 * 1024, 4.8e12, 3e-6},
   };
   return specs;
 }
@@ -33,9 +33,10 @@ const GpuSpec* gpu_spec(const std::string& name) {
 double predict_gpu_seconds(const GpuSpec& gpu, const GpuLaunch& launch, const GpuLoop& loop) {
   const std::int64_t warps = (std::max<std::int64_t>(1, launch.threads) + 31) / 32;
   const std::int64_t registers = std::max(16, launch.registers);
+  const std::int64_t by_shared = launch.shared_bytes > 0 ? gpu.shared_bytes / launch.shared_bytes : gpu.max_blocks;
   const std::int64_t resident = std::max<std::int64_t>(
       1, std::min({static_cast<std::int64_t>(gpu.max_blocks), gpu.max_threads / (warps * 32),
-                   gpu.registers / (registers * warps * 32)}));
+                   gpu.registers / (registers * warps * 32), by_shared}));
   const std::int64_t per_wave = static_cast<std::int64_t>(gpu.multiprocessors) * resident;
   const double waves = std::ceil(static_cast<double>(launch.blocks) / static_cast<double>(per_wave));
   // The warps one multiprocessor holds at a time (fewer than it could when the grid is small).
@@ -43,7 +44,7 @@ double predict_gpu_seconds(const GpuSpec& gpu, const GpuLaunch& launch, const Gp
                                               std::ceil(static_cast<double>(launch.blocks) / gpu.multiprocessors));
   const double warps_here = blocks_here * static_cast<double>(warps);
   const double fma_issue = loop.fma / (gpu.fp32_lanes / 32.0);
-  const double cycles_per_step = std::max(warps_here * (fma_issue + loop.cache_lines), kLoadLatencyCycles);
+  const double cycles_per_step = std::max(warps_here * (fma_issue + loop.cache_lines + loop.shared_loads), kLoadLatencyCycles);
   return waves * loop.steps * cycles_per_step / gpu.clock_hz + gpu.launch_seconds;
 }
 

@@ -1,11 +1,11 @@
 #pragma once
 // A GPU cost model for generated kernels: how long a launch of `blocks` blocks of `threads`
 // threads, each running a loop of `steps` iterations, takes on a GPU described by its data-sheet
-// figures. Occupancy (blocks resident per multiprocessor, limited by threads, blocks and
-// registers) gives the waves and the warps that share a multiprocessor; an iteration of a warp
+// figures. Occupancy (blocks resident per multiprocessor, limited by threads, blocks, registers
+// and shared memory) gives the waves and the warps that share a multiprocessor; an iteration of a warp
 // costs its FMA instructions (four warp instructions a cycle) plus the cache lines its loads
-// touch (one a cycle through L1), and no less than the latency of a load when too few warps hide
-// it. Ranks schedules of one kernel; absolute values are rough. No graphs, no device: plain data.
+// touch (one a cycle through L1) and its shared-memory loads (one a cycle), and no less than the
+// latency of a load when too few warps hide it. Ranks schedules of one kernel; absolute values are rough. No graphs, no device: plain data.
 #include <cstdint>
 #include <string>
 
@@ -20,6 +20,7 @@ struct GpuSpec {
   int max_threads = 2048;         // resident per multiprocessor
   int max_blocks = 32;            // resident per multiprocessor
   int registers = 65536;          // per multiprocessor
+  int shared_bytes = 0;           // shared memory per multiprocessor
   double memory_bytes_per_second = 0;
   double launch_seconds = 3e-6;   // a kernel's fixed cost inside a captured graph
 };
@@ -33,11 +34,13 @@ struct GpuLoop {
   double steps = 0;         // iterations (a convolution's reduction length)
   double fma = 0;           // FMA instructions per iteration
   double cache_lines = 0;   // distinct 128-byte lines a warp's loads touch per iteration
+  double shared_loads = 0;  // a warp's shared-memory load instructions per iteration
 };
 
 struct GpuLaunch {
   std::int64_t blocks = 1, threads = 1;
   int registers = 32;  // per thread
+  std::int64_t shared_bytes = 0;  // per block
 };
 
 double predict_gpu_seconds(const GpuSpec& gpu, const GpuLaunch& launch, const GpuLoop& loop);

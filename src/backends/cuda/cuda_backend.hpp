@@ -16,6 +16,7 @@ class CudaBackend : public Backend {
   std::unique_ptr<Kernel> prepare(const Node& node, const Graph& graph) const override;
   std::string version() const override;
   bool runs_in_place(const Node&) const override { return false; }
+  bool uses_host_threads() const override { return false; }
 };
 
 }  // namespace wpk::cuda

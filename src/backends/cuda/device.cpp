@@ -25,6 +25,9 @@ Device::Device() {
   int khz = 0;
   check(d.DeviceGetAttribute(&khz, CU_DEVICE_ATTRIBUTE_CLOCK_RATE, device_), "clock rate");
   info_.clock_hz = khz * 1e3;
+  check(d.DeviceGetAttribute(&info_.shared_bytes_per_multiprocessor, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR,
+                             device_),
+        "shared memory");
   check(d.DevicePrimaryCtxRetain(&context_, device_), "retaining the device's primary context");
 }
 
@@ -37,6 +40,7 @@ search::GpuSpec gpu_spec_of(const DeviceInfo& info) {
   s.clock_hz = info.clock_hz > 0 ? info.clock_hz : 1.5e9;
   s.fp32_lanes = info.sm >= 86 ? 128 : 64;  // GA10x, Ada and Hopper: 128; Volta, Turing, GA100: 64
   s.memory_bytes_per_second = 1e12;
+  s.shared_bytes = info.shared_bytes_per_multiprocessor;
   return s;
 }
 

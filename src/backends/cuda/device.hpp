@@ -18,6 +18,7 @@ struct DeviceInfo {
   std::int64_t memory_bytes = 0;
   int driver_version = 0;      // as 13000
   double clock_hz = 0;
+  int shared_bytes_per_multiprocessor = 0;
 };
 
 // The cost model's figures for the device: its table when it has one, else from its attributes.

@@ -176,26 +176,58 @@ Tiles product_tiles(const ProductGeometry& g, const CudaProductConfig& c) {
 
 std::string CudaConvConfig::describe() const {
   return "threads_oc=" + std::to_string(threads_oc) + ",regs_oc=" + std::to_string(regs_oc) +
-         ",threads_x=" + std::to_string(threads_x) + ",regs_x=" + std::to_string(regs_x);
+         ",threads_x=" + std::to_string(threads_x) + ",regs_x=" + std::to_string(regs_x) + ",stage_ic=" + std::to_string(stage_ic);
 }
 
 std::vector<search::Knob> cuda_conv_knobs() {
   return {{"threads_oc", {1, 2, 4, 8, 16, 32, 64}},
           {"regs_oc", {1, 2, 4, 8}},
           {"threads_x", {1, 2, 4, 8, 16, 32}},
-          {"regs_x", {1, 2, 4}}};
+          {"regs_x", {1, 2, 4}},
+          {"stage_ic", {0, 1, 2, 4, 8, 16}}};
 }
 
 CudaConvConfig conv_config_at(const search::Space& space, const search::Point& p) {
-  return {space.value(p, 0), space.value(p, 1), space.value(p, 2), space.value(p, 3)};
+  return {space.value(p, 0), space.value(p, 1), space.value(p, 2), space.value(p, 3), space.value(p, 4)};
+}
+
+namespace {
+
+// A staging step no longer than the reduction (a longer one would print the same kernel again).
+bool stage_worth_trying(std::int64_t step, std::int64_t extent) { return step == 0 || step <= power_of_two_cover(extent); }
+
+// The staged copy's share of a thread's reduction step: the block's tiles (floats) copied once per
+// `steps` steps, a warp's part of them as cache lines plus the indexing of each element.
+void add_staging(search::GpuLoop& loop, const Tiles& t, std::int64_t shared_bytes, double steps) {
+  const double warps = std::ceil(static_cast<double>(t.threads_r * t.threads_c) / 32.0);
+  const double rounds = static_cast<double>(shared_bytes) / 4.0 / 32.0 / warps / steps;  // a warp's copy rounds per step
+  constexpr double kIssuePerRound = 4;  // the element's index arithmetic and the shared store
+  loop.cache_lines = rounds * (1 + kIssuePerRound);
+  loop.shared_loads = static_cast<double>(t.regs_r + t.regs_c);
+}
+
+}  // namespace
+
+std::int64_t conv_shared_bytes(const ConvGeometry& g, const CudaConvConfig& c) {
+  if (c.stage_ic == 0) return 0;
+  const Tiles t = conv_tiles(g, c);
+  const std::int64_t step = std::min(c.stage_ic, g.w[1]), kh = g.w[2], kw = g.w[3];
+  const std::int64_t rows = (kh - 1) * g.dilations[0] + 1;
+  const std::int64_t cols = g.strides[1] * (t.threads_c * t.regs_c - 1) + g.dilations[1] * (kw - 1) + 1;
+  return 4 * step * (rows * cols + t.threads_r * t.regs_r * kh * kw);
 }
 
 bool cuda_conv_config_valid(const ConvGeometry& g, const CudaConvConfig& c) {
-  return tiles_worth_trying(g.w[0] / g.groups, g.y[3], c.threads_oc, c.regs_oc, c.threads_x, c.regs_x);
+  return tiles_worth_trying(g.w[0] / g.groups, g.y[3], c.threads_oc, c.regs_oc, c.threads_x, c.regs_x) &&
+         stage_worth_trying(c.stage_ic, g.w[1]) && conv_shared_bytes(g, c) <= codegen::kMaxSharedBytes;
 }
 
 search::GpuLoop conv_loop(const ConvGeometry& g, const CudaConvConfig& c) {
-  return tile_loop(conv_tiles(g, c), static_cast<double>(g.w[1] * g.w[2] * g.w[3]), g.strides[1]);
+  const Tiles t = conv_tiles(g, c);
+  search::GpuLoop loop = tile_loop(t, static_cast<double>(g.w[1] * g.w[2] * g.w[3]), g.strides[1]);
+  if (c.stage_ic > 0)
+    add_staging(loop, t, conv_shared_bytes(g, c), static_cast<double>(std::min(c.stage_ic, g.w[1]) * g.w[2] * g.w[3]));
+  return loop;
 }
 
 search::GpuLaunch conv_launch(const ConvGeometry& g, const CudaConvConfig& c, int registers) {
@@ -204,6 +236,7 @@ search::GpuLaunch conv_launch(const ConvGeometry& g, const CudaConvConfig& c, in
   l.threads = t.threads_r * t.threads_c;
   l.blocks = g.y[0] * g.groups * ((g.w[0] / g.groups + t.tile_r - 1) / t.tile_r) * g.y[2] * ((g.y[3] + t.tile_c - 1) / t.tile_c);
   l.registers = registers;
+  l.shared_bytes = conv_shared_bytes(g, c);
   return l;
 }
 
@@ -247,7 +280,14 @@ PrintedCudaKernel conv_kernel(const ConvGeometry& g, const CudaConvConfig& c, bo
   const auto [oc_t, oc_r] = s.split(oc_i, t.regs_r);
   const auto [ox_o, ox_i] = s.split(ox, t.tile_c);
   const auto [ox_t, ox_r] = s.split(ox_i, t.regs_c);
-  s.reorder({vn, vg, oc_o, oy, ox_o, oc_t, ox_t, ic, ky, kx, oc_r, ox_r});
+  if (c.stage_ic > 0) {
+    const auto [ic_o, ic_i] = s.split(ic, std::min(c.stage_ic, icg));
+    s.reorder({vn, vg, oc_o, oy, ox_o, oc_t, ox_t, ic_o, ic_i, ky, kx, oc_r, ox_r});
+    s.stage_shared(x, ic_o);
+    s.stage_shared(wt, ic_o);
+  } else {
+    s.reorder({vn, vg, oc_o, oy, ox_o, oc_t, ox_t, ic, ky, kx, oc_r, ox_r});
+  }
   for (const Var& b : {vn, vg, oc_o, oy, ox_o}) s.bind_block(b);
   s.bind_thread(oc_t);
   s.bind_thread(ox_t);
@@ -256,7 +296,7 @@ PrintedCudaKernel conv_kernel(const ConvGeometry& g, const CudaConvConfig& c, bo
   std::string symbol = "wpk_conv";
   for (std::int64_t d : {n, g.x[1], h, w, g.w[0], kh, kw, g.strides[0], groups}) symbol += "_" + std::to_string(d);
   symbol += "_" + std::to_string(c.threads_oc) + "x" + std::to_string(c.regs_oc) + "x" + std::to_string(c.threads_x) + "x" +
-            std::to_string(c.regs_x);
+            std::to_string(c.regs_x) + (c.stage_ic ? "_s" + std::to_string(c.stage_ic) : "");
   return print_cuda(lower(s), symbol, "cuda backend");
 }
 
@@ -291,20 +331,33 @@ PrintedCudaKernel row_rstd_kernel(std::int64_t rows, std::int64_t cols, float ep
 }
 
 std::vector<search::Knob> cuda_product_knobs() {
-  return {{"threads_m", {1, 2, 4, 8, 16, 32}}, {"regs_m", {1, 2, 4, 8}}, {"threads_n", {4, 8, 16, 32, 64}}, {"regs_n", {1, 2, 4}}};
+  return {{"threads_m", {1, 2, 4, 8, 16, 32}},
+          {"regs_m", {1, 2, 4, 8}},
+          {"threads_n", {4, 8, 16, 32, 64}},
+          {"regs_n", {1, 2, 4}},
+          {"stage_k", {0, 4, 8, 16, 32}}};
 }
 
-
 CudaProductConfig product_config_at(const search::Space& space, const search::Point& p) {
-  return {space.value(p, 0), space.value(p, 1), space.value(p, 2), space.value(p, 3)};
+  return {space.value(p, 0), space.value(p, 1), space.value(p, 2), space.value(p, 3), space.value(p, 4)};
+}
+
+std::int64_t product_shared_bytes(const ProductGeometry& g, const CudaProductConfig& c) {
+  if (c.stage_k == 0) return 0;
+  const Tiles t = product_tiles(g, c);
+  return 4 * std::min(c.stage_k, g.k) * (t.threads_r * t.regs_r + t.threads_c * t.regs_c);
 }
 
 bool cuda_product_config_valid(const ProductGeometry& g, const CudaProductConfig& c) {
-  return tiles_worth_trying(g.m, g.n, c.threads_m, c.regs_m, c.threads_n, c.regs_n);
+  return tiles_worth_trying(g.m, g.n, c.threads_m, c.regs_m, c.threads_n, c.regs_n) && stage_worth_trying(c.stage_k, g.k) &&
+         product_shared_bytes(g, c) <= codegen::kMaxSharedBytes;
 }
 
 search::GpuLoop product_loop(const ProductGeometry& g, const CudaProductConfig& c) {
-  return tile_loop(product_tiles(g, c), static_cast<double>(g.k), 1);
+  const Tiles t = product_tiles(g, c);
+  search::GpuLoop loop = tile_loop(t, static_cast<double>(g.k), 1);
+  if (c.stage_k > 0) add_staging(loop, t, product_shared_bytes(g, c), static_cast<double>(std::min(c.stage_k, g.k)));
+  return loop;
 }
 
 search::GpuLaunch product_launch(const ProductGeometry& g, const CudaProductConfig& c, int registers) {
@@ -313,6 +366,7 @@ search::GpuLaunch product_launch(const ProductGeometry& g, const CudaProductConf
   l.threads = t.threads_r * t.threads_c;
   l.blocks = g.batch * ((g.m + t.tile_r - 1) / t.tile_r) * ((g.n + t.tile_c - 1) / t.tile_c);
   l.registers = registers;
+  l.shared_bytes = product_shared_bytes(g, c);
   return l;
 }
 
@@ -341,7 +395,14 @@ PrintedCudaKernel product_kernel(const ProductGeometry& g, const CudaProductConf
   const auto [it, ir] = s.split(i_rest, t.regs_r);
   const auto [jo, j_rest] = s.split(j, t.tile_c);
   const auto [jt, jr] = s.split(j_rest, t.regs_c);
-  s.reorder({b, io, jo, it, jt, k, ir, jr});
+  if (c.stage_k > 0) {
+    const auto [ko, ki] = s.split(k, std::min(c.stage_k, g.k));
+    s.reorder({b, io, jo, it, jt, ko, ki, ir, jr});
+    s.stage_shared(a, ko);
+    s.stage_shared(bm, ko);
+  } else {
+    s.reorder({b, io, jo, it, jt, k, ir, jr});
+  }
   for (const Var& v : {b, io, jo}) s.bind_block(v);
   s.bind_thread(it);
   s.bind_thread(jt);
@@ -349,7 +410,8 @@ PrintedCudaKernel product_kernel(const ProductGeometry& g, const CudaProductConf
   s.unroll(jr);
   std::string symbol = "wpk_matmul_" + std::to_string(g.batch) + "_" + std::to_string(g.m) + "_" + std::to_string(g.n) + "_" +
                        std::to_string(g.k) + "_" + std::to_string(c.threads_m) + "x" + std::to_string(c.regs_m) + "x" +
-                       std::to_string(c.threads_n) + "x" + std::to_string(c.regs_n);
+                       std::to_string(c.threads_n) + "x" + std::to_string(c.regs_n) +
+                       (c.stage_k ? "_s" + std::to_string(c.stage_k) : "");
   return print_cuda(lower(s), symbol, "cuda backend");
 }
 

@@ -28,7 +28,9 @@ codegen::PrintedCudaKernel elementwise_kernel(const std::string& name, const Sha
 
 // A 2-D NCHW convolution's geometry (groups included) and the schedule knobs of its generated
 // kernel: a thread computes regs_oc output channels x regs_x output columns in registers, a
-// block's threads_oc x threads_x threads cover a tile of channels and columns of one output row.
+// block's threads_oc x threads_x threads cover a tile of channels and columns of one output row;
+// with stage_ic, the block copies the input rows and weights its tile reads into shared memory,
+// stage_ic input channels at a time, and its threads read them from there.
 struct ConvGeometry {
   Shape x, w, y;  // [N, C, H, W], [O, C / groups, KH, KW], [N, O, OH, OW]
   std::int64_t groups = 1;
@@ -49,11 +51,12 @@ std::string conv_signature(const ConvGeometry& g, const ConvEpilogue& e);
 
 struct CudaConvConfig {
   std::int64_t threads_oc = 8, regs_oc = 4, threads_x = 16, regs_x = 2;
+  std::int64_t stage_ic = 0;  // 0: every thread reads global memory itself
   std::string describe() const;
 };
 // The knobs and their values, a point of them as a config, and the points worth trying (at most
 // 1024 threads, at least one warp where the convolution has that much parallelism, at most 32
-// accumulators a thread).
+// accumulators a thread, staged tiles within a block's shared memory).
 std::vector<search::Knob> cuda_conv_knobs();
 CudaConvConfig conv_config_at(const search::Space& space, const search::Point& p);
 bool cuda_conv_config_valid(const ConvGeometry& g, const CudaConvConfig& c);
@@ -66,6 +69,8 @@ search::GpuLoop conv_loop(const ConvGeometry& g, const CudaConvConfig& c);
 search::GpuLaunch conv_launch(const ConvGeometry& g, const CudaConvConfig& c, int registers);
 // Before compiling: the registers a schedule will likely take (its sums, its operands, indexing).
 int estimated_conv_registers(const CudaConvConfig& c);
+// The shared memory the schedule's staged tiles take (0 without stage_ic).
+std::int64_t conv_shared_bytes(const ConvGeometry& g, const CudaConvConfig& c);
 // The GPU cost model's seconds for the schedule taking `registers` per thread.
 double predict_conv_seconds(const search::GpuSpec& gpu, const ConvGeometry& g, const CudaConvConfig& c, int registers);
 
@@ -76,17 +81,21 @@ codegen::PrintedCudaKernel conv_kernel(const ConvGeometry& g, const CudaConvConf
 
 // A (batched) product Y[b] = A[b] B[b or shared] with its epilogue act(acc + bias[n] + Z), and
 // the schedule knobs of its generated kernel: a thread computes regs_m x regs_n outputs in
-// registers, a block's threads_m x threads_n threads a tile of rows and columns.
+// registers, a block's threads_m x threads_n threads a tile of rows and columns; with stage_k, the
+// block copies the rows of A and columns of B its tile reads into shared memory, stage_k steps of
+// the reduction at a time.
 struct ProductGeometry {
   std::int64_t batch = 1, m = 1, n = 1, k = 1;
   bool b_batched = false;  // B has one matrix per batch entry (else one shared)
 };
 struct CudaProductConfig {
   std::int64_t threads_m = 8, regs_m = 4, threads_n = 16, regs_n = 2;
+  std::int64_t stage_k = 0;  // 0: every thread reads global memory itself
 };
 std::vector<search::Knob> cuda_product_knobs();
 CudaProductConfig product_config_at(const search::Space& space, const search::Point& p);
 int estimated_product_registers(const CudaProductConfig& c);
+std::int64_t product_shared_bytes(const ProductGeometry& g, const CudaProductConfig& c);
 bool cuda_product_config_valid(const ProductGeometry& g, const CudaProductConfig& c);
 search::GpuLoop product_loop(const ProductGeometry& g, const CudaProductConfig& c);
 search::GpuLaunch product_launch(const ProductGeometry& g, const CudaProductConfig& c, int registers);

@@ -125,6 +125,7 @@ CompiledCubin Nvrtc::compile(const std::string& source, const std::string& name,
   api_->GetCUBIN(prog, out.cubin.data());
   out.resources = parse_ptxas_resources(out.log);
   if (out.resources.registers < 0) out.resources.registers = cubin_register_count(out.cubin);
+  if (out.resources.shared_bytes < 0) out.resources.shared_bytes = cubin_shared_bytes(out.cubin);
   return out;
 }
 
@@ -149,31 +150,47 @@ bool read_at(const std::string& bytes, std::size_t at, T* out) {
 
 }  // namespace
 
-int cubin_register_count(const std::string& elf) {
-  // ELF64, little-endian: the section headers, then the ".nv.info" section's records, each a
-  // format byte and an attribute byte; format 4 carries a 16-bit size and that many bytes,
-  // the others a 16-bit value. Attribute 0x2f (the register count) holds a symbol index and the
-  // count, 32 bits each.
-  if (elf.size() < 64 || elf.compare(0, 4, "\x7f" "ELF") != 0 || elf[4] != 2) return -1;
+namespace {
+
+// Calls f(name, offset, size) for each section of an ELF64 little-endian image whose bytes lie
+// inside it; false when the image is not one.
+template <typename F>
+bool for_each_section(const std::string& elf, const F& f) {
+  if (elf.size() < 64 || elf.compare(0, 4, "\x7f" "ELF") != 0 || elf[4] != 2) return false;
   std::uint64_t shoff = 0;
   std::uint16_t shentsize = 0, shnum = 0, shstrndx = 0;
   if (!read_at(elf, 0x28, &shoff) || !read_at(elf, 0x3a, &shentsize) || !read_at(elf, 0x3c, &shnum) ||
       !read_at(elf, 0x3e, &shstrndx) || shentsize < 64 || shstrndx >= shnum)
-    return -1;
-  auto section = [&](std::uint16_t i, std::uint32_t* name, std::uint64_t* offset, std::uint64_t* size) {
+    return false;
+  auto section = [&](std::uint16_t i, std::uint32_t* name, std::uint32_t* type, std::uint64_t* offset, std::uint64_t* size) {
     const std::size_t at = static_cast<std::size_t>(shoff + std::uint64_t(i) * shentsize);
-    return read_at(elf, at, name) && read_at(elf, at + 0x18, offset) && read_at(elf, at + 0x20, size);
+    return read_at(elf, at, name) && read_at(elf, at + 4, type) && read_at(elf, at + 0x18, offset) && read_at(elf, at + 0x20, size);
   };
-  std::uint32_t ignored = 0;
+  std::uint32_t ignored = 0, type = 0;
   std::uint64_t names_at = 0, names_size = 0;
-  if (!section(shstrndx, &ignored, &names_at, &names_size) || names_at > elf.size() || names_size > elf.size() - names_at)
-    return -1;
+  if (!section(shstrndx, &ignored, &type, &names_at, &names_size) || names_at > elf.size() || names_size > elf.size() - names_at)
+    return false;
   const std::string names = elf.substr(static_cast<std::size_t>(names_at), static_cast<std::size_t>(names_size));
+  constexpr std::uint32_t kNoBits = 8;  // a section that takes memory but no bytes in the file
   for (std::uint16_t i = 0; i < shnum; ++i) {
     std::uint32_t name = 0;
     std::uint64_t offset = 0, size = 0;
-    if (!section(i, &name, &offset, &size) || name >= names_size || offset > elf.size() || size > elf.size() - offset) continue;
-    if (names.compare(name, 9, std::string(".nv.info\0", 9)) != 0) continue;  // the name and its terminator
+    if (!section(i, &name, &type, &offset, &size) || name >= names_size) continue;
+    if (type != kNoBits && (offset > elf.size() || size > elf.size() - offset)) continue;
+    f(std::string(names.c_str() + name), offset, size);
+  }
+  return true;
+}
+
+}  // namespace
+
+int cubin_register_count(const std::string& elf) {
+  // The ".nv.info" section's records, each a format byte and an attribute byte; format 4 carries
+  // a 16-bit size and that many bytes, the others a 16-bit value. Attribute 0x2f (the register
+  // count) holds a symbol index and the count, 32 bits each.
+  int found = -1;
+  for_each_section(elf, [&](const std::string& name, std::uint64_t offset, std::uint64_t size) {
+    if (name != ".nv.info" || found >= 0) return;
     for (std::size_t at = static_cast<std::size_t>(offset); at + 4 <= offset + size;) {
       const auto format = static_cast<unsigned char>(elf[at]), attribute = static_cast<unsigned char>(elf[at + 1]);
       std::uint16_t value = 0;
@@ -183,11 +200,25 @@ int cubin_register_count(const std::string& elf) {
         continue;
       }
       std::uint32_t count = 0;
-      if (attribute == 0x2f && value >= 8 && read_at(elf, at + 8, &count)) return static_cast<int>(count);
+      if (attribute == 0x2f && value >= 8 && read_at(elf, at + 8, &count)) {
+        found = static_cast<int>(count);
+        return;
+      }
       at += 4 + value;
     }
-  }
-  return -1;
+  });
+  return found;
+}
+
+std::int64_t cubin_shared_bytes(const std::string& elf) {
+  // A kernel's static shared arrays are its ".nv.shared.KERNEL" section (memory, no file bytes).
+  // From sm_90 that section also holds the kilobyte the driver reserves in every block, so the
+  // figure can exceed ptxas's by 1024: an upper bound, which is what a limit check needs.
+  std::int64_t bytes = 0;
+  const bool read = for_each_section(elf, [&](const std::string& name, std::uint64_t, std::uint64_t size) {
+    if (name.rfind(".nv.shared.", 0) == 0 && name.find("reserved") == std::string::npos) bytes += static_cast<std::int64_t>(size);
+  });
+  return read ? bytes : -1;
 }
 
 CudaArchLimits cuda_arch_limits(int sm) {

@@ -53,5 +53,8 @@ CubinResources parse_ptxas_resources(const std::string& log);
 // The registers per thread the cubin's kernel uses, from its ELF notes (.nv.info's register-count
 // record), for NVRTC releases whose log leaves ptxas's report out; -1 when it has none.
 int cubin_register_count(const std::string& cubin);
+// The static shared memory of the cubin's kernel (its .nv.shared sections; from sm_90 including
+// the driver's reserved kilobyte); -1 when it is no ELF.
+std::int64_t cubin_shared_bytes(const std::string& cubin);
 
 }  // namespace wpk::codegen

@@ -18,9 +18,10 @@ struct Case {
   std::shared_ptr<Schedule> schedule;
 };
 
-// C = relu(A B + bias): blocks of (ti * ri) x (tj * rj) outputs, threads of ri x rj registers.
+// C = relu(A B + bias): blocks of (ti * ri) x (tj * rj) outputs, threads of ri x rj registers;
+// with kt, A and B are staged in shared memory kt steps of k at a time.
 Case product_case(std::int64_t m, std::int64_t n, std::int64_t kk, std::int64_t ti, std::int64_t ri, std::int64_t tj,
-                  std::int64_t rj) {
+                  std::int64_t rj, std::int64_t kt = 0) {
   Var i = var("i", m), j = var("j", n), k = var("k", kk);
   Buffer a = buffer("a", {m, kk}), b = buffer("b", {kk, n}), bias = buffer("bias", {n});
   Case c{"matmul_" + std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(kk),
@@ -32,7 +33,15 @@ Case product_case(std::int64_t m, std::int64_t n, std::int64_t kk, std::int64_t 
   const auto [it, ir] = s->split(i_rest, std::min(ri, i_rest->extent));
   const auto [jo, j_rest] = s->split(j, std::min(tj * rj, n));
   const auto [jt, jr] = s->split(j_rest, std::min(rj, j_rest->extent));
-  s->reorder({io, jo, it, jt, k, ir, jr});
+  if (kt) {
+    c.name += "_staged" + std::to_string(kt);
+    const auto [ko, ki] = s->split(k, kt);
+    s->reorder({io, jo, it, jt, ko, ki, ir, jr});
+    s->stage_shared(a, ko);
+    s->stage_shared(b, ko);
+  } else {
+    s->reorder({io, jo, it, jt, k, ir, jr});
+  }
   s->bind_block(io);
   s->bind_block(jo);
   s->bind_thread(it);
@@ -87,10 +96,46 @@ Case conv_case(std::int64_t stride, bool depthwise) {
   return c;
 }
 
+// NCHW convolution of 6 to 7 channels, 3x3, pads 1, with bias: a block per (image, tile of 4
+// output channels, output row, tile of 4 columns), a thread per (channel, column) pair of 2 x 2
+// registers; the input and weights staged in shared memory `ic_step` input channels at a time.
+Case staged_conv_case(std::int64_t stride, std::int64_t ic_step) {
+  const std::int64_t batch = 2, ci = 6, co = 7, h = 7, w = 9, oh = (h - 1) / stride + 1, ow = (w - 1) / stride + 1;
+  Var n = var("n", batch), o = var("o", co), y = var("y", oh), x = var("x", ow);
+  Var ic = var("ic", ci), ky = var("ky", 3), kx = var("kx", 3);
+  Buffer in = buffer("in", {batch, ci, h, w}), wt = buffer("w", {co, ci, 3, 3}), bias = buffer("bias", {co});
+  const Affine iy = Affine(y) * stride + Affine(ky) - 1, ix = Affine(x) * stride + Affine(kx) - 1;
+  Case c{"staged_conv_s" + std::to_string(stride) + "_ic" + std::to_string(ic_step),
+         compute("conv", buffer("out", {batch, co, oh, ow}), {n, o, y, x}, {ic, ky, kx},
+                 load_or_zero(in, {n, ic, iy, ix}) * load(wt, {o, ic, ky, kx}), acc() + load(bias, {o}), {in, wt, bias}),
+         nullptr};
+  auto s = std::make_shared<Schedule>(c.c);
+  const auto [oo, o_rest] = s->split(o, 4);
+  const auto [ot, orr] = s->split(o_rest, 2);
+  const auto [xo, x_rest] = s->split(x, 4);
+  const auto [xt, xr] = s->split(x_rest, 2);
+  const auto [ico, ici] = s->split(ic, ic_step);
+  s->reorder({n, oo, y, xo, ot, xt, ico, ici, ky, kx, orr, xr});
+  for (const Var& v : {n, oo, y, xo}) s->bind_block(v);
+  s->bind_thread(ot);
+  s->bind_thread(xt);
+  s->unroll(orr);
+  s->unroll(xr);
+  s->stage_shared(in, ico);
+  s->stage_shared(wt, ico);
+  c.schedule = s;
+  return c;
+}
+
 std::vector<Case> cases() {
   std::vector<Case> all;
-  for (const auto& shape : std::vector<std::array<std::int64_t, 3>>{{13, 37, 19}, {32, 64, 16}, {1, 5, 3}})
+  for (const auto& shape : std::vector<std::array<std::int64_t, 3>>{{13, 37, 19}, {32, 64, 16}, {1, 5, 3}}) {
     all.push_back(product_case(shape[0], shape[1], shape[2], 4, 2, 8, 2));
+    all.push_back(product_case(shape[0], shape[1], shape[2], 4, 2, 8, 2, std::min<std::int64_t>(8, shape[2])));
+  }
+  all.push_back(product_case(13, 37, 19, 3, 3, 5, 2, 5));  // tiles that split unevenly everywhere
+  for (std::int64_t stride : {1, 2})
+    for (std::int64_t step : {1, 4}) all.push_back(staged_conv_case(stride, step));
   all.push_back(elementwise_case(7, 45, 32));
   all.push_back(elementwise_case(3, 1000, 256));
   for (std::int64_t stride : {1, 2})
@@ -114,6 +159,7 @@ TEST_CASE("printed CUDA kernels match the interpreter under host emulation, rema
     bool guards = false;
     const std::vector<float> got = run(kernel, c.c, v, 1, &guards);
     CHECK(guards);
+    CHECK_FALSE(emulation_diverged(*kernel));
     const std::vector<float> want = interpret(c.c, v);
     REQUIRE(got.size() == want.size());
     std::size_t bad = 0;
@@ -121,6 +167,54 @@ TEST_CASE("printed CUDA kernels match the interpreter under host emulation, rema
       if (!(std::fabs(got[i] - want[i]) <= 1e-5f * (1 + std::fabs(want[i])))) ++bad;
     CHECK(bad == 0);
   }
+}
+
+TEST_CASE("a staged kernel copies its tiles between barriers, and the emulation catches threads that miss one", "[codegen][cuda]") {
+  const Case staged = product_case(13, 37, 19, 4, 2, 8, 2, 8);
+  const LoweredKernel lowered = lower(*staged.schedule);
+  REQUIRE(lowered.shared.size() == 2);
+  CHECK(lowered.shared[0]->dims == std::vector<std::int64_t>{8, 8});   // rows of A the block holds x k steps
+  CHECK(lowered.shared[1]->dims == std::vector<std::int64_t>{8, 16});  // k steps x columns of B
+  const std::string ir = dump(lowered.body);
+  INFO(ir);
+  CHECK(ir.find("barrier") != std::string::npos);
+  CHECK(ir.find("shared a_tile[8][8]") != std::string::npos);
+  const PrintedCudaKernel printed = print_cuda(lowered, "wpk_staged", "codegen tests");
+  CHECK(printed.source.find("__shared__ float s_a_tile[64];") != std::string::npos);
+  CHECK(printed.source.find("__syncthreads();") != std::string::npos);
+  CHECK_THROWS_WITH(print_cpp(lowered, CpuTarget::Scalar, "k", "tests"), Catch::Contains("bound to CUDA") || Catch::Contains("barrier"));
+
+  PrintedCudaKernel divergent;
+  divergent.symbol = "wpk_divergent";
+  divergent.threads = 4;
+  divergent.args = 1;
+  divergent.source = "extern \"C\" __global__ void wpk_divergent(float* a0) {\n"
+                     "  if (threadIdx.x == 0) __syncthreads();\n  a0[threadIdx.x] = 1.0f;\n}\n";
+  std::string why;
+  const auto kernel = build_emulated(divergent, "divergent", &why);
+  INFO(why);
+  REQUIRE(kernel);
+  std::vector<float> out(4, 0.0f);
+  float* args[] = {out.data()};
+  reinterpret_cast<void (*)(float* const*, const std::int64_t*, int)>(kernel->entry)(args, nullptr, 1);
+  CHECK(emulation_diverged(*kernel));
+  CHECK(std::isnan(out[0]));
+
+  Var i = var("i", 4), k = var("k", 4);
+  Buffer a = buffer("a", {4, 4});
+  Schedule epilogue_read(compute("red", buffer("o", {4}), {i}, {k}, load(a, {i, k}), acc() + load(a, {i, 0}), {a}));
+  epilogue_read.stage_shared(a, k);
+  CHECK_THROWS_WITH(lower(epilogue_read), Catch::Contains("epilogue"));
+  Schedule not_reduction(compute("red", buffer("o", {4}), {i}, {k}, load(a, {i, k}), nullptr, {a}));
+  CHECK_THROWS_WITH(not_reduction.stage_shared(a, i), Catch::Contains("not a reduction"));
+  Var big_i = var("i", 128), big_k = var("k", 128);
+  Buffer big = buffer("a", {128, 128});
+  Schedule too_big(compute("red", buffer("o", {128}), {big_i}, {big_k}, load(big, {big_i, big_k}), nullptr, {big}));
+  const auto [bo, bi] = too_big.split(big_k, 128);
+  (void)bi;
+  too_big.bind_thread(big_i);
+  too_big.stage_shared(big, bo);
+  CHECK_THROWS_WITH(lower(too_big), Catch::Contains("shared memory"));
 }
 
 TEST_CASE("printed CUDA kernels compile with NVRTC for sm_80 and sm_90 within the architectures' limits", "[codegen][cuda]") {
@@ -145,6 +239,9 @@ TEST_CASE("printed CUDA kernels compile with NVRTC for sm_80 and sm_90 within th
       CHECK(cubin.cubin.compare(0, 4, "\x7f" "ELF") == 0);
       REQUIRE(cubin.resources.registers > 0);  // ptxas's report was read
       CHECK(cubin_register_count(cubin.cubin) == cubin.resources.registers);  // and the cubin's notes agree
+      // The cubin's figure includes the kilobyte sm_90 reserves; -1 from ptxas: none reported.
+      CHECK(cubin_shared_bytes(cubin.cubin) >= std::max<std::int64_t>(0, cubin.resources.shared_bytes));
+      CHECK(cubin_shared_bytes(cubin.cubin) <= std::max<std::int64_t>(0, cubin.resources.shared_bytes) + (sm >= 90 ? 1024 : 0));
       CHECK(cubin.resources.registers <= limits.registers_per_thread);
       CHECK(cubin.resources.registers * printed.threads <= limits.registers_per_block);
       CHECK(cubin.resources.shared_bytes <= limits.shared_bytes_per_block);
