@@ -70,6 +70,11 @@ struct RunOptions {
   // Another thread sets it to stop the run (ErrorCode::Cancelled) at the next such check; it must
   // outlive the run. Null: no flag.
   const std::atomic<bool>* cancel = nullptr;
+  // Outputs that a CUDA session's device region computes (and no CPU node reads) come back in GPU
+  // memory (Tensor::on_device), allocated for the caller and freed with the last copy of the
+  // Tensor, instead of being copied to the host. Other outputs, and every output of a CPU
+  // session, stay on the host.
+  bool outputs_on_device = false;
 };
 
 struct SessionOptions {

@@ -61,6 +61,16 @@ class Tensor {
     return borrow(const_cast<T*>(data), std::move(shape));
   }
 
+  // Memory on the GPU that a CUDA session (SessionOptions::device) runs on: raw() is the device
+  // address, which the host never reads (data<T>() and clone() throw). As an input it is copied on
+  // the device into the device region that reads it (to the host where the CPU reads it); with
+  // RunOptions::outputs_on_device, outputs a device region computes come back this way. Borrowed:
+  // the caller keeps the memory alive and unchanged while the run uses it.
+  static Tensor borrow_device(void* device_data, DType dtype, Shape shape);
+  // Device memory kept alive by `owner` (released with the last copy of the Tensor).
+  static Tensor wrap_device(std::shared_ptr<void> owner, void* device_data, DType dtype, Shape shape);
+  bool on_device() const { return on_device_; }
+
   // A tensor of strings (dtype String): raw() is null and nbytes() 0; strings() holds the
   // elements in row-major order. Strings are immutable once made.
   static Tensor from_strings(std::vector<std::string> values, Shape shape);
@@ -89,14 +99,14 @@ class Tensor {
 
   void* raw() { return data_; }
   const void* raw() const { return data_; }
-  // Typed access; throws Error if T does not match dtype().
+  // Typed access; throws Error if T does not match dtype() or the tensor is on the device.
   template <typename T> T* data() { check_type(dtype_of<T>()); return static_cast<T*>(data_); }
   template <typename T> const T* data() const {
     check_type(dtype_of<T>());
     return static_cast<const T*>(data_);
   }
 
-  // A deep, owned copy (of every element, for a sequence).
+  // A deep, owned copy (of every element, for a sequence); Error for a device tensor.
   Tensor clone() const;
   // Same bytes, another shape with the same element count.
   Tensor reshaped(Shape shape) const;
@@ -114,6 +124,7 @@ class Tensor {
   std::shared_ptr<const std::vector<Tensor>> elements_;  // a sequence's
   std::shared_ptr<const std::vector<std::string>> strings_;  // a string tensor's
   DType element_dtype_ = DType::Undefined;
+  bool on_device_ = false;
 };
 
 }  // namespace wpk

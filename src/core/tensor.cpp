@@ -91,6 +91,21 @@ Tensor Tensor::wrap(std::shared_ptr<void> owner, void* data, DType dtype, Shape 
   return t;
 }
 
+Tensor Tensor::borrow_device(void* device_data, DType dtype, Shape shape) {
+  if (!dtype_is_storable(dtype) || dtype == DType::String)
+    throw Error(ErrorCode::Unsupported, std::string("device tensors of dtype ") + dtype_name(dtype) + " are not supported");
+  Tensor t = borrow(device_data, dtype, std::move(shape));
+  t.on_device_ = true;
+  return t;
+}
+
+Tensor Tensor::wrap_device(std::shared_ptr<void> owner, void* device_data, DType dtype, Shape shape) {
+  if (!owner) throw Error(ErrorCode::InvalidArgument, "Tensor::wrap_device given no owner; use Tensor::borrow_device");
+  Tensor t = borrow_device(device_data, dtype, std::move(shape));
+  t.storage_ = std::move(owner);
+  return t;
+}
+
 std::int64_t Tensor::dim(int axis) const {
   const int r = rank();
   if (axis < -r || axis >= r)
@@ -152,6 +167,7 @@ Tensor Tensor::clone() const {
   if (is_none()) return none();
   if (dtype_ == DType::String) return *this;  // immutable: sharing is copying
   if (empty()) return Tensor();
+  if (on_device_) throw Error(ErrorCode::Unsupported, "a device tensor cannot be cloned on the host; copy it with the CUDA API");
   Tensor t = zeros(dtype_, shape_);
   copy_bytes(t.data_, data_, nbytes());
   return t;
@@ -166,6 +182,8 @@ Tensor Tensor::reshaped(Shape shape) const {
 }
 
 void Tensor::check_type(DType want) const {
+  if (on_device_)
+    throw Error(ErrorCode::InvalidArgument, "the tensor is in GPU memory, which the host does not read; its device address is raw()");
   if (want != dtype_)
     throw Error(ErrorCode::InvalidArgument,
                 std::string("tensor holds ") + dtype_name(dtype_) + ", accessed as " + dtype_name(want));

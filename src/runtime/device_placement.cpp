@@ -104,6 +104,14 @@ Node make_region(const Graph& g, std::size_t first, std::size_t last, int index)
   region.inputs = inputs;
   region.outputs = outputs;
   region.attributes.emplace("body", Attribute(std::shared_ptr<const Graph>(body)));
+  // The outputs that only the caller reads: RunOptions::outputs_on_device may leave them on the GPU.
+  std::set<ValueId> read_by_nodes;
+  for (std::size_t i = last; i < nodes.size(); ++i) read_by_nodes.insert(nodes[i].inputs.begin(), nodes[i].inputs.end());
+  const std::set<ValueId> graph_outputs(g.outputs().begin(), g.outputs().end());
+  std::vector<std::int64_t> returned;
+  for (std::size_t o = 0; o < outputs.size(); ++o)
+    if (graph_outputs.count(outputs[o]) && !read_by_nodes.count(outputs[o])) returned.push_back(static_cast<std::int64_t>(o));
+  region.attributes.emplace("returned_outputs", Attribute(returned));
   for (std::size_t i = first; i < last; ++i) region.fused_from.push_back(nodes[i].op_type);
   return region;
 }

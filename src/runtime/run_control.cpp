@@ -25,4 +25,6 @@ void check_run_control(const Node& node) {
     throw Error(ErrorCode::Cancelled, node_label(node) + "the run passed its deadline");
 }
 
+const RunOptions* current_run_options() { return t_options; }
+
 }  // namespace wpk

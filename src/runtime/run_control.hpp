@@ -24,5 +24,7 @@ class RunControlScope {
 // Throws Error(Cancelled), naming the node it reached, when the thread's run is past its deadline
 // or its cancel flag is set; does nothing outside a run with options.
 void check_run_control(const Node& node);
+// The thread's run options; null outside a run given some.
+const RunOptions* current_run_options();
 
 }  // namespace wpk

@@ -1,5 +1,6 @@
 #include "wpk/session.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <mutex>
@@ -72,6 +73,33 @@ bool shares_bytes(const Tensor& a, const Tensor& b) {
 
 // Returned tensors own their memory: never the caller's input bytes, the session's weights, or
 // the run's arena, which the next run reuses.
+// Inputs in GPU memory stay there for the device regions that read them; one that a CPU node
+// reads (or the caller gets back as an output) comes to the host first. Nothing when no input is
+// on the device.
+std::optional<TensorMap> host_copies_where_read(const Graph& g, const TensorMap& inputs) {
+  bool any = false;
+  for (const auto& kv : inputs) any = any || kv.second.on_device();
+  if (!any) return std::nullopt;
+  bool regions = false;
+  for (const Node& n : g.nodes()) regions = regions || (n.domain == kWpkDomain && n.op_type == cuda::kRegionOp);
+  TensorMap out = inputs;
+  for (auto& [name, t] : out) {
+    if (!t.on_device()) continue;
+    if (!regions)
+      throw Error(ErrorCode::InvalidArgument, "input '" + name + "' is in GPU memory, but this session runs on the CPU (SessionOptions::device)");
+    const ValueId v = g.find_value(name);
+    bool host_reads = std::find(g.outputs().begin(), g.outputs().end(), v) != g.outputs().end();
+    for (const Node& n : g.nodes())
+      if (!(n.domain == kWpkDomain && n.op_type == cuda::kRegionOp))
+        host_reads = host_reads || std::find(n.inputs.begin(), n.inputs.end(), v) != n.inputs.end();
+    if (!host_reads) continue;
+#ifdef WPK_WITH_CUDA
+    t = cuda::copy_to_host(t);
+#endif
+  }
+  return out;
+}
+
 TensorMap collect_outputs(const Graph& g, const TensorMap& inputs, const Executor& exec) {
   TensorMap out;
   for (ValueId v : g.outputs()) {
@@ -350,12 +378,14 @@ TensorMap Session::run_with(const TensorMap& inputs, const RunOptions* options, 
   try {
     // A bad request is turned away before it queues for CPUs.
     const auto called = std::chrono::steady_clock::now();
-    check_run_inputs(impl_->graph, inputs);
+    const std::optional<TensorMap> moved = host_copies_where_read(impl_->graph, inputs);
+    const TensorMap& placed = moved ? *moved : inputs;
+    check_run_inputs(impl_->graph, placed);
     const double checks_us = us_since(called);
     const auto checked = std::chrono::steady_clock::now();
     TensorMap out;
     RunPool::process().execute(impl_->threads,
-                               [&] { out = run_checked(inputs, options, profile, checks_us, us_since(checked)); });
+                               [&] { out = run_checked(placed, options, profile, checks_us, us_since(checked)); });
     return out;
   } catch (...) {
     rethrow_as_error();

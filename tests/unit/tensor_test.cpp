@@ -39,6 +39,38 @@ TEST_CASE("tensor misuse throws wpk::Error", "[tensor][errors]") {
   CHECK_THROWS_AS(Tensor::zeros(DType::Float32, {1 << 30, 1 << 30}), Error);
 }
 
+TEST_CASE("device tensors carry a device address the host never reads, and a CPU session refuses them", "[tensor][errors]") {
+  // An address the host must not touch: nothing here may read it.
+  void* address = reinterpret_cast<void*>(std::uintptr_t{0x7f0000001000});
+  const Tensor d = Tensor::borrow_device(address, DType::Float32, {2, 3});
+  CHECK(d.on_device());
+  CHECK(d.raw() == address);
+  CHECK(d.numel() == 6);
+  CHECK_FALSE(Tensor::zeros(DType::Float32, {2}).on_device());
+  CHECK_THROWS_WITH(d.data<float>(), Catch::Contains("GPU memory"));
+  CHECK_THROWS_AS(d.clone(), Error);
+  CHECK(d.reshaped({3, 2}).on_device());
+  CHECK_THROWS_AS(Tensor::borrow_device(nullptr, DType::Float32, {2}), Error);
+  CHECK_THROWS_AS(Tensor::wrap_device(nullptr, address, DType::Float32, {2}), Error);
+  auto owner = std::make_shared<int>(1);
+  const Tensor w = Tensor::wrap_device(owner, address, DType::Float32, {2});
+  CHECK(w.on_device());
+  CHECK(owner.use_count() == 2);
+
+  Graph g;
+  g.add_input("x", DType::Float32, {2, 3});
+  g.add_node("Relu", {"x"}, {"y"});
+  g.add_output("y");
+  Session s(std::move(g));
+  try {
+    s.run({{"x", d}});
+    FAIL("a CPU session ran a device tensor");
+  } catch (const Error& e) {
+    CHECK(e.code() == ErrorCode::InvalidArgument);
+    CHECK_THAT(e.what(), Catch::Contains("input 'x' is in GPU memory") && Catch::Contains("runs on the CPU"));
+  }
+}
+
 TEST_CASE("scalars have rank 0 and one element", "[tensor]") {
   Tensor s = Tensor::scalar<std::int64_t>(42);
   CHECK(s.rank() == 0);

@@ -21,6 +21,7 @@ namespace wpk::cuda {
   X(DevicePrimaryCtxRetain, cuDevicePrimaryCtxRetain) X(CtxSetCurrent, cuCtxSetCurrent)                          \
   X(MemAlloc, cuMemAlloc_v2) X(MemFree, cuMemFree_v2) X(MemGetInfo, cuMemGetInfo_v2)                             \
   X(MemcpyHtoDAsync, cuMemcpyHtoDAsync_v2) X(MemcpyDtoHAsync, cuMemcpyDtoHAsync_v2)                              \
+  X(MemcpyHtoD, cuMemcpyHtoD_v2) X(MemcpyDtoH, cuMemcpyDtoH_v2)                                                  \
   X(MemcpyDtoDAsync, cuMemcpyDtoDAsync_v2) X(Memcpy2DAsync, cuMemcpy2DAsync_v2) X(MemsetD32Async, cuMemsetD32Async) \
   X(StreamCreate, cuStreamCreate) X(StreamDestroy, cuStreamDestroy_v2) X(StreamSynchronize, cuStreamSynchronize) \
   X(EventCreate, cuEventCreate) X(EventDestroy, cuEventDestroy_v2) X(EventRecord, cuEventRecord)                 \

@@ -76,6 +76,21 @@ DeviceBuffer::~DeviceBuffer() {
   driver().MemFree(ptr_);
 }
 
+Tensor device_tensor(DType dtype, const Shape& shape, const std::string& what) {
+  auto buffer = std::make_shared<DeviceBuffer>(static_cast<std::size_t>(shape_numel(shape)) * dtype_size(dtype), what);
+  void* address = reinterpret_cast<void*>(static_cast<std::uintptr_t>(buffer->get()));
+  return Tensor::wrap_device(std::move(buffer), address, dtype, shape);
+}
+
+Tensor copy_to_host(const Tensor& device) {
+  Device::get();
+  Tensor host = Tensor::zeros(device.dtype(), device.shape());
+  if (host.nbytes())
+    check(driver().MemcpyDtoH(host.raw(), static_cast<CUdeviceptr>(reinterpret_cast<std::uintptr_t>(device.raw())), host.nbytes()),
+          "copying a device tensor to the host");
+  return host;
+}
+
 DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
   if (this != &o) {
     if (ptr_) activate_for_teardown(), driver().MemFree(ptr_);

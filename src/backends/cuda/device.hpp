@@ -8,6 +8,7 @@
 
 #include "backends/cuda/cuda_api.hpp"
 #include "search/gpu_cost_model.hpp"
+#include "wpk/tensor.hpp"
 
 namespace wpk::cuda {
 
@@ -56,6 +57,11 @@ class DeviceBuffer {
   CUdeviceptr ptr_ = 0;
   std::size_t bytes_ = 0;
 };
+
+// A caller's output in device memory (Tensor::on_device), freed with the tensor's last copy.
+Tensor device_tensor(DType dtype, const Shape& shape, const std::string& what);
+// A device tensor's bytes copied to the host.
+Tensor copy_to_host(const Tensor& device);
 
 // A stream with the cuBLAS and cuDNN handles bound to it: what one sequence of launches uses.
 class StreamHandles {

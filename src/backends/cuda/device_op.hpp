@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "backends/cuda/device.hpp"
+#include "backends/cuda/elementwise_kernels.hpp"
 #include "backends/cuda/tuning_records.hpp"
 #include "codegen/cuda_printer.hpp"
 #include "codegen/jit/cubin_store.hpp"
@@ -98,6 +99,8 @@ std::unique_ptr<DeviceOp> prepare_generated(const PrepareEnv& env);
 std::unique_ptr<DeviceOp> prepare_layer_norm(const PrepareEnv& env);
 std::unique_ptr<DeviceOp> prepare_softmax(const PrepareEnv& env);
 std::unique_ptr<DeviceOp> prepare_attention(const PrepareEnv& env);
+// The kernel of an element-wise group (generated_kernels.hpp), reading its inputs in order.
+std::unique_ptr<DeviceOp> prepare_elementwise_group(const PrepareEnv& env, const ElementwiseGroup& group);
 
 // A generated kernel's buffers for an op with an optional bias (input 2) and residual (input 3):
 // the first two inputs, then the bias and the residual when given, then the output.

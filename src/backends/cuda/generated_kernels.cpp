@@ -2,81 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
-
 #include "codegen/loop_ir.hpp"
 #include "wpk/error.hpp"
 
 namespace wpk::cuda {
 
 using namespace codegen;
-
-namespace {
-
-constexpr std::int64_t kThreadsPerBlock = 256;
-
-// Output dims with each operand's (1 where it broadcasts), after dropping size-1 output dims and
-// merging neighbours that every operand treats alike.
-struct Collapsed {
-  std::vector<std::int64_t> out;
-  std::vector<std::vector<std::int64_t>> operands;
-};
-
-Collapsed collapse(const Shape& out, const std::vector<Shape>& operands) {
-  Collapsed c;
-  c.operands.resize(operands.size());
-  std::vector<bool> last_pattern;
-  for (std::size_t d = 0; d < out.size(); ++d) {
-    if (out[d] == 1) continue;
-    std::vector<bool> pattern;  // true: the operand broadcasts along d
-    for (const Shape& s : operands) {
-      const std::size_t lead = out.size() - s.size();
-      const bool broadcast = d < lead || s[d - lead] == 1;
-      if (!broadcast && s[d - lead] != out[d])
-        throw Error(ErrorCode::InvalidArgument, "operand " + shape_to_string(s) + " does not broadcast to " + shape_to_string(out));
-      pattern.push_back(broadcast);
-    }
-    if (!c.out.empty() && pattern == last_pattern) {
-      c.out.back() *= out[d];
-      for (std::size_t i = 0; i < operands.size(); ++i)
-        if (!pattern[i]) c.operands[i].back() *= out[d];
-      continue;
-    }
-    c.out.push_back(out[d]);
-    for (std::size_t i = 0; i < operands.size(); ++i) c.operands[i].push_back(pattern[i] ? 1 : out[d]);
-    last_pattern = pattern;
-  }
-  if (c.out.empty()) {
-    c.out = {1};
-    for (auto& o : c.operands) o = {1};
-  }
-  return c;
-}
-
-}  // namespace
-
-PrintedCudaKernel elementwise_kernel(const std::string& name, const Shape& out, const std::vector<Shape>& operands,
-                                     const ElementwiseBody& body) {
-  const Collapsed c = collapse(out, operands);
-  std::vector<Var> axes;
-  for (std::size_t d = 0; d < c.out.size(); ++d) axes.push_back(var("d" + std::to_string(d), c.out[d]));
-  std::vector<Buffer> buffers;
-  std::vector<Expr> loads;
-  for (std::size_t i = 0; i < operands.size(); ++i) {
-    buffers.push_back(buffer("x" + std::to_string(i), c.operands[i]));
-    std::vector<Affine> index;
-    for (std::size_t d = 0; d < c.out.size(); ++d) index.push_back(c.operands[i][d] == 1 ? Affine(0) : Affine(axes[d]));
-    loads.push_back(load(buffers.back(), index));
-  }
-  const Compute compute_def = compute(name, buffer("y", c.out), axes, {}, body(loads), nullptr, buffers);
-  Schedule s(compute_def);
-  const auto [rows, lanes] = s.split(axes.back(), std::min(kThreadsPerBlock, c.out.back()));
-  for (std::size_t d = 0; d + 1 < axes.size(); ++d) s.bind_block(axes[d]);
-  s.bind_block(rows);
-  s.bind_thread(lanes);
-  std::string symbol = "wpk_" + name;
-  for (std::int64_t d : c.out) symbol += "_" + std::to_string(d);
-  return print_cuda(lower(s), symbol, "cuda backend");
-}
 
 ConvGeometry conv_geometry(const Node& n, const Graph& graph) {
   auto shape = [&](ValueId v) {

@@ -1,13 +1,14 @@
 #pragma once
 // The CUDA backend's generated kernels, written in the kernel DSL (src/codegen) and printed for
-// CUDA: element-wise chains with numpy broadcasting (the ONNX element-wise ops, and the bias,
-// residual and activation epilogues of convolutions and products). Needs no device: the tests
-// emulate and NVRTC-compile what these print.
+// CUDA: convolutions and products with their epilogues and row statistics (element-wise kernels
+// are in elementwise_kernels.hpp). Needs no device: the tests emulate and NVRTC-compile what
+// these print.
 #include <functional>
 #include <utility>
 #include <string>
 #include <vector>
 
+#include "backends/cuda/elementwise_kernels.hpp"
 #include "codegen/cuda_printer.hpp"
 #include "codegen/tensor_expr.hpp"
 #include "search/gpu_cost_model.hpp"
@@ -16,15 +17,6 @@
 #include "wpk/tensor.hpp"
 
 namespace wpk::cuda {
-
-// The value at one output point, from the operands' values there (broadcast as numpy does).
-using ElementwiseBody = std::function<codegen::Expr(const std::vector<codegen::Expr>& operands)>;
-
-// out = body(operands...), each operand's shape right-aligned to `out` and broadcast along its
-// size-1 dimensions. Dimensions every operand treats alike are merged first, so the kernel walks
-// as few and as long rows as the broadcast allows; its threads take a row's consecutive elements.
-codegen::PrintedCudaKernel elementwise_kernel(const std::string& name, const Shape& out, const std::vector<Shape>& operands,
-                                              const ElementwiseBody& body);
 
 // A 2-D NCHW convolution's geometry (groups included) and the schedule knobs of its generated
 // kernel: a thread computes regs_oc output channels x regs_x output columns in registers, a

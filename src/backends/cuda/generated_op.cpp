@@ -90,44 +90,6 @@ Epilogue make_epilogue(CubinStore* store, const std::string& name, const Shape& 
 
 namespace {
 
-float constant_scalar(const Graph& g, ValueId v, float fallback) {
-  if (v == kNoValue) return fallback;
-  const Tensor* t = g.initializer(v);
-  if (!t || t->numel() != 1) throw Error(ErrorCode::Unsupported, "CUDA: a bound that is not a constant scalar");
-  return t->data<float>()[0];
-}
-
-Expr elementwise_expr(const Node& n, const Graph& g, const std::vector<Expr>& v) {
-  const std::string& op = n.op_type;
-  if (op == "Add") return v[0] + v[1];
-  if (op == "Sub") return v[0] - v[1];
-  if (op == "Mul") return v[0] * v[1];
-  if (op == "Div") return v[0] / v[1];
-  if (op == "Max") return max(v[0], v[1]);
-  if (op == "Min") return min(v[0], v[1]);
-  if (op == "Relu") return relu(v[0]);
-  if (op == "Sigmoid") return sigmoid(v[0]);
-  if (op == "Tanh") return unary(Op::Tanh, v[0]);
-  if (op == "Abs") return unary(Op::Abs, v[0]);
-  if (op == "Neg") return unary(Op::Neg, v[0]);
-  if (op == "Sqrt") return unary(Op::Sqrt, v[0]);
-  if (op == "Exp") return exp(v[0]);
-  if (op == "LeakyRelu") return activation_expr("LeakyRelu", {n.attr_float("alpha", 0.01f)}, v[0]);
-  if (op == "HardSigmoid") return activation_expr("HardSigmoid", {n.attr_float("alpha", 0.2f), n.attr_float("beta", 0.5f)}, v[0]);
-  if (op == "HardSwish") return activation_expr("HardSwish", {}, v[0]);
-  if (op == "Clip") {
-    float lo, hi;
-    if (g.opset() < 11) {
-      lo = n.attr_float("min", -3.402823466e38f), hi = n.attr_float("max", 3.402823466e38f);
-    } else {
-      lo = constant_scalar(g, n.inputs.size() > 1 ? n.inputs[1] : kNoValue, -3.402823466e38f);
-      hi = constant_scalar(g, n.inputs.size() > 2 ? n.inputs[2] : kNoValue, 3.402823466e38f);
-    }
-    return min(max(v[0], constant(lo)), constant(hi));
-  }
-  throw Error(ErrorCode::Unsupported, "CUDA: no generated form of " + op);
-}
-
 class GeneratedOp : public DeviceOp {
  public:
   GeneratedOp(std::shared_ptr<const GeneratedKernel> k, std::vector<std::size_t> operands)
@@ -171,6 +133,12 @@ PrintedCudaKernel transpose_kernel(const Shape& in, const std::vector<std::int64
 
 }  // namespace
 
+std::unique_ptr<DeviceOp> prepare_elementwise_group(const PrepareEnv& env, const ElementwiseGroup& group) {
+  std::vector<std::size_t> operands(group.inputs.size());
+  std::iota(operands.begin(), operands.end(), std::size_t{0});
+  return std::make_unique<GeneratedOp>(GeneratedKernel::obtain(group.printed, env.cubins), std::move(operands));
+}
+
 std::unique_ptr<DeviceOp> prepare_generated(const PrepareEnv& env) {
   const Node& n = env.node;
   if (n.op_type == "Transpose") {
@@ -181,10 +149,7 @@ std::unique_ptr<DeviceOp> prepare_generated(const PrepareEnv& env) {
     return std::make_unique<GeneratedOp>(GeneratedKernel::obtain(transpose_kernel(in, perm, env.out.shape), env.cubins),
                                          std::vector<std::size_t>{0});
   }
-  const bool binary = n.op_type == "Add" || n.op_type == "Sub" || n.op_type == "Mul" || n.op_type == "Div" ||
-                      n.op_type == "Max" || n.op_type == "Min";
-  std::vector<std::size_t> operands = {0};
-  if (binary) operands.push_back(1);
+  const std::vector<std::size_t> operands = elementwise_operands(n);
   std::vector<Shape> shapes;
   for (std::size_t i : operands) shapes.push_back(env.in[i].shape);
   std::string name;

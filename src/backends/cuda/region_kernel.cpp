@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <condition_variable>
 #include <map>
 #include <mutex>
@@ -10,9 +11,12 @@
 #include "graph/fused_ops.hpp"
 #include "runtime/logging.hpp"
 #include "runtime/memory_planner.hpp"
+#include "runtime/run_control.hpp"
 
 namespace wpk::cuda {
 namespace {
+
+CUdeviceptr device_address(const Tensor& t) { return static_cast<CUdeviceptr>(reinterpret_cast<std::uintptr_t>(t.raw())); }
 
 Shape static_shape(const Graph& g, ValueId v) {
   Shape s;
@@ -32,7 +36,8 @@ class RegionKernel : public Kernel {
  public:
   RegionKernel(const Node& node, const Graph& body) : name_(node.name), cubins_(node.attr_string("kernel_cache", "")) {
     Device::get();
-    plan_memory(body);
+    const std::vector<std::size_t> roots = elementwise_group_roots(body);
+    plan_memory(body, roots);
     // The first run context: its stream and arena serve to prepare the ops (cuDNN measures its
     // algorithms on them) and then the first run.
     contexts_.push_back(std::make_unique<Context>(*this));
@@ -53,20 +58,26 @@ class RegionKernel : public Kernel {
       search->trials = static_cast<std::size_t>(std::max<std::int64_t>(1, node.attr_int("tune_trials", 16)));
     }
     std::map<std::string, std::string> choices;
-    for (const Node& n : body.nodes()) {
-      if (is_view_op(n)) continue;
+    for (std::size_t i = 0; i < body.nodes().size(); ++i) {
+      const Node& n = body.nodes()[i];
+      if (is_view_op(n) || roots[i] != i) continue;  // a member of a group runs in its root's kernel
+      const bool grouped = std::count(roots.begin(), roots.end(), i) > 1;
+      std::optional<ElementwiseGroup> group;
+      if (grouped) group = elementwise_group_kernel(body, roots, i);
       Step step;
-      for (ValueId v : n.inputs) step.in.push_back(v);
+      step.in = grouped ? group->inputs : n.inputs;
       step.out = n.outputs[0];
       std::vector<DeviceTensor> in;
       for (ValueId v : step.in) in.push_back(first.tensor(*this, v));
-      step.op = prepare_device_op(
-          {n, body, in, first.tensor(*this, step.out), first.handles, search ? &*search : nullptr, &choices, &cubins_, current_tuning_records()});
+      const PrepareEnv env{n,       body,      in, first.tensor(*this, step.out), first.handles, search ? &*search : nullptr,
+                           &choices, &cubins_, current_tuning_records()};
+      step.op = grouped ? prepare_elementwise_group(env, *group) : prepare_device_op(env);
       scratch_bytes_ = std::max(scratch_bytes_, step.op->scratch_bytes());
       workspace_bytes_ = std::max(workspace_bytes_, step.op->workspace_bytes());
       zeros_bytes_ = std::max(zeros_bytes_, step.op->zeros_bytes());
       steps_.push_back(std::move(step));
     }
+    for (std::int64_t o : node.attr_ints("returned_outputs")) returned_.insert(static_cast<std::size_t>(o));
     for (ValueId v : body.inputs()) inputs_.push_back(v);
     for (ValueId v : body.outputs()) outputs_.push_back(v);
     zeros_ = DeviceBuffer(zeros_bytes_, "zeros of region " + name_);
@@ -92,13 +103,24 @@ class RegionKernel : public Kernel {
       if (t.shape() != d.shape || t.dtype() != DType::Float32)
         ctx.fail(ErrorCode::InvalidArgument, "input " + std::to_string(i) + " of the device region is " + dtype_name(t.dtype()) +
                                                  shape_to_string(t.shape()) + ", prepared for float32" + shape_to_string(d.shape));
-      check(driver().MemcpyHtoDAsync(d.ptr, t.raw(), t.nbytes(), stream), "copying an input to the device");
+      if (t.on_device())
+        check(driver().MemcpyDtoDAsync(d.ptr, device_address(t), t.nbytes(), stream), "copying a device input into the region");
+      else
+        check(driver().MemcpyHtoDAsync(d.ptr, t.raw(), t.nbytes(), stream), "copying an input to the device");
     }
     if (c.graph) c.graph->launch(stream);
     else c.launch_steps(*this);
+    const RunOptions* options = current_run_options();
+    const bool on_device = options && options->outputs_on_device;
     for (std::size_t o = 0; o < outputs_.size(); ++o) {
       if (!ctx.wants_output(o)) continue;
       const DeviceTensor d = c.tensor(*this, outputs_[o]);
+      if (on_device && returned_.count(o)) {
+        Tensor y = device_tensor(DType::Float32, d.shape, "output " + std::to_string(o) + " of region " + name_);
+        check(driver().MemcpyDtoDAsync(device_address(y), d.ptr, y.nbytes(), stream), "copying an output on the device");
+        ctx.set_output(o, std::move(y));
+        continue;
+      }
       Tensor& y = ctx.allocate_output(o, DType::Float32, d.shape);
       check(driver().MemcpyDtoHAsync(y.raw(), d.ptr, y.nbytes(), stream), "copying an output from the device");
     }
@@ -157,7 +179,9 @@ class RegionKernel : public Kernel {
   // One place per region input and per value an op writes, by lifetime (step 0 copies the inputs
   // in, step i + 1 runs op i, the last step copies the outputs out): values alive at once never
   // overlap. A view lives in its input's place and keeps it alive.
-  void plan_memory(const Graph& body) {
+  // An element-wise group's members run in its root's kernel (elementwise_group_roots): what they
+  // read lives until the root's step, and the values they make inside it take no place.
+  void plan_memory(const Graph& body, const std::vector<std::size_t>& roots) {
     std::vector<BufferRequest> requests;
     auto place = [&](ValueId v, int step) {
       const Shape shape = static_shape(body, v);
@@ -175,15 +199,16 @@ class RegionKernel : public Kernel {
     };
     for (ValueId v : body.inputs()) place(v, 0);
     int step = 0;
-    for (const Node& n : body.nodes()) {
+    for (std::size_t i = 0; i < body.nodes().size(); ++i) {
+      const Node& n = body.nodes()[i];
       ++step;
-      for (ValueId v : n.inputs) keep_alive(v, step);
+      for (ValueId v : n.inputs) keep_alive(v, static_cast<int>(roots[i]) + 1);
       if (is_view_op(n)) {
         const auto in = slots_.find(n.inputs[0]);
         if (in != slots_.end()) slots_[n.outputs[0]] = {in->second.request, in->second.constant, static_shape(body, n.outputs[0])};
         continue;
       }
-      place(n.outputs[0], step);
+      if (roots[i] == i) place(n.outputs[0], step);
     }
     for (ValueId v : body.outputs()) keep_alive(v, step + 1);
     layout_ = assign_offsets(requests);
@@ -236,6 +261,7 @@ class RegionKernel : public Kernel {
   MemoryLayout layout_;
   std::vector<DeviceBuffer> constants_;
   std::vector<ValueId> inputs_, outputs_;
+  std::set<std::size_t> returned_;  // outputs only the caller reads (RunOptions::outputs_on_device)
   std::vector<Step> steps_;
   std::size_t scratch_bytes_ = 0, workspace_bytes_ = 0, zeros_bytes_ = 0;
   DeviceBuffer zeros_;

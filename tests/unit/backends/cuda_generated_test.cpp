@@ -211,6 +211,52 @@ TEST_CASE("generated CUDA products match a direct computation under host emulati
   }
 }
 
+TEST_CASE("element-wise chains and trees become one generated kernel that matches the CPU under host emulation", "[cuda][codegen]") {
+  // y = Clip(Relu(x + bias) * Sigmoid(x), 0, 0.7) - s is one group; t = Tanh(y) reads a region
+  // output and stays apart, as does u = x * x's reader of a value read twice.
+  Graph g;
+  const Shape xs = {2, 3, 4, 5};
+  g.add_input("x", DType::Float32, {2, 3, 4, 5});
+  g.add_initializer("bias", device_test::ramp({1, 3, 1, 1}, 0.5f, 2));
+  g.add_initializer("s", device_test::ramp({5}, 0.3f, 3));
+  g.add_initializer("lo", Tensor::scalar<float>(0.0f));
+  g.add_initializer("hi", Tensor::scalar<float>(0.7f));
+  g.add_node("Add", {"x", "bias"}, {"a"});
+  g.add_node("Relu", {"a"}, {"r"});
+  g.add_node("Sigmoid", {"x"}, {"sg"});
+  g.add_node("Mul", {"r", "sg"}, {"m"});
+  g.add_node("Clip", {"m", "lo", "hi"}, {"c"});
+  g.add_node("Sub", {"c", "s"}, {"y"});
+  g.add_node("Tanh", {"y"}, {"t"});
+  g.add_node("Abs", {"x"}, {"ab"});
+  g.add_node("Mul", {"ab", "ab"}, {"u"});
+  g.add_output("y");
+  g.add_output("t");
+  g.add_output("u");
+  for (const Node& n : g.nodes()) g.mutable_value(n.outputs[0]).dims = DimList{2, 3, 4, 5};  // as a region's body has them
+  const std::vector<std::size_t> roots = cuda::elementwise_group_roots(g);
+  CHECK(roots == std::vector<std::size_t>{5, 5, 5, 5, 5, 5, 6, 7, 8});
+  const cuda::ElementwiseGroup group = cuda::elementwise_group_kernel(g, roots, 5);
+  REQUIRE(group.inputs.size() == 3);  // x, bias, s: the values the group reads from outside
+  CHECK(g.value(group.inputs[0]).name == "x");
+  CHECK(g.value(group.inputs[1]).name == "bias");
+  CHECK(g.value(group.inputs[2]).name == "s");
+  INFO(group.printed.source);
+  std::string why;
+  const auto kernel = codegen::test::build_emulated(group.printed, group.printed.symbol, &why);
+  INFO(why);
+  REQUIRE(kernel);
+  const Tensor x = device_test::ramp(xs, 2.0f, 1);
+  Tensor y = Tensor::zeros(DType::Float32, xs);
+  std::vector<float*> args = {const_cast<float*>(x.data<float>()), const_cast<float*>(g.initializer(group.inputs[1])->data<float>()),
+                              const_cast<float*>(g.initializer(group.inputs[2])->data<float>()), y.data<float>()};
+  reinterpret_cast<codegen::test::Entry>(kernel->entry)(args.data(), nullptr, 1);
+  SessionOptions o;
+  o.optimizer.level = OptimizationLevel::None;
+  Session cpu(std::move(g), o);
+  CHECK(testing::compare_allclose(y, cpu.run({{"x", x}}).at("y"), 1e-6, 1e-6).empty());
+}
+
 TEST_CASE("generated CUDA kernels keep NaN through Relu, Max, Min, Clip and LeakyRelu, as the reference does", "[cuda][codegen]") {
   const Shape shape = {4};
   const auto printed = cuda::elementwise_kernel("nan_chain", shape, {shape, shape}, [](const std::vector<codegen::Expr>& v) {

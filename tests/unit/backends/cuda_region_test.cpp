@@ -13,6 +13,7 @@
 #include "wpk/wpk.hpp"
 #ifdef WPK_WITH_CUDA
 #include "backends/cuda/cuda_api.hpp"
+#include "backends/cuda/device.hpp"
 #endif
 #include "backends/cuda/cuda_backend_names.hpp"
 #include "runtime/device_placement.hpp"
@@ -114,6 +115,47 @@ TEST_CASE("device regions match the CPU: broadcast element-wise ops, transposes 
   g.add_output("y");
   g.add_output("pt");
   check_matches_cpu(g, {{"a", ramp({2, 3, 4, 5}, 1.0f, 7)}, {"b", ramp({3, 1, 5}, 1.0f, 8)}}, 1e-5);
+}
+
+TEST_CASE("a CUDA session takes inputs in GPU memory and returns outputs there", "[cuda]") {
+  if (!have_gpu()) return;
+#ifdef WPK_WITH_CUDA
+  using device_test::ramp;
+  // x feeds a device region (Relu, Mul: y) and a CPU node (Erf, which the backend lacks: e).
+  Graph g;
+  g.add_input("x", DType::Float32, {4, 64});
+  g.add_initializer("k", ramp({64}, 0.5f, 1));
+  g.add_node("Relu", {"x"}, {"r"});
+  g.add_node("Mul", {"r", "k"}, {"y"});
+  g.add_node("Erf", {"x"}, {"e"});
+  g.add_output("y");
+  g.add_output("e");
+  const Tensor x = ramp({4, 64}, 1.0f, 2);
+  Session cpu(g, SessionOptions{});
+  const TensorMap want = cpu.run({{"x", x}});
+  SessionOptions o;
+  o.device = Device::CUDA;
+  Session gpu(g, o);
+  const Tensor dx = cuda::device_tensor(DType::Float32, x.shape(), "the test's input");
+  REQUIRE(cuda::driver().MemcpyHtoD(reinterpret_cast<std::uintptr_t>(dx.raw()), x.raw(), x.nbytes()) == 0);
+  CHECK(dx.on_device());
+  CHECK_THROWS_AS(dx.data<float>(), Error);
+  RunOptions on_device;
+  on_device.outputs_on_device = true;
+  for (const RunOptions& options : {RunOptions{}, on_device}) {
+    INFO("outputs_on_device " << options.outputs_on_device);
+    const TensorMap got = gpu.run({{"x", dx}}, options);
+    REQUIRE(got.count("y"));
+    CHECK(got.at("y").on_device() == options.outputs_on_device);
+    CHECK_FALSE(got.at("e").on_device());  // the CPU computed it
+    const Tensor y = got.at("y").on_device() ? cuda::copy_to_host(got.at("y")) : got.at("y");
+    CHECK(testing::relative_l2_error(y, want.at("y")) <= 1e-6);
+    CHECK(testing::relative_l2_error(got.at("e"), want.at("e")) <= 1e-6);
+  }
+  bool region_ran = false;
+  for (const auto& step : gpu.describe().steps) region_ran |= step.backend.rfind("cuda", 0) == 0;
+  CHECK(region_ran);
+#endif
 }
 
 TEST_CASE("device regions match the CPU: attention with interleaved heads and a mask, layer norm, GELU, softmax", "[cuda]") {
