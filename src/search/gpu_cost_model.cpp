@@ -10,6 +10,9 @@ namespace {
 // Latency of a load that hits L1, in cycles: the floor of an iteration when too few warps share a
 // multiprocessor to hide it.
 constexpr double kLoadLatencyCycles = 40;
+// What a staged copy's barrier waits for: the copy's loads from memory (fitted to staged
+// convolutions timed on an H200, tests/unit/backends/data/gpu_conv_staged_trials_h200.txt).
+constexpr double kStageLatencyCycles = 1000;
 
 const std::vector<GpuSpec>& table() {
   static const std::vector<GpuSpec> specs = {
@@ -45,7 +48,8 @@ double predict_gpu_seconds(const GpuSpec& gpu, const GpuLaunch& launch, const Gp
   const double warps_here = blocks_here * static_cast<double>(warps);
   const double fma_issue = loop.fma / (gpu.fp32_lanes / 32.0);
   const double cycles_per_step = std::max(warps_here * (fma_issue + loop.cache_lines + loop.shared_loads), kLoadLatencyCycles);
-  return waves * loop.steps * cycles_per_step / gpu.clock_hz + gpu.launch_seconds;
+  const double stage_cycles = loop.stages * kStageLatencyCycles / std::sqrt(std::max(1.0, blocks_here));
+  return waves * (loop.steps * cycles_per_step + stage_cycles) / gpu.clock_hz + gpu.launch_seconds;
 }
 
 double predict_library_seconds(const GpuSpec& gpu, double flops, double bytes) {

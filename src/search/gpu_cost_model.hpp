@@ -4,8 +4,9 @@
 // figures. Occupancy (blocks resident per multiprocessor, limited by threads, blocks, registers
 // and shared memory) gives the waves and the warps that share a multiprocessor; an iteration of a warp
 // costs its FMA instructions (four warp instructions a cycle) plus the cache lines its loads
-// touch (one a cycle through L1) and its shared-memory loads (one a cycle), and no less than the
-// latency of a load when too few warps hide it. Ranks schedules of one kernel; absolute values are rough. No graphs, no device: plain data.
+// touch (one a cycle through L1) and its shared-memory loads, and no less than the latency of a
+// load when too few warps hide it; a copy into shared memory adds a memory latency at its barrier,
+// which other resident blocks partly hide. Ranks schedules of one kernel; absolute values are rough. No graphs, no device: plain data.
 #include <cstdint>
 #include <string>
 
@@ -34,7 +35,8 @@ struct GpuLoop {
   double steps = 0;         // iterations (a convolution's reduction length)
   double fma = 0;           // FMA instructions per iteration
   double cache_lines = 0;   // distinct 128-byte lines a warp's loads touch per iteration
-  double shared_loads = 0;  // a warp's shared-memory load instructions per iteration
+  double shared_loads = 0;  // a warp's shared-memory load cycles per iteration
+  double stages = 0;        // copies into shared memory over the loop, each ended by a barrier
 };
 
 struct GpuLaunch {

@@ -128,13 +128,16 @@ namespace {
 bool stage_worth_trying(std::int64_t step, std::int64_t extent) { return step == 0 || step <= power_of_two_cover(extent); }
 
 // The staged copy's share of a thread's reduction step: the block's tiles (floats) copied once per
-// `steps` steps, a warp's part of them as cache lines plus the indexing of each element.
-void add_staging(search::GpuLoop& loop, const Tiles& t, std::int64_t shared_bytes, double steps) {
+// `steps` steps, a warp's part of them as cache lines plus the indexing of each element, and the
+// tile reads from shared memory (mostly broadcasts, about four a cycle). Fitted to staged
+// convolutions timed on an H200 (tests/unit/backends/data/gpu_conv_staged_trials_h200.txt).
+void add_staging(search::GpuLoop& loop, const Tiles& t, std::int64_t shared_bytes, double steps, double stages) {
   const double warps = std::ceil(static_cast<double>(t.threads_r * t.threads_c) / 32.0);
   const double rounds = static_cast<double>(shared_bytes) / 4.0 / 32.0 / warps / steps;  // a warp's copy rounds per step
-  constexpr double kIssuePerRound = 4;  // the element's index arithmetic and the shared store
+  constexpr double kIssuePerRound = 16;  // the element's index arithmetic (64-bit) and the shared store
   loop.cache_lines = rounds * (1 + kIssuePerRound);
-  loop.shared_loads = static_cast<double>(t.regs_r + t.regs_c);
+  loop.shared_loads = 0.25 * static_cast<double>(t.regs_r + t.regs_c);
+  loop.stages = stages;
 }
 
 }  // namespace
@@ -157,7 +160,8 @@ search::GpuLoop conv_loop(const ConvGeometry& g, const CudaConvConfig& c) {
   const Tiles t = conv_tiles(g, c);
   search::GpuLoop loop = tile_loop(t, static_cast<double>(g.w[1] * g.w[2] * g.w[3]), g.strides[1]);
   if (c.stage_ic > 0)
-    add_staging(loop, t, conv_shared_bytes(g, c), static_cast<double>(std::min(c.stage_ic, g.w[1]) * g.w[2] * g.w[3]));
+    add_staging(loop, t, conv_shared_bytes(g, c), static_cast<double>(std::min(c.stage_ic, g.w[1]) * g.w[2] * g.w[3]),
+                std::ceil(static_cast<double>(g.w[1]) / static_cast<double>(std::min(c.stage_ic, g.w[1]))));
   return loop;
 }
 
@@ -287,7 +291,9 @@ bool cuda_product_config_valid(const ProductGeometry& g, const CudaProductConfig
 search::GpuLoop product_loop(const ProductGeometry& g, const CudaProductConfig& c) {
   const Tiles t = product_tiles(g, c);
   search::GpuLoop loop = tile_loop(t, static_cast<double>(g.k), 1);
-  if (c.stage_k > 0) add_staging(loop, t, product_shared_bytes(g, c), static_cast<double>(std::min(c.stage_k, g.k)));
+  if (c.stage_k > 0)
+    add_staging(loop, t, product_shared_bytes(g, c), static_cast<double>(std::min(c.stage_k, g.k)),
+                std::ceil(static_cast<double>(g.k) / static_cast<double>(std::min(c.stage_k, g.k))));
   return loop;
 }
 
