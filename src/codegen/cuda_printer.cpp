@@ -1,5 +1,7 @@
 #include "codegen/cuda_printer.hpp"
 
+#include <algorithm>
+
 #include "codegen/loop_printer.hpp"
 
 namespace wpk::codegen {
@@ -21,7 +23,14 @@ static __device__ __forceinline__ float s_erf(float a) { return erff(a); }
 PrintedCudaKernel print_cuda(const LoweredKernel& k, const std::string& symbol, const std::string& generator) {
   if (!k.dynamic.empty())
     throw std::invalid_argument(k.name + ": the CUDA printer takes fixed extents; '" + k.dynamic[0]->name + "' is dynamic");
-  LoopPrinter printer(k, Dialect::cuda());
+  std::int64_t largest = 0;
+  for (const std::vector<Buffer>* list : {&k.args, &k.shared})
+    for (const Buffer& b : *list) {
+      std::int64_t n = 1;
+      for (std::int64_t d : b->dims) n *= d;
+      largest = std::max(largest, n);
+    }
+  LoopPrinter printer(k, Dialect::cuda(largest < (std::int64_t{1} << 31)));
   printer.prepare();
   PrintedCudaKernel out;
   out.symbol = symbol;

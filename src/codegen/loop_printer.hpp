@@ -24,7 +24,11 @@ struct Dialect {
   bool openmp = false;           // parallel loops as OpenMP
   bool gpu = false;              // loops bound to blocks and threads
   static Dialect cpp(int lanes) { return {"C++", lanes, "std::int64_t", "std::uint64_t", "std::", "", true, false}; }
-  static Dialect cuda() { return {"CUDA", 1, "long long", "unsigned long long", "", "f", false, true}; }
+  // 32-bit indices where every buffer has fewer than 2^31 elements: a GPU does 64-bit integer
+  // arithmetic in several instructions.
+  static Dialect cuda(bool narrow_indices) {
+    return {"CUDA", 1, narrow_indices ? "int" : "long long", narrow_indices ? "unsigned" : "unsigned long long", "", "f", false, true};
+  }
 };
 
 inline std::string float_literal(float v) {

@@ -61,6 +61,8 @@ std::int64_t power_of_two_cover(std::int64_t extent) {
 // product's rows) by columns, each thread regs_r x regs_c of them.
 struct Tiles {
   std::int64_t tile_r, tile_c, regs_r, regs_c, threads_r, threads_c;
+  std::int64_t threads_y = 1;  // a convolution's output rows per block, a thread each
+  std::int64_t threads() const { return threads_r * threads_c * threads_y; }
 };
 Tiles clipped_tiles(std::int64_t rows, std::int64_t cols, std::int64_t threads_r, std::int64_t regs_r, std::int64_t threads_c,
                     std::int64_t regs_c) {
@@ -74,16 +76,19 @@ Tiles clipped_tiles(std::int64_t rows, std::int64_t cols, std::int64_t threads_r
   return t;
 }
 
-// A warp's loop iteration: the x (column) threads vary fastest; a line per distinct row the warp
-// holds for the row operand, the column span for the other.
+// A warp's loop iteration: the x (column) threads vary fastest, then the y (output row) threads;
+// a line per distinct row the warp holds for the row operand, the column span of each output row
+// for the other.
 search::GpuLoop tile_loop(const Tiles& t, double steps, std::int64_t column_stride) {
   const std::int64_t lanes_c = std::min<std::int64_t>(t.threads_c, 32);
-  const std::int64_t lanes_r = std::max<std::int64_t>(1, std::min<std::int64_t>(t.threads_r, 32 / lanes_c));
+  const std::int64_t lanes_y = std::max<std::int64_t>(1, std::min<std::int64_t>(t.threads_y, 32 / lanes_c));
+  const std::int64_t lanes_r = std::max<std::int64_t>(1, std::min<std::int64_t>(t.threads_r, 32 / (lanes_c * lanes_y)));
   const double span = static_cast<double>(lanes_c * t.regs_c * column_stride) * 4.0;
   search::GpuLoop loop;
   loop.steps = steps;
   loop.fma = static_cast<double>(t.regs_r * t.regs_c);
-  loop.cache_lines = static_cast<double>(t.regs_r * lanes_r) + static_cast<double>(t.regs_c) * std::max(1.0, std::ceil(span / 128.0));
+  loop.cache_lines = static_cast<double>(t.regs_r * lanes_r) +
+                     static_cast<double>(t.regs_c * lanes_y) * std::max(1.0, std::ceil(span / 128.0));
   return loop;
 }
 
@@ -96,7 +101,9 @@ bool tiles_worth_trying(std::int64_t rows, std::int64_t cols, std::int64_t threa
 }
 
 Tiles conv_tiles(const ConvGeometry& g, const CudaConvConfig& c) {
-  return clipped_tiles(g.w[0] / g.groups, g.y[3], c.threads_oc, c.regs_oc, c.threads_x, c.regs_x);
+  Tiles t = clipped_tiles(g.w[0] / g.groups, g.y[3], c.threads_oc, c.regs_oc, c.threads_x, c.regs_x);
+  t.threads_y = std::min(c.threads_y, g.y[2]);
+  return t;
 }
 
 Tiles product_tiles(const ProductGeometry& g, const CudaProductConfig& c) {
@@ -107,7 +114,8 @@ Tiles product_tiles(const ProductGeometry& g, const CudaProductConfig& c) {
 
 std::string CudaConvConfig::describe() const {
   return "threads_oc=" + std::to_string(threads_oc) + ",regs_oc=" + std::to_string(regs_oc) +
-         ",threads_x=" + std::to_string(threads_x) + ",regs_x=" + std::to_string(regs_x) + ",stage_ic=" + std::to_string(stage_ic);
+         ",threads_x=" + std::to_string(threads_x) + ",regs_x=" + std::to_string(regs_x) + ",stage_ic=" + std::to_string(stage_ic) +
+         ",threads_y=" + std::to_string(threads_y);
 }
 
 std::vector<search::Knob> cuda_conv_knobs() {
@@ -115,11 +123,12 @@ std::vector<search::Knob> cuda_conv_knobs() {
           {"regs_oc", {1, 2, 4, 8}},
           {"threads_x", {1, 2, 4, 8, 16, 32}},
           {"regs_x", {1, 2, 4}},
-          {"stage_ic", {0, 1, 2, 4, 8, 16}}};
+          {"stage_ic", {0, 1, 2, 4, 8, 16}},
+          {"threads_y", {1, 2, 4, 8}}};
 }
 
 CudaConvConfig conv_config_at(const search::Space& space, const search::Point& p) {
-  return {space.value(p, 0), space.value(p, 1), space.value(p, 2), space.value(p, 3), space.value(p, 4)};
+  return {space.value(p, 0), space.value(p, 1), space.value(p, 2), space.value(p, 3), space.value(p, 4), space.value(p, 5)};
 }
 
 namespace {
@@ -132,7 +141,7 @@ bool stage_worth_trying(std::int64_t step, std::int64_t extent) { return step ==
 // tile reads from shared memory (mostly broadcasts, about four a cycle). Fitted to staged
 // convolutions timed on an H200 (tests/unit/backends/data/gpu_conv_staged_trials_h200.txt).
 void add_staging(search::GpuLoop& loop, const Tiles& t, std::int64_t shared_bytes, double steps, double stages) {
-  const double warps = std::ceil(static_cast<double>(t.threads_r * t.threads_c) / 32.0);
+  const double warps = std::ceil(static_cast<double>(t.threads()) / 32.0);
   const double rounds = static_cast<double>(shared_bytes) / 4.0 / 32.0 / warps / steps;  // a warp's copy rounds per step
   constexpr double kIssuePerRound = 16;  // the element's index arithmetic (64-bit) and the shared store
   loop.cache_lines = rounds * (1 + kIssuePerRound);
@@ -146,13 +155,14 @@ std::int64_t conv_shared_bytes(const ConvGeometry& g, const CudaConvConfig& c) {
   if (c.stage_ic == 0) return 0;
   const Tiles t = conv_tiles(g, c);
   const std::int64_t step = std::min(c.stage_ic, g.w[1]), kh = g.w[2], kw = g.w[3];
-  const std::int64_t rows = (kh - 1) * g.dilations[0] + 1;
+  const std::int64_t rows = g.strides[0] * (t.threads_y - 1) + (kh - 1) * g.dilations[0] + 1;
   const std::int64_t cols = g.strides[1] * (t.threads_c * t.regs_c - 1) + g.dilations[1] * (kw - 1) + 1;
   return 4 * step * (rows * cols + t.threads_r * t.regs_r * kh * kw);
 }
 
 bool cuda_conv_config_valid(const ConvGeometry& g, const CudaConvConfig& c) {
   return tiles_worth_trying(g.w[0] / g.groups, g.y[3], c.threads_oc, c.regs_oc, c.threads_x, c.regs_x) &&
+         c.threads_y >= 1 && c.threads_y <= power_of_two_cover(g.y[2]) && conv_tiles(g, c).threads() <= kMaxCudaThreads &&
          stage_worth_trying(c.stage_ic, g.w[1]) && conv_shared_bytes(g, c) <= codegen::kMaxSharedBytes;
 }
 
@@ -168,8 +178,9 @@ search::GpuLoop conv_loop(const ConvGeometry& g, const CudaConvConfig& c) {
 search::GpuLaunch conv_launch(const ConvGeometry& g, const CudaConvConfig& c, int registers) {
   const Tiles t = conv_tiles(g, c);
   search::GpuLaunch l;
-  l.threads = t.threads_r * t.threads_c;
-  l.blocks = g.y[0] * g.groups * ((g.w[0] / g.groups + t.tile_r - 1) / t.tile_r) * g.y[2] * ((g.y[3] + t.tile_c - 1) / t.tile_c);
+  l.threads = t.threads();
+  l.blocks = g.y[0] * g.groups * ((g.w[0] / g.groups + t.tile_r - 1) / t.tile_r) * ((g.y[2] + t.threads_y - 1) / t.threads_y) *
+             ((g.y[3] + t.tile_c - 1) / t.tile_c);
   l.registers = registers;
   l.shared_bytes = conv_shared_bytes(g, c);
   return l;
@@ -215,23 +226,26 @@ PrintedCudaKernel conv_kernel(const ConvGeometry& g, const CudaConvConfig& c, bo
   const auto [oc_t, oc_r] = s.split(oc_i, t.regs_r);
   const auto [ox_o, ox_i] = s.split(ox, t.tile_c);
   const auto [ox_t, ox_r] = s.split(ox_i, t.regs_c);
+  const auto [oy_o, oy_t] = s.split(oy, t.threads_y);
   if (c.stage_ic > 0) {
     const auto [ic_o, ic_i] = s.split(ic, std::min(c.stage_ic, icg));
-    s.reorder({vn, vg, oc_o, oy, ox_o, oc_t, ox_t, ic_o, ic_i, ky, kx, oc_r, ox_r});
+    s.reorder({vn, vg, oc_o, oy_o, ox_o, oc_t, oy_t, ox_t, ic_o, ic_i, ky, kx, oc_r, ox_r});
     s.stage_shared(x, ic_o);
     s.stage_shared(wt, ic_o);
   } else {
-    s.reorder({vn, vg, oc_o, oy, ox_o, oc_t, ox_t, ic, ky, kx, oc_r, ox_r});
+    s.reorder({vn, vg, oc_o, oy_o, ox_o, oc_t, oy_t, ox_t, ic, ky, kx, oc_r, ox_r});
   }
-  for (const Var& b : {vn, vg, oc_o, oy, ox_o}) s.bind_block(b);
+  for (const Var& b : {vn, vg, oc_o, oy_o, ox_o}) s.bind_block(b);
   s.bind_thread(oc_t);
+  s.bind_thread(oy_t);
   s.bind_thread(ox_t);
   s.unroll(oc_r);
   s.unroll(ox_r);
   std::string symbol = "wpk_conv";
   for (std::int64_t d : {n, g.x[1], h, w, g.w[0], kh, kw, g.strides[0], groups}) symbol += "_" + std::to_string(d);
   symbol += "_" + std::to_string(c.threads_oc) + "x" + std::to_string(c.regs_oc) + "x" + std::to_string(c.threads_x) + "x" +
-            std::to_string(c.regs_x) + (c.stage_ic ? "_s" + std::to_string(c.stage_ic) : "");
+            std::to_string(c.regs_x) + (c.stage_ic ? "_s" + std::to_string(c.stage_ic) : "") +
+            (t.threads_y > 1 ? "_y" + std::to_string(t.threads_y) : "");
   return print_cuda(lower(s), symbol, "cuda backend");
 }
 

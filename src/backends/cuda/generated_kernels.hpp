@@ -20,7 +20,8 @@ namespace wpk::cuda {
 
 // A 2-D NCHW convolution's geometry (groups included) and the schedule knobs of its generated
 // kernel: a thread computes regs_oc output channels x regs_x output columns in registers, a
-// block's threads_oc x threads_x threads cover a tile of channels and columns of one output row;
+// block's threads_oc x threads_y x threads_x threads cover a tile of channels, output rows and
+// columns;
 // with stage_ic, the block copies the input rows and weights its tile reads into shared memory,
 // stage_ic input channels at a time, and its threads read them from there.
 struct ConvGeometry {
@@ -44,6 +45,7 @@ std::string conv_signature(const ConvGeometry& g, const ConvEpilogue& e);
 struct CudaConvConfig {
   std::int64_t threads_oc = 8, regs_oc = 4, threads_x = 16, regs_x = 2;
   std::int64_t stage_ic = 0;  // 0: every thread reads global memory itself
+  std::int64_t threads_y = 1;  // output rows per block, a thread each
   std::string describe() const;
 };
 // The knobs and their values, a point of them as a config, and the points worth trying (at most

@@ -39,17 +39,18 @@ std::vector<Trial> trials(const std::string& file = "gpu_conv_trials_h200.txt") 
   std::ifstream in(std::string(WPK_SOURCE_DIR) + "/tests/unit/backends/data/" + file);
   REQUIRE(in);
   const std::regex line(
-      R"((\S+) threads_oc=(\d+),regs_oc=(\d+),threads_x=(\d+),regs_x=(\d+)(?:,stage_ic=(\d+))? (\S+) us, (-?\d+) registers, (\d+) threads, (\d+) blocks)");
+      R"((\S+) threads_oc=(\d+),regs_oc=(\d+),threads_x=(\d+),regs_x=(\d+)(?:,stage_ic=(\d+))?(?:,threads_y=(\d+))? (\S+) us, (-?\d+) registers, (\d+) threads, (\d+) blocks)");
   std::vector<Trial> out;
   for (std::string text; std::getline(in, text);) {
     std::smatch m;
     if (text.empty() || text[0] == '#' || !std::regex_match(text, m, line)) continue;
     Trial t{parse_geometry(m[1]),
-            {std::stoll(m[2]), std::stoll(m[3]), std::stoll(m[4]), std::stoll(m[5]), m[6].matched ? std::stoll(m[6]) : 0},
-            std::stod(m[7]) * 1e-6,
-            std::stoi(m[8]),
-            std::stoll(m[9]),
-            std::stoll(m[10])};
+            {std::stoll(m[2]), std::stoll(m[3]), std::stoll(m[4]), std::stoll(m[5]), m[6].matched ? std::stoll(m[6]) : 0,
+             m[7].matched ? std::stoll(m[7]) : 1},
+            std::stod(m[8]) * 1e-6,
+            std::stoi(m[9]),
+            std::stoll(m[10]),
+            std::stoll(m[11])};
     if (std::isfinite(t.seconds)) out.push_back(t);
   }
   return out;

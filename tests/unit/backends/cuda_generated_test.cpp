@@ -76,10 +76,11 @@ std::vector<cuda::CudaConvConfig> sampled_configs(const cuda::ConvGeometry& g, s
     for (auto ro : knobs[1].values)
       for (auto tx : knobs[2].values)
         for (auto rx : knobs[3].values)
-          for (auto st : knobs[4].values) {
-            const cuda::CudaConvConfig c{to, ro, tx, rx, st};
-            if (cuda::cuda_conv_config_valid(g, c)) all.push_back(c);
-          }
+          for (auto st : knobs[4].values)
+            for (auto ty : knobs[5].values) {
+              const cuda::CudaConvConfig c{to, ro, tx, rx, st, ty};
+              if (cuda::cuda_conv_config_valid(g, c)) all.push_back(c);
+            }
   std::mt19937 gen(5);
   std::shuffle(all.begin(), all.end(), gen);
   if (all.size() > count) all.resize(count);
@@ -87,6 +88,7 @@ std::vector<cuda::CudaConvConfig> sampled_configs(const cuda::ConvGeometry& g, s
 }
 
 TEST_CASE("generated CUDA convolutions match the CPU under host emulation, over sampled schedules", "[cuda][codegen]") {
+  int staged = 0, row_tiled = 0;
   for (const ConvCase& c : conv_cases()) {
     const auto& g = c.geometry;
     const Tensor x = device_test::ramp(g.x, 1.0f, 1), w = device_test::ramp(g.w, 0.5f, 2);
@@ -96,6 +98,8 @@ TEST_CASE("generated CUDA convolutions match the CPU under host emulation, over 
     REQUIRE(!configs.empty());
     for (const auto& config : configs) {
       INFO(c.name << " " << config.describe());
+      staged += config.stage_ic > 0;
+      row_tiled += config.threads_y > 1;
       const auto printed = cuda::conv_kernel(g, config, c.bias, c.residual, c.activation, c.params);
       std::string why;
       const auto kernel = codegen::test::build_emulated(printed, c.name, &why);
@@ -111,6 +115,8 @@ TEST_CASE("generated CUDA convolutions match the CPU under host emulation, over 
       CHECK(testing::compare_allclose(y, want, 1e-5, 1e-5).empty());
     }
   }
+  CHECK(staged >= 5);  // the samples cover shared-memory staging and several output rows a block
+  CHECK(row_tiled >= 5);
 }
 
 TEST_CASE("generated CUDA convolutions and element-wise kernels compile with NVRTC within the limits", "[cuda][codegen]") {
