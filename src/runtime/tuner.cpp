@@ -302,7 +302,8 @@ StepChoice Tuner::search_node(std::size_t s, const std::vector<const Tensor*>& i
   const auto at = [&](std::int64_t value, const std::vector<std::int64_t>& values) {
     return static_cast<int>(std::find(values.begin(), values.end(), value) - values.begin());
   };
-  const search::Point untuned_point = {at(untuned.candidate, runnable), threads_ - 1};
+  // The untuned choice runs on all the session's threads: the last of the counts tried.
+  const search::Point untuned_point = {at(untuned.candidate, runnable), at(threads.back(), threads)};
   const double untuned_us = measure(untuned_point);
   const std::size_t wanted =
       settings_.compare_strategies

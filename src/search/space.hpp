@@ -35,7 +35,10 @@ class Space {
   // In range for every knob and allowed by the constraint.
   bool valid(const Point& p) const;
   std::int64_t value(const Point& p, const std::string& knob) const;  // throws for an unknown knob
-  std::int64_t value(const Point& p, std::size_t knob) const { return knobs_[knob].values[p[knob]]; }
+  // Throws std::out_of_range for a point that is not of this space.
+  std::int64_t value(const Point& p, std::size_t knob) const {
+    return knobs_.at(knob).values.at(static_cast<std::size_t>(p.at(knob)));
+  }
   // The point with mixed-radix index `flat` (knob 0 varies slowest), for exhaustive enumeration.
   Point point_at(std::uint64_t flat) const;
   // "tile_m=6,tile_n=16"; parse() is its inverse, nullopt for text that names another space or

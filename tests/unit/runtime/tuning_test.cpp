@@ -5,6 +5,8 @@
 // unwritable caches are survived.
 #include <catch2/catch.hpp>
 
+#include <cmath>
+
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
@@ -73,6 +75,22 @@ TEST_CASE("without tuning, a node runs on the cost model's choice, here the firs
   CHECK(backend_of_relu(s) == "slow");
   CHECK(y.data<float>()[0] == 0.0f);  // relu(-2)
   CHECK(!fs::exists(db_file(dir)));
+}
+
+TEST_CASE("tuning with thread counts other than 1 to N measures the untuned choice on all the session's threads", "[tuning]") {
+  // Six threads: the counts tried are 1, 2, 4 and 6, so the untuned point (6) is the fourth
+  // value, not the sixth (reading it as the sixth once timed kernels on a garbage count).
+  SessionOptions o;
+  o.threads = 6;
+  const Session s = make(wpk::testing::temp_dir("tune-threads"), true, o);
+  REQUIRE(tuning_thread_counts(6) == std::vector<int>{1, 2, 4, 6});
+  const std::vector<TunedNode> report = s.tuning_report();
+  REQUIRE(report.size() == 1);
+  CHECK(report[0].untuned == "slow threads=6");
+  CHECK(std::isfinite(report[0].untuned_us));  // measured, at a count that exists
+  const std::string threads = report[0].winner.substr(report[0].winner.find("threads=") + 8);
+  CHECK((threads == "1" || threads == "2" || threads == "4" || threads == "6"));
+  CHECK(report[0].trials == configurations(s));
 }
 
 TEST_CASE("tuning at load picks the fastest correct configuration and a warm database measures nothing", "[tuning]") {
