@@ -59,9 +59,11 @@ std::vector<Trial> trials(const std::string& file = "gpu_conv_trials_h200.txt") 
 TEST_CASE("the generated convolution's launch as the cost model computes it is the one the printer made", "[cuda][cost]") {
   auto all = trials();
   REQUIRE(all.size() > 700);
-  const auto staged = trials("gpu_conv_staged_trials_h200.txt");
-  REQUIRE(staged.size() > 1000);
-  all.insert(all.end(), staged.begin(), staged.end());
+  for (const char* file : {"gpu_conv_staged_trials_h200.txt", "gpu_conv_rows_trials_h200.txt"}) {
+    const auto more = trials(file);
+    REQUIRE(more.size() > 1000);
+    all.insert(all.end(), more.begin(), more.end());
+  }
   for (const Trial& t : all) {
     const search::GpuLaunch l = cuda::conv_launch(t.geometry, t.config, t.registers);
     INFO(t.config.describe());
@@ -104,6 +106,15 @@ TEST_CASE("the GPU cost model ranks measured schedules of each convolution", "[c
   INFO("pairwise ranking accuracy " << accuracy << "; predicted / measured, median " << median_ratio);
   // Measured when the model was written: 0.82 of the pairs ranked right, a median ratio of 0.90.
   CHECK(accuracy >= 0.80);
+  CHECK(median_ratio > 0.5);
+  CHECK(median_ratio < 2.0);
+}
+
+TEST_CASE("the GPU cost model ranks schedules that tile output rows", "[cuda][cost]") {
+  const auto [accuracy, median_ratio] = ranking(trials("gpu_conv_rows_trials_h200.txt"));
+  INFO("pairwise ranking accuracy " << accuracy << "; predicted / measured, median " << median_ratio);
+  // Measured when the data was taken (the model unchanged since the staged data): 0.66, 0.80.
+  CHECK(accuracy >= 0.63);
   CHECK(median_ratio > 0.5);
   CHECK(median_ratio < 2.0);
 }
