@@ -25,7 +25,8 @@ enum class StmtKind {
           // points that exist)
   Barrier,  // every thread of the block waits for the others (CUDA's __syncthreads)
   Stage,    // buffer (shared) [t] = source[index + t] for every t within buffer's dims, 0 where
-            // that leaves source; the block's threads share the copy
+            // that leaves source; the block's threads share the copy. With `value`: the element
+            // is value with `vars` (a producer's axes) bound to index + t, instead of a load
 };
 
 struct Stmt {
@@ -41,6 +42,7 @@ struct Stmt {
   std::vector<Affine> index;
   Expr value;
   Buffer source;                      // Stage
+  std::vector<Var> vars;              // Stage with a producer: its axes
   std::vector<std::int64_t> bounds;   // Guard
 };
 
@@ -50,7 +52,7 @@ constexpr std::int64_t kMaxSharedBytes = 48 * 1024;
 struct LoweredKernel {
   std::string name;          // the compute's
   std::string schedule;      // Schedule::describe()
-  std::vector<Buffer> args;  // inputs, then the output
+  std::vector<Buffer> args;  // inputs (a produced one replaced by its producer's inputs), then the output
   std::vector<Var> dynamic;  // the kernel's extents argument, in order
   std::vector<Buffer> shared;  // staged tiles (Schedule::stage_shared), in CUDA shared memory
   StmtPtr body;

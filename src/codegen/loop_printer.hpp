@@ -329,8 +329,15 @@ class LoopPrinter {
       flat_index = std::to_string(src_stride) + " * " + coords[d] + (flat_index.empty() ? "" : " + " + flat_index);
       src_stride *= src->dims[d];
     }
-    line(depth + 1, arg_names_.at(tile.get()) + "[" + e + "] = " + inside + " ? " + arg_names_.at(src.get()) + "[" + flat_index +
-                        "] : 0.0f;");
+    if (s->value) {
+      // A producer's element: its axes are this element's coordinates.
+      for (std::size_t d = 0; d < s->vars.size(); ++d) var_names_[s->vars[d].get()] = coords[d];
+      line(depth + 1, arg_names_.at(tile.get()) + "[" + e + "] = " + inside + " ? " + expr(s->value) + " : 0.0f;");
+      for (const Var& v : s->vars) var_names_.erase(v.get());
+    } else {
+      line(depth + 1, arg_names_.at(tile.get()) + "[" + e + "] = " + inside + " ? " + arg_names_.at(src.get()) + "[" + flat_index +
+                          "] : 0.0f;");
+    }
     line(depth, "}");
   }
 

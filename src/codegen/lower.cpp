@@ -34,9 +34,15 @@ class Lowering {
     LoweredKernel k;
     k.name = c_.name;
     k.schedule = s_.describe();
-    k.args = c_.inputs;
-    for (Buffer& b : k.args)
-      if (const PackRecord* p = s_.pack_of(b.get())) b = p->packed;
+    for (const Buffer& b : c_.inputs) {
+      const StageRecord* staged = stage_of(b.get());
+      if (staged && staged->producer) {
+        k.args.insert(k.args.end(), staged->producer->inputs.begin(), staged->producer->inputs.end());
+        continue;
+      }
+      const PackRecord* p = s_.pack_of(b.get());
+      k.args.push_back(p ? p->packed : b);
+    }
     k.args.push_back(c_.output);
     k.dynamic = c_.dynamic();
     for (const StageRecord& r : s_.stages()) k.shared.push_back(plan_stage(r));
@@ -269,6 +275,10 @@ class Lowering {
                                   std::to_string(kMaxSharedBytes) + " of shared memory");
     read.tile = tile;
     copy->buffer = tile;
+    if (r.producer) {
+      copy->value = r.producer->body;
+      copy->vars = r.producer->axes;
+    }
     staged_at_[r.at.get()].push_back(copy);
     stage_reads_[r.original.get()] = read;
     return tile;
@@ -286,6 +296,11 @@ class Lowering {
         if (b[d].coefficient(t.first.get()) != t.second) return false;
     }
     return true;
+  }
+  const StageRecord* stage_of(const BufferNode* b) const {
+    for (const StageRecord& r : s_.stages())
+      if (r.original.get() == b) return &r;
+    return nullptr;
   }
   std::size_t loop_position(const VarNode* v) const {
     for (std::size_t i = 0; i < loops_.size(); ++i)
@@ -444,7 +459,8 @@ void dump_into(const StmtPtr& s, int depth, std::string& out) {
     case StmtKind::Stage: {
       std::string dims;
       for (std::int64_t d : s->buffer->dims) dims += "[" + std::to_string(d) + "]";
-      out += pad + "shared " + s->buffer->name + dims + " = " + to_string(load(s->source, s->index)) + " + t\n";
+      out += pad + "shared " + s->buffer->name + dims + " = " + (s->value ? "computed " : "") + to_string(load(s->source, s->index)) +
+             " + t\n";
       return;
     }
   }

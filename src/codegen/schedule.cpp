@@ -99,7 +99,19 @@ void Schedule::stage_shared(const Buffer& b, const Var& at) {
     throw std::invalid_argument(compute_.name + ": stage '" + b->name + "' at '" + at->name + "': not a reduction loop");
   for (const StageRecord& r : stages_)
     if (r.original == b) throw std::invalid_argument(compute_.name + ": '" + b->name + "' is staged already");
-  stages_.push_back({b, at});
+  stages_.push_back({b, at, nullptr});
+}
+
+void Schedule::stage_shared(const Buffer& b, const Var& at, const Compute& producer) {
+  if (!producer.reduce.empty() || !producer.body || producer.epilogue)
+    throw std::invalid_argument(compute_.name + ": the producer of '" + b->name + "' must be element-wise");
+  if (producer.output->dims != b->dims || producer.axes.size() != b->dims.size())
+    throw std::invalid_argument(compute_.name + ": the producer '" + producer.name + "' does not make '" + b->name + "'s shape");
+  for (const Buffer& in : producer.inputs)
+    if (std::find(compute_.inputs.begin(), compute_.inputs.end(), in) != compute_.inputs.end())
+      throw std::invalid_argument(compute_.name + ": the producer's input '" + in->name + "' is also the kernel's");
+  stage_shared(b, at);
+  stages_.back().producer = std::make_shared<const Compute>(producer);
 }
 
 const PackRecord* Schedule::pack_of(const BufferNode* b) const {
@@ -152,7 +164,8 @@ std::string Schedule::describe() const {
     }
   }
   for (const PackRecord& p : packs_) s += " pack(" + p.original->name + "@" + p.var->name + ")";
-  for (const StageRecord& r : stages_) s += " shared(" + r.original->name + "@" + r.at->name + ")";
+  for (const StageRecord& r : stages_)
+    s += " shared(" + r.original->name + "@" + r.at->name + (r.producer ? "=" + r.producer->name : "") + ")";
   return s;
 }
 

@@ -22,11 +22,17 @@
 //                  that every thread meets every barrier, a kernel with a stage computes its
 //                  spatial splits' remainders as whole tiles and stores only the points inside
 //                  (the CUDA printer only)
+//   stage_shared(b, r, producer)
+//                  as above, but the tile's elements are computed there by `producer`, an
+//                  element-wise compute whose output is b: b never exists in memory (a depth-first
+//                  group: the producer's values live in the block's shared memory only). In the
+//                  kernel's buffers the producer's inputs take b's place
 // Spatial loops inside the reductions form the register tile: the sums of one tile stay in
 // registers over the whole reduction and meet the epilogue once (they must be unrolled or
 // vectorized). A schedule that breaks a rule throws std::invalid_argument when lowered.
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -53,6 +59,7 @@ struct SplitRecord {
 struct StageRecord {
   Buffer original;  // an input
   Var at;           // the reduction loop whose iterations copy it
+  std::shared_ptr<const Compute> producer;  // computes the tile's elements; null: copied from b
 };
 
 struct PackRecord {
@@ -74,6 +81,7 @@ class Schedule {
   void bind_thread(const Var& v) { kind(v, LoopKind::GpuThread); }
   void pack(const Buffer& b, const Var& v);
   void stage_shared(const Buffer& b, const Var& at);
+  void stage_shared(const Buffer& b, const Var& at, const Compute& producer);
 
   const Compute& compute() const { return compute_; }
   const std::vector<Loop>& loops() const { return loops_; }

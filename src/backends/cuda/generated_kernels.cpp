@@ -197,8 +197,34 @@ double predict_conv_seconds(const search::GpuSpec& gpu, const ConvGeometry& g, c
   return search::predict_gpu_seconds(gpu, conv_launch(g, c, registers), conv_loop(g, c));
 }
 
-PrintedCudaKernel conv_kernel(const ConvGeometry& g, const CudaConvConfig& c, bool bias, bool residual,
-                              const std::string& activation, const std::vector<float>& params) {
+namespace {
+
+// The depthwise convolution `dw` with its bias and activation as an element-wise compute of its
+// output, viewed as a convolution's input [N, 1, C, H, W]: each element sums its KH x KW taps,
+// written out.
+Compute depthwise_producer(const ConvGeometry& dw, const ConvEpilogue& e) {
+  const std::int64_t n = dw.x[0], ch = dw.x[1], oh = dw.y[2], ow = dw.y[3], kh = dw.w[2], kw = dw.w[3];
+  Var pn = var("dn", n), pg = var("dg", 1), pc = var("dc", ch), py = var("dy", oh), px = var("dx", ow);
+  Buffer xin = buffer("dw_x", {n, ch, dw.x[2], dw.x[3]}), wd = buffer("dw_w", {ch, kh, kw});
+  std::vector<Buffer> inputs = {xin, wd};
+  Expr sum = constant(0.0f);
+  if (e.bias) {
+    inputs.push_back(buffer("dw_bias", {ch}));
+    sum = load(inputs.back(), {pc});
+  }
+  for (std::int64_t ky = 0; ky < kh; ++ky)
+    for (std::int64_t kx = 0; kx < kw; ++kx) {
+      const Affine iy = Affine(py) * dw.strides[0] + (ky * dw.dilations[0] - dw.pads[0]);
+      const Affine ix = Affine(px) * dw.strides[1] + (kx * dw.dilations[1] - dw.pads[1]);
+      sum = sum + load_or_zero(xin, {pn, pc, iy, ix}) * load(wd, {pc, ky, kx});
+    }
+  return compute("depthwise", buffer("x", {n, 1, ch, oh, ow}), {pn, pg, pc, py, px}, {},
+                 activation_expr(e.activation, e.params, sum), nullptr, inputs);
+}
+
+PrintedCudaKernel conv_kernel_with(const ConvGeometry& g, const CudaConvConfig& c, bool bias, bool residual,
+                                   const std::string& activation, const std::vector<float>& params, const Compute* producer,
+                                   const std::string& symbol_prefix) {
   const std::int64_t n = g.x[0], groups = g.groups, icg = g.x[1] / groups, h = g.x[2], w = g.x[3];
   const std::int64_t ocg = g.w[0] / groups, kh = g.w[2], kw = g.w[3], oh = g.y[2], ow = g.y[3];
   Var vn = var("n", n), vg = var("g", groups), oc = var("oc", ocg), oy = var("oy", oh), ox = var("ox", ow);
@@ -230,8 +256,11 @@ PrintedCudaKernel conv_kernel(const ConvGeometry& g, const CudaConvConfig& c, bo
   if (c.stage_ic > 0) {
     const auto [ic_o, ic_i] = s.split(ic, std::min(c.stage_ic, icg));
     s.reorder({vn, vg, oc_o, oy_o, ox_o, oc_t, oy_t, ox_t, ic_o, ic_i, ky, kx, oc_r, ox_r});
-    s.stage_shared(x, ic_o);
+    if (producer) s.stage_shared(x, ic_o, *producer);
+    else s.stage_shared(x, ic_o);
     s.stage_shared(wt, ic_o);
+  } else if (producer) {
+    throw std::invalid_argument("a depth-first convolution needs stage_ic: its input exists only in shared memory");
   } else {
     s.reorder({vn, vg, oc_o, oy_o, ox_o, oc_t, oy_t, ox_t, ic, ky, kx, oc_r, ox_r});
   }
@@ -241,12 +270,34 @@ PrintedCudaKernel conv_kernel(const ConvGeometry& g, const CudaConvConfig& c, bo
   s.bind_thread(ox_t);
   s.unroll(oc_r);
   s.unroll(ox_r);
-  std::string symbol = "wpk_conv";
+  std::string symbol = symbol_prefix;
   for (std::int64_t d : {n, g.x[1], h, w, g.w[0], kh, kw, g.strides[0], groups}) symbol += "_" + std::to_string(d);
   symbol += "_" + std::to_string(c.threads_oc) + "x" + std::to_string(c.regs_oc) + "x" + std::to_string(c.threads_x) + "x" +
             std::to_string(c.regs_x) + (c.stage_ic ? "_s" + std::to_string(c.stage_ic) : "") +
             (t.threads_y > 1 ? "_y" + std::to_string(t.threads_y) : "");
   return print_cuda(lower(s), symbol, "cuda backend");
+}
+
+}  // namespace
+
+PrintedCudaKernel conv_kernel(const ConvGeometry& g, const CudaConvConfig& c, bool bias, bool residual,
+                              const std::string& activation, const std::vector<float>& params) {
+  return conv_kernel_with(g, c, bias, residual, activation, params, nullptr, "wpk_conv");
+}
+
+bool depth_first_pair(const ConvGeometry& dw, const ConvEpilogue& dw_epilogue, const ConvGeometry& pw) {
+  return dw.groups == dw.x[1] && dw.w[0] == dw.x[1] && !dw_epilogue.residual && activation_expressible(dw_epilogue.activation) &&
+         pw.groups == 1 && pw.x == dw.y;
+}
+
+PrintedCudaKernel depth_first_conv_kernel(const ConvGeometry& dw, const ConvEpilogue& dw_epilogue, const ConvGeometry& pw,
+                                          const CudaConvConfig& c, bool bias, bool residual, const std::string& activation,
+                                          const std::vector<float>& params) {
+  if (!depth_first_pair(dw, dw_epilogue, pw))
+    throw std::invalid_argument("not a depthwise convolution read by a convolution of one group");
+  const Compute producer = depthwise_producer(dw, dw_epilogue);
+  std::string prefix = "wpk_dwconv_" + std::to_string(dw.w[2]) + "x" + std::to_string(dw.w[3]) + "s" + std::to_string(dw.strides[0]);
+  return conv_kernel_with(pw, c, bias, residual, activation, params, &producer, prefix);
 }
 
 namespace {

@@ -73,6 +73,17 @@ double predict_conv_seconds(const search::GpuSpec& gpu, const ConvGeometry& g, c
 codegen::PrintedCudaKernel conv_kernel(const ConvGeometry& g, const CudaConvConfig& c, bool bias, bool residual,
                                        const std::string& activation, const std::vector<float>& params);
 
+// A depth-first group: the depthwise convolution `dw` (one channel per group, its bias and
+// activation in dw_epilogue, no residual) and the convolution of one group that reads its output,
+// as one kernel: the pointwise convolution's schedule (stage_ic > 0) computes the depthwise
+// values its block needs in shared memory, stage_ic channels at a time, and never stores them.
+// The kernel's buffers: dw's input, its weights ([C, KH, KW]), its bias ([C]) when it has one,
+// then the pointwise convolution's as conv_kernel's (its input excepted).
+bool depth_first_pair(const ConvGeometry& dw, const ConvEpilogue& dw_epilogue, const ConvGeometry& pw);
+codegen::PrintedCudaKernel depth_first_conv_kernel(const ConvGeometry& dw, const ConvEpilogue& dw_epilogue, const ConvGeometry& pw,
+                                                   const CudaConvConfig& c, bool bias, bool residual, const std::string& activation,
+                                                   const std::vector<float>& params);
+
 // A (batched) product Y[b] = A[b] B[b or shared] with its epilogue act(acc + bias[n] + Z), and
 // the schedule knobs of its generated kernel: a thread computes regs_m x regs_n outputs in
 // registers, a block's threads_m x threads_n threads a tile of rows and columns; with stage_k, the

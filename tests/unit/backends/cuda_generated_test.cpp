@@ -119,6 +119,67 @@ TEST_CASE("generated CUDA convolutions match the CPU under host emulation, over 
   CHECK(row_tiled >= 5);
 }
 
+TEST_CASE("a depthwise and a pointwise convolution as one depth-first kernel match the CPU under host emulation", "[cuda][codegen]") {
+  for (const std::int64_t stride : {1, 2}) {
+    const std::int64_t c = 8, o = 12, hw = 9;
+    const cuda::ConvGeometry dw = geometry(2, c, hw, c, 3, stride, 1, c);
+    const cuda::ConvGeometry pw = geometry(2, c, dw.y[2], o, 1, 1, 0, 1);
+    const cuda::ConvEpilogue dw_epilogue{true, false, "Clip", {0.0f, 6.0f}};
+    REQUIRE(cuda::depth_first_pair(dw, dw_epilogue, pw));
+    CHECK_FALSE(cuda::depth_first_pair(pw, dw_epilogue, dw));
+    const bool residual = stride == 2;
+    // The CPU's y: Conv (depthwise) -> Clip -> Conv (pointwise) [-> Add z -> Relu].
+    Graph g;
+    g.add_input("x", DType::Float32, {dw.x.begin(), dw.x.end()});
+    g.add_input("z", DType::Float32, {pw.y.begin(), pw.y.end()});
+    g.add_initializer("wd", device_test::ramp(dw.w, 0.5f, 1));
+    g.add_initializer("bd", device_test::ramp({c}, 0.3f, 2));
+    g.add_initializer("wp", device_test::ramp(pw.w, 0.5f, 3));
+    g.add_initializer("bp", device_test::ramp({o}, 0.3f, 4));
+    g.add_initializer("lo", Tensor::scalar<float>(0.0f));
+    g.add_initializer("hi", Tensor::scalar<float>(6.0f));
+    const std::vector<std::int64_t> pads = {1, 1, 1, 1};
+    g.add_node("Conv", {"x", "wd", "bd"}, {"d"}, {{"group", c}, {"strides", std::vector<std::int64_t>{stride, stride}}, {"pads", pads}});
+    g.add_node("Clip", {"d", "lo", "hi"}, {"d6"});
+    g.add_node("Conv", {"d6", "wp", "bp"}, {"p"});
+    std::string out = "p";
+    if (residual) {
+      g.add_node("Add", {"p", "z"}, {"pz"});
+      g.add_node("Relu", {"pz"}, {"y"});
+      out = "y";
+    }
+    g.add_output(out);
+    const Tensor x = device_test::ramp(dw.x, 1.0f, 5), z = device_test::ramp(pw.y, 0.4f, 6);
+    SessionOptions so;
+    so.optimizer.level = OptimizationLevel::None;
+    const Graph graph = g;
+    Session cpu(std::move(g), so);
+    const Tensor want = cpu.run({{"x", x}, {"z", z}}).at(out);
+    std::vector<cuda::CudaConvConfig> configs;
+    for (const auto& config : sampled_configs(pw, 40))
+      if (config.stage_ic > 0 && configs.size() < 4) configs.push_back(config);
+    REQUIRE(configs.size() == 4);
+    for (const auto& config : configs) {
+      INFO("stride " << stride << " " << config.describe());
+      const auto printed = cuda::depth_first_conv_kernel(dw, dw_epilogue, pw, config, true, residual, residual ? "Relu" : "", {});
+      std::string why;
+      const auto kernel = codegen::test::build_emulated(printed, printed.symbol, &why);
+      INFO(why);
+      REQUIRE(kernel);
+      Tensor y = Tensor::zeros(DType::Float32, pw.y);
+      auto ptr = [&](const char* name) { return const_cast<float*>(graph.initializer(graph.find_value(name))->data<float>()); };
+      std::vector<float*> args = {const_cast<float*>(x.data<float>()), ptr("wd"), ptr("bd"), ptr("wp"), ptr("bp")};
+      if (residual) args.push_back(const_cast<float*>(z.data<float>()));
+      args.push_back(y.data<float>());
+      reinterpret_cast<codegen::test::Entry>(kernel->entry)(args.data(), nullptr, 1);
+      CHECK_FALSE(codegen::test::emulation_diverged(*kernel));
+      CHECK(testing::compare_allclose(y, want, 1e-5, 1e-5).empty());
+    }
+    CHECK_THROWS_AS(cuda::depth_first_conv_kernel(dw, dw_epilogue, pw, cuda::CudaConvConfig{}, true, false, "", {}),
+                    std::invalid_argument);  // no stage_ic: the depthwise values would have nowhere to live
+  }
+}
+
 TEST_CASE("generated CUDA convolutions and element-wise kernels compile with NVRTC within the limits", "[cuda][codegen]") {
   std::string why;
   const codegen::Nvrtc* nvrtc = codegen::Nvrtc::get(&why);
@@ -143,6 +204,19 @@ TEST_CASE("generated CUDA convolutions and element-wise kernels compile with NVR
         CHECK(cubin.resources.shared_bytes <= limits.shared_bytes_per_block);
         CHECK(cubin.resources.spill_bytes <= 0);  // -1: this NVRTC did not report it
       }
+    // MobileNetV2's 144-channel depthwise convolution and the projection that reads it, as one kernel.
+    const cuda::ConvGeometry dw = geometry(1, 144, 56, 144, 3, 1, 1, 144), pw = geometry(1, 144, 56, 24, 1, 1, 0, 1);
+    int depth_first = 0;
+    for (const auto& config : sampled_configs(pw, 60)) {
+      if (config.stage_ic == 0 || depth_first == 3) continue;
+      ++depth_first;
+      const auto printed = cuda::depth_first_conv_kernel(dw, {true, false, "Clip", {0.0f, 6.0f}}, pw, config, true, false, "", {});
+      INFO(printed.symbol << " sm_" << sm);
+      const auto cubin = nvrtc->compile(printed.source, printed.symbol, sm);
+      CHECK(cubin.resources.registers * printed.threads <= limits.registers_per_block);
+      CHECK(codegen::cubin_shared_bytes(cubin.cubin) <= limits.shared_bytes_per_block + (sm >= 90 ? 1024 : 0));
+    }
+    CHECK(depth_first == 3);
     const auto add = cuda::elementwise_kernel("add", {8, 64, 56, 56}, {{8, 64, 56, 56}, {1, 64, 1, 1}},
                                               [](const std::vector<codegen::Expr>& v) { return v[0] + v[1]; });
     CHECK(nvrtc->compile(add.source, add.symbol, sm).resources.registers > 0);

@@ -217,6 +217,90 @@ TEST_CASE("a staged kernel copies its tiles between barriers, and the emulation 
   CHECK_THROWS_WITH(lower(too_big), Catch::Contains("shared memory"));
 }
 
+// A depth-first group: a 3x3 depthwise convolution (pads 1, bias, ReLU) computed tile by tile
+// in shared memory by the pointwise convolution that reads it, never stored.
+struct DepthFirstCase {
+  Compute depthwise, pointwise;
+  std::shared_ptr<Schedule> schedule;
+};
+DepthFirstCase depth_first_case(std::int64_t ic_step) {
+  const std::int64_t n = 2, c = 6, o = 7, h = 5, w = 9;
+  Var pn = var("pn", n), pc = var("pc", c), py = var("py", h), px = var("px", w);
+  Buffer in = buffer("in", {n, c, h, w}), wd = buffer("wd", {c, 3, 3}), bd = buffer("bd", {c});
+  Expr sum = load(bd, {pc});
+  for (std::int64_t ky = 0; ky < 3; ++ky)
+    for (std::int64_t kx = 0; kx < 3; ++kx)
+      sum = sum + load_or_zero(in, {pn, pc, Affine(py) + (ky - 1), Affine(px) + (kx - 1)}) * load(wd, {pc, ky, kx});
+  Buffer d = buffer("d", {n, c, h, w});
+  DepthFirstCase k;
+  k.depthwise = compute("depthwise", d, {pn, pc, py, px}, {}, relu(sum), nullptr, {in, wd, bd});
+  Var vn = var("n", n), vo = var("o", o), vy = var("y", h), vx = var("x", w), vc = var("c", c);
+  Buffer wp = buffer("wp", {o, c}), bp = buffer("bp", {o});
+  k.pointwise = compute("pointwise", buffer("out", {n, o, h, w}), {vn, vo, vy, vx}, {vc}, load(d, {vn, vc, vy, vx}) * load(wp, {vo, vc}),
+                        acc() + load(bp, {vo}), {d, wp, bp});
+  auto s = std::make_shared<Schedule>(k.pointwise);
+  const auto [oo, o_rest] = s->split(vo, 4);
+  const auto [ot, orr] = s->split(o_rest, 2);
+  const auto [xo, x_rest] = s->split(vx, 4);
+  const auto [xt, xr] = s->split(x_rest, 2);
+  const auto [yo, yt] = s->split(vy, 2);
+  const auto [co, ci] = s->split(vc, ic_step);
+  s->reorder({vn, oo, yo, xo, ot, yt, xt, co, ci, orr, xr});
+  for (const Var& v : {vn, oo, yo, xo}) s->bind_block(v);
+  for (const Var& v : {ot, yt, xt}) s->bind_thread(v);
+  s->unroll(orr);
+  s->unroll(xr);
+  s->stage_shared(d, co, k.depthwise);
+  s->stage_shared(wp, co);
+  k.schedule = s;
+  return k;
+}
+
+TEST_CASE("a depth-first group computes its producer in shared memory, under host emulation and NVRTC", "[codegen][cuda]") {
+  std::string why;
+  const Nvrtc* nvrtc = Nvrtc::get(&why);
+  for (std::int64_t step : {1, 4, 6}) {
+    const DepthFirstCase k = depth_first_case(step);
+    INFO(k.schedule->describe());
+    const LoweredKernel lowered = lower(*k.schedule);
+    REQUIRE(lowered.args.size() == 6);  // in, wd, bd (the producer's, in d's place), wp, bp, out
+    CHECK(lowered.args[0]->name == "in");
+    CHECK(lowered.args[3]->name == "wp");
+    const PrintedCudaKernel printed = print_cuda(lowered, "wpk_depth_first_" + std::to_string(step), "codegen tests");
+    INFO(printed.source);
+    CHECK(printed.source.find("__syncthreads();") != std::string::npos);
+    const auto kernel = build_emulated(printed, "depth_first_" + std::to_string(step), &why);
+    INFO(why);
+    REQUIRE(kernel);
+    Values v;
+    std::uint32_t seed = 11;
+    for (const Buffer& b : k.depthwise.inputs) v[b.get()] = random_values(numel(b), seed++);
+    for (const Buffer& b : k.pointwise.inputs)
+      if (b->name != "d") v[b.get()] = random_values(numel(b), seed++);
+    v[k.depthwise.output.get()] = interpret(k.depthwise, v);
+    const std::vector<float> want = interpret(k.pointwise, v);
+    std::vector<float> got(want.size(), 12345.0f);
+    std::vector<float*> args;
+    for (std::size_t a = 0; a + 1 < lowered.args.size(); ++a) args.push_back(v.at(lowered.args[a].get()).data());
+    args.push_back(got.data());
+    reinterpret_cast<Entry>(kernel->entry)(args.data(), nullptr, 1);
+    CHECK_FALSE(emulation_diverged(*kernel));
+    std::size_t bad = 0;
+    for (std::size_t i = 0; i < got.size(); ++i)
+      if (!(std::fabs(got[i] - want[i]) <= 1e-5f * (1 + std::fabs(want[i])))) ++bad;
+    CHECK(bad == 0);
+    if (!nvrtc) continue;
+    const CompiledCubin cubin = nvrtc->compile(printed.source, printed.symbol, 90);
+    CHECK(cubin.resources.registers > 0);
+    CHECK(cubin_shared_bytes(cubin.cubin) <= cuda_arch_limits(90).shared_bytes_per_block);
+  }
+  const DepthFirstCase k = depth_first_case(2);
+  Schedule bad(k.pointwise);
+  const auto [co, ci] = bad.split(k.pointwise.reduce[0], 2);
+  (void)ci;
+  CHECK_THROWS_WITH(bad.stage_shared(k.pointwise.inputs[0], co, k.pointwise), Catch::Contains("element-wise"));
+}
+
 TEST_CASE("printed CUDA kernels compile with NVRTC for sm_80 and sm_90 within the architectures' limits", "[codegen][cuda]") {
   std::string why;
   const Nvrtc* nvrtc = Nvrtc::get(&why);
