@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "runtime/logging.hpp"
+#include "runtime/measurement.hpp"
 #include "search/strategy.hpp"
 
 namespace wpk::cuda {
@@ -17,6 +18,24 @@ class PredictedCost : public search::CostModel {
  private:
   const GeneratedCandidates& c_;
 };
+
+// The op's output as the host sees it, after `launch` on the region's stream.
+Tensor output_after(const PrepareEnv& env, const std::vector<CUdeviceptr>& args, const std::function<void()>& launch) {
+  launch();
+  Tensor out = Tensor::zeros(DType::Float32, env.out.shape);
+  check(driver().MemcpyDtoHAsync(out.raw(), args.back(), out.nbytes(), env.handles.stream()), "reading a candidate's output");
+  env.handles.synchronize("checking a generated kernel against the library");
+  return out;
+}
+
+// A generated kernel may win only with the library's result (as every CPU candidate must match
+// the reference before it may win): both run on the same inputs, outputs compared on the host.
+bool agrees_with_library(const PrepareEnv& env, const GeneratedCandidates& c, const GeneratedKernel& k,
+                         const std::function<void()>& library) {
+  const Tensor want = output_after(env, c.args, library);
+  const Tensor got = output_after(env, c.args, [&] { k.launch(env.handles.stream(), c.args); });
+  return outputs_agree(got, want);
+}
 
 }  // namespace
 
@@ -62,6 +81,12 @@ Choice search_generated(const PrepareEnv& env, const std::string& key, const std
                 library_name, library_seconds * 1e6, best * 1e6, choice.config, tried);
   const std::string best_config = choice.config;
   if (!(best < library_seconds)) choice = {};
+  if (choice.kernel && !agrees_with_library(env, c, *choice.kernel, library)) {
+    logger().warn("cuda {} '{}': the generated {} is faster but its result differs from {}'s; {} runs", what, env.node.name,
+                  choice.config, library_name, library_name);
+    choice = {};
+    best = std::numeric_limits<double>::infinity();
+  }
   if (env.choices) (*env.choices)[key] = choice.kernel ? choice.config : "library";
   if (env.records && env.records->store)
     env.records->store("cuda:" + Device::get().info().name + ":" + key, choice.kernel ? choice.config : "library",
