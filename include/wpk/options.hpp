@@ -71,8 +71,8 @@ struct RunOptions {
   // outlive the run. Null: no flag.
   const std::atomic<bool>* cancel = nullptr;
   // Outputs that a CUDA session's device region computes (and no CPU node reads) come back in GPU
-  // memory (Tensor::on_device), allocated for the caller and freed with the last copy of the
-  // Tensor, instead of being copied to the host. Other outputs, and every output of a CPU
+  // memory (Tensor::on_device), allocated for the caller on each run and freed with the last copy
+  // of the Tensor, instead of being copied to the host. Other outputs, and every output of a CPU
   // session, stay on the host.
   bool outputs_on_device = false;
 };

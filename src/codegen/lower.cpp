@@ -1,5 +1,6 @@
 // Schedule -> loop IR (loop_ir.hpp).
 #include <algorithm>
+#include <cctype>
 #include <map>
 #include <set>
 #include <stdexcept>
@@ -244,7 +245,9 @@ class Lowering {
     for (std::size_t i = 0; i < loops_.size(); ++i)
       if (i > at || loops_[i].kind == LoopKind::GpuThread) varying.insert(loops_[i].var.get());
     auto tile = std::make_shared<BufferNode>();
-    tile->name = r.original->name + "_tile";
+    // A C name of its own, whatever the input's name (two inputs may share one).
+    tile->name = "t" + std::to_string(stage_reads_.size()) + "_";
+    for (char ch : r.original->name) tile->name += std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';
     tile->shared = true;
     auto copy = std::make_shared<Stmt>();
     copy->kind = StmtKind::Stage;

@@ -110,6 +110,11 @@ void Schedule::stage_shared(const Buffer& b, const Var& at, const Compute& produ
   for (const Buffer& in : producer.inputs)
     if (std::find(compute_.inputs.begin(), compute_.inputs.end(), in) != compute_.inputs.end())
       throw std::invalid_argument(compute_.name + ": the producer's input '" + in->name + "' is also the kernel's");
+  // Its axes stand for the tile element's coordinates: one that is also a loop here would mean two things.
+  for (const Var& v : producer.axes)
+    for (const Loop& l : loops_)
+      if (l.var == v || split_of(v.get()))
+        throw std::invalid_argument(compute_.name + ": the producer's axis '" + v->name + "' is a loop of this schedule; give it its own");
   stage_shared(b, at);
   stages_.back().producer = std::make_shared<const Compute>(producer);
 }

@@ -71,8 +71,6 @@ bool shares_bytes(const Tensor& a, const Tensor& b) {
   return pa < pb + b.nbytes() && pb < pa + a.nbytes();
 }
 
-// Returned tensors own their memory: never the caller's input bytes, the session's weights, or
-// the run's arena, which the next run reuses.
 // Inputs in GPU memory stay there for the device regions that read them; one that a CPU node
 // reads (or the caller gets back as an output) comes to the host first. Nothing when no input is
 // on the device.
@@ -100,6 +98,8 @@ std::optional<TensorMap> host_copies_where_read(const Graph& g, const TensorMap&
   return out;
 }
 
+// Returned tensors own their memory: never the caller's input bytes, the session's weights, or
+// the run's arena, which the next run reuses.
 TensorMap collect_outputs(const Graph& g, const TensorMap& inputs, const Executor& exec) {
   TensorMap out;
   for (ValueId v : g.outputs()) {

@@ -36,7 +36,11 @@ const GpuSpec* gpu_spec(const std::string& name) {
 double predict_gpu_seconds(const GpuSpec& gpu, const GpuLaunch& launch, const GpuLoop& loop) {
   const std::int64_t warps = (std::max<std::int64_t>(1, launch.threads) + 31) / 32;
   const std::int64_t registers = std::max(16, launch.registers);
-  const std::int64_t by_shared = launch.shared_bytes > 0 ? gpu.shared_bytes / launch.shared_bytes : gpu.max_blocks;
+  // From sm_90 the driver reserves a kilobyte of shared memory in every block; a spec without the
+  // multiprocessor's figure leaves shared memory out of residency.
+  const std::int64_t per_block = launch.shared_bytes + (gpu.sm >= 90 ? 1024 : 0);
+  const std::int64_t by_shared =
+      gpu.shared_bytes > 0 && per_block > 0 ? gpu.shared_bytes / per_block : static_cast<std::int64_t>(gpu.max_blocks);
   const std::int64_t resident = std::max<std::int64_t>(
       1, std::min({static_cast<std::int64_t>(gpu.max_blocks), gpu.max_threads / (warps * 32),
                    gpu.registers / (registers * warps * 32), by_shared}));

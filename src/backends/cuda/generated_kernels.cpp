@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+
 #include "codegen/loop_ir.hpp"
 #include "wpk/error.hpp"
 
@@ -143,7 +144,7 @@ bool stage_worth_trying(std::int64_t step, std::int64_t extent) { return step ==
 void add_staging(search::GpuLoop& loop, const Tiles& t, std::int64_t shared_bytes, double steps, double stages) {
   const double warps = std::ceil(static_cast<double>(t.threads()) / 32.0);
   const double rounds = static_cast<double>(shared_bytes) / 4.0 / 32.0 / warps / steps;  // a warp's copy rounds per step
-  constexpr double kIssuePerRound = 16;  // the element's index arithmetic (64-bit) and the shared store
+  constexpr double kIssuePerRound = 16;  // the element's index arithmetic and the shared store
   loop.cache_lines = rounds * (1 + kIssuePerRound);
   loop.shared_loads = 0.25 * static_cast<double>(t.regs_r + t.regs_c);
   loop.stages = stages;

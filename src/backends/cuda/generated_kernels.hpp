@@ -21,9 +21,8 @@ namespace wpk::cuda {
 // A 2-D NCHW convolution's geometry (groups included) and the schedule knobs of its generated
 // kernel: a thread computes regs_oc output channels x regs_x output columns in registers, a
 // block's threads_oc x threads_y x threads_x threads cover a tile of channels, output rows and
-// columns;
-// with stage_ic, the block copies the input rows and weights its tile reads into shared memory,
-// stage_ic input channels at a time, and its threads read them from there.
+// columns; with stage_ic, the block copies the input rows and weights its tile reads into shared
+// memory, stage_ic input channels at a time, and its threads read them from there.
 struct ConvGeometry {
   Shape x, w, y;  // [N, C, H, W], [O, C / groups, KH, KW], [N, O, OH, OW]
   std::int64_t groups = 1;

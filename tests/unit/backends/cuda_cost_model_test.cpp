@@ -113,7 +113,7 @@ TEST_CASE("the GPU cost model ranks measured schedules of each convolution", "[c
 TEST_CASE("the GPU cost model ranks schedules that tile output rows", "[cuda][cost]") {
   const auto [accuracy, median_ratio] = ranking(trials("gpu_conv_rows_trials_h200.txt"));
   INFO("pairwise ranking accuracy " << accuracy << "; predicted / measured, median " << median_ratio);
-  // Measured when the data was taken (the model unchanged since the staged data): 0.66, 0.80.
+  // Row tiles are priced by the same terms as the staged schedules, with no fit of their own.
   CHECK(accuracy >= 0.63);
   CHECK(median_ratio > 0.5);
   CHECK(median_ratio < 2.0);
@@ -122,8 +122,8 @@ TEST_CASE("the GPU cost model ranks schedules that tile output rows", "[cuda][co
 TEST_CASE("the GPU cost model ranks staged and unstaged schedules of each convolution", "[cuda][cost]") {
   const auto [accuracy, median_ratio] = ranking(trials("gpu_conv_staged_trials_h200.txt"));
   INFO("pairwise ranking accuracy " << accuracy << "; predicted / measured, median " << median_ratio);
-  // Measured when the staging terms were fitted: 0.68 of the pairs ranked right, a median ratio of
-  // 0.80; copies into shared memory are harder to price than the plain loop (barriers, latency).
+  // Copies into shared memory are harder to price than the plain loop (barriers, latency): the
+  // bar is below the plain schedules'.
   CHECK(accuracy >= 0.65);
   CHECK(median_ratio > 0.5);
   CHECK(median_ratio < 2.0);

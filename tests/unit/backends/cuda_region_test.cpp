@@ -121,30 +121,33 @@ TEST_CASE("a CUDA session takes inputs in GPU memory and returns outputs there",
   if (!have_gpu()) return;
 #ifdef WPK_WITH_CUDA
   using device_test::ramp;
-  // x feeds a device region (Relu, Mul: y) and a CPU node (Erf, which the backend lacks: e).
+  // x feeds a device region (Relu, Mul: y) and a CPU node (Erf, which the backend lacks: e), so it
+  // comes to the host; v only the region reads, so it is copied on the device.
   Graph g;
   g.add_input("x", DType::Float32, {4, 64});
-  g.add_initializer("k", ramp({64}, 0.5f, 1));
+  g.add_input("v", DType::Float32, {4, 64});
   g.add_node("Relu", {"x"}, {"r"});
-  g.add_node("Mul", {"r", "k"}, {"y"});
+  g.add_node("Mul", {"r", "v"}, {"y"});
   g.add_node("Erf", {"x"}, {"e"});
   g.add_output("y");
   g.add_output("e");
-  const Tensor x = ramp({4, 64}, 1.0f, 2);
+  const Tensor x = ramp({4, 64}, 1.0f, 2), v = ramp({4, 64}, 0.5f, 1);
   Session cpu(g, SessionOptions{});
-  const TensorMap want = cpu.run({{"x", x}});
+  const TensorMap want = cpu.run({{"x", x}, {"v", v}});
   int regions = 0;
   Session gpu(all_on_gpu(g, &regions), SessionOptions{});  // placed as a CUDA session does, however small
   REQUIRE(regions == 1);
   const Tensor dx = cuda::device_tensor(DType::Float32, x.shape(), "the test's input");
   REQUIRE(cuda::driver().MemcpyHtoD(reinterpret_cast<std::uintptr_t>(dx.raw()), x.raw(), x.nbytes()) == 0);
+  const Tensor dv = cuda::device_tensor(DType::Float32, v.shape(), "the test's input");
+  REQUIRE(cuda::driver().MemcpyHtoD(reinterpret_cast<std::uintptr_t>(dv.raw()), v.raw(), v.nbytes()) == 0);
   CHECK(dx.on_device());
   CHECK_THROWS_AS(dx.data<float>(), Error);
   RunOptions on_device;
   on_device.outputs_on_device = true;
   for (const RunOptions& options : {RunOptions{}, on_device}) {
     INFO("outputs_on_device " << options.outputs_on_device);
-    const TensorMap got = gpu.run({{"x", dx}}, options);
+    const TensorMap got = gpu.run({{"x", dx}, {"v", dv}}, options);
     REQUIRE(got.count("y"));
     CHECK(got.at("y").on_device() == options.outputs_on_device);
     CHECK_FALSE(got.at("e").on_device());  // the CPU computed it

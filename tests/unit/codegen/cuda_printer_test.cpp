@@ -178,9 +178,9 @@ TEST_CASE("a staged kernel copies its tiles between barriers, and the emulation 
   const std::string ir = dump(lowered.body);
   INFO(ir);
   CHECK(ir.find("barrier") != std::string::npos);
-  CHECK(ir.find("shared a_tile[8][8]") != std::string::npos);
+  CHECK(ir.find("shared t0_a[8][8]") != std::string::npos);
   const PrintedCudaKernel printed = print_cuda(lowered, "wpk_staged", "codegen tests");
-  CHECK(printed.source.find("__shared__ float s_a_tile[64];") != std::string::npos);
+  CHECK(printed.source.find("__shared__ float s_t0_a[64];") != std::string::npos);
   CHECK(printed.source.find("__syncthreads();") != std::string::npos);
   CHECK_THROWS_WITH(print_cpp(lowered, CpuTarget::Scalar, "k", "tests"), Catch::Contains("bound to CUDA") || Catch::Contains("barrier"));
 
@@ -299,6 +299,12 @@ TEST_CASE("a depth-first group computes its producer in shared memory, under hos
   const auto [co, ci] = bad.split(k.pointwise.reduce[0], 2);
   (void)ci;
   CHECK_THROWS_WITH(bad.stage_shared(k.pointwise.inputs[0], co, k.pointwise), Catch::Contains("element-wise"));
+  // A producer whose axes are the consumer's own loops would name two things at once.
+  Var i = var("i", 4), kk = var("k", 4);
+  Buffer a = buffer("a", {4, 4}), src = buffer("src", {4, 4});
+  Schedule shared_axes(compute("red", buffer("o", {4}), {i}, {kk}, load(a, {i, kk}), nullptr, {a}));
+  CHECK_THROWS_WITH(shared_axes.stage_shared(a, kk, compute("make_a", a, {i, kk}, {}, load(src, {i, kk}), nullptr, {src})),
+                    Catch::Contains("is a loop of this schedule"));
 }
 
 TEST_CASE("printed CUDA kernels compile with NVRTC for sm_80 and sm_90 within the architectures' limits", "[codegen][cuda]") {

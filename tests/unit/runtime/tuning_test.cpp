@@ -78,8 +78,8 @@ TEST_CASE("without tuning, a node runs on the cost model's choice, here the firs
 }
 
 TEST_CASE("tuning with thread counts other than 1 to N measures the untuned choice on all the session's threads", "[tuning]") {
-  // Six threads: the counts tried are 1, 2, 4 and 6, so the untuned point (6) is the fourth
-  // value, not the sixth (reading it as the sixth once timed kernels on a garbage count).
+  // Six threads: the counts tried are 1, 2, 4 and 6, so the untuned point (6) is the fourth value
+  // of the threads knob, not the sixth, which the knob does not have.
   SessionOptions o;
   o.threads = 6;
   const Session s = make(wpk::testing::temp_dir("tune-threads"), true, o);
