@@ -24,9 +24,9 @@ enum class StmtKind {
   Guard,  // body[0] where index[d] lies in [0, bounds[d]) for every d (a whole-tile remainder's
           // points that exist)
   Barrier,  // every thread of the block waits for the others (CUDA's __syncthreads)
-  Stage,    // buffer (shared) [t] = source[index + t] for every t within buffer's dims, 0 where
-            // that leaves source; the block's threads share the copy. With `value`: the element
-            // is value with `vars` (a producer's axes) bound to index + t, instead of a load
+  Stage,    // buffer (a staged tile) [t] = source[index + t] for every t within buffer's dims, 0
+            // where that leaves source; a CUDA block's threads share the copy. With `value`: the
+            // element is value with `vars` (a producer's axes) bound to index + t, not a load
 };
 
 struct Stmt {

@@ -303,16 +303,21 @@ class LoopPrinter {
     line(depth, "}");
   }
 
-  // The block's threads copy a tile together, element e by thread e mod threads.
+  // The block's threads copy a tile together, element e by thread e mod threads; a CPU thread
+  // copies its own into an array on its stack, in scope for the rest of the loop's body.
   void stage(const StmtPtr& s, int depth) {
-    if (!d_.gpu) throw std::invalid_argument(k_.name + ": a shared-memory stage in a " + d_.name + " kernel");
     const Buffer& tile = s->buffer;
     const Buffer& src = s->source;
     std::int64_t total = 1;
     for (std::int64_t d : tile->dims) total *= d;
     const std::string e = "e_" + tile->name;
-    line(depth, "for (" + d_.int64 + " " + e + " = threadIdx.x; " + e + " < " + std::to_string(total) + "; " + e + " += " +
-                    std::to_string(threads()) + ") {");
+    if (d_.gpu) {
+      line(depth, "for (" + d_.int64 + " " + e + " = threadIdx.x; " + e + " < " + std::to_string(total) + "; " + e + " += " +
+                      std::to_string(threads()) + ") {");
+    } else {
+      line(depth, "alignas(64) float " + arg_names_.at(tile.get()) + "[" + std::to_string(total) + "];");
+      line(depth, "for (" + d_.int64 + " " + e + " = 0; " + e + " < " + std::to_string(total) + "; ++" + e + ") {");
+    }
     std::string inside, flat_index;
     std::int64_t tile_stride = total, src_stride = 1;
     std::vector<std::string> coords(tile->dims.size());

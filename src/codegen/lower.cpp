@@ -62,9 +62,10 @@ class Lowering {
     // Copy this iteration's tiles once the previous iteration has read them, then compute.
     auto barrier = std::make_shared<Stmt>();
     barrier->kind = StmtKind::Barrier;
-    std::vector<StmtPtr> body = {barrier};
+    std::vector<StmtPtr> body;
+    if (block_threads_) body.push_back(barrier);
     body.insert(body.end(), staged->second.begin(), staged->second.end());
-    body.push_back(barrier);
+    if (block_threads_) body.push_back(barrier);
     body.push_back(loop->body[0]);
     auto wrapped = std::make_shared<Stmt>(*loop);
     wrapped->body = {block(std::move(body))};
@@ -343,8 +344,11 @@ class Lowering {
 
   void check_rules() {
     const std::string& name = c_.name;
-    whole_tiles_ = !s_.stages().empty();
-    if (whole_tiles_ && !c_.dynamic().empty())
+    // A block's threads share a staged tile: they copy it between barriers, which all of them must
+    // meet. A CPU thread copies its own tile and needs neither.
+    for (const Loop& l : loops_) block_threads_ = block_threads_ || l.kind == LoopKind::GpuThread;
+    whole_tiles_ = !s_.stages().empty() && block_threads_;
+    if (!s_.stages().empty() && !c_.dynamic().empty())
       throw std::invalid_argument(name + ": a schedule with staged inputs takes fixed extents");
     first_reduction_ = loops_.size();
     for (std::size_t i = 0; i < loops_.size(); ++i)
@@ -400,7 +404,8 @@ class Lowering {
   const Compute& c_;
   const std::vector<Loop>& loops_;
   std::size_t first_reduction_ = 0, first_tile_ = 0;
-  bool whole_tiles_ = false;  // spatial remainders computed as whole tiles (a kernel with stages)
+  bool block_threads_ = false;  // loops bound to a CUDA block's threads
+  bool whole_tiles_ = false;    // spatial remainders computed as whole tiles (stages shared by threads)
   std::map<const VarNode*, std::vector<StmtPtr>> staged_at_;  // the copies at the top of a loop
   std::map<const BufferNode*, StageRead> stage_reads_;
   std::int64_t shared_floats_ = 0;

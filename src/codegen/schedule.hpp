@@ -16,16 +16,16 @@
 //                  f) indexes becomes panels of f, the panel index first and the f elements last,
 //                  the last panel zero-filled (pack_input makes the copy, once for a constant)
 //   stage_shared(b, r)
-//                  input b is read from CUDA shared memory: at the top of each iteration of the
-//                  serial reduction loop r, the block's threads copy together the part of b that
-//                  the iteration reads (zero where it leaves b), between two __syncthreads(). So
-//                  that every thread meets every barrier, a kernel with a stage computes its
+//                  input b is read from a staged tile: at the top of each iteration of the serial
+//                  reduction loop r, the part of b that the iteration reads (zero where it leaves
+//                  b) is copied into CUDA shared memory by the block's threads together, between
+//                  two __syncthreads(), or by a CPU thread into an array of its own. So that every
+//                  thread of a block meets every barrier, a CUDA kernel with a stage computes its
 //                  spatial splits' remainders as whole tiles and stores only the points inside
-//                  (the CUDA printer only)
 //   stage_shared(b, r, producer)
 //                  as above, but the tile's elements are computed there by `producer`, an
 //                  element-wise compute whose output is b: b never exists in memory (a depth-first
-//                  group: the producer's values live in the block's shared memory only). In the
+//                  group: the producer's values live in the tile only, in cache). In the
 //                  kernel's buffers the producer's inputs take b's place
 // Spatial loops inside the reductions form the register tile: the sums of one tile stay in
 // registers over the whole reduction and meet the epilogue once (they must be unrolled or

@@ -256,6 +256,54 @@ TEST_CASE("padded NHWC convolutions, dense and depthwise, match the interpreter 
   }
 }
 
+TEST_CASE("a depth-first group computes its depthwise producer tile by tile on the CPU", "[codegen]") {
+  // NHWC: d = relu(depthwise 3x3 (pads 1) + bd), then out = d . wp over channels; d is computed
+  // per tile of 4 pixels x `step` channels inside the product's reduction and never stored.
+  const std::int64_t n = 2, h = 5, w = 7, c = 12, oc = 20;
+  Var pn = var("pn", n), py = var("py", h), px = var("px", w), pc = var("pc", c);
+  Buffer in = buffer("in", {n, h, w, c}), wd = buffer("wd", {c, 3, 3}), bd = buffer("bd", {c});
+  Expr sum = load(bd, {pc});
+  for (std::int64_t ky = 0; ky < 3; ++ky)
+    for (std::int64_t kx = 0; kx < 3; ++kx)
+      sum = sum + load_or_zero(in, {pn, Affine(py) + (ky - 1), Affine(px) + (kx - 1), pc}) * load(wd, {pc, ky, kx});
+  Buffer d = buffer("d", {n, h, w, c});
+  const Compute depthwise = compute("depthwise", d, {pn, py, px, pc}, {}, relu(sum), nullptr, {in, wd, bd});
+  Var vn = var("n", n), vy = var("y", h), vx = var("x", w), vo = var("o", oc), vc = var("c", c);
+  Buffer wp = buffer("wp", {c, oc});
+  const Compute pointwise = compute("pointwise", buffer("out", {n, h, w, oc}), {vn, vy, vx, vo}, {vc},
+                                    load(d, {vn, vy, vx, vc}) * load(wp, {vc, vo}), nullptr, {d, wp});
+  for (std::int64_t step : {5, 12})
+    for (CpuTarget target : runnable_targets()) {
+      Schedule s(pointwise);
+      const auto [xo, xi] = s.split(vx, 4);
+      const auto [oo, oi] = s.split(vo, std::min<std::int64_t>(vector_lanes(target), oc));
+      const auto [co, ci] = s.split(vc, step);
+      s.reorder({vn, vy, xo, oo, co, ci, xi, oi});
+      s.parallel(vy);
+      s.unroll(xi);
+      s.vectorize(oi);
+      s.stage_shared(d, co, depthwise);
+      INFO("step " << step << ", target " << target_name(target) << ": " << s.describe());
+      const LoweredKernel lowered = lower(s);
+      CHECK(dump(lowered.body).find("barrier") == std::string::npos);  // one thread, its own tile
+      std::string why;
+      const auto kernel = build(s, target, &why);
+      INFO(why);
+      REQUIRE(kernel);
+      Values v;
+      std::uint32_t seed = 51;
+      for (const Buffer& b : {in, wd, bd, wp}) v[b.get()] = random_values(numel(b), seed++);
+      v[d.get()] = interpret(depthwise, v);
+      const std::vector<float> want = interpret(pointwise, v);
+      std::vector<float> got(want.size() + 16, 12345.0f);
+      std::vector<float*> args = {v[in.get()].data(), v[wd.get()].data(), v[bd.get()].data(), v[wp.get()].data(), got.data()};
+      reinterpret_cast<Entry>(kernel->entry)(args.data(), nullptr, 2);
+      for (std::size_t i = want.size(); i < got.size(); ++i) CHECK(got[i] == 12345.0f);
+      got.resize(want.size());
+      check_close(got, want, 1e-5f);
+    }
+}
+
 TEST_CASE("schedules that break a rule are refused with the rule named", "[codegen]") {
   Product p = product(8, 32, 16);
   {
