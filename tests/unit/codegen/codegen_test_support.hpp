@@ -117,6 +117,23 @@ inline std::shared_ptr<LoadedKernel> build(const Schedule& s, CpuTarget target, 
   return got.kernel;
 }
 
+// relu(bd[c] + the 3x3 depthwise taps of `in` at (n, c, y, x), pads 1): a depth-first group's
+// producer, for inputs laid out NCHW or (nhwc) NHWC; `in`, `wd` [C, 3, 3] and `bd` [C] given.
+inline Compute depthwise_relu_producer(const Buffer& in, const Buffer& wd, const Buffer& bd, bool nhwc) {
+  const std::vector<std::int64_t>& dims = in->dims;
+  const std::int64_t n = dims[0], c = nhwc ? dims[3] : dims[1], h = nhwc ? dims[1] : dims[2], w = nhwc ? dims[2] : dims[3];
+  Var pn = var("pn", n), pc = var("pc", c), py = var("py", h), px = var("px", w);
+  Expr sum = load(bd, {pc});
+  for (std::int64_t ky = 0; ky < 3; ++ky)
+    for (std::int64_t kx = 0; kx < 3; ++kx) {
+      const Affine iy = Affine(py) + (ky - 1), ix = Affine(px) + (kx - 1);
+      sum = sum + load_or_zero(in, nhwc ? std::vector<Affine>{pn, iy, ix, pc} : std::vector<Affine>{pn, pc, iy, ix}) *
+                      load(wd, {pc, ky, kx});
+    }
+  return compute("depthwise", buffer("d", dims), nhwc ? std::vector<Var>{pn, py, px, pc} : std::vector<Var>{pn, pc, py, px}, {},
+                 relu(sum), nullptr, {in, wd, bd});
+}
+
 inline std::vector<float> random_values(std::size_t n, std::uint32_t seed, float lo = -1, float hi = 1) {
   std::mt19937 gen(seed);
   std::uniform_real_distribution<float> dist(lo, hi);

@@ -225,15 +225,9 @@ struct DepthFirstCase {
 };
 DepthFirstCase depth_first_case(std::int64_t ic_step) {
   const std::int64_t n = 2, c = 6, o = 7, h = 5, w = 9;
-  Var pn = var("pn", n), pc = var("pc", c), py = var("py", h), px = var("px", w);
-  Buffer in = buffer("in", {n, c, h, w}), wd = buffer("wd", {c, 3, 3}), bd = buffer("bd", {c});
-  Expr sum = load(bd, {pc});
-  for (std::int64_t ky = 0; ky < 3; ++ky)
-    for (std::int64_t kx = 0; kx < 3; ++kx)
-      sum = sum + load_or_zero(in, {pn, pc, Affine(py) + (ky - 1), Affine(px) + (kx - 1)}) * load(wd, {pc, ky, kx});
-  Buffer d = buffer("d", {n, c, h, w});
   DepthFirstCase k;
-  k.depthwise = compute("depthwise", d, {pn, pc, py, px}, {}, relu(sum), nullptr, {in, wd, bd});
+  k.depthwise = depthwise_relu_producer(buffer("in", {n, c, h, w}), buffer("wd", {c, 3, 3}), buffer("bd", {c}), false);
+  const Buffer d = k.depthwise.output;
   Var vn = var("n", n), vo = var("o", o), vy = var("y", h), vx = var("x", w), vc = var("c", c);
   Buffer wp = buffer("wp", {o, c}), bp = buffer("bp", {o});
   k.pointwise = compute("pointwise", buffer("out", {n, o, h, w}), {vn, vo, vy, vx}, {vc}, load(d, {vn, vc, vy, vx}) * load(wp, {vo, vc}),

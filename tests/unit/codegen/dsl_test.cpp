@@ -260,14 +260,9 @@ TEST_CASE("a depth-first group computes its depthwise producer tile by tile on t
   // NHWC: d = relu(depthwise 3x3 (pads 1) + bd), then out = d . wp over channels; d is computed
   // per tile of 4 pixels x `step` channels inside the product's reduction and never stored.
   const std::int64_t n = 2, h = 5, w = 7, c = 12, oc = 20;
-  Var pn = var("pn", n), py = var("py", h), px = var("px", w), pc = var("pc", c);
   Buffer in = buffer("in", {n, h, w, c}), wd = buffer("wd", {c, 3, 3}), bd = buffer("bd", {c});
-  Expr sum = load(bd, {pc});
-  for (std::int64_t ky = 0; ky < 3; ++ky)
-    for (std::int64_t kx = 0; kx < 3; ++kx)
-      sum = sum + load_or_zero(in, {pn, Affine(py) + (ky - 1), Affine(px) + (kx - 1), pc}) * load(wd, {pc, ky, kx});
-  Buffer d = buffer("d", {n, h, w, c});
-  const Compute depthwise = compute("depthwise", d, {pn, py, px, pc}, {}, relu(sum), nullptr, {in, wd, bd});
+  const Compute depthwise = depthwise_relu_producer(in, wd, bd, true);
+  const Buffer d = depthwise.output;
   Var vn = var("n", n), vy = var("y", h), vx = var("x", w), vo = var("o", oc), vc = var("c", c);
   Buffer wp = buffer("wp", {c, oc});
   const Compute pointwise = compute("pointwise", buffer("out", {n, h, w, oc}), {vn, vy, vx, vo}, {vc},
