@@ -36,7 +36,7 @@ class Lowering {
     k.name = c_.name;
     k.schedule = s_.describe();
     for (const Buffer& b : c_.inputs) {
-      const StageRecord* staged = stage_of(b.get());
+      const StageRecord* staged = s_.stage_of(b.get());
       if (staged && staged->producer) {
         k.args.insert(k.args.end(), staged->producer->inputs.begin(), staged->producer->inputs.end());
         continue;
@@ -300,11 +300,6 @@ class Lowering {
         if (b[d].coefficient(t.first.get()) != t.second) return false;
     }
     return true;
-  }
-  const StageRecord* stage_of(const BufferNode* b) const {
-    for (const StageRecord& r : s_.stages())
-      if (r.original.get() == b) return &r;
-    return nullptr;
   }
   std::size_t loop_position(const VarNode* v) const {
     for (std::size_t i = 0; i < loops_.size(); ++i)

@@ -97,8 +97,7 @@ void Schedule::stage_shared(const Buffer& b, const Var& at) {
     throw std::invalid_argument(compute_.name + ": '" + b->name + "' is not an input, nothing to stage");
   if (!loops_[position(at)].reduction)
     throw std::invalid_argument(compute_.name + ": stage '" + b->name + "' at '" + at->name + "': not a reduction loop");
-  for (const StageRecord& r : stages_)
-    if (r.original == b) throw std::invalid_argument(compute_.name + ": '" + b->name + "' is staged already");
+  if (stage_of(b.get())) throw std::invalid_argument(compute_.name + ": '" + b->name + "' is staged already");
   stages_.push_back({b, at, nullptr});
 }
 
@@ -117,6 +116,12 @@ void Schedule::stage_shared(const Buffer& b, const Var& at, const Compute& produ
         throw std::invalid_argument(compute_.name + ": the producer's axis '" + v->name + "' is a loop of this schedule; give it its own");
   stage_shared(b, at);
   stages_.back().producer = std::make_shared<const Compute>(producer);
+}
+
+const StageRecord* Schedule::stage_of(const BufferNode* b) const {
+  for (const StageRecord& r : stages_)
+    if (r.original.get() == b) return &r;
+  return nullptr;
 }
 
 const PackRecord* Schedule::pack_of(const BufferNode* b) const {

@@ -93,6 +93,8 @@ class Schedule {
   const PackRecord* pack_of(const BufferNode* b) const;
   const std::vector<PackRecord>& packs() const { return packs_; }
   const std::vector<StageRecord>& stages() const { return stages_; }
+  // How input b is staged, or null.
+  const StageRecord* stage_of(const BufferNode* b) const;
   // "i.o(par) j.o k i.i(unroll) j.i(vec)": the loop nest, outermost first.
   std::string describe() const;
 

@@ -131,21 +131,11 @@ std::vector<std::size_t> elementwise_operands(const Node& n) {
   return binary ? std::vector<std::size_t>{0, 1} : std::vector<std::size_t>{0};
 }
 
-namespace {
-
-Shape value_shape(const Graph& g, ValueId v) {
-  Shape s;
-  for (const Dim& d : *g.value(v).dims) s.push_back(d.value);
-  return s;
-}
-
-std::string lower_name(const std::string& op) {
+std::string elementwise_kernel_name(const std::string& op) {
   std::string name;
   for (char c : op) name += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return name;
 }
-
-}  // namespace
 
 std::vector<std::size_t> elementwise_group_roots(const Graph& body) {
   const auto& nodes = body.nodes();
@@ -164,7 +154,7 @@ std::vector<std::size_t> elementwise_group_roots(const Graph& body) {
     if (it == readers.end() || it->second.size() != 1) continue;
     const std::size_t r = it->second[0];
     const Node& reader = nodes[r];
-    if (r <= i || !is_elementwise_op(reader) || value_shape(body, n.outputs[0]) != value_shape(body, reader.outputs[0])) continue;
+    if (r <= i || !is_elementwise_op(reader) || static_shape(body, n.outputs[0]) != static_shape(body, reader.outputs[0])) continue;
     const std::vector<std::size_t> read = elementwise_operands(reader);
     bool operand = false;
     for (std::size_t k : read) operand = operand || reader.inputs[k] == n.outputs[0];
@@ -191,13 +181,13 @@ ElementwiseGroup elementwise_group_kernel(const Graph& body, const std::vector<s
           std::find(group.inputs.begin(), group.inputs.end(), v) != group.inputs.end())
         continue;
       group.inputs.push_back(v);
-      shapes.push_back(value_shape(body, v));
+      shapes.push_back(static_shape(body, v));
     }
   std::string name;
-  for (std::size_t m = 0; m < members.size() && m < 4; ++m) name += (m ? "_" : "") + lower_name(nodes[members[m]].op_type);
+  for (std::size_t m = 0; m < members.size() && m < 4; ++m) name += (m ? "_" : "") + elementwise_kernel_name(nodes[members[m]].op_type);
   if (members.size() > 4) name += "_and" + std::to_string(members.size() - 4);
   const Node& last = nodes[root];
-  group.printed = elementwise_kernel(name, value_shape(body, last.outputs[0]), shapes, [&](const std::vector<Expr>& loaded) {
+  group.printed = elementwise_kernel(name, static_shape(body, last.outputs[0]), shapes, [&](const std::vector<Expr>& loaded) {
     std::function<Expr(ValueId)> value = [&](ValueId v) -> Expr {
       const auto made = made_by.find(v);
       if (made == made_by.end() || made->second == root)

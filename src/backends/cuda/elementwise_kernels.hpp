@@ -27,6 +27,8 @@ codegen::PrintedCudaKernel elementwise_kernel(const std::string& name, const Sha
 // the inputs it reads, which elementwise_operands lists (Clip's bounds are constants inside it).
 codegen::Expr elementwise_expr(const Node& n, const Graph& g, const std::vector<codegen::Expr>& operands);
 std::vector<std::size_t> elementwise_operands(const Node& n);
+// An op's name as its kernel's takes it ("Relu" -> "relu").
+std::string elementwise_kernel_name(const std::string& op);
 
 // Element-wise chains and trees as one kernel: an element-wise node whose output only one other
 // element-wise node of the same output shape reads (and the region does not return) is computed

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "backends/cuda/support.hpp"
 #include "codegen/loop_ir.hpp"
 #include "wpk/error.hpp"
 
@@ -11,15 +12,10 @@ namespace wpk::cuda {
 using namespace codegen;
 
 ConvGeometry conv_geometry(const Node& n, const Graph& graph) {
-  auto shape = [&](ValueId v) {
-    Shape s;
-    for (const Dim& d : *graph.value(v).dims) s.push_back(d.value);
-    return s;
-  };
   ConvGeometry g;
-  g.x = shape(n.inputs[0]);
-  g.w = shape(n.inputs[1]);
-  g.y = shape(n.outputs[0]);
+  g.x = static_shape(graph, n.inputs[0]);
+  g.w = static_shape(graph, n.inputs[1]);
+  g.y = static_shape(graph, n.outputs[0]);
   g.groups = n.attr_int("group", 1);
   const std::size_t spatial = g.x.size() - 2;
   g.pads = n.attr_ints("pads", std::vector<std::int64_t>(2 * spatial, 0));

@@ -152,9 +152,7 @@ std::unique_ptr<DeviceOp> prepare_generated(const PrepareEnv& env) {
   const std::vector<std::size_t> operands = elementwise_operands(n);
   std::vector<Shape> shapes;
   for (std::size_t i : operands) shapes.push_back(env.in[i].shape);
-  std::string name;
-  for (char c : n.op_type) name += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  auto printed = elementwise_kernel(name, env.out.shape, shapes,
+  auto printed = elementwise_kernel(elementwise_kernel_name(n.op_type), env.out.shape, shapes,
                                     [&](const std::vector<Expr>& v) { return elementwise_expr(n, env.graph, v); });
   return std::make_unique<GeneratedOp>(GeneratedKernel::obtain(printed, env.cubins), operands);
 }

@@ -18,12 +18,6 @@ namespace {
 
 CUdeviceptr device_address(const Tensor& t) { return static_cast<CUdeviceptr>(reinterpret_cast<std::uintptr_t>(t.raw())); }
 
-Shape static_shape(const Graph& g, ValueId v) {
-  Shape s;
-  for (const Dim& d : *g.value(v).dims) s.push_back(d.value);
-  return s;
-}
-
 // Where a value lives: a constant's own buffer, or a place in a run context's arena (the memory
 // plan's request), under its own shape (views share their input's place).
 struct Slot {

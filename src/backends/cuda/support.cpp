@@ -96,6 +96,12 @@ bool is_view_op(const Node& n) {
   return n.domain.empty() && ops.count(n.op_type) != 0;
 }
 
+Shape static_shape(const Graph& g, ValueId v) {
+  Shape s;
+  for (const Dim& d : *g.value(v).dims) s.push_back(d.value);
+  return s;
+}
+
 bool is_elementwise_op(const Node& n) {
   static const std::set<std::string> ops = {"Add", "Sub", "Mul", "Div", "Max", "Min", "Relu", "Sigmoid", "Tanh", "Abs",
                                             "Neg", "Sqrt", "Exp", "Clip", "LeakyRelu", "HardSigmoid", "HardSwish"};

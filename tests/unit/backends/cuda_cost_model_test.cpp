@@ -72,23 +72,19 @@ TEST_CASE("the generated convolution's launch as the cost model computes it is t
   }
 }
 
-// Pairwise ranking accuracy of the model's predictions among the schedules of each convolution,
-// and the median ratio of predicted to measured time.
-std::pair<double, double> ranking(const std::vector<Trial>& all) {
-  const search::GpuSpec* h200 = search::gpu_spec("NVIDIA H200");
-  REQUIRE(h200);
-  std::map<std::string, std::vector<std::pair<double, double>>> by_conv;  // (predicted, measured)
-  for (const Trial& t : all) {
-    std::string key;
-    for (std::int64_t d : t.geometry.x) key += std::to_string(d) + ",";
-    for (std::int64_t d : t.geometry.w) key += std::to_string(d) + ",";
-    key += std::to_string(t.geometry.strides[0]);
-    const double predicted = cuda::predict_conv_seconds(*h200, t.geometry, t.config, t.registers);
-    by_conv[key].push_back({predicted, t.seconds});
-  }
+// Predicted and measured seconds of each schedule, by the op they are schedules of.
+using ByOp = std::map<std::string, std::vector<std::pair<double, double>>>;
+
+// How well the predictions rank each op's schedules: the share of pairs (of different measured
+// times) ordered right, the median of predicted over measured, and the pairs counted.
+struct Ranking {
+  double accuracy = 0, median_ratio = 0;
+  std::size_t pairs = 0;
+};
+Ranking ranking(const ByOp& by_op) {
   std::size_t right = 0, pairs = 0;
   std::vector<double> ratios;
-  for (const auto& [key, points] : by_conv)
+  for (const auto& [key, points] : by_op)
     for (std::size_t i = 0; i < points.size(); ++i) {
       ratios.push_back(points[i].first / points[i].second);
       for (std::size_t j = i + 1; j < points.size(); ++j) {
@@ -98,35 +94,43 @@ std::pair<double, double> ranking(const std::vector<Trial>& all) {
       }
     }
   std::nth_element(ratios.begin(), ratios.begin() + static_cast<std::ptrdiff_t>(ratios.size() / 2), ratios.end());
-  return {static_cast<double>(right) / static_cast<double>(pairs), ratios[ratios.size() / 2]};
+  return {static_cast<double>(right) / static_cast<double>(pairs), ratios[ratios.size() / 2], pairs};
+}
+
+// The convolution trials of `file` ranked by the model, which must order at least `accuracy` of
+// each convolution's pairs right and stay within 2x of the measured times (median).
+void check_conv_ranking(const std::string& file, double accuracy) {
+  const search::GpuSpec* h200 = search::gpu_spec("NVIDIA H200");
+  REQUIRE(h200);
+  ByOp by_conv;
+  for (const Trial& t : trials(file)) {
+    std::string key;
+    for (std::int64_t d : t.geometry.x) key += std::to_string(d) + ",";
+    for (std::int64_t d : t.geometry.w) key += std::to_string(d) + ",";
+    key += std::to_string(t.geometry.strides[0]);
+    by_conv[key].push_back({cuda::predict_conv_seconds(*h200, t.geometry, t.config, t.registers), t.seconds});
+  }
+  const Ranking r = ranking(by_conv);
+  INFO(file << ": pairwise ranking accuracy " << r.accuracy << "; predicted / measured, median " << r.median_ratio);
+  CHECK(r.accuracy >= accuracy);
+  CHECK(r.median_ratio > 0.5);
+  CHECK(r.median_ratio < 2.0);
 }
 
 TEST_CASE("the GPU cost model ranks measured schedules of each convolution", "[cuda][cost]") {
-  const auto [accuracy, median_ratio] = ranking(trials());
-  INFO("pairwise ranking accuracy " << accuracy << "; predicted / measured, median " << median_ratio);
   // Measured when the model was written: 0.82 of the pairs ranked right, a median ratio of 0.90.
-  CHECK(accuracy >= 0.80);
-  CHECK(median_ratio > 0.5);
-  CHECK(median_ratio < 2.0);
+  check_conv_ranking("gpu_conv_trials_h200.txt", 0.80);
 }
 
 TEST_CASE("the GPU cost model ranks schedules that tile output rows", "[cuda][cost]") {
-  const auto [accuracy, median_ratio] = ranking(trials("gpu_conv_rows_trials_h200.txt"));
-  INFO("pairwise ranking accuracy " << accuracy << "; predicted / measured, median " << median_ratio);
   // Row tiles are priced by the same terms as the staged schedules, with no fit of their own.
-  CHECK(accuracy >= 0.63);
-  CHECK(median_ratio > 0.5);
-  CHECK(median_ratio < 2.0);
+  check_conv_ranking("gpu_conv_rows_trials_h200.txt", 0.63);
 }
 
 TEST_CASE("the GPU cost model ranks staged and unstaged schedules of each convolution", "[cuda][cost]") {
-  const auto [accuracy, median_ratio] = ranking(trials("gpu_conv_staged_trials_h200.txt"));
-  INFO("pairwise ranking accuracy " << accuracy << "; predicted / measured, median " << median_ratio);
   // Copies into shared memory are harder to price than the plain loop (barriers, latency): the
   // bar is below the plain schedules'.
-  CHECK(accuracy >= 0.65);
-  CHECK(median_ratio > 0.5);
-  CHECK(median_ratio < 2.0);
+  check_conv_ranking("gpu_conv_staged_trials_h200.txt", 0.65);
 }
 
 TEST_CASE("the GPU cost model ranks measured schedules of each product, and computes their launches", "[cuda][cost]") {
@@ -135,7 +139,7 @@ TEST_CASE("the GPU cost model ranks measured schedules of each product, and comp
   const std::regex line(
       R"(matmul_(\d+)_(\d+)_(\d+)_(\d+)(_batched)?\S* threads_m=(\d+),regs_m=(\d+),threads_n=(\d+),regs_n=(\d+) (\S+) us, (-?\d+) registers, (\d+) threads, (\d+) blocks)");
   const search::GpuSpec* h200 = search::gpu_spec("H200");
-  std::map<std::string, std::vector<std::pair<double, double>>> by_product;
+  ByOp by_product;
   for (std::string text; std::getline(in, text);) {
     std::smatch m;
     if (text.empty() || text[0] == '#' || !std::regex_match(text, m, line)) continue;
@@ -147,17 +151,10 @@ TEST_CASE("the GPU cost model ranks measured schedules of each product, and comp
     CHECK(l.blocks == std::stoll(m[13]));
     if (std::isfinite(seconds)) by_product[text.substr(0, text.find(' '))].push_back({search::predict_gpu_seconds(*h200, l, cuda::product_loop(g, c)), seconds});
   }
-  std::size_t right = 0, pairs = 0;
-  for (const auto& [key, points] : by_product)
-    for (std::size_t i = 0; i < points.size(); ++i)
-      for (std::size_t j = i + 1; j < points.size(); ++j) {
-        if (points[i].second == points[j].second) continue;
-        ++pairs;
-        right += (points[i].first < points[j].first) == (points[i].second < points[j].second);
-      }
-  REQUIRE(pairs > 500);
-  const double accuracy = static_cast<double>(right) / static_cast<double>(pairs);
-  INFO("pairwise ranking accuracy " << accuracy << " over " << pairs << " pairs");
+  const Ranking r = ranking(by_product);
+  REQUIRE(r.pairs > 500);
+  const double accuracy = r.accuracy;
+  INFO("pairwise ranking accuracy " << accuracy << " over " << r.pairs << " pairs");
   // Measured when the data was taken: 0.57, better than chance and well short of the
   // convolutions' ranking; what the model misses in products is not known yet.
   CHECK(accuracy >= 0.55);
