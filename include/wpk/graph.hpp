@@ -90,6 +90,7 @@ class Graph {
   ValueId value_id(const std::string& name) const;    // throws NotFound when absent
   void set_initializer(ValueId id, Tensor value);
   void erase_initializer(ValueId id);
+  Tensor* mutable_initializer(ValueId id);  // nullptr when not a constant; the entry stays put
   std::vector<Node>& mutable_nodes() { return nodes_; }
   std::vector<ValueId>& mutable_inputs() { return inputs_; }
   std::vector<ValueId>& mutable_outputs() { return outputs_; }

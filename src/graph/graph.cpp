@@ -95,6 +95,11 @@ void Graph::set_initializer(ValueId id, Tensor value) {
 
 void Graph::erase_initializer(ValueId id) { initializers_.erase(id); }
 
+Tensor* Graph::mutable_initializer(ValueId id) {
+  auto it = initializers_.find(id);
+  return it == initializers_.end() ? nullptr : &it->second;
+}
+
 const Tensor* Graph::initializer(ValueId id) const {
   auto it = initializers_.find(id);
   return it == initializers_.end() ? nullptr : &it->second;

@@ -1,14 +1,23 @@
 #include "runtime/execution_plan.hpp"
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstdlib>
+#include <exception>
+#include <mutex>
+#include <optional>
 #include <set>
+#include <system_error>
+#include <thread>
 
 #include "graph/subgraph.hpp"
 #include "runtime/candidate_cost.hpp"
 #include "runtime/control_flow.hpp"
 #include "runtime/kernel_compilation.hpp"
 #include "runtime/logging.hpp"
+#include "runtime/run_pool.hpp"
+#include "runtime/threads.hpp"
 #include "runtime/workload.hpp"
 #include "wpk/session.hpp"
 
@@ -156,6 +165,134 @@ std::optional<std::size_t> cheapest_for_any_shape(const std::vector<Option>& opt
   return best;
 }
 
+// One node's candidates, prepared; `step.candidates` empty, with `why`, when none could be.
+struct PreparedNode {
+  PlanStep step;
+  std::string why;
+  double ms = 0;  // how long preparing took, for the debug log
+};
+
+PreparedNode prepare_node(const Graph& graph, std::size_t i, const std::vector<const Backend*>& backends,
+                          const PlanOptions& options, const std::function<bool(Kernel&, std::string&)>& obtain_code) {
+  const auto start = std::chrono::steady_clock::now();
+  const std::vector<std::string>& disabled = options.disabled;
+  const Node& n = graph.nodes()[i];
+  PlanStep step{i, {}, "", {}, node_layout(n)};
+  std::string why;
+  std::vector<Option> options_offered;
+  const InputShapes declared = *shapes_with_symbolic_dims_as(n, graph, 1);
+  const std::optional<InputShapes> large = shapes_with_symbolic_dims_as(n, graph, kLargeBatch);
+  for (const Backend* b : backends) {
+    if (listed(disabled, b->name())) {
+      if (why.empty()) why = "every backend that could run it is disabled (disabled_kernels)";
+      continue;
+    }
+    const std::string reason = b->why_unsupported(n, graph);
+    if (!reason.empty()) {
+      why = reason;  // the last backend's reason: the reference backend names op and opset
+      continue;
+    }
+    std::vector<std::string> configs = b->configs(n, graph);
+    if (configs.empty()) configs = {""};
+    for (const std::string& c : configs) {
+      Option o{b, c, candidate_identity(*b, c), candidate_profile(*b, c, n, graph, declared, options.threads), {}};
+      // A disabled kernel its backend names before preparing is neither offered nor packed
+      // (the others are dropped once prepared, below).
+      if (!o.at_declared.name.empty() && listed(disabled, b->name() + ":" + o.at_declared.name)) {
+        why = b->name() + ":" + o.at_declared.name + " is disabled";
+        continue;
+      }
+      o.seconds = predicted_seconds(o.at_declared, o.identity, n, declared, options.threads, options.calibration);
+      if (large) o.at_large = candidate_profile(*b, c, n, graph, *large, options.threads);
+      step.offered += o.identity + "@" + b->version() + ",";
+      options_offered.push_back(std::move(o));
+    }
+  }
+  // Ranked at the declared shapes; a stable sort keeps registration order among equals.
+  std::stable_sort(options_offered.begin(), options_offered.end(),
+                   [](const Option& a, const Option& b) { return a.seconds < b.seconds; });
+  if (options_offered.size() > 1 && logger().should_log(spdlog::level::trace)) {
+    std::string ranked;
+    for (const Option& o : options_offered) ranked += fmt::format("{}{} {:.3g}", ranked.empty() ? "" : ", ", o.identity, o.seconds);
+    logger().trace("{}ranked {}", node_label(n), ranked);
+  }
+  // The choice at the declared shapes: what a tuning record names, else the cost model's best;
+  // first, so it is the step's default candidate.
+  if (options.recorded_choice && !options_offered.empty()) {
+    const std::string recorded = options.recorded_choice(n, step.offered);
+    const auto it = std::find_if(options_offered.begin(), options_offered.end(),
+                                 [&](const Option& o) { return o.identity == recorded; });
+    if (it != options_offered.end()) std::rotate(options_offered.begin(), it, it + 1);
+  }
+  std::vector<bool> wanted(options_offered.size(), options.every_config);
+  if (!options_offered.empty()) {
+    wanted[0] = true;
+    // A second packing of the weights is worth its memory only where the first choice is
+    // predicted well behind at a large batch.
+    if (large)
+      if (const auto best = cheapest_for_any_shape(options_offered, n, *large, options.threads, options.calibration)) {
+        const auto at_large = [&](const Option& o) {
+          return predicted_seconds(*o.at_large, o.identity, n, *large, options.threads, options.calibration);
+        };
+        if (at_large(options_offered[0]) > kSecondChoiceGain * at_large(options_offered[*best])) wanted[*best] = true;
+      }
+  }
+  bool packs_weights = false;  // a prepared candidate packs per shape, beside the loaded copy
+  const auto prepare = [&](const Option& o, bool fallback) {
+    // A fallback must be ready to run; compiling one only to stand by costs every load.
+    if (fallback && o.backend->generates_code()) return;
+    try {
+      std::unique_ptr<Kernel> kernel = o.backend->prepare(n, graph, o.config);
+      const std::string kernel_name = kernel->profile().name;
+      if (!kernel_name.empty() && listed(disabled, o.backend->name() + ":" + kernel_name)) {
+        why = o.backend->name() + ":" + kernel_name + " is disabled";
+        return;
+      }
+      // A generated kernel the session will run gets its code now, so that the node's other
+      // candidates and its weights are settled knowing whether it can run. Tuning prepares
+      // every configuration and compiles them in one batch below.
+      std::string compile_failure;
+      if (kernel->source() && !options.every_config && !obtain_code(*kernel, compile_failure)) {
+        why = o.backend->name() + ":" + kernel_name + " could not be had: " + compile_failure;
+        return;
+      }
+      step.candidates.push_back({o.backend, std::move(kernel), o.config});
+      packs_weights = packs_weights || o.at_declared.shape_specific_weights;
+    } catch (const Error& e) {
+      // A backend that accepted the node but cannot prepare it is skipped, not fatal, when
+      // another candidate can run the node.
+      logger().debug("{}backend {} failed to prepare: {}", node_label(n), o.identity, e.what());
+      const std::string msg = e.what(), label = node_label(n);
+      why = msg.rfind(label, 0) == 0 ? msg.substr(label.size()) : msg;
+    }
+  };
+  for (std::size_t o = 0; o < options_offered.size(); ++o)
+    if (wanted[o]) prepare(options_offered[o], false);
+  // Unless a wanted candidate packs the node's weights (any other would pack another copy),
+  // the best of every other backend too: the tuner picks per shape, and one of them runs the
+  // shapes a kernel declines (Kernel::runs).
+  for (const Candidate& c : step.candidates)
+    for (std::size_t in = 0; in < n.inputs.size(); ++in) packs_weights = packs_weights || c.kernel->owns_input(in);
+  if (!packs_weights) {
+    for (std::size_t o = 0; o < options_offered.size(); ++o) {
+      if (wanted[o]) continue;
+      bool backend_present = false;
+      for (const Candidate& c : step.candidates) backend_present = backend_present || c.backend == options_offered[o].backend;
+      if (!backend_present) prepare(options_offered[o], true);
+    }
+  }
+  return {std::move(step), std::move(why), std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count()};
+}
+
+// Nodes whose preparation must stay on the thread that builds the plan: control flow prepares
+// its bodies as sessions (which read that thread's body options and hold its CPUs), and a device
+// region times kernels on its GPU.
+bool prepares_on_calling_thread(const Node& n) {
+  for (const auto& [name, a] : n.attributes)
+    if (a.kind() == Attribute::Kind::Graph) return true;
+  return false;
+}
+
 }  // namespace
 
 void ExecutionPlan::prepare_steps(const Graph& graph, const std::vector<const Backend*>& backends, Graph* release_from,
@@ -170,125 +307,81 @@ void ExecutionPlan::prepare_steps(const Graph& graph, const std::vector<const Ba
   std::vector<std::string> problems;
   std::set<std::string> seen_ops;
   KernelCompilation compilation(options.kernel_store, options.threads);
-  const auto& nodes = graph.nodes();
-  for (std::size_t i = 0; i < nodes.size(); ++i) {
-    const Node& n = nodes[i];
-    PlanStep step{i, {}, "", {}, node_layout(n)};
-    std::string why;
-    std::vector<Option> options_offered;
-    const InputShapes declared = *shapes_with_symbolic_dims_as(n, graph, 1);
-    const std::optional<InputShapes> large = shapes_with_symbolic_dims_as(n, graph, kLargeBatch);
-    for (const Backend* b : backends) {
-      if (listed(disabled, b->name())) {
-        if (why.empty()) why = "every backend that could run it is disabled (disabled_kernels)";
-        continue;
-      }
-      const std::string reason = b->why_unsupported(n, graph);
-      if (!reason.empty()) {
-        why = reason;  // the last backend's reason: the reference backend names op and opset
-        continue;
-      }
-      std::vector<std::string> configs = b->configs(n, graph);
-      if (configs.empty()) configs = {""};
-      for (const std::string& c : configs) {
-        Option o{b, c, candidate_identity(*b, c), candidate_profile(*b, c, n, graph, declared, options.threads), {}};
-        // A disabled kernel its backend names before preparing is neither offered nor packed
-        // (the others are dropped once prepared, below).
-        if (!o.at_declared.name.empty() && listed(disabled, b->name() + ":" + o.at_declared.name)) {
-          why = b->name() + ":" + o.at_declared.name + " is disabled";
-          continue;
+  std::mutex compilation_mutex;
+  const auto obtain_code = [&](Kernel& kernel, std::string& why) {
+    std::lock_guard<std::mutex> lock(compilation_mutex);
+    return compilation.obtain(kernel, why);
+  };
+  const std::size_t count = graph.nodes().size();
+  // Nodes are prepared on the session's threads at once (packing weights, creating oneDNN
+  // primitives) and committed in graph order: steps_ stays ordered, and a constant is freed as
+  // soon as the steps before it are settled, so the load peak stays near one copy of the weights.
+  std::vector<std::optional<PreparedNode>> prepared(count);
+  std::vector<ValueId> freed;  // erased from the graph once no thread reads it
+  std::size_t committed = 0;
+  std::mutex commit_mutex;
+  const auto commit_ready = [&] {
+    for (; committed < count && prepared[committed]; ++committed) {
+      PreparedNode& p = *prepared[committed];
+      const Node& n = graph.nodes()[committed];
+      if (p.step.candidates.empty()) {
+        if (seen_ops.insert(n.op_type).second) problems.push_back(node_label(n) + p.why);
+      } else {
+        if (logger().should_log(spdlog::level::debug)) {
+          std::string names;
+          for (const Candidate& c : p.step.candidates) names += (names.empty() ? "" : ", ") + c.identity();
+          logger().debug("{}prepared {} in {:.2f} ms", node_label(n), names, p.ms);
         }
-        o.seconds = predicted_seconds(o.at_declared, o.identity, n, declared, options.threads, options.calibration);
-        if (large) o.at_large = candidate_profile(*b, c, n, graph, *large, options.threads);
-        step.offered += o.identity + "@" + b->version() + ",";
-        options_offered.push_back(std::move(o));
+        steps_.push_back(std::move(p.step));
+        if (release_from) release_if_owned(*release_from, steps_.size() - 1, unowned_readers, freed);
       }
+      prepared[committed].reset();
     }
-    // Ranked at the declared shapes; a stable sort keeps registration order among equals.
-    std::stable_sort(options_offered.begin(), options_offered.end(),
-                     [](const Option& a, const Option& b) { return a.seconds < b.seconds; });
-    if (options_offered.size() > 1 && logger().should_log(spdlog::level::trace)) {
-      std::string ranked;
-      for (const Option& o : options_offered) ranked += fmt::format("{}{} {:.3g}", ranked.empty() ? "" : ", ", o.identity, o.seconds);
-      logger().trace("{}ranked {}", node_label(n), ranked);
+  };
+  std::vector<std::size_t> on_caller, shared;
+  for (std::size_t i = 0; i < count; ++i) (prepares_on_calling_thread(graph.nodes()[i]) ? on_caller : shared).push_back(i);
+  std::atomic<std::size_t> next_shared{0};
+  std::atomic<bool> failed{false};
+  std::vector<std::exception_ptr> errors(count);
+  const auto prepare_one = [&](std::size_t i) {
+    if (failed.load()) return;
+    try {
+      PreparedNode p = prepare_node(graph, i, backends, options, obtain_code);
+      std::lock_guard<std::mutex> lock(commit_mutex);
+      prepared[i] = std::move(p);
+      commit_ready();
+    } catch (...) {
+      errors[i] = std::current_exception();
+      failed = true;
     }
-    // The choice at the declared shapes: what a tuning record names, else the cost model's best;
-    // first, so it is the step's default candidate.
-    if (options.recorded_choice && !options_offered.empty()) {
-      const std::string recorded = options.recorded_choice(n, step.offered);
-      const auto it = std::find_if(options_offered.begin(), options_offered.end(),
-                                   [&](const Option& o) { return o.identity == recorded; });
-      if (it != options_offered.end()) std::rotate(options_offered.begin(), it, it + 1);
+  };
+  const auto work = [&](bool caller) {
+    if (caller)
+      for (std::size_t i : on_caller) prepare_one(i);
+    for (std::size_t k = next_shared++; k < shared.size(); k = next_shared++) prepare_one(shared[k]);
+  };
+  const int preparing = options.preparing_threads > 0 ? options.preparing_threads : options.threads;
+  const int workers = static_cast<int>(std::min<std::size_t>(static_cast<std::size_t>(std::max(1, preparing)), shared.size()));
+  // Threads of their own, not an OpenMP team: oneDNN sizes a primitive for the threads it sees
+  // when it is created (one, inside a parallel region), and runs must find it sized for theirs.
+  std::vector<std::thread> helpers;
+  for (int t = 1; t < workers; ++t) {
+    try {
+      helpers.emplace_back([&] {
+        RunPool::HeldCpusScope held;  // they prepare for the plan's builder, which holds the CPUs
+        OmpThreadScope omp(options.threads);
+        work(false);
+      });
+    } catch (const std::system_error&) {
+      break;  // no thread to be had: the others, and this one, do the work
     }
-    std::vector<bool> wanted(options_offered.size(), options.every_config);
-    if (!options_offered.empty()) {
-      wanted[0] = true;
-      // A second packing of the weights is worth its memory only where the first choice is
-      // predicted well behind at a large batch.
-      if (large)
-        if (const auto best = cheapest_for_any_shape(options_offered, n, *large, options.threads, options.calibration)) {
-          const auto at_large = [&](const Option& o) {
-            return predicted_seconds(*o.at_large, o.identity, n, *large, options.threads, options.calibration);
-          };
-          if (at_large(options_offered[0]) > kSecondChoiceGain * at_large(options_offered[*best])) wanted[*best] = true;
-        }
-    }
-    bool packs_weights = false;  // a prepared candidate packs per shape, beside the loaded copy
-    const auto prepare = [&](const Option& o, bool fallback) {
-      // A fallback must be ready to run; compiling one only to stand by costs every load.
-      if (fallback && o.backend->generates_code()) return;
-      try {
-        std::unique_ptr<Kernel> kernel = o.backend->prepare(n, graph, o.config);
-        const std::string kernel_name = kernel->profile().name;
-        if (!kernel_name.empty() && listed(disabled, o.backend->name() + ":" + kernel_name)) {
-          why = o.backend->name() + ":" + kernel_name + " is disabled";
-          return;
-        }
-        // A generated kernel the session will run gets its code now, so that the node's other
-        // candidates and its weights are settled knowing whether it can run. Tuning prepares
-        // every configuration and compiles them in one batch below.
-        std::string compile_failure;
-        if (kernel->source() && !options.every_config && !compilation.obtain(*kernel, compile_failure)) {
-          why = o.backend->name() + ":" + kernel_name + " could not be had: " + compile_failure;
-          return;
-        }
-        step.candidates.push_back({o.backend, std::move(kernel), o.config});
-        packs_weights = packs_weights || o.at_declared.shape_specific_weights;
-      } catch (const Error& e) {
-        // A backend that accepted the node but cannot prepare it is skipped, not fatal, when
-        // another candidate can run the node.
-        logger().debug("{}backend {} failed to prepare: {}", node_label(n), o.identity, e.what());
-        const std::string msg = e.what(), label = node_label(n);
-        why = msg.rfind(label, 0) == 0 ? msg.substr(label.size()) : msg;
-      }
-    };
-    for (std::size_t o = 0; o < options_offered.size(); ++o)
-      if (wanted[o]) prepare(options_offered[o], false);
-    // Unless a wanted candidate packs the node's weights (any other would pack another copy),
-    // the best of every other backend too: the tuner picks per shape, and one of them runs the
-    // shapes a kernel declines (Kernel::runs).
-    for (const Candidate& c : step.candidates)
-      for (std::size_t in = 0; in < n.inputs.size(); ++in) packs_weights = packs_weights || c.kernel->owns_input(in);
-    if (!packs_weights) {
-      for (std::size_t o = 0; o < options_offered.size(); ++o) {
-        if (wanted[o]) continue;
-        bool backend_present = false;
-        for (const Candidate& c : step.candidates) backend_present = backend_present || c.backend == options_offered[o].backend;
-        if (!backend_present) prepare(options_offered[o], true);
-      }
-    }
-    if (step.candidates.empty()) {
-      if (seen_ops.insert(n.op_type).second) problems.push_back(node_label(n) + why);
-      continue;
-    }
-    if (logger().should_log(spdlog::level::debug)) {
-      std::string names;
-      for (const Candidate& c : step.candidates) names += (names.empty() ? "" : ", ") + c.identity();
-      logger().debug("{}prepared {}", node_label(n), names);
-    }
-    steps_.push_back(std::move(step));
-    if (release_from) release_if_owned(*release_from, steps_.size() - 1, unowned_readers);
   }
+  work(true);
+  for (std::thread& t : helpers) t.join();
+  for (const std::exception_ptr& e : errors)
+    if (e) std::rethrow_exception(e);
+  if (release_from)
+    for (ValueId v : freed) release_from->erase_initializer(v);
   if (!problems.empty()) {
     std::string msg = problems.front();
     if (!disabled.empty()) msg += " (candidates left out by disabled_kernels: " + join(disabled) + ")";
@@ -301,7 +394,8 @@ void ExecutionPlan::prepare_steps(const Graph& graph, const std::vector<const Ba
   compute_lifetimes(graph);
 }
 
-void ExecutionPlan::release_if_owned(Graph& graph, std::size_t s, std::vector<int>& unowned_readers) {
+void ExecutionPlan::release_if_owned(Graph& graph, std::size_t s, std::vector<int>& unowned_readers,
+                                     std::vector<ValueId>& freed) {
   const auto& nodes = graph.nodes();
   const Node& n = nodes[steps_[s].node_index];
   for (std::size_t i = 0; i < n.inputs.size(); ++i) {
@@ -319,7 +413,9 @@ void ExecutionPlan::release_if_owned(Graph& graph, std::size_t s, std::vector<in
     for (ValueId o : graph.outputs()) is_output |= o == v;
     if (is_output) continue;
     released_bytes_ += graph.initializer(v)->nbytes();
-    graph.erase_initializer(v);
+    // Its bytes go now; its entry once the other threads no longer look constants up.
+    *graph.mutable_initializer(v) = Tensor();
+    freed.push_back(v);
     released_[static_cast<std::size_t>(v)] = true;
   }
 }

@@ -32,6 +32,7 @@ struct PlanOptions {
   std::vector<std::string> disabled;  // SessionOptions::disabled_kernels, resolved
   bool every_config = false;          // tuning: every config of every backend is a candidate
   int threads = 1;                    // the session's, for the cost model
+  int preparing_threads = 0;          // nodes prepared at once (0: threads)
   const CostCalibration* calibration = nullptr;  // this machine's refinement of the cost model
   // The identity of the candidate a tuning record names for the node at its declared shapes
   // (symbolic dims as 1; given the node and its offered candidates), or "": prepared instead of
@@ -70,6 +71,8 @@ class ExecutionPlan {
   // whose packed weights serve every shape (KernelProfile::shape_specific_weights) when the
   // first is predicted well behind it there; unless one of those packs the node's weights, the
   // best of each other backend too (the tuner picks among them per input shape).
+  // Nodes are prepared on up to preparing_threads threads at once, with the same result as one
+  // after another: the same candidates in the same order, the same constants freed.
   // With release_owned_constants, frees from `graph` each constant as soon as every candidate
   // of every step reading it owns a packed copy (Kernel::owns_input). Freeing while preparing,
   // not after, keeps a model's weights from being resident twice (as loaded and as packed) even
@@ -94,7 +97,9 @@ class ExecutionPlan {
  private:
   void prepare_steps(const Graph& graph, const std::vector<const Backend*>& backends, Graph* release_from,
                      const PlanOptions& options);
-  void release_if_owned(Graph& graph, std::size_t step, std::vector<int>& unowned_readers);
+  // Frees the constants no step still to come reads; their ids go to `freed`, for the caller to
+  // erase from the graph once no other thread looks constants up in it.
+  void release_if_owned(Graph& graph, std::size_t step, std::vector<int>& unowned_readers, std::vector<ValueId>& freed);
   void compute_lifetimes(const Graph& graph);
 
   std::vector<PlanStep> steps_;

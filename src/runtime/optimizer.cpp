@@ -1,6 +1,7 @@
 #include "wpk/optimizer.hpp"
 
 #include <algorithm>
+#include <chrono>
 
 #include "backends/reference/reference_backend.hpp"
 #include "core/api_boundary.hpp"
@@ -109,15 +110,30 @@ Graph Optimizer::optimize(Graph graph) const try {
   const auto names = pass_names();
   // Passes enable each other (folding exposes dead code and new constants); repeat to a fixed
   // point, bounded so a pair of passes that undo each other cannot loop forever.
+  // Time per pass, summed over the rounds: the debug log says which passes a load waits on.
+  std::vector<std::pair<double, const char*>> pass_ms(pass_table().size(), {0.0, nullptr});
+  int rounds = 0;
   for (int round = 0; round < 8; ++round) {
+    ++rounds;
     bool changed = false;
-    for (const auto& p : pass_table()) {
+    for (std::size_t i = 0; i < pass_table().size(); ++i) {
+      const auto& p = pass_table()[i];
       if (std::find(names.begin(), names.end(), p.name) == names.end()) continue;
+      const auto t0 = std::chrono::steady_clock::now();
       const bool c = p.run(graph, ctx);
+      pass_ms[i].first += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      pass_ms[i].second = p.name;
       if (c) logger().debug("pass {} changed the graph ({} nodes)", p.name, graph.nodes().size());
       changed |= c;
     }
     if (!changed) break;
+  }
+  if (logger().should_log(spdlog::level::debug)) {
+    std::sort(pass_ms.begin(), pass_ms.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+    std::string slowest;
+    for (std::size_t i = 0; i < pass_ms.size() && i < 5 && pass_ms[i].second; ++i)
+      slowest += fmt::format("{}{} {:.1f} ms", i ? ", " : "", pass_ms[i].second, pass_ms[i].first);
+    logger().debug("optimizer: {} rounds; slowest passes: {}", rounds, slowest);
   }
   infer_dtypes(graph);  // values the passes created
   passes::annotate_static_shapes(graph);

@@ -135,6 +135,9 @@ void RunPool::runner_loop(Runner* runner) {
   }
 }
 
+RunPool::HeldCpusScope::HeldCpusScope() : previous_(on_runner_thread) { on_runner_thread = true; }
+RunPool::HeldCpusScope::~HeldCpusScope() { on_runner_thread = previous_; }
+
 RunPoolCounters RunPool::counters() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return counters_;

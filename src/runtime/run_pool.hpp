@@ -47,6 +47,20 @@ class RunPool {
 
   RunPoolCounters counters() const;
 
+  // Marks the calling thread, while it lives, as working for a work that already holds its CPUs
+  // (an OpenMP worker of a runner's parallel region): execute() called there runs at once, as on
+  // a runner thread, instead of queueing for CPUs its own work holds.
+  class HeldCpusScope {
+   public:
+    HeldCpusScope();
+    ~HeldCpusScope();
+    HeldCpusScope(const HeldCpusScope&) = delete;
+    HeldCpusScope& operator=(const HeldCpusScope&) = delete;
+
+   private:
+    bool previous_;
+  };
+
  private:
   struct Work;
   struct Runner;

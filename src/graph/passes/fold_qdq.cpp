@@ -230,17 +230,6 @@ bool constant_product_weights(const Graph& g, const Dequantize& b, bool transpos
   return axis == column_axis && s->rank() == 1 && s->numel() == q->dim(column_axis) && z->shape() == s->shape();
 }
 
-// B [N, K] as [K, N].
-Tensor transposed(const Tensor& b) {
-  const std::int64_t n = b.dim(0), k = b.dim(1), size = static_cast<std::int64_t>(dtype_size(b.dtype()));
-  Tensor t = Tensor::zeros(b.dtype(), {k, n});
-  const char* src = static_cast<const char*>(b.raw());
-  char* dst = static_cast<char*>(t.raw());
-  for (std::int64_t i = 0; i < n; ++i)
-    for (std::int64_t j = 0; j < k; ++j) std::memcpy(dst + (j * n + i) * size, src + (i * k + j) * size, static_cast<std::size_t>(size));
-  return t;
-}
-
 void fold_product(Graph& g, const GraphIndex& index, const Node& n, int at, Rewriter& rewriter) {
   const bool gemm = n.op_type == "Gemm";
   if (n.inputs.size() < 2 || n.outputs.size() != 1) return;
@@ -252,7 +241,7 @@ void fold_product(Graph& g, const GraphIndex& index, const Node& n, int at, Rewr
   if (!a || !b || !scalar_scale(g, a->scale) || !scalar_zero(g, a->zero) || !constant_product_weights(g, *b, trans_b)) return;
   if (!rewriter.available({at})) return;
   ValueId weights = b->q;
-  if (trans_b) weights = add_constant(g, g.value(b->q).name + "_transposed", transposed(*g.initializer(b->q)));
+  if (trans_b) weights = add_constant(g, g.value(b->q).name + "_transposed", transposed_matrix(*g.initializer(b->q)));
   Node product;
   product.op_type = "MatMulIntegerToFloat";
   product.domain = kWpkDomain;

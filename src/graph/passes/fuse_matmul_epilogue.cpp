@@ -83,14 +83,6 @@ std::optional<MatMulFusion> match_fusion(const Graph& g, const GraphIndex& index
   return f;
 }
 
-Tensor transposed(const Tensor& t) {
-  const std::int64_t rows = t.dim(0), cols = t.dim(1);
-  Tensor out = long_lived_zeros(DType::Float32, {cols, rows});
-  for (std::int64_t r = 0; r < rows; ++r)
-    for (std::int64_t c = 0; c < cols; ++c) out.data<float>()[c * rows + r] = t.data<float>()[r * cols + c];
-  return out;
-}
-
 }  // namespace
 
 bool fuse_matmul_epilogue(Graph& g, const PassContext&) {
@@ -99,7 +91,7 @@ bool fuse_matmul_epilogue(Graph& g, const PassContext&) {
     auto f = match_fusion(g, index, shapes, static_cast<int>(i));
     if (!f || !rewriter.available(f->nodes)) return;
     const std::string name = g.nodes()[i].name;
-    if (f->b_to_transpose) f->b = add_constant(g, g.value(f->b).name + "_t", transposed(*f->b_to_transpose));
+    if (f->b_to_transpose) f->b = add_constant(g, g.value(f->b).name + "_t", transposed_matrix(*f->b_to_transpose));
     if (const Tensor* c = f->bias_to_reshape)
       f->bias = add_constant(g, g.value(f->bias).name + "_row", c->clone().reshaped({c->numel()}));
     Node fused;

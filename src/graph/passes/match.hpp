@@ -83,6 +83,8 @@ Epilogue match_epilogue(const Graph& g, const GraphIndex& index, const StaticSha
 std::string unique_name(const Graph& g, const std::string& base);
 // Adds `t` as an initializer under a fresh name made from `base`.
 ValueId add_constant(Graph& g, const std::string& base, Tensor t);
+// A constant matrix [R, C] of any dtype as [C, R], in long-lived storage (core/page_memory.hpp).
+Tensor transposed_matrix(const Tensor& t);
 
 // Collects the rewrites a pass finds in one scan of the graph and applies them together, so the
 // GraphIndex they were matched on stays valid during the scan. Each rewrite replaces its matched
