@@ -104,9 +104,10 @@ std::vector<std::string> Optimizer::pass_names() const {
 Graph Optimizer::optimize(Graph graph) const try {
   infer_dtypes(graph);  // graphs built in code declare no intermediate dtypes
   std::int64_t folding_left = options_.folding_budget;
-  passes::PassContext ctx{[&folding_left](const Node& n, const std::vector<const Tensor*>& ins, std::int64_t opset) {
+  passes::PassContext ctx;
+  ctx.evaluate = [&folding_left](const Node& n, const std::vector<const Tensor*>& ins, std::int64_t opset) {
     return evaluate_on_reference(n, ins, opset, folding_left);
-  }};
+  };
   const auto names = pass_names();
   // Passes enable each other (folding exposes dead code and new constants); repeat to a fixed
   // point, bounded so a pair of passes that undo each other cannot loop forever.
@@ -121,6 +122,7 @@ Graph Optimizer::optimize(Graph graph) const try {
       if (std::find(names.begin(), names.end(), p.name) == names.end()) continue;
       const auto t0 = std::chrono::steady_clock::now();
       const bool c = p.run(graph, ctx);
+      if (c) ctx.analyses.reset();
       pass_ms[i].first += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
       pass_ms[i].second = p.name;
       if (c) logger().debug("pass {} changed the graph ({} nodes)", p.name, graph.nodes().size());
@@ -130,10 +132,12 @@ Graph Optimizer::optimize(Graph graph) const try {
   }
   if (logger().should_log(spdlog::level::debug)) {
     std::sort(pass_ms.begin(), pass_ms.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+    double total = 0;
+    for (const auto& [ms, name] : pass_ms) total += ms;
     std::string slowest;
     for (std::size_t i = 0; i < pass_ms.size() && i < 5 && pass_ms[i].second; ++i)
       slowest += fmt::format("{}{} {:.1f} ms", i ? ", " : "", pass_ms[i].second, pass_ms[i].first);
-    logger().debug("optimizer: {} rounds; slowest passes: {}", rounds, slowest);
+    logger().debug("optimizer: {} rounds, {:.1f} ms in passes; slowest: {}", rounds, total, slowest);
   }
   infer_dtypes(graph);  // values the passes created
   passes::annotate_static_shapes(graph);

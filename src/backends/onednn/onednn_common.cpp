@@ -79,9 +79,21 @@ PackedWeights::PackedWeights(Tensor loaded, dnnl::memory::desc loaded_desc)
 
 namespace {
 
+// Packs weights on the calling thread alone. A packing happens once; at load the session's other
+// threads are preparing other nodes, and an OpenMP team per reorder would wake workers that then
+// spin beside them. (The reorder is made and run under the same count: oneDNN sizes a primitive
+// for the threads it sees when it is made, and caches it keyed by that count.)
 void reorder_into(const dnnl::memory& from, const dnnl::memory& to) {
-  execute(dnnl::reorder(dnnl::reorder::primitive_desc(engine(), from.get_desc(), engine(), to.get_desc(), make_attr())),
-          {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}});
+  const int threads = omp_get_max_threads();
+  if (threads != 1) omp_set_num_threads(1);
+  try {
+    execute(dnnl::reorder(dnnl::reorder::primitive_desc(engine(), from.get_desc(), engine(), to.get_desc(), make_attr())),
+            {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}});
+  } catch (...) {
+    if (threads != 1) omp_set_num_threads(threads);
+    throw;
+  }
+  if (threads != 1) omp_set_num_threads(threads);
 }
 
 }  // namespace

@@ -21,8 +21,8 @@ bool swaps_heads(const Node* n) {
 
 }  // namespace
 
-bool read_attention_heads_in_place(Graph& g, const PassContext&) {
-  return rewrite_to_fixed_point(g, [&](std::size_t i, const GraphIndex& index, const StaticShapes& shapes,
+bool read_attention_heads_in_place(Graph& g, const PassContext& ctx) {
+  return rewrite_to_fixed_point(g, ctx, [&](std::size_t i, const GraphIndex& index, const StaticShapes& shapes,
                                        Rewriter& rewriter) {
     const Node& att = g.nodes()[i];
     if (att.domain != kWpkDomain || att.op_type != "Attention" || att.inputs.size() < 3 || att.outputs.empty()) return;

@@ -23,10 +23,11 @@ bool is_identity(const std::vector<std::int64_t>& perm) {
 
 }  // namespace
 
-bool cancel_transposes(Graph& g, const PassContext&) {
+bool cancel_transposes(Graph& g, const PassContext& ctx) {
   bool changed = false;
-  const StaticShapes shapes(g);
-  const GraphIndex index(g);
+  const std::shared_ptr<const GraphAnalyses> analyses = analyses_of(g, ctx);
+  const StaticShapes& shapes = analyses->shapes;
+  const GraphIndex& index = analyses->index;
   auto& nodes = g.mutable_nodes();
   for (Node& second : nodes) {
     if (!is_onnx_op(&second, "Transpose") || second.inputs.empty()) continue;

@@ -106,8 +106,8 @@ std::optional<Node> fold_into_gemm(Graph& g, const GraphIndex& index, const Stat
 
 }  // namespace
 
-bool fold_batchnorm(Graph& g, const PassContext&) {
-  return rewrite_to_fixed_point(g, [&](std::size_t i, const GraphIndex& index, const StaticShapes& shapes,
+bool fold_batchnorm(Graph& g, const PassContext& ctx) {
+  return rewrite_to_fixed_point(g, ctx, [&](std::size_t i, const GraphIndex& index, const StaticShapes& shapes,
                                        Rewriter& rewriter) {
     const Node& bn = g.nodes()[i];
     if (!is_onnx_op(&bn, "BatchNormalization") || bn.inputs.empty()) return;

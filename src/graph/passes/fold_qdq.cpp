@@ -267,7 +267,7 @@ void fold_product(Graph& g, const GraphIndex& index, const Node& n, int at, Rewr
 }  // namespace
 
 bool fold_qdq(Graph& g, const PassContext& ctx) {
-  const bool changed = rewrite_to_fixed_point(g, [&](std::size_t i, const GraphIndex& index, const StaticShapes& shapes,
+  const bool changed = rewrite_to_fixed_point(g, ctx, [&](std::size_t i, const GraphIndex& index, const StaticShapes& shapes,
                                                      Rewriter& rewriter) {
     const Node& n = g.nodes()[i];
     if (is_onnx_op(&n, "Conv")) fold_conv(g, index, n, static_cast<int>(i), rewriter);

@@ -56,8 +56,9 @@ std::optional<Tensor> constant_target(const Graph& g, const StaticShapes& shapes
 
 }  // namespace
 
-bool fold_shape_subgraphs(Graph& g, const PassContext&) {
-  const StaticShapes shapes(g);
+bool fold_shape_subgraphs(Graph& g, const PassContext& ctx) {
+  const std::shared_ptr<const GraphAnalyses> analyses = analyses_of(g, ctx);
+  const StaticShapes& shapes = analyses->shapes;
   bool changed = false;
   auto& nodes = g.mutable_nodes();
   std::vector<Node> kept;

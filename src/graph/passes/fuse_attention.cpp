@@ -118,8 +118,8 @@ std::optional<AttentionMatch> match_attention(const Graph& g, const GraphIndex& 
 
 }  // namespace
 
-bool fuse_attention(Graph& g, const PassContext&) {
-  return rewrite_to_fixed_point(g, [&](std::size_t i, const GraphIndex& index, const StaticShapes& shapes,
+bool fuse_attention(Graph& g, const PassContext& ctx) {
+  return rewrite_to_fixed_point(g, ctx, [&](std::size_t i, const GraphIndex& index, const StaticShapes& shapes,
                                        Rewriter& rewriter) {
     if (!is_onnx_op(&g.nodes()[i], "Softmax")) return;
     const auto m = match_attention(g, index, shapes, static_cast<int>(i));

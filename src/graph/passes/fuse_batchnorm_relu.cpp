@@ -7,8 +7,8 @@
 
 namespace wpk::passes {
 
-bool fuse_batchnorm_relu(Graph& g, const PassContext&) {
-  return rewrite_to_fixed_point(g, [&](std::size_t i, const GraphIndex& index, const StaticShapes&, Rewriter& rewriter) {
+bool fuse_batchnorm_relu(Graph& g, const PassContext& ctx) {
+  return rewrite_to_fixed_point(g, ctx, [&](std::size_t i, const GraphIndex& index, const StaticShapes&, Rewriter& rewriter) {
     const Node& bn = g.nodes()[i];
     if (!is_onnx_op(&bn, "BatchNormalization") || !is_inference_batchnorm(bn, g)) return;
     const int r = index.sole_reader_index(bn.outputs[0]);

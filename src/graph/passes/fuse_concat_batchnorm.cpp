@@ -28,8 +28,8 @@ bool is_float_image(const Graph& g, const StaticShapes& shapes, ValueId v) {
 
 }  // namespace
 
-bool fuse_concat_batchnorm(Graph& g, const PassContext&) {
-  return rewrite_to_fixed_point(g, [&](std::size_t i, const GraphIndex& index, const StaticShapes& shapes, Rewriter& rewriter) {
+bool fuse_concat_batchnorm(Graph& g, const PassContext& ctx) {
+  return rewrite_to_fixed_point(g, ctx, [&](std::size_t i, const GraphIndex& index, const StaticShapes& shapes, Rewriter& rewriter) {
     const Node& concat = g.nodes()[i];
     if (!is_onnx_op(&concat, "Concat") || concat.inputs.empty() || concat.outputs.size() != 1) return;
     const int r = index.sole_reader_index(concat.outputs[0]);

@@ -38,8 +38,8 @@ ValueId merged_bias(Graph& g, const Node& conv, const Tensor* bias, const Tensor
 
 }  // namespace
 
-bool fuse_conv_epilogue(Graph& g, const PassContext&) {
-  return rewrite_to_fixed_point(g, [&](std::size_t i, const GraphIndex& index, const StaticShapes& shapes,
+bool fuse_conv_epilogue(Graph& g, const PassContext& ctx) {
+  return rewrite_to_fixed_point(g, ctx, [&](std::size_t i, const GraphIndex& index, const StaticShapes& shapes,
                                        Rewriter& rewriter) {
     const Node& conv = g.nodes()[i];
     if (!is_onnx_op(&conv, "Conv") || conv.inputs.size() < 2) return;

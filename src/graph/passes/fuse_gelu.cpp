@@ -177,7 +177,7 @@ std::optional<GeluMatch> match_gelu_tanh(const Graph& g, const GraphIndex& index
 
 }  // namespace
 
-bool fuse_gelu(Graph& g, const PassContext&) {
+bool fuse_gelu(Graph& g, const PassContext& ctx) {
   // Opset 20's Gelu is the same function as com.wpk's: one op for the fusions and kernels.
   bool changed = false;
   for (Node& n : g.mutable_nodes())
@@ -185,7 +185,7 @@ bool fuse_gelu(Graph& g, const PassContext&) {
       n.domain = kWpkDomain;
       changed = true;
     }
-  return rewrite_to_fixed_point(g, [&](std::size_t i, const GraphIndex& index, const StaticShapes& shapes,
+  return rewrite_to_fixed_point(g, ctx, [&](std::size_t i, const GraphIndex& index, const StaticShapes& shapes,
                                        Rewriter& rewriter) {
     const bool erf = is_onnx_op(&g.nodes()[i], "Erf");
     if (!erf && !is_onnx_op(&g.nodes()[i], "Tanh")) return;

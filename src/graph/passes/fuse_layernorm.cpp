@@ -94,8 +94,8 @@ std::optional<LayerNormMatch> match_layernorm(const Graph& g, const GraphIndex& 
 
 }  // namespace
 
-bool fuse_layernorm(Graph& g, const PassContext&) {
-  return rewrite_to_fixed_point(g, [&](std::size_t i, const GraphIndex& index, const StaticShapes& shapes,
+bool fuse_layernorm(Graph& g, const PassContext& ctx) {
+  return rewrite_to_fixed_point(g, ctx, [&](std::size_t i, const GraphIndex& index, const StaticShapes& shapes,
                                        Rewriter& rewriter) {
     if (!is_onnx_op(&g.nodes()[i], "ReduceMean")) return;
     const auto m = match_layernorm(g, index, shapes, static_cast<int>(i));

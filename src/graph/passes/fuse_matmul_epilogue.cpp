@@ -85,8 +85,8 @@ std::optional<MatMulFusion> match_fusion(const Graph& g, const GraphIndex& index
 
 }  // namespace
 
-bool fuse_matmul_epilogue(Graph& g, const PassContext&) {
-  return rewrite_to_fixed_point(g, [&](std::size_t i, const GraphIndex& index, const StaticShapes& shapes,
+bool fuse_matmul_epilogue(Graph& g, const PassContext& ctx) {
+  return rewrite_to_fixed_point(g, ctx, [&](std::size_t i, const GraphIndex& index, const StaticShapes& shapes,
                                        Rewriter& rewriter) {
     auto f = match_fusion(g, index, shapes, static_cast<int>(i));
     if (!f || !rewriter.available(f->nodes)) return;

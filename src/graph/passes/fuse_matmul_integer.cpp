@@ -77,8 +77,8 @@ void fold_qlinear_matmul(Graph& g, const Node& n, int at, Rewriter& rewriter) {
 
 }  // namespace
 
-bool fuse_matmul_integer(Graph& g, const PassContext&) {
-  return rewrite_to_fixed_point(g, [&](std::size_t i, const GraphIndex& index, const StaticShapes& shapes,
+bool fuse_matmul_integer(Graph& g, const PassContext& ctx) {
+  return rewrite_to_fixed_point(g, ctx, [&](std::size_t i, const GraphIndex& index, const StaticShapes& shapes,
                                        Rewriter& rewriter) {
     if (is_onnx_op(&g.nodes()[i], "QLinearMatMul")) return fold_qlinear_matmul(g, g.nodes()[i], static_cast<int>(i), rewriter);
     const Node& mmi = g.nodes()[i];

@@ -158,6 +158,17 @@ std::string unique_name(const Graph& g, const std::string& base) {
   return name;
 }
 
+GraphAnalyses::GraphAnalyses(const Graph& g)
+    : graph(&g), nodes(g.nodes().size()), values(g.values().size()), initializers(g.initializers().size()), index(g), shapes(g) {}
+
+std::shared_ptr<const GraphAnalyses> analyses_of(const Graph& g, const PassContext& ctx) {
+  const GraphAnalyses* a = ctx.analyses.get();
+  if (!a || a->graph != &g || a->nodes != g.nodes().size() || a->values != g.values().size() ||
+      a->initializers != g.initializers().size())
+    ctx.analyses = std::make_shared<const GraphAnalyses>(g);
+  return ctx.analyses;
+}
+
 ValueId add_constant(Graph& g, const std::string& base, Tensor t) {
   return g.add_initializer(unique_name(g, base), std::move(t));
 }

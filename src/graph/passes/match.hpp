@@ -108,18 +108,33 @@ class Rewriter {
   std::vector<int> claimed_;  // sorted indices of matched nodes
 };
 
+// What the passes read of a graph: who writes and reads each value, and the static shapes.
+struct GraphAnalyses {
+  explicit GraphAnalyses(const Graph& g);
+  const Graph* graph;
+  std::size_t nodes, values, initializers;  // the graph's sizes when analysed
+  GraphIndex index;
+  StaticShapes shapes;
+};
+
+// g's analyses from ctx when they were made for g as it is, else made now and kept there. A pass
+// that returns false must leave the graph as it found it; one that returns true drops them
+// (the optimizer does too), and so does every rewrite below.
+std::shared_ptr<const GraphAnalyses> analyses_of(const Graph& g, const PassContext& ctx);
+
 // The loop every fusion pass runs: scan(i, index, shapes, rewriter) is called for each node with
 // indexes of the current graph and proposes rewrites; they are applied together, and the scan
 // repeats on the rewritten graph until it proposes nothing. True when anything changed.
 template <typename Scan>
-bool rewrite_to_fixed_point(Graph& g, Scan&& scan) {
+bool rewrite_to_fixed_point(Graph& g, const PassContext& ctx, Scan&& scan) {
   bool changed = false;
   while (true) {
-    const GraphIndex index(g);
-    const StaticShapes shapes(g);
+    const std::shared_ptr<const GraphAnalyses> a = analyses_of(g, ctx);
     Rewriter rewriter;
-    for (std::size_t i = 0; i < g.nodes().size(); ++i) scan(i, index, shapes, rewriter);
-    if (!rewriter.apply(g)) return changed;
+    for (std::size_t i = 0; i < g.nodes().size(); ++i) scan(i, a->index, a->shapes, rewriter);
+    const bool applied = rewriter.apply(g);
+    if (applied || g.nodes().size() != a->nodes || g.values().size() != a->values) ctx.analyses.reset();
+    if (!applied) return changed;
     changed = true;
   }
 }

@@ -2,6 +2,7 @@
 // Optimizer passes: each rewrites a Graph into an equivalent one and says whether it changed
 // anything. Passes live one per file; the table in runtime/optimizer.cpp orders them.
 #include <functional>
+#include <memory>
 #include <vector>
 
 #include "wpk/graph.hpp"
@@ -13,11 +14,16 @@ namespace wpk::passes {
 // cheaper to compute at run time than to keep resident.
 constexpr std::int64_t kMaxFoldedNodeBytes = std::int64_t(16) << 20;
 
+struct GraphAnalyses;  // graph/passes/match.hpp
+
 struct PassContext {
   // Runs one node on constant inputs (the runtime supplies the reference backend, which refuses
   // outputs past kMaxFoldedNodeBytes or the folding budget before allocating them); returns its
   // outputs, or throws Error when the node cannot be evaluated.
   std::function<std::vector<Tensor>(const Node&, const std::vector<const Tensor*>&, std::int64_t opset)> evaluate;
+  // The graph's index and static shapes as the passes so far left it (analyses_of in match.hpp):
+  // computed once, not once per pass, while passes find nothing to change.
+  mutable std::shared_ptr<const GraphAnalyses> analyses;
 };
 
 // Replaces every read of value `from` by `to` in nodes and graph outputs.

@@ -9,6 +9,8 @@
 // channels), so the extra accumulation passes cost less than the copy; a 3x3 reader would also
 // lose its Winograd kernel, which takes no residual. Runs after the layout pass: the channel
 // axis is 3 for channels_last = 1 and 1 otherwise.
+#include <algorithm>
+
 #include "core/page_memory.hpp"
 #include "graph/fused_ops.hpp"
 #include "graph/passes/match.hpp"
@@ -35,15 +37,16 @@ bool splittable_reader(const Graph& g, const Node& n, ValueId v, std::int64_t ax
 Tensor channel_slice(const Tensor& w, std::int64_t c0, std::int64_t c) {
   const std::int64_t out = w.shape()[0], in = w.shape()[1];
   Tensor s = long_lived_zeros(DType::Float32, {out, c, 1, 1});
-  for (std::int64_t o = 0; o < out; ++o)
-    for (std::int64_t k = 0; k < c; ++k) s.data<float>()[o * c + k] = w.data<float>()[o * in + c0 + k];
+  const float* from = w.data<float>();
+  float* to = s.data<float>();
+  for (std::int64_t o = 0; o < out; ++o) std::copy_n(from + o * in + c0, c, to + o * c);
   return s;
 }
 
 }  // namespace
 
-bool split_conv_over_concat(Graph& g, const PassContext&) {
-  return rewrite_to_fixed_point(g, [&](std::size_t i, const GraphIndex& index, const StaticShapes& shapes,
+bool split_conv_over_concat(Graph& g, const PassContext& ctx) {
+  return rewrite_to_fixed_point(g, ctx, [&](std::size_t i, const GraphIndex& index, const StaticShapes& shapes,
                                        Rewriter& rewriter) {
     const Node& concat = g.nodes()[i];
     if (!is_onnx_op(&concat, "Concat") || concat.inputs.size() < 2 || concat.outputs.size() != 1) return;
