@@ -20,6 +20,7 @@ def parse_args(prog, description):
     p.add_argument("--iters", type=int, default=20)
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--dim", action="append", default=[], metavar="NAME=SIZE")
+    p.add_argument("--inputs", metavar="DIR", help="input_0.pb, ... in the model's input order, for random ones")
     p.add_argument("--json", action="store_true")
     a = p.parse_args()
     a.dims = {}
@@ -30,7 +31,21 @@ def parse_args(prog, description):
         a.dims[name] = int(size)
     if a.threads < 1 or a.batch < 1 or a.iters < 1 or a.warmup < 0:
         sys.exit("%s: --threads, --batch and --iters need integers >= 1, --warmup >= 0" % prog)
+    if a.inputs and not os.path.isfile(os.path.join(a.inputs, "input_0.pb")):
+        sys.exit("%s: no input_0.pb in --inputs %s" % (prog, a.inputs))
     return a
+
+
+def stored_inputs(folder):
+    """input_0.pb, input_1.pb, ... of `folder` (the ONNX test-data layout) as numpy arrays, in order."""
+    from onnx import TensorProto, numpy_helper  # only here: the peers' processes need it for --inputs alone
+    arrays = []
+    while os.path.isfile(os.path.join(folder, "input_%d.pb" % len(arrays))):
+        t = TensorProto()
+        with open(os.path.join(folder, "input_%d.pb" % len(arrays)), "rb") as f:
+            t.ParseFromString(f.read())
+        arrays.append(numpy_helper.to_array(t))
+    return arrays
 
 
 def random_value(rng, shape, dtype):

@@ -17,7 +17,7 @@ import time
 import numpy as np
 import openvino as ov
 
-from bench_common import parse_args, random_value, report, time_runs
+from bench_common import parse_args, random_value, report, stored_inputs, time_runs
 
 _DTYPES = {"f32": np.float32, "f64": np.float64, "f16": np.float16, "i64": np.int64, "i32": np.int32, "boolean": np.bool_}
 
@@ -25,10 +25,16 @@ _DTYPES = {"f32": np.float32, "f64": np.float64, "f16": np.float16, "i64": np.in
 def main():
     a = parse_args("bench_openvino", "OpenVINO peer of `wpk bench`")
     core = ov.Core()
+    stored = stored_inputs(a.inputs) if a.inputs else None
     t0 = time.perf_counter()
     model = core.read_model(a.model)
+    if stored is not None and len(stored) != len(model.inputs):
+        raise SystemExit("bench_openvino: %s holds %d inputs, the model takes %d" % (a.inputs, len(stored), len(model.inputs)))
     shapes = {}
-    for port in model.inputs:
+    for n, port in enumerate(model.inputs):
+        if stored is not None:
+            shapes[port.get_any_name()] = list(stored[n].shape)
+            continue
         shape = []
         for i, d in enumerate(port.get_partial_shape()):
             if d.is_static:
@@ -45,7 +51,10 @@ def main():
 
     rng = np.random.default_rng(20261121)
     feed = {}
-    for port in compiled.inputs:
+    for n, port in enumerate(compiled.inputs):
+        if stored is not None:
+            feed[port.get_any_name()] = stored[n]
+            continue
         dtype = _DTYPES.get(port.get_element_type().get_type_name())
         if dtype is None:
             raise SystemExit("bench_openvino: random inputs of type %s are not supported" % port.get_element_type())

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The ONNX Runtime peer of `wpk bench`, for the comparison of ../shared/BENCHMARKS.md.
 
-Usage: bench_ort.py MODEL [--threads N] [--batch B] [--iters K] [--warmup W] [--dim NAME=SIZE]... [--json]
+Usage: bench_ort.py MODEL [--threads N] [--batch B] [--iters K] [--warmup W] [--dim NAME=SIZE]... [--inputs DIR] [--json]
 
 Runs in the venv that has onnxruntime and numpy (scripts/compare_ort.sh makes it). One process
 measures one model, so peak_rss_mb (getrusage of this process: the Python interpreter, numpy,
@@ -24,7 +24,7 @@ import time
 import numpy as np
 import onnxruntime as ort
 
-from bench_common import parse_args, random_value, report, time_runs
+from bench_common import parse_args, random_value, report, stored_inputs, time_runs
 
 _DTYPES = {
     "tensor(float)": np.float32,
@@ -65,11 +65,18 @@ def main():
     for name, size in a.dims.items():
         options.add_free_dimension_override_by_name(name, size)
 
+    stored = stored_inputs(a.inputs) if a.inputs else None
     t0 = time.perf_counter()
     session = ort.InferenceSession(a.model, sess_options=options, providers=["CPUExecutionProvider"])
     load_ms = (time.perf_counter() - t0) * 1e3
 
-    feed = make_inputs(session, a.batch, a.dims)
+    if stored is not None:
+        names = [i.name for i in session.get_inputs()]
+        if len(stored) != len(names):
+            sys.exit("bench_ort: %s holds %d inputs, the model takes %d" % (a.inputs, len(stored), len(names)))
+        feed = dict(zip(names, stored))
+    else:
+        feed = make_inputs(session, a.batch, a.dims)
     times = time_runs(lambda: session.run(None, feed), a.warmup, a.iters)
     report(a, "onnxruntime", load_ms, times, "onnxruntime %s" % ort.__version__)
 

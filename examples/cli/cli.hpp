@@ -23,6 +23,9 @@ Args parse_args(int argc, char** argv, int first, const std::vector<std::string>
 // Deterministic inputs for every graph input: floats uniform in [-1, 1], integers in [0, 100),
 // bools random; symbolic dims take `dims[symbol]`, else `batch` for the first dim, else 1.
 TensorMap make_random_inputs(const Session& session, std::int64_t batch, const std::map<std::string, std::int64_t>& dims);
+// The inputs `run` and `bench` feed: with --inputs DIR, DIR's input_0.pb, ... (the ONNX test-data
+// layout, in the model's input order); else make_random_inputs for --batch and --dim.
+TensorMap command_inputs(const Session& session, const Args& args);
 // SessionOptions from the flags every command shares: --disable PASS[,PASS] switches optimizer
 // passes off by name, --disable-kernels BACKEND[:KERNEL][,...] leaves candidates out (an
 // unknown name is an error when the Session is built), --precision fp32|bf16.

@@ -1,4 +1,4 @@
-// wpk bench MODEL [--threads N] [--batch B] [--iters K] [--warmup W] [--dim NAME=SIZE] [--json]
+// wpk bench MODEL [--threads N] [--batch B] [--iters K] [--warmup W] [--dim NAME=SIZE] [--inputs DIR] [--json]
 //                 [--fix-dims] [--profile] [--trace FILE.json] [--tune] [--idle MS] [--clients C] [--disable PASS,...]
 // Symbolic input dims stay symbolic by default: kernels compile for size 1 at load and for the
 // benchmarked sizes at the first warm-up run. --fix-dims fixes the dims it sets (--batch for
@@ -69,7 +69,7 @@ int cmd_bench(const Args& args) {
     options.fixed_dims = input_dim_sizes(graph, batch, dims);
   Session session(std::move(graph), options);
   const double load_ms = ms_since(t0);
-  const TensorMap inputs = make_random_inputs(session, batch, dims);
+  const TensorMap inputs = command_inputs(session, args);
   for (int i = 0; i < warmup; ++i) session.run(inputs);
   std::vector<double> times;
   std::vector<RunProfile> profiles(profiling ? static_cast<std::size_t>(iters) * clients : 0);

@@ -13,15 +13,7 @@ int cmd_run(const Args& args) {
   SessionOptions options = base_options(args);
   fix_dims_for_device(options, graph, args);
   Session session(std::move(graph), options);
-  TensorMap inputs;
-  if (args.has("--inputs")) {
-    const fs::path dir = args.get("--inputs", "");
-    if (!fs::is_directory(dir)) throw Error(ErrorCode::NotFound, "inputs folder '" + dir.string() + "' not found");
-    for (std::size_t i = 0; i < session.inputs().size(); ++i)
-      inputs[session.inputs()[i].name] = load_tensor((dir / ("input_" + std::to_string(i) + ".pb")).string());
-  } else {
-    inputs = make_random_inputs(session, args.get_int("--batch", 1, 1), parse_dims(args));
-  }
+  const TensorMap inputs = command_inputs(session, args);
   const TensorMap outputs = session.run(inputs);
   const fs::path out_dir = args.get("--outputs", "");
   if (!out_dir.empty()) {

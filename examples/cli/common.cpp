@@ -1,3 +1,4 @@
+#include <filesystem>
 #include <random>
 
 #include "cli.hpp"
@@ -116,6 +117,17 @@ std::map<std::string, std::int64_t> input_dim_sizes(const Graph& graph, std::int
       dims.emplace(declared->front().symbol, batch);  // an explicit --dim wins
   }
   return dims;
+}
+
+TensorMap command_inputs(const Session& session, const Args& args) {
+  namespace fs = std::filesystem;
+  if (!args.has("--inputs")) return make_random_inputs(session, args.get_int("--batch", 1, 1), parse_dims(args));
+  const fs::path dir = args.get("--inputs", "");
+  if (!fs::is_directory(dir)) throw Error(ErrorCode::NotFound, "inputs folder '" + dir.string() + "' not found");
+  TensorMap inputs;
+  for (std::size_t i = 0; i < session.inputs().size(); ++i)
+    inputs[session.inputs()[i].name] = load_tensor((dir / ("input_" + std::to_string(i) + ".pb")).string());
+  return inputs;
 }
 
 TensorMap make_random_inputs(const Session& session, std::int64_t batch, const std::map<std::string, std::int64_t>& dims) {

@@ -14,7 +14,7 @@ namespace {
 const char* kUsage =
     "usage:\n"
     "  wpk run MODEL [--inputs DIR] [--outputs DIR] [--batch B] [--dim NAME=SIZE] [--disable PASS,...]\n"
-    "  wpk bench MODEL [--threads N] [--batch B] [--iters K] [--warmup W] [--dim NAME=SIZE] [--json]\n"
+    "  wpk bench MODEL [--threads N] [--batch B] [--iters K] [--warmup W] [--dim NAME=SIZE] [--inputs DIR] [--json]\n"
     "                  [--fix-dims] [--profile] [--trace FILE.json] [--tune] [--idle MS] [--clients C] [--disable PASS,...]\n"
     "  wpk info MODEL [--optimized [--batch B] [--dim NAME=SIZE] [--dot FILE] [--svg FILE] [--disable PASS,...]]\n"
     "  wpk tune MODEL [--algo ga|rl|random|grid|compare] [--budget-seconds S] [--budget-trials N] [--seed K]\n"
@@ -38,7 +38,7 @@ int main(int argc, char** argv) {
     if (cmd == "run") return cmd_run(parse_args(argc, argv, 2, {}, {"--inputs", "--outputs", "--batch", "--dim", "--disable", "--disable-kernels", "--precision", "--device"}));
     if (cmd == "bench")
       return cmd_bench(parse_args(argc, argv, 2, {"--json", "--profile", "--tune", "--fix-dims"},
-                                  {"--threads", "--batch", "--iters", "--warmup", "--dim", "--trace", "--idle", "--clients", "--disable", "--disable-kernels", "--precision", "--device"}));
+                                  {"--threads", "--batch", "--iters", "--warmup", "--dim", "--inputs", "--trace", "--idle", "--clients", "--disable", "--disable-kernels", "--precision", "--device"}));
     if (cmd == "cache") return cmd_cache(argc, argv);
     if (cmd == "quantize")
       return cmd_quantize(parse_args(argc, argv, 2, {"--reduce-range"}, {"--calibrate", "--method", "--percentile", "--threads", "--disable", "--disable-kernels"},

@@ -55,6 +55,7 @@ TEST_CASE("CLI errors are one line on stderr with exit code 2", "[cli][errors]")
   for (const std::string& args : {"run " + dir + "/missing.onnx", "bench " + dir + "/missing.onnx --json",
                                  "info " + dir + "/missing.onnx", "bench " + tiny_model(dir) + " --iters zero",
                                  "run " + tiny_model(dir) + " --inputs " + dir + "/nope",
+                                 "bench " + tiny_model(dir) + " --inputs " + dir + "/nope",
                                  "bench " + tiny_model(dir) + " --fix-dims --dim Q=2",
                                  "bench " + tiny_model(dir) + " --disable no_such_pass",
                                  "info " + tiny_model(dir) + " --disable no_such_pass", std::string("frobnicate x")}) {
@@ -104,6 +105,18 @@ TEST_CASE("wpk bench --json prints one JSON line with the contract's keys", "[cl
   const Run fixed = wpk_cli("bench " + tiny_model(dir) + " --batch 3 --iters 2 --fix-dims --json");
   REQUIRE(fixed.exit_code == 0);
   CHECK(fixed.out.find("\"batch\": 3") != std::string::npos);
+  // --inputs: the stored input runs (a [2, 3] input, whatever --batch says); one of another
+  // shape than the model takes is a one-line error.
+  std::filesystem::create_directories(dir + "/in");
+  wpk::save_tensor(wpk::Tensor::from_vector<float>({0, 1, 2, 3, 4, 5}, {2, 3}), dir + "/in/input_0.pb");
+  const Run stored = wpk_cli("bench " + tiny_model(dir) + " --inputs " + dir + "/in --iters 2 --json");
+  REQUIRE(stored.exit_code == 0);
+  CHECK(count_lines(stored.out) == 1);
+  std::filesystem::create_directories(dir + "/bad");
+  wpk::save_tensor(wpk::Tensor::from_vector<float>({0, 1}, {2}), dir + "/bad/input_0.pb");
+  const Run bad = wpk_cli("bench " + tiny_model(dir) + " --inputs " + dir + "/bad --iters 2 --json");
+  CHECK(bad.exit_code == 2);
+  CHECK(count_lines(bad.err) == 1);
 }
 
 TEST_CASE("wpk info lists inputs, outputs, op histogram and unsupported ops", "[cli]") {
