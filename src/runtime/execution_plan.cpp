@@ -121,6 +121,29 @@ bool listed(const std::vector<std::string>& disabled, const std::string& name) {
 
 }  // namespace
 
+const Kernel* DeferredKernel::get(const Backend& backend, const std::string& config) const {
+  if (const Kernel* k = ready_.load(std::memory_order_acquire)) return k;
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (tried_) return ready_.load(std::memory_order_relaxed);
+  tried_ = true;
+  const Node& n = graph_.nodes()[node_index_];
+  try {
+    std::unique_ptr<Kernel> k = backend.prepare(n, graph_, config);
+    const std::string name = k->profile().name;
+    if (!name.empty() && listed(disabled_, backend.name() + ":" + name)) {
+      logger().debug("{}{}:{} is disabled", node_label(n), backend.name(), name);
+      return nullptr;
+    }
+    kernel_ = std::move(k);
+    logger().debug("{}prepared {} at first use", node_label(n), candidate_identity(backend, config));
+  } catch (const Error& e) {
+    logger().debug("{}backend {} failed to prepare at first use: {}", node_label(n), candidate_identity(backend, config), e.what());
+    return nullptr;
+  }
+  ready_.store(kernel_.get(), std::memory_order_release);
+  return kernel_.get();
+}
+
 ExecutionPlan::ExecutionPlan(const Graph& graph, const std::vector<const Backend*>& backends) {
   prepare_steps(graph, backends, nullptr, PlanOptions{});
 }
@@ -241,6 +264,12 @@ PreparedNode prepare_node(const Graph& graph, std::size_t i, const std::vector<c
   const auto prepare = [&](const Option& o, bool fallback) {
     // A fallback must be ready to run; compiling one only to stand by costs every load.
     if (fallback && o.backend->generates_code()) return;
+    // Once the node has a kernel, the others wait for a run that picks them (the large-batch
+    // choice, other backends' fallbacks); a generated one's code is had at load or not at all.
+    if (options.defer_alternatives && !options.every_config && !step.candidates.empty() && !o.backend->generates_code()) {
+      step.candidates.push_back({o.backend, nullptr, o.config, std::make_shared<DeferredKernel>(graph, i, disabled)});
+      return;
+    }
     try {
       std::unique_ptr<Kernel> kernel = o.backend->prepare(n, graph, o.config);
       const std::string kernel_name = kernel->profile().name;
@@ -272,7 +301,7 @@ PreparedNode prepare_node(const Graph& graph, std::size_t i, const std::vector<c
   // the best of every other backend too: the tuner picks per shape, and one of them runs the
   // shapes a kernel declines (Kernel::runs).
   for (const Candidate& c : step.candidates)
-    for (std::size_t in = 0; in < n.inputs.size(); ++in) packs_weights = packs_weights || c.kernel->owns_input(in);
+    for (std::size_t in = 0; in < n.inputs.size(); ++in) packs_weights = packs_weights || (c.kernel && c.kernel->owns_input(in));
   if (!packs_weights) {
     for (std::size_t o = 0; o < options_offered.size(); ++o) {
       if (wanted[o]) continue;
@@ -329,7 +358,8 @@ void ExecutionPlan::prepare_steps(const Graph& graph, const std::vector<const Ba
       } else {
         if (logger().should_log(spdlog::level::debug)) {
           std::string names;
-          for (const Candidate& c : p.step.candidates) names += (names.empty() ? "" : ", ") + c.identity();
+          for (const Candidate& c : p.step.candidates)
+            names += (names.empty() ? "" : ", ") + c.identity() + (c.deferred ? " (at first use)" : "");
           logger().debug("{}prepared {} in {:.2f} ms", node_label(n), names, p.ms);
         }
         steps_.push_back(std::move(p.step));
@@ -403,7 +433,7 @@ void ExecutionPlan::release_if_owned(Graph& graph, std::size_t s, std::vector<in
     if (v == kNoValue || !graph.is_initializer(v)) continue;
     int& left = unowned_readers[static_cast<std::size_t>(v)];
     bool all_own = true;
-    for (const Candidate& c : steps_[s].candidates) all_own = all_own && c.kernel->owns_input(i);
+    for (const Candidate& c : steps_[s].candidates) all_own = all_own && c.kernel && c.kernel->owns_input(i);
     if (!all_own) {
       left = -1;  // a reader needs the loaded tensor: keep it for good
       continue;

@@ -3,8 +3,10 @@
 // prepared (backend, config, kernel: the first is the record's or the cost model's choice at the
 // declared shapes; the tuner may pick another per input-shape signature), plus value lifetimes
 // so intermediates are released, or their arena bytes reused, as soon as nothing reads them.
+#include <atomic>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -17,13 +19,35 @@ namespace codegen {
 class KernelStore;
 }  // namespace codegen
 
+// A candidate prepared the first time a run asks for it rather than at load (see ExecutionPlan):
+// the first caller prepares it, concurrent ones wait for that.
+class DeferredKernel {
+ public:
+  DeferredKernel(const Graph& graph, std::size_t node_index, std::vector<std::string> disabled)
+      : graph_(graph), node_index_(node_index), disabled_(std::move(disabled)) {}
+  // The kernel, prepared now if it was not yet; null when it cannot be (logged once, not retried).
+  const Kernel* get(const Backend& backend, const std::string& config) const;
+
+ private:
+  const Graph& graph_;  // the session's, which outlives its plan
+  std::size_t node_index_;
+  std::vector<std::string> disabled_;
+  mutable std::mutex mutex_;
+  mutable bool tried_ = false;
+  mutable std::unique_ptr<Kernel> kernel_;
+  mutable std::atomic<const Kernel*> ready_{nullptr};
+};
+
 struct Candidate {
   const Backend* backend;
-  std::unique_ptr<Kernel> kernel;
+  std::unique_ptr<Kernel> kernel;  // null while a deferred candidate is not prepared
   std::string config;  // one of backend->configs(); "" when it offers none
+  std::shared_ptr<DeferredKernel> deferred = nullptr;  // set for a candidate prepared at first use
   // "reference", or "onednn(algorithm=winograd)" with a config: how tuning records and profiles
   // name it.
   std::string identity() const { return candidate_identity(*backend, config); }
+  // The kernel to run: prepared at load, or a deferred one prepared now; null when it cannot be.
+  const Kernel* ready() const { return kernel ? kernel.get() : deferred ? deferred->get(*backend, config) : nullptr; }
 };
 
 // How the plan prepares candidates (see ExecutionPlan).
@@ -33,6 +57,9 @@ struct PlanOptions {
   bool every_config = false;          // tuning: every config of every backend is a candidate
   int threads = 1;                    // the session's, for the cost model
   int preparing_threads = 0;          // nodes prepared at once (0: threads)
+  // Candidates other than the first (the large-batch choice, other backends' fallbacks) are
+  // prepared when a run first picks them, not at load; the graph must outlive the plan.
+  bool defer_alternatives = false;
   const CostCalibration* calibration = nullptr;  // this machine's refinement of the cost model
   // The identity of the candidate a tuning record names for the node at its declared shapes
   // (symbolic dims as 1; given the node and its offered candidates), or "": prepared instead of
@@ -70,7 +97,9 @@ class ExecutionPlan {
   // the cost model's best there; with symbolic dims, also the best at kLargeBatch among those
   // whose packed weights serve every shape (KernelProfile::shape_specific_weights) when the
   // first is predicted well behind it there; unless one of those packs the node's weights, the
-  // best of each other backend too (the tuner picks among them per input shape).
+  // best of each other backend too (the tuner picks among them per input shape). With
+  // defer_alternatives, those after the first prepared one wait for a run that picks them (a
+  // generated kernel's code is never deferred); a constant a deferred candidate reads stays.
   // Nodes are prepared on up to preparing_threads threads at once, with the same result as one
   // after another: the same candidates in the same order, the same constants freed.
   // With release_owned_constants, frees from `graph` each constant as soon as every candidate

@@ -122,6 +122,8 @@ void Executor::run_step(std::size_t s) {
   check_run_control(node);
   const StepChoice choice = choose(s, ins);
   const Candidate& cand = step.candidates[static_cast<std::size_t>(choice.candidate)];
+  const Kernel* kernel = cand.ready();  // the tuner prepared a deferred choice before choosing it
+  if (!kernel) throw Error(ErrorCode::Internal, node_label(node) + "the candidate chosen, " + cand.identity() + ", has no kernel");
   KernelContext ctx(node, ins);
   ctx.set_limits(memory_.limits);
   if (arena_base_ || memory_.recorder || memory_.poison_outputs || memory_.reservation)
@@ -131,7 +133,7 @@ void Executor::run_step(std::size_t s) {
   try {
     std::optional<OmpThreadScope> fewer;
     if (choice.threads > 0 && choice.threads < omp_get_max_threads()) fewer.emplace(choice.threads);
-    cand.kernel->run(ctx);
+    kernel->run(ctx);
   } catch (const Error&) {
     throw;
   } catch (const std::bad_alloc&) {
@@ -147,7 +149,7 @@ void Executor::run_step(std::size_t s) {
     const int reorders = ctx.internal_reorders() + (node.op_type == "Transpose" && node.domain.empty() ? 1 : 0);
     std::string backend = cand.identity();
     // The kernel that ran, where the backend names its own.
-    const std::string kernel_name = cand.kernel->profile().name;
+    const std::string kernel_name = kernel->profile().name;
     if (!kernel_name.empty()) backend += ":" + kernel_name;
     profile_->steps.push_back({node.name, qualified_op(node), std::move(backend), std::move(layout), reorders,
                                std::move(shape), us_between(run_start_, t0), us_between(t0, t1)});

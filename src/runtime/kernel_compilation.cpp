@@ -57,7 +57,7 @@ void KernelCompilation::obtain_all(std::vector<PlanStep>& steps, const Graph& gr
   std::vector<std::vector<std::size_t>> source_of(steps.size());
   for (std::size_t s = 0; s < steps.size(); ++s)
     for (const Candidate& c : steps[s].candidates) {
-      const codegen::KernelSource* src = c.kernel->source();
+      const codegen::KernelSource* src = c.kernel ? c.kernel->source() : nullptr;  // deferred ones have none
       std::size_t index = SIZE_MAX;
       if (src) {
         const auto [it, fresh] = index_of_key.emplace(store().key_of(*src), sources.size());

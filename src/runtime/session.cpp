@@ -288,6 +288,7 @@ Session::Session(Graph graph, SessionOptions options, const std::vector<const Ba
     plan.disabled = disabled;
     plan.every_config = options.tuning;
     plan.threads = impl_->threads;
+    plan.defer_alternatives = true;  // the session's graph outlives its plan
     impl_->calibration = CostCalibration::from(impl_->tuning_db.get());
     plan.calibration = &impl_->calibration;
     plan.kernel_store = [this, &options] {

@@ -124,29 +124,47 @@ std::string Tuner::key_for(const PlanStep& step, const Node& node, const std::ve
 
 std::string Tuner::describe(const PlanStep& step, StepChoice c) const {
   const Candidate& cand = step.candidates[static_cast<std::size_t>(c.candidate)];
-  const std::string kernel = cand.kernel->profile().name;
+  const Kernel* k = cand.ready();
+  const std::string kernel = k ? k->profile().name : "";
   return cand.identity() + (kernel.empty() ? "" : ":" + kernel) + " threads=" +
          std::to_string(c.threads > 0 ? c.threads : threads_);
 }
+
+namespace {
+
+// Whether the candidate runs these inputs, preparing a deferred one to ask it.
+bool runs(const Candidate& c, const std::vector<const Tensor*>& inputs) {
+  const Kernel* k = c.ready();
+  return k && k->runs(inputs);
+}
+
+}  // namespace
 
 StepChoice Tuner::predicted_best(std::size_t s, const std::vector<const Tensor*>& inputs) const {
   const PlanStep& step = plan_.steps()[s];
   if (step.candidates.size() < 2) return {};
   const Node& node = graph_.nodes()[step.node_index];
   const InputShapes shapes = run_input_shapes(node, graph_, inputs);
-  int best = -1;
-  double best_seconds = 0;
-  for (std::size_t c = 0; c < step.candidates.size(); ++c) {
-    const Candidate& cand = step.candidates[c];
-    if (!cand.kernel->runs(inputs)) continue;
-    const double seconds =
-        predicted_seconds(*cand.backend, cand.config, node, graph_, shapes, threads_, cand.kernel.get(), calibration_);
-    if (best < 0 || seconds < best_seconds) {  // ties: the earlier registered backend
-      best = static_cast<int>(c);
-      best_seconds = seconds;
+  // A deferred candidate is ranked by its description; picked, it is prepared, and one that then
+  // cannot be had or does not run these inputs leaves the ranking.
+  std::vector<bool> out(step.candidates.size(), false);
+  for (;;) {
+    int best = -1;
+    double best_seconds = 0;
+    for (std::size_t c = 0; c < step.candidates.size(); ++c) {
+      const Candidate& cand = step.candidates[c];
+      if (out[c] || (cand.kernel && !cand.kernel->runs(inputs))) continue;
+      const double seconds =
+          predicted_seconds(*cand.backend, cand.config, node, graph_, shapes, threads_, cand.kernel.get(), calibration_);
+      if (best < 0 || seconds < best_seconds) {  // ties: the earlier registered backend
+        best = static_cast<int>(c);
+        best_seconds = seconds;
+      }
     }
+    if (best < 0) return {};
+    if (runs(step.candidates[static_cast<std::size_t>(best)], inputs)) return {best, 0};
+    out[static_cast<std::size_t>(best)] = true;
   }
-  return {best < 0 ? 0 : best, 0};
 }
 
 void Tuner::start_measuring(std::chrono::steady_clock::time_point deadline) {
@@ -189,7 +207,7 @@ StepChoice Tuner::choose(std::size_t s, const std::vector<const Tensor*>& inputs
   if (auto value = db_ ? db_->lookup(key) : std::nullopt) {
     const auto [backend, threads] = parse_record_value(*value);
     for (std::size_t c = 0; c < step.candidates.size(); ++c)
-      if (step.candidates[c].identity() == backend && step.candidates[c].kernel->runs(inputs)) {
+      if (step.candidates[c].identity() == backend && runs(step.candidates[c], inputs)) {
         mark_tuned(s);
         if (measuring_) {
           std::lock_guard<std::mutex> lock(report_mutex_);
@@ -240,8 +258,11 @@ bool Tuner::confirmed(const PlanStep& step, const Node& node, const std::vector<
                       StepChoice untuned, double& winner_us, double& untuned_us) const {
   // Measured again, alternately, twice each: a winner found on one noisy series (another
   // process taking a core for a while) must not be stored as the node's tuning.
-  const Kernel& w = *step.candidates[static_cast<std::size_t>(winner.candidate)].kernel;
-  const Kernel& u = *step.candidates[static_cast<std::size_t>(untuned.candidate)].kernel;
+  const Kernel* winner_kernel = step.candidates[static_cast<std::size_t>(winner.candidate)].ready();
+  const Kernel* untuned_kernel = step.candidates[static_cast<std::size_t>(untuned.candidate)].ready();
+  if (!winner_kernel || !untuned_kernel) return false;
+  const Kernel& w = *winner_kernel;
+  const Kernel& u = *untuned_kernel;
   std::vector<Tensor> scratch_w, scratch_u;
   const CacheState cache = cache_state(node, inputs);
   winner_us = untuned_us = std::numeric_limits<double>::infinity();
@@ -262,7 +283,7 @@ StepChoice Tuner::search_node(std::size_t s, const std::vector<const Tensor*>& i
   const Node& node = graph_.nodes()[step.node_index];
   std::vector<std::int64_t> runnable, threads;
   for (std::size_t c = 0; c < step.candidates.size(); ++c)
-    if (step.candidates[c].kernel->runs(inputs)) runnable.push_back(static_cast<std::int64_t>(c));
+    if (runs(step.candidates[c], inputs)) runnable.push_back(static_cast<std::int64_t>(c));
   for (int t : tuning_thread_counts(threads_)) threads.push_back(t);
   if (runnable.empty()) return untuned;
   const search::Space space({{"candidate", runnable}, {"threads", threads}});
@@ -273,7 +294,9 @@ StepChoice Tuner::search_node(std::size_t s, const std::vector<const Tensor*>& i
     if (step.candidates[c].backend->name() == "reference") ref = c;
   std::vector<Tensor> want;
   try {
-    time_once(*step.candidates[ref].kernel, node, inputs, threads_, want);
+    const Kernel* oracle = step.candidates[ref].ready();
+    if (!oracle) throw Error(ErrorCode::Unsupported, "it could not be prepared");
+    time_once(*oracle, node, inputs, threads_, want);
   } catch (const std::exception& e) {
     logger().debug("{}tuning: the oracle {} failed: {}", node_label(node), step.candidates[ref].backend->name(), e.what());
     return untuned;
@@ -286,7 +309,7 @@ StepChoice Tuner::search_node(std::size_t s, const std::vector<const Tensor*>& i
     double us = std::numeric_limits<double>::infinity();
     try {
       std::vector<Tensor> got;
-      us = time_config(*step.candidates[c].kernel, node, inputs, t, got, cache);
+      us = time_config(*step.candidates[c].ready(), node, inputs, t, got, cache);
       if (c != ref && !all_agree(node, got, want)) {
         logger().debug("{}tuning: {} rejected, its result differs from {}", node_label(node), step.candidates[c].backend->name(),
                        step.candidates[ref].backend->name());

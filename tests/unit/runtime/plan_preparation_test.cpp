@@ -1,10 +1,15 @@
 // Preparing a plan's nodes on several threads at once gives the plan one thread gives.
 #include <catch2/catch.hpp>
 
+#include <atomic>
 #include <filesystem>
 #include <set>
+#include <thread>
 
+#include "backends/reference/reference_backend.hpp"
+#include "probe_backend.hpp"
 #include "runtime/execution_plan.hpp"
+#include "runtime/session_factory.hpp"
 #include "test_util.hpp"
 #include "wpk/optimizer.hpp"
 
@@ -26,7 +31,7 @@ Prepared prepare(Graph g, int preparing_threads) {
   Prepared p;
   for (const PlanStep& s : plan.steps()) {
     std::string line = g.nodes()[s.node_index].name + ":";
-    for (const Candidate& c : s.candidates) line += " " + c.identity() + "/" + c.kernel->profile().name;
+    for (const Candidate& c : s.candidates) line += " " + c.identity() + "/" + (c.kernel ? c.kernel->profile().name : "deferred");
     p.steps.push_back(line);
   }
   for (const auto& kv : g.initializers()) p.constants_left.insert(kv.first);
@@ -69,6 +74,64 @@ TEST_CASE("a plan whose node cannot be prepared fails the same way on several th
       CHECK(e.code() == ErrorCode::Unsupported);
       CHECK(std::string(e.what()).find("NoSuchOp") != std::string::npos);
     }
+  }
+}
+
+}  // namespace wpk
+
+namespace wpk {
+namespace {
+
+// The reference Relu, declining inputs of more than two rows (Kernel::runs).
+class SmallRowsBackend : public Backend {
+ public:
+  std::string name() const override { return "small_rows"; }
+  std::string why_unsupported(const Node& node, const Graph& graph) const override {
+    return node.op_type == "Relu" ? reference_.why_unsupported(node, graph) : "test backend";
+  }
+  std::unique_ptr<Kernel> prepare(const Node& node, const Graph& graph) const override {
+    struct Declining : Kernel {
+      explicit Declining(std::unique_ptr<Kernel> k) : inner(std::move(k)) {}
+      void run(KernelContext& ctx) const override { inner->run(ctx); }
+      bool runs(const std::vector<const Tensor*>& inputs) const override { return inputs[0]->dim(0) <= 2; }
+      std::unique_ptr<Kernel> inner;
+    };
+    return std::make_unique<Declining>(reference_.prepare(node, graph));
+  }
+
+ private:
+  reference::ReferenceBackend reference_;
+};
+
+// The reference backend, counting its preparations.
+class CountingBackend : public reference::ReferenceBackend {
+ public:
+  std::unique_ptr<Kernel> prepare(const Node& node, const Graph& graph) const override {
+    ++prepared;
+    return reference::ReferenceBackend::prepare(node, graph);
+  }
+  mutable std::atomic<int> prepared{0};
+};
+
+}  // namespace
+
+TEST_CASE("a fallback is prepared by the first run that needs it and only once", "[plan][threads]") {
+  const SmallRowsBackend first;
+  const CountingBackend fallback;
+  const Session s = SessionFactory::create(runtime_test::relu_graph(), SessionOptions{}, {&first, &fallback});
+  CHECK(fallback.prepared == 0);  // at load: the first choice only
+  const TensorMap small = s.run(runtime_test::ones(2));
+  CHECK(small.at("y").shape() == Shape{2, 4});
+  CHECK(fallback.prepared == 0);  // two rows: the first choice runs them
+  // Four runs at once of a shape the first choice declines: the fallback is prepared once.
+  std::vector<std::thread> runs;
+  std::vector<TensorMap> outs(4);
+  for (std::size_t t = 0; t < outs.size(); ++t) runs.emplace_back([&, t] { outs[t] = s.run(runtime_test::ones(5)); });
+  for (std::thread& t : runs) t.join();
+  CHECK(fallback.prepared == 1);
+  for (const TensorMap& out : outs) {
+    REQUIRE(out.at("y").shape() == Shape{5, 4});
+    for (std::int64_t i = 0; i < 20; ++i) CHECK(out.at("y").data<float>()[i] == 1.0f);
   }
 }
 
