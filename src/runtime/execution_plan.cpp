@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdlib>
 #include <exception>
 #include <mutex>
@@ -125,10 +126,10 @@ const Kernel* DeferredKernel::get(const Backend& backend, const std::string& con
   if (const Kernel* k = ready_.load(std::memory_order_acquire)) return k;
   std::lock_guard<std::mutex> lock(mutex_);
   if (tried_) return ready_.load(std::memory_order_relaxed);
-  tried_ = true;
   const Node& n = graph_.nodes()[node_index_];
   try {
     std::unique_ptr<Kernel> k = backend.prepare(n, graph_, config);
+    tried_ = true;
     const std::string name = k->profile().name;
     if (!name.empty() && listed(disabled_, backend.name() + ":" + name)) {
       logger().debug("{}{}:{} is disabled", node_label(n), backend.name(), name);
@@ -137,6 +138,7 @@ const Kernel* DeferredKernel::get(const Backend& backend, const std::string& con
     kernel_ = std::move(k);
     logger().debug("{}prepared {} at first use", node_label(n), candidate_identity(backend, config));
   } catch (const Error& e) {
+    tried_ = true;
     logger().debug("{}backend {} failed to prepare at first use: {}", node_label(n), candidate_identity(backend, config), e.what());
     return nullptr;
   }
@@ -186,6 +188,15 @@ std::optional<std::size_t> cheapest_for_any_shape(const std::vector<Option>& opt
     }
   }
   return best;
+}
+
+// Nodes whose preparation must stay on the thread that builds the plan: control flow prepares
+// its bodies as sessions (which read that thread's body options and hold its CPUs), and a device
+// region times kernels on its GPU.
+bool prepares_on_calling_thread(const Node& n) {
+  for (const auto& [name, a] : n.attributes)
+    if (a.kind() == Attribute::Kind::Graph) return true;
+  return false;
 }
 
 // One node's candidates, prepared; `step.candidates` empty, with `why`, when none could be.
@@ -266,7 +277,8 @@ PreparedNode prepare_node(const Graph& graph, std::size_t i, const std::vector<c
     if (fallback && o.backend->generates_code()) return;
     // Once the node has a kernel, the others wait for a run that picks them (the large-batch
     // choice, other backends' fallbacks); a generated one's code is had at load or not at all.
-    if (options.defer_alternatives && !options.every_config && !step.candidates.empty() && !o.backend->generates_code()) {
+    if (options.defer_alternatives && !options.every_config && !step.candidates.empty() && !o.backend->generates_code() &&
+        !prepares_on_calling_thread(n)) {
       step.candidates.push_back({o.backend, nullptr, o.config, std::make_shared<DeferredKernel>(graph, i, disabled)});
       return;
     }
@@ -300,8 +312,11 @@ PreparedNode prepare_node(const Graph& graph, std::size_t i, const std::vector<c
   // Unless a wanted candidate packs the node's weights (any other would pack another copy),
   // the best of every other backend too: the tuner picks per shape, and one of them runs the
   // shapes a kernel declines (Kernel::runs).
+  // A large-batch choice waiting for its first use stands in for the fallbacks: it most likely
+  // packs the weights, and it runs what the first declines.
   for (const Candidate& c : step.candidates)
-    for (std::size_t in = 0; in < n.inputs.size(); ++in) packs_weights = packs_weights || (c.kernel && c.kernel->owns_input(in));
+    for (std::size_t in = 0; in < n.inputs.size(); ++in)
+      packs_weights = packs_weights || c.deferred || (c.kernel && c.kernel->owns_input(in));
   if (!packs_weights) {
     for (std::size_t o = 0; o < options_offered.size(); ++o) {
       if (wanted[o]) continue;
@@ -313,14 +328,6 @@ PreparedNode prepare_node(const Graph& graph, std::size_t i, const std::vector<c
   return {std::move(step), std::move(why), std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count()};
 }
 
-// Nodes whose preparation must stay on the thread that builds the plan: control flow prepares
-// its bodies as sessions (which read that thread's body options and hold its CPUs), and a device
-// region times kernels on its GPU.
-bool prepares_on_calling_thread(const Node& n) {
-  for (const auto& [name, a] : n.attributes)
-    if (a.kind() == Attribute::Kind::Graph) return true;
-  return false;
-}
 
 }  // namespace
 
@@ -370,48 +377,72 @@ void ExecutionPlan::prepare_steps(const Graph& graph, const std::vector<const Ba
   };
   std::vector<std::size_t> on_caller, shared;
   for (std::size_t i = 0; i < count; ++i) (prepares_on_calling_thread(graph.nodes()[i]) ? on_caller : shared).push_back(i);
+  const int preparing = options.preparing_threads > 0 ? options.preparing_threads : options.threads;
+  const int workers = static_cast<int>(std::min<std::size_t>(static_cast<std::size_t>(std::max(1, preparing)), shared.size()));
+  // A node starts at most this far past the last committed one: what bounds the weights packed
+  // ahead of the constants the commits free, behind a slow node.
+  const std::size_t look_ahead = 4 * static_cast<std::size_t>(std::max(1, workers));
+  std::condition_variable commits_moved;
   std::atomic<std::size_t> next_shared{0};
-  std::atomic<bool> failed{false};
+  // The first node that failed: nodes after it are not needed, those before it are prepared
+  // still, so the error reported is the one one thread would have met first.
+  std::atomic<std::size_t> first_failure{count};
   std::vector<std::exception_ptr> errors(count);
   const auto prepare_one = [&](std::size_t i) {
-    if (failed.load()) return;
+    if (i > first_failure.load()) return;
     try {
       PreparedNode p = prepare_node(graph, i, backends, options, obtain_code);
       std::lock_guard<std::mutex> lock(commit_mutex);
       prepared[i] = std::move(p);
       commit_ready();
     } catch (...) {
+      std::lock_guard<std::mutex> lock(commit_mutex);
       errors[i] = std::current_exception();
-      failed = true;
+      if (i < first_failure.load()) first_failure = i;
     }
+    commits_moved.notify_all();
   };
   const auto work = [&](bool caller) {
     if (caller)
       for (std::size_t i : on_caller) prepare_one(i);
-    for (std::size_t k = next_shared++; k < shared.size(); k = next_shared++) prepare_one(shared[k]);
-  };
-  const int preparing = options.preparing_threads > 0 ? options.preparing_threads : options.threads;
-  const int workers = static_cast<int>(std::min<std::size_t>(static_cast<std::size_t>(std::max(1, preparing)), shared.size()));
-  // Threads of their own, not an OpenMP team: oneDNN sizes a primitive for the threads it sees
-  // when it is created (one, inside a parallel region), and runs must find it sized for theirs.
-  std::vector<std::thread> helpers;
-  for (int t = 1; t < workers; ++t) {
-    try {
-      helpers.emplace_back([&] {
-        RunPool::HeldCpusScope held;  // they prepare for the plan's builder, which holds the CPUs
-        OmpThreadScope omp(options.threads);
-        work(false);
-      });
-    } catch (const std::system_error&) {
-      break;  // no thread to be had: the others, and this one, do the work
+    for (std::size_t k = next_shared++; k < shared.size(); k = next_shared++) {
+      {
+        std::unique_lock<std::mutex> lock(commit_mutex);
+        commits_moved.wait(lock, [&] { return shared[k] < committed + look_ahead || first_failure.load() < count; });
+      }
+      prepare_one(shared[k]);
     }
+  };
+  {
+    // Threads of their own, not an OpenMP team: oneDNN sizes a primitive for the threads it sees
+    // when it is created (one, inside a parallel region), and runs must find it sized for theirs.
+    std::vector<std::thread> helpers;
+    struct JoinAll {
+      std::vector<std::thread>& threads;
+      ~JoinAll() {
+        for (std::thread& t : threads)
+          if (t.joinable()) t.join();
+      }
+    } join_all{helpers};
+    helpers.reserve(static_cast<std::size_t>(workers));
+    for (int t = 1; t < workers; ++t) {
+      try {
+        helpers.emplace_back([&] {
+          RunPool::HeldCpusScope held;  // they prepare for the plan's builder, which holds the CPUs
+          OmpThreadScope omp(options.threads);
+          work(false);
+        });
+      } catch (...) {
+        break;  // no thread to be had: the others, and this one, do the work
+      }
+    }
+    work(true);
   }
-  work(true);
-  for (std::thread& t : helpers) t.join();
-  for (const std::exception_ptr& e : errors)
-    if (e) std::rethrow_exception(e);
+  // No thread reads the graph now: the freed constants' entries go, whatever happened.
   if (release_from)
     for (ValueId v : freed) release_from->erase_initializer(v);
+  for (const std::exception_ptr& e : errors)
+    if (e) std::rethrow_exception(e);
   if (!problems.empty()) {
     std::string msg = problems.front();
     if (!disabled.empty()) msg += " (candidates left out by disabled_kernels: " + join(disabled) + ")";

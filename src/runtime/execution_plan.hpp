@@ -25,8 +25,11 @@ class DeferredKernel {
  public:
   DeferredKernel(const Graph& graph, std::size_t node_index, std::vector<std::string> disabled)
       : graph_(graph), node_index_(node_index), disabled_(std::move(disabled)) {}
-  // The kernel, prepared now if it was not yet; null when it cannot be (logged once, not retried).
+  // The kernel, prepared now if it was not yet; null when it cannot be (logged once, not retried;
+  // anything else thrown, out of memory say, goes to the caller and the next one tries again).
   const Kernel* get(const Backend& backend, const std::string& config) const;
+  // The kernel if it has been prepared, without preparing it.
+  const Kernel* peek() const { return ready_.load(std::memory_order_acquire); }
 
  private:
   const Graph& graph_;  // the session's, which outlives its plan
@@ -48,6 +51,8 @@ struct Candidate {
   std::string identity() const { return candidate_identity(*backend, config); }
   // The kernel to run: prepared at load, or a deferred one prepared now; null when it cannot be.
   const Kernel* ready() const { return kernel ? kernel.get() : deferred ? deferred->get(*backend, config) : nullptr; }
+  // The kernel if it is prepared already (for its profile), without preparing it.
+  const Kernel* prepared() const { return kernel ? kernel.get() : deferred ? deferred->peek() : nullptr; }
 };
 
 // How the plan prepares candidates (see ExecutionPlan).

@@ -28,7 +28,7 @@ class StepCostModel : public search::CostModel {
   double predict(const search::Space& space, const search::Point& p) const override {
     const Candidate& c = step_.candidates[static_cast<std::size_t>(space.value(p, 0))];
     return predicted_seconds(*c.backend, c.config, node_, graph_, shapes_, static_cast<int>(space.value(p, 1)),
-                             c.kernel.get(), calibration_);
+                             c.prepared(), calibration_);
   }
   // What trial logs store: the prediction without calibration (so calibration never feeds on
   // itself), and only where the backend describes the candidate (Backend::describe): a generic
@@ -155,7 +155,7 @@ StepChoice Tuner::predicted_best(std::size_t s, const std::vector<const Tensor*>
       const Candidate& cand = step.candidates[c];
       if (out[c] || (cand.kernel && !cand.kernel->runs(inputs))) continue;
       const double seconds =
-          predicted_seconds(*cand.backend, cand.config, node, graph_, shapes, threads_, cand.kernel.get(), calibration_);
+          predicted_seconds(*cand.backend, cand.config, node, graph_, shapes, threads_, cand.prepared(), calibration_);
       if (best < 0 || seconds < best_seconds) {  // ties: the earlier registered backend
         best = static_cast<int>(c);
         best_seconds = seconds;
@@ -199,9 +199,8 @@ void Tuner::progress(std::size_t trials, double speedup) const {
 
 StepChoice Tuner::choose(std::size_t s, const std::vector<const Tensor*>& inputs) const {
   const PlanStep& step = plan_.steps()[s];
-  const StepChoice untuned = predicted_best(s, inputs);
   const bool threads_matter = threads_ > 1 && !step.candidates.empty() && step.candidates[0].backend->uses_host_threads();
-  if ((step.candidates.size() < 2 && !threads_matter) || (!db_ && !measuring_)) return untuned;
+  if ((step.candidates.size() < 2 && !threads_matter) || (!db_ && !measuring_)) return predicted_best(s, inputs);
   const Node& node = graph_.nodes()[step.node_index];
   const std::string key = key_for(step, node, inputs);
   if (auto value = db_ ? db_->lookup(key) : std::nullopt) {
@@ -220,6 +219,8 @@ StepChoice Tuner::choose(std::size_t s, const std::vector<const Tensor*>& inputs
     logger().debug("{}the tuning record's {} is not prepared here or declines these shapes",
                    node_label(graph_.nodes()[step.node_index]), backend);
   }
+  // After the record: ranking may prepare a deferred candidate, which a record makes needless.
+  const StepChoice untuned = predicted_best(s, inputs);
   if (!measuring_ || seconds_until(deadline_) <= 0) return untuned;
   return search_node(s, inputs, key, untuned);
 }

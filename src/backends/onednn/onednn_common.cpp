@@ -7,6 +7,7 @@
 
 #include "core/cpu_features.hpp"
 #include "core/page_memory.hpp"
+#include "runtime/threads.hpp"
 
 #include <omp.h>
 
@@ -84,16 +85,9 @@ namespace {
 // spin beside them. (The reorder is made and run under the same count: oneDNN sizes a primitive
 // for the threads it sees when it is made, and caches it keyed by that count.)
 void reorder_into(const dnnl::memory& from, const dnnl::memory& to) {
-  const int threads = omp_get_max_threads();
-  if (threads != 1) omp_set_num_threads(1);
-  try {
-    execute(dnnl::reorder(dnnl::reorder::primitive_desc(engine(), from.get_desc(), engine(), to.get_desc(), make_attr())),
-            {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}});
-  } catch (...) {
-    if (threads != 1) omp_set_num_threads(threads);
-    throw;
-  }
-  if (threads != 1) omp_set_num_threads(threads);
+  const OmpThreadScope alone(1);
+  execute(dnnl::reorder(dnnl::reorder::primitive_desc(engine(), from.get_desc(), engine(), to.get_desc(), make_attr())),
+          {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}});
 }
 
 }  // namespace

@@ -185,6 +185,7 @@ bool fuse_gelu(Graph& g, const PassContext& ctx) {
       n.domain = kWpkDomain;
       changed = true;
     }
+  if (changed) ctx.analyses.reset();  // the shapes pass through com.wpk Gelu only
   return rewrite_to_fixed_point(g, ctx, [&](std::size_t i, const GraphIndex& index, const StaticShapes& shapes,
                                        Rewriter& rewriter) {
     const bool erf = is_onnx_op(&g.nodes()[i], "Erf");

@@ -179,16 +179,12 @@ namespace {
 // line and page of the output (a classifier's [1000, 2048] took milliseconds of a load).
 template <std::size_t kBytes>
 void transpose_tiled(const char* src, char* dst, std::int64_t rows, std::int64_t cols) {
-  struct Element {
-    char bytes[kBytes];
-  };
-  const auto* in = reinterpret_cast<const Element*>(src);
-  auto* out = reinterpret_cast<Element*>(dst);
   constexpr std::int64_t kTile = 32;
+  const auto at = [](std::int64_t i) { return static_cast<std::size_t>(i) * kBytes; };
   for (std::int64_t r0 = 0; r0 < rows; r0 += kTile)
     for (std::int64_t c0 = 0; c0 < cols; c0 += kTile)
       for (std::int64_t r = r0; r < std::min(rows, r0 + kTile); ++r)
-        for (std::int64_t c = c0; c < std::min(cols, c0 + kTile); ++c) out[c * rows + r] = in[r * cols + c];
+        for (std::int64_t c = c0; c < std::min(cols, c0 + kTile); ++c) std::memcpy(dst + at(c * rows + r), src + at(r * cols + c), kBytes);
 }
 
 }  // namespace

@@ -132,9 +132,8 @@ bool rewrite_to_fixed_point(Graph& g, const PassContext& ctx, Scan&& scan) {
     const std::shared_ptr<const GraphAnalyses> a = analyses_of(g, ctx);
     Rewriter rewriter;
     for (std::size_t i = 0; i < g.nodes().size(); ++i) scan(i, a->index, a->shapes, rewriter);
-    const bool applied = rewriter.apply(g);
-    if (applied || g.nodes().size() != a->nodes || g.values().size() != a->values) ctx.analyses.reset();
-    if (!applied) return changed;
+    if (!rewriter.apply(g)) return changed;
+    ctx.analyses.reset();
     changed = true;
   }
 }
