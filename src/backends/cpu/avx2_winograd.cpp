@@ -238,8 +238,8 @@ void avx2_winograd_weights(const StreamConvShape& s, const float* acdb16a, float
   for (int i = 0; i < kAlpha; ++i)
     for (int k = 0; k < 3; ++k) G[i][k] = g_row(i, k);
 // Whole 16-lane rows at a time: each (block, input channel) reads 9 rows of 16 and writes 36
-// rows of 16, so the writes land in 36 sequential streams instead of scattered floats.
-#pragma omp parallel for
+// rows of 16, so the writes land in 36 sequential streams instead of scattered floats. On the
+// packing thread alone, as every weight packing (weight_packing.cpp says why).
   for (std::int64_t b = 0; b < blocks; ++b)
     for (std::int64_t c = 0; c < s.ic; ++c) {
       double g[3][3][kBlock], gg[kAlpha][3][kBlock];  // the 3x3 filters, then G g

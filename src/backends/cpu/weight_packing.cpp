@@ -16,8 +16,9 @@ std::shared_ptr<const float> pack_acdb(const float* w, std::int64_t oc, std::int
   const std::shared_ptr<void> bytes = long_lived_zeroed(static_cast<std::size_t>(floats) * sizeof(float));
   float* out = static_cast<float*>(bytes.get());
   const std::int64_t blocks = (oc + block - 1) / block, taps = kh * kw;
-  // Writes run sequentially through each block; the zeroed padding is left as it is.
-#pragma omp parallel for schedule(static)
+  // Writes run sequentially through each block; the zeroed padding is left as it is. On the
+  // packing thread alone: packing happens once, at load, where the session's threads are
+  // preparing other nodes, and an OpenMP team opened here would spin beside them.
   for (std::int64_t b = 0; b < blocks; ++b)
     for (std::int64_t t = 0; t < taps; ++t)
       for (std::int64_t i = 0; i < ic; ++i) {
