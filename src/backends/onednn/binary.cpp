@@ -1,8 +1,8 @@
 // Add, Sub, Mul and Div of two float32 tensors on oneDNN's binary primitive, with
 // numpy broadcasting where oneDNN has it: the first operand (after swapping a commutative op)
 // must already have the output's shape, the second may be 1 along any dim (EfficientNet's
-// squeeze-excite scaling, bias-like adds). Other shapes run on the reference kernel the backend
-// keeps as a fallback. The memory planner may alias the output with a same-sized
+// squeeze-excite scaling, bias-like adds). Other shapes, and those oneDNN would run on its own
+// reference loop, run on the reference kernel the backend keeps as a fallback. The memory planner may alias the output with a same-sized
 // operand: every element is read at the index it is written, so that is safe.
 #include "backends/onednn/onednn_kernels.hpp"
 #include "backends/reference/common.hpp"
@@ -69,11 +69,16 @@ class BinaryKernel : public OneDnnKernel {
       plan.swapped = true;
     }
     plan.y_shape = y;
-    plan.supported = true;
     plan.src0 = f32_desc(full, plain_tag(rank));
     plan.src1 = f32_desc(second, plain_tag(rank));
     dnnl::binary::desc desc(algorithm_, plan.src0, plan.src1, plan.src0);
-    plan.primitive = dnnl::binary(dnnl::binary::primitive_desc(desc, make_attr(), engine()));
+    const dnnl::binary::primitive_desc pd(desc, make_attr(), engine());
+    // oneDNN's own reference loop ("ref:any": a broadcast its JIT kernels lack, such as a
+    // per-channel [C, 1, 1] operand of a plain [C, H, W]) recomputes every index per element;
+    // the fallback walks the broadcast directly.
+    if (std::string(pd.impl_info_str()).rfind("ref", 0) == 0) return plan;
+    plan.primitive = dnnl::binary(pd);
+    plan.supported = true;
     return plan;
   }
 

@@ -485,6 +485,7 @@ TEST_CASE("oneDNN binary ops with broadcasting, and their reference fallback", "
     expect_ok(OpCase(op).input("A", {2, 5, 3, 17}).constant("B", Shape{}));      // scalar
     expect_ok(OpCase(op).input("A", {1, 17, 1, 1}).input("B", {2, 17, 5, 3}));  // broadcast first operand
     expect_ok(OpCase(op).input("A", {4, 1}).input("B", {1, 6}));                // both broadcast
+    expect_ok(OpCase(op).input("A", {3, 40, 40}).constant("B", {3, 1, 1}));    // an image's per-channel mean
   }
 }
 
