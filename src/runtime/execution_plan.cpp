@@ -9,7 +9,6 @@
 #include <mutex>
 #include <optional>
 #include <set>
-#include <system_error>
 #include <thread>
 
 #include "graph/subgraph.hpp"
@@ -120,6 +119,11 @@ bool listed(const std::vector<std::string>& disabled, const std::string& name) {
   return in(name) || (colon != std::string::npos && in(name.substr(0, colon + 1) + kernel_family(name.substr(colon + 1))));
 }
 
+// Whether disabled_kernels leaves out `kernel` (a profile's name; "" names none) of `backend`.
+bool kernel_disabled(const std::vector<std::string>& disabled, const Backend& backend, const std::string& kernel) {
+  return !kernel.empty() && listed(disabled, backend.name() + ":" + kernel);
+}
+
 }  // namespace
 
 const Kernel* DeferredKernel::get(const Backend& backend, const std::string& config) const {
@@ -131,7 +135,7 @@ const Kernel* DeferredKernel::get(const Backend& backend, const std::string& con
     std::unique_ptr<Kernel> k = backend.prepare(n, graph_, config);
     tried_ = true;
     const std::string name = k->profile().name;
-    if (!name.empty() && listed(disabled_, backend.name() + ":" + name)) {
+    if (kernel_disabled(disabled_, backend, name)) {
       logger().debug("{}{}:{} is disabled", node_label(n), backend.name(), name);
       return nullptr;
     }
@@ -232,7 +236,7 @@ PreparedNode prepare_node(const Graph& graph, std::size_t i, const std::vector<c
       Option o{b, c, candidate_identity(*b, c), candidate_profile(*b, c, n, graph, declared, options.threads), {}};
       // A disabled kernel its backend names before preparing is neither offered nor packed
       // (the others are dropped once prepared, below).
-      if (!o.at_declared.name.empty() && listed(disabled, b->name() + ":" + o.at_declared.name)) {
+      if (kernel_disabled(disabled, *b, o.at_declared.name)) {
         why = b->name() + ":" + o.at_declared.name + " is disabled";
         continue;
       }
@@ -285,7 +289,7 @@ PreparedNode prepare_node(const Graph& graph, std::size_t i, const std::vector<c
     try {
       std::unique_ptr<Kernel> kernel = o.backend->prepare(n, graph, o.config);
       const std::string kernel_name = kernel->profile().name;
-      if (!kernel_name.empty() && listed(disabled, o.backend->name() + ":" + kernel_name)) {
+      if (kernel_disabled(disabled, *o.backend, kernel_name)) {
         why = o.backend->name() + ":" + kernel_name + " is disabled";
         return;
       }
@@ -314,9 +318,10 @@ PreparedNode prepare_node(const Graph& graph, std::size_t i, const std::vector<c
   // shapes a kernel declines (Kernel::runs).
   // A large-batch choice waiting for its first use stands in for the fallbacks: it most likely
   // packs the weights, and it runs what the first declines.
-  for (const Candidate& c : step.candidates)
-    for (std::size_t in = 0; in < n.inputs.size(); ++in)
-      packs_weights = packs_weights || c.deferred || (c.kernel && c.kernel->owns_input(in));
+  for (const Candidate& c : step.candidates) {
+    packs_weights = packs_weights || c.deferred;
+    for (std::size_t in = 0; in < n.inputs.size(); ++in) packs_weights = packs_weights || (c.kernel && c.kernel->owns_input(in));
+  }
   if (!packs_weights) {
     for (std::size_t o = 0; o < options_offered.size(); ++o) {
       if (wanted[o]) continue;
@@ -327,7 +332,6 @@ PreparedNode prepare_node(const Graph& graph, std::size_t i, const std::vector<c
   }
   return {std::move(step), std::move(why), std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count()};
 }
-
 
 }  // namespace
 

@@ -2,8 +2,9 @@
 // numpy broadcasting where oneDNN has it: the first operand (after swapping a commutative op)
 // must already have the output's shape, the second may be 1 along any dim (EfficientNet's
 // squeeze-excite scaling, bias-like adds). Other shapes, and those oneDNN would run on its own
-// reference loop, run on the reference kernel the backend keeps as a fallback. The memory planner may alias the output with a same-sized
-// operand: every element is read at the index it is written, so that is safe.
+// reference loop, run on the reference kernel the backend keeps as a fallback. The memory
+// planner may alias the output with a same-sized operand: every element is read at the index it
+// is written, so that is safe.
 #include "backends/onednn/onednn_kernels.hpp"
 #include "backends/reference/common.hpp"
 #include "backends/reference/reference_backend.hpp"
