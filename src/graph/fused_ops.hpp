@@ -46,6 +46,10 @@
 //   product in float32 and broadcast along Y's last axis: A 8-bit [..., K] with a one-element
 //   scale and zero point, B 8-bit [K, N] with one-element or [N] scale and zero point. What
 //   dynamic quantization writes as MatMulInteger -> Cast -> Mul(A_scale * B_scale).
+// MatMulIntegerToFloat(A, B, A_scale, B_scale, A_zero, B_zero, [Bias], [Z]) -> Y
+//   with an epilogue: Y = act(the above + Bias + Z), Bias float32 [N], Z of Y's shape, and
+//   activation / activation_params as FusedConv's (a transformer's quantized linear layer: bias
+//   and Gelu, or bias and the residual before LayerNorm).
 //
 // compute_precision (string attribute; absent = "fp32"), set by the session on Conv, FusedConv,
 //   MatMul, Gemm and FusedMatMul under SessionOptions::precision = BF16: "bf16" lets a kernel
@@ -72,6 +76,19 @@ constexpr const char* kWpkDomain = "com.wpk";
 inline bool has_fused_residual(const Node& node) {
   return node.domain == kWpkDomain && (node.op_type == "FusedConv" || node.op_type == "FusedMatMul") &&
          node.inputs.size() > 3 && node.inputs[3] != kNoValue;
+}
+
+// MatMulIntegerToFloat's optional epilogue inputs.
+constexpr std::size_t kIntegerProductBias = 6, kIntegerProductResidual = 7;
+
+// The input that holds a fused op's residual Z (FusedConv and FusedMatMul: 3;
+// MatMulIntegerToFloat: 7), or -1 when the node has none.
+inline int fused_residual_input(const Node& node) {
+  if (has_fused_residual(node)) return 3;
+  if (node.domain == kWpkDomain && node.op_type == "MatMulIntegerToFloat" && node.inputs.size() > kIntegerProductResidual &&
+      node.inputs[kIntegerProductResidual] != kNoValue)
+    return static_cast<int>(kIntegerProductResidual);
+  return -1;
 }
 
 // Attention's interleaved_heads: per operand (0: Q, 1: K, 2: V, 3: Y), true where it is

@@ -30,7 +30,8 @@ InPlaceRule in_place_rule(const Node& node, const Backend& backend) {
     for (std::size_t i = 0; i < rule.inputs.size(); ++i) rule.inputs[i] = i;
     return rule;
   }
-  if (has_fused_residual(node) && backend.accumulates_into_residual(node)) return {{3}, false};
+  if (const int z = fused_residual_input(node); z >= 0 && backend.accumulates_into_residual(node))
+    return {{static_cast<std::size_t>(z)}, false};
   return {};
 }
 

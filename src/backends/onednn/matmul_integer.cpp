@@ -1,19 +1,28 @@
 // com.wpk MatMulIntegerToFloat (graph/fused_ops.hpp) on oneDNN's integer matmul: uint8 or int8
 // A [..., K] (leading dims as rows) with its run-time scale and zero point, constant int8 B
 // [K, N] with zero point 0, packed once; the int32 accumulators become float32 as they are
-// stored, times A_scale * B_scale[n] (run-time output scales, formed in float32 as the
-// definition forms them: the result is the reference's to the bit).
+// stored, times A_scale * B_scale[n] (formed in float32 as the definition forms them: without
+// an epilogue the result is the reference's to the bit).
 //
 // Its arithmetic is a config, as QLinearConv's (qlinear_conv.cpp): arithmetic=int8 (oneDNN's
 // integer matmul, offered where its sums are exact: exact_int8_products) or arithmetic=float (A
 // minus its zero point reordered into float32, oneDNN's float32 matmul over B's codes as floats,
-// the same output scales: the integer sums while they stay below 2^24, on every CPU).
+// the same scales: the integer sums while they stay below 2^24, on every CPU).
+//
+// The scales are a binary multiply post-op by a [1, N] row formed at each run, not oneDNN's
+// run-time output scales: oneDNN 2.6 has only its generic gemm for those, where the post-op
+// keeps its brgemm kernels (faster on every product shape of BERT-base, five times on a
+// single-row product). The epilogue follows as post-ops: the bias a binary add of a [1, N] row
+// (after the scales, where the definition adds it; the primitive's own bias argument is added
+// to the integer sums before any scaling), the residual the sum post-op over Y holding Z
+// (accumulate_residual_into), then the activation.
 #include "backends/onednn/onednn_kernels.hpp"
+#include "graph/fused_ops.hpp"
 
 namespace wpk::onednn {
 namespace {
 
-enum Input : std::size_t { A = 0, B, AScale, BScale, AZero, BZero };
+enum Input : std::size_t { A = 0, B, AScale, BScale, AZero, BZero, Bias = kIntegerProductBias, Z = kIntegerProductResidual };
 
 bool is_8bit(DType t) { return t == DType::UInt8 || t == DType::Int8; }
 
@@ -28,8 +37,10 @@ struct IntegerMatMulPlan {
 
 class MatMulIntegerToFloatKernel : public OneDnnKernel {
  public:
-  MatMulIntegerToFloatKernel(const Node& node, const Graph& graph, bool in_float) : in_float_(in_float) {
+  MatMulIntegerToFloatKernel(const Node& node, const Graph& graph, bool in_float)
+      : in_float_(in_float), act_(read_activation(node)), has_residual_(fused_residual_input(node) == Z) {
     const Tensor& b = *constant_input(node, graph, B);
+    if (const Tensor* bias = constant_input(node, graph, Bias)) bias_ = bias->clone();
     k_ = b.dim(0);
     n_ = b.dim(1);
     weights_ = PackedWeights(in_float ? integers_as_float(b) : b, view());
@@ -56,27 +67,31 @@ class MatMulIntegerToFloatKernel : public OneDnnKernel {
       Tensor& y = ctx.allocate_output(0, DType::Float32, y_shape);
       if (rows == 0) return;
       thread_local std::vector<float> scales;
-      scales.resize(b_scale_.size());
+      scales.resize(static_cast<std::size_t>(n_));
       const float a_scale = as.data<float>()[0];
-      for (std::size_t i = 0; i < scales.size(); ++i) scales[i] = a_scale * b_scale_[i];
+      for (std::size_t i = 0; i < scales.size(); ++i) scales[i] = a_scale * b_scale_[b_scale_.size() > 1 ? i : 0];
       const std::int32_t zero = a_type_ == DType::UInt8 ? az.data<std::uint8_t>()[0] : az.data<std::int8_t>()[0];
-      const dnnl::memory::desc scale_desc({static_cast<std::int64_t>(scales.size())}, dnnl::memory::data_type::f32, Tag::x);
+      if (has_residual_) accumulate_residual_into(ctx, Z, y);
+      Args epilogue = {{DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1, dnnl::memory(row_desc(), engine(), scales.data())}};
+      if (!bias_.empty())
+        epilogue.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(1) | DNNL_ARG_SRC_1,
+                         dnnl::memory(row_desc(), engine(), const_cast<void*>(bias_.raw())));
       if (plan->in_float) {
         const dnnl::memory src = thread_memory(0, plan->float_src);
         execute(plan->to_float, {{DNNL_ARG_FROM, wrap_arg(plan->to_float, DNNL_ARG_FROM, plan->src, a)},
                                  {DNNL_ARG_TO, src},
                                  {DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_FROM, int32_scalar_memory(zero)}});
-        execute(plan->primitive, {{DNNL_ARG_SRC, src},
-                                  {DNNL_ARG_WEIGHTS, plan->weights},
-                                  {DNNL_ARG_DST, wrap_arg(plan->primitive, DNNL_ARG_DST, plan->dst, y)},
-                                  {DNNL_ARG_ATTR_OUTPUT_SCALES, dnnl::memory(scale_desc, engine(), scales.data())}});
+        epilogue.insert({{DNNL_ARG_SRC, src},
+                         {DNNL_ARG_WEIGHTS, plan->weights},
+                         {DNNL_ARG_DST, wrap_arg(plan->primitive, DNNL_ARG_DST, plan->dst, y)}});
+        execute(plan->primitive, std::move(epilogue));
         return;
       }
-      execute(plan->primitive, {{DNNL_ARG_SRC, wrap_arg(plan->primitive, DNNL_ARG_SRC, plan->src, a)},
-                                {DNNL_ARG_WEIGHTS, plan->weights},
-                                {DNNL_ARG_DST, wrap_arg(plan->primitive, DNNL_ARG_DST, plan->dst, y)},
-                                {DNNL_ARG_ATTR_OUTPUT_SCALES, dnnl::memory(scale_desc, engine(), scales.data())},
-                                {DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, int32_scalar_memory(zero)}});
+      epilogue.insert({{DNNL_ARG_SRC, wrap_arg(plan->primitive, DNNL_ARG_SRC, plan->src, a)},
+                       {DNNL_ARG_WEIGHTS, plan->weights},
+                       {DNNL_ARG_DST, wrap_arg(plan->primitive, DNNL_ARG_DST, plan->dst, y)},
+                       {DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, int32_scalar_memory(zero)}});
+      execute(plan->primitive, std::move(epilogue));
     });
   }
 
@@ -95,13 +110,21 @@ class MatMulIntegerToFloatKernel : public OneDnnKernel {
     return {{k_, n_}, in_float_ ? dnnl::memory::data_type::f32 : dnnl::memory::data_type::s8, Tag::ab};
   }
 
+  // A [1, N] float32 operand of a post-op: the scales, the bias.
+  dnnl::memory::desc row_desc() const { return f32_desc({1, n_}, Tag::ab); }
+
   IntegerMatMulPlan build(std::int64_t rows) const {
     IntegerMatMulPlan plan;
     const auto a_type = a_type_ == DType::UInt8 ? dnnl::memory::data_type::u8 : dnnl::memory::data_type::s8;
     plan.src = dnnl::memory::desc({rows, k_}, a_type, Tag::ab);
     plan.dst = dnnl::memory::desc({rows, n_}, dnnl::memory::data_type::f32, Tag::ab);
     dnnl::primitive_attr attr = make_attr();
-    attr.set_output_scales(b_scale_.size() > 1 ? 1 << 1 : 0, {DNNL_RUNTIME_F32_VAL});
+    dnnl::post_ops ops;
+    ops.append_binary(dnnl::algorithm::binary_mul, row_desc());
+    if (!bias_.empty()) ops.append_binary(dnnl::algorithm::binary_add, row_desc());
+    if (has_residual_) ops.append_sum(1.f);
+    append_activation(ops, act_);
+    attr.set_post_ops(ops);
     if (in_float_) {
       plan.in_float = true;
       plan.float_src = f32_desc({rows, k_}, Tag::ab);
@@ -124,6 +147,9 @@ class MatMulIntegerToFloatKernel : public OneDnnKernel {
   }
 
   bool in_float_;
+  Activation act_;
+  bool has_residual_;
+  Tensor bias_;  // float32 [N], or empty
   std::int64_t k_ = 0, n_ = 0;
   PackedWeights weights_;
   std::vector<float> b_scale_;
@@ -134,7 +160,7 @@ class MatMulIntegerToFloatKernel : public OneDnnKernel {
 }  // namespace
 
 std::string matmul_integer_unsupported(const Node& node, const Graph& graph) {
-  if (node.inputs.size() != 6) return "needs 6 inputs";
+  if (node.inputs.size() < 6 || node.inputs.size() > 8) return "needs 6 to 8 inputs";
   if (!is_8bit(graph.value(node.inputs[A]).dtype)) return "A is not uint8 or int8";
   const Tensor* b = constant_input(node, graph, B);
   if (!b || b->dtype() != DType::Int8 || b->rank() != 2) return "B is not a constant 2-D int8 tensor";
@@ -146,6 +172,12 @@ std::string matmul_integer_unsupported(const Node& node, const Graph& graph) {
   for (std::int64_t i = 0; i < bz->numel(); ++i)
     if (bz->data<std::int8_t>()[i] != 0) return "B_zero is not 0";
   if (b->dim(0) == 0 || b->dim(1) == 0) return "B is empty";
+  if (node.inputs.size() > Bias && node.inputs[Bias] != kNoValue) {
+    const Tensor* bias = constant_input(node, graph, Bias);
+    if (!bias || bias->dtype() != DType::Float32 || bias->rank() != 1 || bias->numel() != b->dim(1))
+      return "Bias is not a constant float32 [N]";
+  }
+  if (!activation_supported(read_activation(node))) return "activation has no oneDNN post-op";
   return "";
 }
 

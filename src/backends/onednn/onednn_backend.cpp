@@ -89,7 +89,7 @@ std::string OneDnnBackend::version() const {
 }
 
 bool OneDnnBackend::accumulates_into_residual(const Node& node) const {
-  return has_fused_residual(node);
+  return fused_residual_input(node) >= 0;
 }
 
 std::unique_ptr<Kernel> OneDnnBackend::prepare(const Node& node, const Graph& graph) const {

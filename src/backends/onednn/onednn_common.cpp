@@ -5,6 +5,7 @@
 #include <cstring>
 #include <mutex>
 
+#include "backends/onednn/int8_weight_packing.hpp"
 #include "core/cpu_features.hpp"
 #include "core/page_memory.hpp"
 #include "runtime/threads.hpp"
@@ -85,6 +86,7 @@ namespace {
 // spin beside them. (The reorder is made and run under the same count: oneDNN sizes a primitive
 // for the threads it sees when it is made, and caches it keyed by that count.)
 void reorder_into(const dnnl::memory& from, const dnnl::memory& to) {
+  if (pack_int8_product_weights(from, to)) return;
   const OmpThreadScope alone(1);
   execute(dnnl::reorder(dnnl::reorder::primitive_desc(engine(), from.get_desc(), engine(), to.get_desc(), make_attr())),
           {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}});

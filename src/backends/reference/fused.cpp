@@ -330,7 +330,8 @@ void qlinear_conv(KernelContext& ctx) {
   for (std::size_t i = 1; i < ctx.num_inputs(); ++i) ins.push_back(ctx.has_input(i) ? &ctx.input(i) : nullptr);
   ctx.set_output(0, to_channels_last(run_plain(plain.qlinear_conv, ctx.node(), ins, ctx.opset())));
 }
-// MatMulIntegerToFloat: MatMulInteger, then each int32 element times A_scale * B_scale[n].
+// MatMulIntegerToFloat: MatMulInteger, then each int32 element times A_scale * B_scale[n], then
+// the epilogue (Bias, Z, activation) when it has one.
 void matmul_integer_to_float(KernelContext& ctx) {
   Node plain_node = ctx.node();
   plain_node.op_type = "MatMulInteger";
@@ -351,6 +352,13 @@ void matmul_integer_to_float(KernelContext& ctx) {
     const float scale = a_scale * bs.data<float>()[bs.numel() == 1 ? 0 : i % n];
     y.data<float>()[i] = static_cast<float>(acc.data<std::int32_t>()[i]) * scale;
   }
+  if (ctx.has_input(kIntegerProductBias)) {
+    const Tensor& bias = ctx.input(kIntegerProductBias);
+    if (bias.rank() != 1 || bias.numel() != n)
+      ctx.fail(ErrorCode::InvalidArgument, "Bias must be [" + std::to_string(n) + "], got " + shape_to_string(bias.shape()));
+    add_in_place(ctx, y, bias, "Bias");
+  }
+  apply_epilogue(ctx, y, kIntegerProductResidual);
 }
 
 void max_pool(KernelContext& ctx) { pool_any_layout(ctx, plain.max_pool); }
@@ -374,7 +382,7 @@ void register_fused(OpTable& t) {
   t.add("com.wpk:FusedMatMul", {fused_matmul, 2, 4, 1});
   t.add("com.wpk:Gelu", {gelu_kernel, 1, 1, 1});
   t.add("Gelu", {gelu_kernel, 1, 1, 20});  // ONNX's, for sessions that skip the optimizer
-  t.add("com.wpk:MatMulIntegerToFloat", {matmul_integer_to_float, 6, 6, 1});
+  t.add("com.wpk:MatMulIntegerToFloat", {matmul_integer_to_float, 6, 8, 1});
   t.add("com.wpk:Attention", {attention, 3, 4, 1});
   // fuse_layernorm's op for models older than opset 17: the same kernel.
   t.add("com.wpk:LayerNormalization", {entry("LayerNormalization").fn, 2, 3, 1});

@@ -6,6 +6,9 @@
 // before each LayerNorm. A residual added after the activation does not fit that formula and
 // stays a separate Add. Gemm is taken when it is a MatMul plus bias (transA = 0, alpha = beta =
 // 1); a constant B under transB = 1 is transposed once, here.
+// A com.wpk MatMulIntegerToFloat (a quantized linear layer) takes the same epilogue as its
+// optional inputs Bias and Z and its activation attributes: the float32 bias, Gelu and
+// residual that follow each of a dynamically quantized transformer's products.
 #include "core/page_memory.hpp"
 #include "graph/fused_ops.hpp"
 #include "graph/passes/match.hpp"
@@ -83,11 +86,34 @@ std::optional<MatMulFusion> match_fusion(const Graph& g, const GraphIndex& index
   return f;
 }
 
+// MatMulIntegerToFloat without an epilogue yet, and what follows it.
+void fuse_integer_product(Graph& g, const GraphIndex& index, const StaticShapes& shapes, int at, Rewriter& rewriter) {
+  const Node& mm = g.nodes()[at];
+  if (mm.inputs.size() != kIntegerProductBias || mm.outputs.size() != 1 || mm.outputs[0] == kNoValue) return;
+  const Tensor* b = g.initializer(mm.inputs[1]);
+  if (!b || b->rank() != 2) return;
+  MatMulFusion f;
+  f.output = mm.outputs[0];
+  f.nodes = {at};
+  add_epilogue(g, index, shapes, b->dim(1), f);
+  if (f.nodes.size() == 1 || !rewriter.available(f.nodes)) return;
+  Node fused = mm;
+  if (f.bias != kNoValue || f.residual != kNoValue) fused.inputs.push_back(f.bias);
+  if (f.residual != kNoValue) fused.inputs.push_back(f.residual);
+  fused.outputs = {f.output};
+  fused.attributes.emplace("activation", Attribute(f.activation.name));
+  fused.attributes.emplace("activation_params", Attribute(f.activation.params));
+  rewriter.replace(f.nodes, {std::move(fused)});
+}
+
 }  // namespace
 
 bool fuse_matmul_epilogue(Graph& g, const PassContext& ctx) {
   return rewrite_to_fixed_point(g, ctx, [&](std::size_t i, const GraphIndex& index, const StaticShapes& shapes,
                                        Rewriter& rewriter) {
+    const Node& n = g.nodes()[i];
+    if (n.domain == kWpkDomain && n.op_type == "MatMulIntegerToFloat")
+      return fuse_integer_product(g, index, shapes, static_cast<int>(i), rewriter);
     auto f = match_fusion(g, index, shapes, static_cast<int>(i));
     if (!f || !rewriter.available(f->nodes)) return;
     const std::string name = g.nodes()[i].name;

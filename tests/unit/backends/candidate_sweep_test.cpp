@@ -168,6 +168,17 @@ std::vector<SweepCase> quantized_cases() {
                      .constant("B", random_codes<std::int8_t>({17, 20}, seed++, -127, 127)).input("AS", Tensor::scalar(0.5f))
                      .constant("BS", Tensor::scalar(0.25f)).input("AZ", Tensor::scalar(std::int8_t{-3}))
                      .constant("BZ", Tensor::scalar(std::int8_t{0})), 0, 0});
+  // The epilogue a quantized transformer's products take: bias + Gelu, bias + residual.
+  for (bool residual : {false, true}) {
+    const unsigned a_seed = seed++, b_seed = seed++;
+    OpCase c = OpCase("MatMulIntegerToFloat", "com.wpk").input("A", random_codes<std::uint8_t>({9, 33}, a_seed, 0, 255))
+                   .constant("B", random_codes<std::int8_t>({33, 40}, b_seed, -127, 127)).input("AS", Tensor::scalar(0.02f))
+                   .constant("BS", Tensor::scalar(0.01f)).input("AZ", Tensor::scalar(std::uint8_t{120}))
+                   .constant("BZ", Tensor::scalar(std::int8_t{0})).constant("Bias", {40});
+    if (residual) c.input("Z", {9, 40}).activation("Relu");
+    else c.activation("Gelu");
+    out.push_back({c.seed(seed++), 1e-5, 1e-5});
+  }
   // 8-bit max pooling and NHWC transposes of codes.
   out.push_back({OpCase("MaxPool").input("X", random_codes<std::uint8_t>({1, 9, 9, 17}, seed++, 0, 255))
                      .attr("kernel_shape", std::vector<std::int64_t>{3, 3}).attr("strides", std::vector<std::int64_t>{2, 2})

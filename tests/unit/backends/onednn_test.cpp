@@ -9,8 +9,10 @@
 #include "backends/cpu/avx2_tile.hpp"
 #include "backends/cpu/cpu_backend.hpp"
 #include "backends/cpu/stream_conv.hpp"
+#include "backends/onednn/int8_weight_packing.hpp"
 #include "backends/onednn/onednn_common.hpp"
 #include "backends/reference/reference_backend.hpp"
+#include "core/cpu_features.hpp"
 #include "runtime/session_factory.hpp"
 #include "support/backend_tester.hpp"
 #include "support/conv_kernel_check.hpp"
@@ -616,6 +618,44 @@ TEST_CASE("oneDNN transpose, layer norm and attention", "[onednn]") {
     expect_ok(OpCase("Attention", "com.wpk").input("Q", {2, 3, s, 8}).input("K", {2, 3, 19, 8}).input("V", {2, 3, 19, 5})
                   .input("M", {2, 1, 1, 19}).attr("scale", 0.35f));
   }
+}
+
+TEST_CASE("wpk's packing of int8 product weights is oneDNN's reorder to the byte", "[backends][onednn][int8]") {
+  // The layout oneDNN's integer matmul asks for with a run-time src zero point, at K and N
+  // below, at and past its 64-wide blocks.
+  using dt = dnnl::memory::data_type;
+  int packed = 0;
+  for (std::int64_t k : {4, 64, 130})
+    for (std::int64_t n : {3, 64, 70}) {
+      dnnl::primitive_attr attr;
+      attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
+      dnnl::post_ops ops;
+      ops.append_binary(dnnl::algorithm::binary_mul, dnnl::memory::desc({1, n}, dt::f32, dnnl::memory::format_tag::ab));
+      attr.set_post_ops(ops);
+      const dnnl::matmul::primitive_desc pd(
+          dnnl::matmul::desc(dnnl::memory::desc({5, k}, dt::u8, dnnl::memory::format_tag::ab),
+                             dnnl::memory::desc({k, n}, dt::s8, dnnl::memory::format_tag::any),
+                             dnnl::memory::desc({5, n}, dt::f32, dnnl::memory::format_tag::ab)),
+          attr, wpk::onednn::engine());
+      std::vector<std::int8_t> w(static_cast<std::size_t>(k * n));
+      for (std::size_t i = 0; i < w.size(); ++i) w[i] = static_cast<std::int8_t>(static_cast<int>(i * 37 % 255) - 127);
+      dnnl::memory plain({{k, n}, dt::s8, dnnl::memory::format_tag::ab}, wpk::onednn::engine(), w.data());
+      const std::size_t bytes = pd.weights_desc().get_size();
+      std::vector<std::uint8_t> ours(bytes, 0xA5), theirs(bytes, 0);
+      dnnl::memory mine(pd.weights_desc(), wpk::onednn::engine(), ours.data());
+      if (!wpk::onednn::pack_int8_product_weights(plain, mine)) {
+        CHECK(ours == std::vector<std::uint8_t>(bytes, 0xA5));  // declined: nothing written
+        continue;
+      }
+      ++packed;
+      dnnl::memory reference(pd.weights_desc(), wpk::onednn::engine(), theirs.data());
+      dnnl::reorder(plain, reference).execute(wpk::onednn::thread_stream(), plain, reference);
+      wpk::onednn::thread_stream().wait();
+      INFO("K " << k << " N " << n << " (" << pd.impl_info_str() << ")");
+      CHECK(ours == theirs);
+    }
+  // oneDNN asks for that layout where it runs AVX-512 VNNI brgemm (AMX CPUs may ask another).
+  if (wpk::cpu_features().avx512_vnni && !wpk::cpu_features().amx_int8) CHECK(packed == 9);
 }
 
 #endif  // WPK_WITH_ONEDNN

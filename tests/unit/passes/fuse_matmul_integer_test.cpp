@@ -92,3 +92,30 @@ TEST_CASE("fuse_matmul_integer runs QLinearMatMul with a constant B as the integ
     check_unchanged(g, {{"a", Tensor::from_vector(a, {3, 5, 16})}}, "fuse_matmul_integer", 0, 1);
   }
 }
+
+TEST_CASE("fuse_matmul_epilogue gives a quantized product its bias, Gelu and residual", "[optimizer][passes][int8]") {
+  // dynamic_graph's product and bias, then Gelu (the feed-forward block) or the residual add
+  // before a LayerNorm (the attention block's output).
+  for (bool gelu : {true, false}) {
+    Graph g = dynamic_graph();
+    g.add_input("r", DType::Float32, {Dim("N"), 5, 24});
+    g.mutable_outputs().clear();
+    if (gelu) {
+      g.add_node("Gelu", {"y"}, {"out"}).domain = kWpkDomain;
+    } else {
+      g.add_node("Add", {"r", "y"}, {"out"});
+    }
+    g.add_output("out");
+    const Graph opt = optimized(g);
+    REQUIRE(count_op(opt, "MatMulIntegerToFloat", kWpkDomain) == 1);
+    const Node& product = *find_op(opt, "MatMulIntegerToFloat", kWpkDomain);
+    CHECK(product.inputs.size() == (gelu ? 7u : 8u));
+    CHECK(opt.is_initializer(product.inputs[6]));
+    CHECK(product.attr_string("activation", "") == (gelu ? "Gelu" : ""));
+    CHECK(count_op(opt, "Add") == 0);
+    CHECK(count_op(opt, "Gelu", kWpkDomain) == 0);
+    TensorMap in = inputs();
+    in["r"] = random_tensor({3, 5, 24}, 9);
+    check_unchanged(g, in, "fuse_matmul_epilogue");
+  }
+}
