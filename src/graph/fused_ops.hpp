@@ -41,6 +41,15 @@
 //   Y = QuantizeLinear(DequantizeLinear(A) + DequantizeLinear(B), Y_scale, Y_zero), each step in
 //   float32 as those ops compute it; A and B 8-bit of one shape, scales and zero points scalars.
 //
+// QLinearConvAdd(X, X_scale, X_zero, W, W_scale, W_zero, C_scale, C_zero, [B], R, R_scale, R_zero,
+//                Y_scale, Y_zero) -> Y
+//   Y = QLinearAdd(C, C_scale, C_zero, R, R_scale, R_zero, Y_scale, Y_zero) of the codes
+//   C = QLinearConv(X, ..., C_scale, C_zero, B) (its first nine inputs), C never stored: a
+//   quantized residual block's last convolution and its shortcut. Attributes as QLinearConv's,
+//   plus channels_last (X, R and Y NHWC). R has Y's dtype and shape. Kernels that compute the
+//   sum in float32 may land one code from the reference where it lies within float32 rounding
+//   of a half.
+//
 // MatMulIntegerToFloat(A, B, A_scale, B_scale, A_zero, B_zero) -> Y
 //   Y = Cast<float32>(MatMulInteger(A, B, A_zero, B_zero)) * (A_scale * B_scale), the scales'
 //   product in float32 and broadcast along Y's last axis: A 8-bit [..., K] with a one-element
@@ -78,17 +87,18 @@ inline bool has_fused_residual(const Node& node) {
          node.inputs.size() > 3 && node.inputs[3] != kNoValue;
 }
 
-// MatMulIntegerToFloat's optional epilogue inputs.
-constexpr std::size_t kIntegerProductBias = 6, kIntegerProductResidual = 7;
+// MatMulIntegerToFloat's optional epilogue inputs; QLinearConvAdd's residual codes.
+constexpr std::size_t kIntegerProductBias = 6, kIntegerProductResidual = 7, kQLinearConvAddResidual = 9;
 
-// The input that holds a fused op's residual Z (FusedConv and FusedMatMul: 3;
-// MatMulIntegerToFloat: 7), or -1 when the node has none.
+// The input that holds a fused op's residual (FusedConv and FusedMatMul: Z, 3;
+// MatMulIntegerToFloat: Z, 7; QLinearConvAdd: R, 9), or -1 when the node has none.
 inline int fused_residual_input(const Node& node) {
   if (has_fused_residual(node)) return 3;
-  if (node.domain == kWpkDomain && node.op_type == "MatMulIntegerToFloat" && node.inputs.size() > kIntegerProductResidual &&
-      node.inputs[kIntegerProductResidual] != kNoValue)
-    return static_cast<int>(kIntegerProductResidual);
-  return -1;
+  if (node.domain != kWpkDomain) return -1;
+  const std::size_t at = node.op_type == "MatMulIntegerToFloat" ? kIntegerProductResidual
+                         : node.op_type == "QLinearConvAdd"     ? kQLinearConvAddResidual
+                                                                : 0;
+  return at && node.inputs.size() > at && node.inputs[at] != kNoValue ? static_cast<int>(at) : -1;
 }
 
 // Attention's interleaved_heads: per operand (0: Q, 1: K, 2: V, 3: Y), true where it is

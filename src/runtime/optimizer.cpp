@@ -25,7 +25,8 @@ struct PassEntry {
 // Conv before the Conv's epilogue is fused. Gelu and attention are recognised before the MatMul
 // epilogue fusion, which then absorbs the Gelu and must not take the attention MatMuls apart.
 // The concat eliminations (Concat -> BatchNorm, Concat -> 1x1 Conv) run after the layout pass,
-// which moves both sides to NHWC.
+// which moves both sides to NHWC, and so does the quantized conv + residual add fusion (its
+// convolution reads NHWC once the layout pass has moved it).
 const std::vector<PassEntry>& pass_table() {
   static const std::vector<PassEntry> table = {
       {"remove_identity", OptimizationLevel::Basic, passes::remove_identity},
@@ -44,6 +45,7 @@ const std::vector<PassEntry>& pass_table() {
       {"fuse_matmul_epilogue", OptimizationLevel::All, passes::fuse_matmul_epilogue},
       {"fuse_batchnorm_relu", OptimizationLevel::All, passes::fuse_batchnorm_relu},
       {"layout_nhwc", OptimizationLevel::All, passes::assign_nhwc_layout},
+      {"fuse_qlinear_conv_add", OptimizationLevel::All, passes::fuse_qlinear_conv_add},
       {"fuse_concat_batchnorm", OptimizationLevel::All, passes::fuse_concat_batchnorm},
       {"split_conv_over_concat", OptimizationLevel::All, passes::split_conv_over_concat},
       {"dead_code", OptimizationLevel::Basic, passes::eliminate_dead_code},

@@ -15,6 +15,7 @@ Family family_of(const Node& node) {
   if ((onnx && (node.op_type == "MatMul" || node.op_type == "Gemm")) || (wpk_op && node.op_type == "FusedMatMul"))
     return Family::MatMul;
   if (onnx && node.op_type == "QLinearConv") return Family::QLinearConv;
+  if (wpk_op && node.op_type == "QLinearConvAdd") return Family::QLinearConv;
   if (wpk_op && node.op_type == "MatMulIntegerToFloat") return Family::MatMulInteger;
   if (onnx && (node.op_type == "MaxPool" || node.op_type == "AveragePool" || node.op_type == "GlobalAveragePool"))
     return Family::Pool;

@@ -160,9 +160,9 @@ void PackedWeights::keep_only(dnnl::memory packed, const dnnl::memory::desc& vie
 
 void accumulate_residual_into(const KernelContext& ctx, std::size_t index, Tensor& y) {
   const Tensor& z = ctx.input(index);
-  require_f32(ctx, z, "residual input");
-  if (z.shape() != y.shape())
-    ctx.fail(ErrorCode::InvalidArgument, "residual input has shape " + shape_to_string(z.shape()) + ", expected " +
+  if (z.dtype() != y.dtype() || z.shape() != y.shape())
+    ctx.fail(ErrorCode::InvalidArgument, "residual input is " + std::string(dtype_name(z.dtype())) + " " +
+                                             shape_to_string(z.shape()) + ", expected " + dtype_name(y.dtype()) + " " +
                                              shape_to_string(y.shape()));
   // The memory plan hands y the residual's own bytes when nothing reads them later; otherwise
   // the sum post-op needs them copied in.

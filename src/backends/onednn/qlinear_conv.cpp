@@ -13,15 +13,28 @@
 //                     reorder that scales, rounds to even, adds the zero point and saturates: the
 //                     integer sums while they stay below 2^24 (one code apart at most past it),
 //                     at float32 speed, on every CPU.
+//
+// com.wpk QLinearConvAdd (graph/fused_ops.hpp) adds a residual's codes R to the convolution's
+// codes C before either is stored, as post-ops on the sums scaled to C's units: round, clip to
+// C's range (less its zero point), times C_scale / Y_scale, then the sum post-op over Y holding
+// R (scale K = R_scale / Y_scale, R's zero point); Y's zero point last. In float arithmetic the
+// sums are scaled by a binary multiply post-op per channel and summed onto the float32 staging,
+// which holds (R - R_zero) * K (a reorder of R), before the reorder into codes.
 #include <cmath>
 
 #include "backends/onednn/onednn_kernels.hpp"
 #include "backends/reference/conv_pool.hpp"
+#include "graph/fused_ops.hpp"
 
 namespace wpk::onednn {
 namespace {
 
-enum Input : std::size_t { X = 0, XScale, XZero, W, WScale, WZero, YScale, YZero, Bias };
+// QLinearConv's inputs, then QLinearConvAdd's; YScale and YZero are the convolution's codes'
+// (QLinearConvAdd's C_scale and C_zero).
+enum Input : std::size_t {
+  X = 0, XScale, XZero, W, WScale, WZero, YScale, YZero, Bias,
+  R = kQLinearConvAddResidual, RScale, RZero, SumScale, SumZero
+};
 
 dnnl::memory::data_type int_type(DType t) {
   switch (t) {
@@ -47,6 +60,8 @@ struct QConvPlan {
   bool in_float = false;
   dnnl::memory::desc float_src, float_dst;
   dnnl::reorder to_float, from_float;
+  dnnl::reorder residual_to_float;  // QLinearConvAdd in float: (R - R_zero) * K into float_dst
+  dnnl::memory::desc channel_scales;  // ... and the per-channel scales its post-op multiplies by
 };
 
 class QLinearConvKernel : public OneDnnKernel {
@@ -61,6 +76,20 @@ class QLinearConvKernel : public OneDnnKernel {
     const Tensor& y_zero = *constant_input(node, graph, YZero);
     y_type_ = y_zero.dtype();
     y_zero_ = zero_point_of(y_zero);
+    residual_ = fused_residual_input(node) == static_cast<int>(R);
+    if (residual_) {
+      // C's codes, then the sum's: the output is the sum's.
+      const float cs = constant_input(node, graph, YScale)->data<float>()[0];
+      const float sum_scale = constant_input(node, graph, SumScale)->data<float>()[0];
+      code_low_ = (y_type_ == DType::UInt8 ? 0.f : -128.f) - static_cast<float>(y_zero_);
+      code_high_ = (y_type_ == DType::UInt8 ? 255.f : 127.f) - static_cast<float>(y_zero_);
+      code_to_sum_ = cs / sum_scale;
+      residual_scale_ = constant_input(node, graph, RScale)->data<float>()[0] / sum_scale;
+      residual_zero_ = zero_point_of(*constant_input(node, graph, RZero));
+      const Tensor& sum_zero = *constant_input(node, graph, SumZero);
+      y_type_ = sum_zero.dtype();
+      y_zero_ = zero_point_of(sum_zero);
+    }
     const float xs = constant_input(node, graph, XScale)->data<float>()[0];
     const float ys = constant_input(node, graph, YScale)->data<float>()[0];
     const Tensor& w_scale = *constant_input(node, graph, WScale);
@@ -76,7 +105,8 @@ class QLinearConvKernel : public OneDnnKernel {
                                                  dtype_name(x.dtype()) + " " + shape_to_string(x.shape()));
       auto plan = cache_.get(shape_key({&x.shape()}), [&] { return build(ctx, x.shape()); });
       Tensor& y = ctx.allocate_output(0, y_type_, plan->y_shape);
-      if (plan->in_float) return run_in_float(*plan, x, y);
+      if (plan->in_float) return run_in_float(ctx, *plan, x, y);
+      if (residual_) accumulate_residual_into(ctx, R, y);
       Args args = {{DNNL_ARG_SRC, wrap_arg(plan->primitive, DNNL_ARG_SRC, plan->src, x)},
                    {DNNL_ARG_WEIGHTS, plan->weights},
                    {DNNL_ARG_DST, wrap_arg(plan->primitive, DNNL_ARG_DST, plan->dst, y)}};
@@ -105,11 +135,22 @@ class QLinearConvKernel : public OneDnnKernel {
     return {{group_, ws[0] / group_, ws[1], ws[2], ws[3]}, type, Tag::goihw};
   }
 
-  void run_in_float(const QConvPlan& plan, const Tensor& x, Tensor& y) const {
+  void run_in_float(const KernelContext& ctx, const QConvPlan& plan, const Tensor& x, Tensor& y) const {
     const dnnl::memory src = thread_memory(0, plan.float_src), acc = thread_memory(1, plan.float_dst);
     execute(plan.to_float, {{DNNL_ARG_FROM, wrap_arg(plan.to_float, DNNL_ARG_FROM, plan.src, x)}, {DNNL_ARG_TO, src}});
     Args args = {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, plan.weights}, {DNNL_ARG_DST, acc}};
     if (!bias_.empty()) args.emplace(DNNL_ARG_BIAS, wrap_arg(plan.primitive, DNNL_ARG_BIAS, plan.bias, bias_));
+    if (residual_) {
+      const Tensor& r = ctx.input(R);
+      if (r.dtype() != y.dtype() || r.shape() != y.shape())
+        ctx.fail(ErrorCode::InvalidArgument, "residual input is " + std::string(dtype_name(r.dtype())) + " " +
+                                                 shape_to_string(r.shape()) + ", expected " + dtype_name(y.dtype()) + " " +
+                                                 shape_to_string(y.shape()));
+      execute(plan.residual_to_float,
+              {{DNNL_ARG_FROM, wrap_arg(plan.residual_to_float, DNNL_ARG_FROM, plan.dst, r)}, {DNNL_ARG_TO, acc}});
+      args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1,
+                   dnnl::memory(plan.channel_scales, engine(), const_cast<float*>(scales_.data())));
+    }
     execute(plan.primitive, args);
     execute(plan.from_float, {{DNNL_ARG_FROM, acc}, {DNNL_ARG_TO, wrap_arg(plan.from_float, DNNL_ARG_TO, plan.dst, y)}});
   }
@@ -125,16 +166,39 @@ class QLinearConvKernel : public OneDnnKernel {
     in.set_zero_points(DNNL_ARG_SRC, 0, {x_zero_});
     plan.to_float = dnnl::reorder(dnnl::reorder::primitive_desc(engine(), plan.src, engine(), plan.float_src, in));
     dnnl::primitive_attr out = make_attr();
-    out.set_output_scales(scales_.size() > 1 ? 1 << 1 : 0, scales_);
+    dnnl::primitive_attr conv_attr = make_attr();
+    if (residual_) {
+      // The staging holds (R - R_zero) * K; the convolution adds its sums times the scales.
+      dnnl::primitive_attr r = make_attr();
+      r.set_output_scales(0, {residual_scale_});
+      r.set_zero_points(DNNL_ARG_SRC, 0, {residual_zero_});
+      plan.residual_to_float = dnnl::reorder(dnnl::reorder::primitive_desc(engine(), plan.dst, engine(), plan.float_dst, r));
+      plan.channel_scales = f32_desc({1, dst_dims[1] == static_cast<std::int64_t>(scales_.size()) ? dst_dims[1] : 1, 1, 1}, Tag::nchw);
+      dnnl::post_ops ops;
+      ops.append_binary(dnnl::algorithm::binary_mul, plan.channel_scales);
+      append_code_to_sum(ops);
+      ops.append_sum(1.f);
+      conv_attr.set_post_ops(ops);
+    } else {
+      out.set_output_scales(scales_.size() > 1 ? 1 << 1 : 0, scales_);
+    }
     out.set_zero_points(DNNL_ARG_DST, 0, {y_zero_});
     plan.from_float = dnnl::reorder(dnnl::reorder::primitive_desc(engine(), plan.float_dst, engine(), plan.dst, out));
     const dnnl::convolution_forward::desc desc(
         dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, plan.float_src, f32_desc(w_dims, Tag::any),
         bias_.empty() ? dnnl::memory::desc() : plan.bias, plan.float_dst, {win.stride[1], win.stride[2]},
         {win.dilation[1] - 1, win.dilation[2] - 1}, {win.pad_begin[1], win.pad_begin[2]}, {win.pad_end[1], win.pad_end[2]});
-    const dnnl::convolution_forward::primitive_desc pd(desc, make_attr(), engine());
+    const dnnl::convolution_forward::primitive_desc pd(desc, conv_attr, engine());
     plan.weights = weights_.pack_for(pd.weights_desc(), weights_view(weights_.shape()));
     plan.primitive = dnnl::convolution_forward(pd);
+  }
+
+  // QLinearConvAdd: the sums scaled to C's units become C's codes less their zero point (rounded
+  // to even, clipped to C's range), then the sum's units.
+  void append_code_to_sum(dnnl::post_ops& ops) const {
+    ops.append_eltwise(1.f, dnnl::algorithm::eltwise_round, 0.f, 0.f);
+    ops.append_eltwise(1.f, dnnl::algorithm::eltwise_clip, code_low_, code_high_);
+    ops.append_eltwise(1.f, dnnl::algorithm::eltwise_linear, code_to_sum_, 0.f);
   }
 
   QConvPlan build(const KernelContext& ctx, const Shape& nhwc) const {
@@ -160,6 +224,12 @@ class QLinearConvKernel : public OneDnnKernel {
     attr.set_output_scales(scales_.size() > 1 ? 1 << 1 : 0, scales_);
     attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
     attr.set_zero_points(DNNL_ARG_DST, 0, {DNNL_RUNTIME_S32_VAL});
+    if (residual_) {
+      dnnl::post_ops ops;
+      append_code_to_sum(ops);
+      ops.append_sum(residual_scale_, residual_zero_);
+      attr.set_post_ops(ops);
+    }
     const dnnl::convolution_forward::desc desc(
         dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, plan.src,
         dnnl::memory::desc(w_dims, dnnl::memory::data_type::s8, Tag::any), bias_.empty() ? dnnl::memory::desc() : plan.bias,
@@ -178,6 +248,12 @@ class QLinearConvKernel : public OneDnnKernel {
   std::int32_t x_zero_ = 0, y_zero_ = 0;
   std::vector<float> scales_;
   Tensor bias_;
+  // QLinearConvAdd (y_type_ and y_zero_ are then the sum's).
+  bool residual_ = false;
+  float code_low_ = 0.f, code_high_ = 0.f;  // C's range less its zero point
+  float code_to_sum_ = 1.f;                 // C_scale / Y_scale
+  float residual_scale_ = 1.f;              // R_scale / Y_scale
+  std::int32_t residual_zero_ = 0;
   ShapeCache<QConvPlan> cache_;
 };
 
@@ -211,6 +287,18 @@ std::string qlinear_conv_unsupported(const Node& node, const Graph& graph) {
   if (node.inputs.size() > Bias && node.inputs[Bias] != kNoValue) {
     const Tensor* b = constant_input(node, graph, Bias);
     if (!b || b->dtype() != DType::Int32 || b->numel() != w->shape()[0]) return "bias is not a constant int32 [C_out]";
+  }
+  if (fused_residual_input(node) == static_cast<int>(R)) {
+    if (node.inputs.size() != SumZero + 1) return "needs 14 inputs";
+    for (std::size_t i : {RScale, SumScale}) {
+      const Tensor* s = constant_input(node, graph, i);
+      if (!s || s->dtype() != DType::Float32 || s->numel() != 1) return "scales are not constant float32 scalars";
+    }
+    const Tensor* sum_zero = constant_input(node, graph, SumZero);
+    const Tensor* r_zero = constant_input(node, graph, RZero);
+    if (!sum_zero || sum_zero->numel() != 1 || !is_8bit(sum_zero->dtype()) || !r_zero || r_zero->numel() != 1 ||
+        r_zero->dtype() != sum_zero->dtype() || graph.value(node.inputs[R]).dtype != sum_zero->dtype())
+      return "the residual and the sum are not of one 8-bit dtype with constant scalar zero points";
   }
   return "";
 }

@@ -24,7 +24,7 @@ namespace {
 struct PlainKernels {
   KernelFn conv = nullptr, matmul = nullptr, softmax = nullptr, concat = nullptr;
   KernelFn max_pool = nullptr, average_pool = nullptr, global_average_pool = nullptr, batch_norm = nullptr;
-  KernelFn qlinear_conv = nullptr, matmul_integer = nullptr;
+  KernelFn qlinear_conv = nullptr, matmul_integer = nullptr, qlinear_add = nullptr;
 };
 PlainKernels plain;
 
@@ -361,6 +361,20 @@ void matmul_integer_to_float(KernelContext& ctx) {
   apply_epilogue(ctx, y, kIntegerProductResidual);
 }
 
+// com.wpk QLinearConvAdd: the QLinearConv of its first nine inputs, in either layout, then the
+// QLinearAdd of its codes and the residual's (graph/fused_ops.hpp).
+void qlinear_conv_add(KernelContext& ctx) {
+  std::vector<const Tensor*> conv_inputs;
+  for (std::size_t i = 0; i < kQLinearConvAddResidual; ++i) conv_inputs.push_back(ctx.has_input(i) ? &ctx.input(i) : nullptr);
+  KernelContext conv(ctx.node(), conv_inputs);
+  conv.set_opset(ctx.opset());
+  qlinear_conv(conv);
+  const Tensor& c = conv.outputs()[0];
+  std::vector<const Tensor*> add_inputs = {&c, &ctx.input(6), &ctx.input(7)};
+  for (std::size_t i = kQLinearConvAddResidual; i < kQLinearConvAddResidual + 5; ++i) add_inputs.push_back(&ctx.input(i));
+  ctx.set_output(0, run_plain(plain.qlinear_add, ctx.node(), add_inputs, ctx.opset()));
+}
+
 void max_pool(KernelContext& ctx) { pool_any_layout(ctx, plain.max_pool); }
 void average_pool(KernelContext& ctx) { pool_any_layout(ctx, plain.average_pool); }
 void global_average_pool(KernelContext& ctx) { pool_any_layout(ctx, plain.global_average_pool); }
@@ -378,12 +392,14 @@ void register_fused(OpTable& t) {
   plain.softmax = entry("Softmax").fn;
   plain.concat = entry("Concat").fn;
   plain.matmul_integer = entry("MatMulInteger").fn;
+  plain.qlinear_add = entry("com.wpk:QLinearAdd").fn;
   t.add("com.wpk:FusedConv", {fused_conv, 2, 4, 1});
   t.add("com.wpk:FusedMatMul", {fused_matmul, 2, 4, 1});
   t.add("com.wpk:Gelu", {gelu_kernel, 1, 1, 1});
   t.add("Gelu", {gelu_kernel, 1, 1, 20});  // ONNX's, for sessions that skip the optimizer
   t.add("com.wpk:MatMulIntegerToFloat", {matmul_integer_to_float, 6, 8, 1});
   t.add("com.wpk:Attention", {attention, 3, 4, 1});
+  t.add("com.wpk:QLinearConvAdd", {qlinear_conv_add, 14, 14, 1});
   // fuse_layernorm's op for models older than opset 17: the same kernel.
   t.add("com.wpk:LayerNormalization", {entry("LayerNormalization").fn, 2, 3, 1});
 

@@ -56,6 +56,7 @@ bool fuse_matmul_epilogue(Graph& g, const PassContext& ctx);  // fuse_matmul_epi
 bool fuse_batchnorm_relu(Graph& g, const PassContext& ctx);   // fuse_batchnorm_relu.cpp
 bool assign_nhwc_layout(Graph& g, const PassContext& ctx);    // layout_nhwc.cpp
 bool fuse_concat_batchnorm(Graph& g, const PassContext& ctx);  // fuse_concat_batchnorm.cpp
+bool fuse_qlinear_conv_add(Graph& g, const PassContext& ctx);  // fuse_qlinear_conv_add.cpp
 bool split_conv_over_concat(Graph& g, const PassContext& ctx);  // split_conv_over_concat.cpp
 
 }  // namespace wpk::passes

@@ -73,9 +73,9 @@ wpk::Tensor random_codes(const Shape& shape, unsigned seed, int lo, int hi) {
 
 // Quantization: Q/DQ per tensor and per axis, at lengths around the 32-element vector loop,
 // including ties, NaN, infinities and values past the range; QLinearAdd; QLinearConv in NHWC
-// (uint8 and int8 input, per-channel scales, bias, padding, stride, depthwise) against the
-// reference's, which rounds its double product where oneDNN rounds a float one: one code apart
-// at most.
+// (uint8 and int8 input, per-channel scales, bias, padding, stride, depthwise), alone and
+// with a residual, against the reference's, which rounds its double product where oneDNN
+// rounds a float one: one code apart at most.
 std::vector<SweepCase> quantized_cases() {
   using wpk::Tensor;
   std::vector<SweepCase> out;
@@ -134,7 +134,10 @@ std::vector<SweepCase> quantized_cases() {
       for (std::int64_t o = 0; o < v.co; ++o) b.push_back(static_cast<std::int32_t>((o * 7919) % 4001) - 2000);
       return b;
     }();
-    OpCase op("QLinearConv");
+    // Every one plain, and with a residual where it has no groups (QLinearConvAdd).
+    for (bool residual : {false, true}) {
+    if (residual && v.group != 1) continue;
+    OpCase op = residual ? OpCase("QLinearConvAdd", "com.wpk") : OpCase("QLinearConv");
     if (v.signed_input)
       op.input("X", random_codes<std::int8_t>({1, v.hw, v.hw, v.c}, seed++, -128, 127)).constant("XS", Tensor::scalar(0.04f))
           .constant("XZ", Tensor::scalar(std::int8_t{-7}));
@@ -148,7 +151,14 @@ std::vector<SweepCase> quantized_cases() {
         .constant("B", Tensor::from_vector(bias, {v.co}))
         .attr("pads", std::vector<std::int64_t>{pad, pad, pad, pad}).attr("strides", std::vector<std::int64_t>{v.stride, v.stride})
         .attr("group", v.group).attr("channels_last", std::int64_t{1});
+    if (residual) {
+      const std::int64_t hw_out = (v.hw + 2 * pad - v.k) / v.stride + 1;
+      op.input("R", random_codes<std::uint8_t>({1, hw_out, hw_out, v.co}, seed++, 0, 255))
+          .constant("RS", Tensor::scalar(0.3f)).constant("RZ", Tensor::scalar(std::uint8_t{130}))
+          .constant("SS", Tensor::scalar(0.4f)).constant("SZ", Tensor::scalar(std::uint8_t{0}));
+    }
     out.push_back({op, 0, 1});
+    }
   }
   for (std::int64_t n : {31, 100}) out.push_back({OpCase("DynamicQuantizeLinear").input("X", {n}).seed(seed++), 0, 0});
   // Dynamic quantization's products: the float result to the bit.
@@ -305,10 +315,11 @@ TEST_CASE("every candidate of every registered backend matches the reference at 
   CHECK(checked["onednn(algorithm=direct)"] > 0);
   CHECK(ops_checked["onednn"].count("Transpose") == 1);
   CHECK(ops_checked["onednn"].count("MaxPool") == 1);
-  // QLinearConv and MatMulIntegerToFloat in float arithmetic on every CPU, in int8 (their cases
+  // QLinearConv(Add) and MatMulIntegerToFloat in float arithmetic on every CPU, in int8 (their cases
   // have weights past [-64, 64]) where oneDNN runs AVX-512 VNNI or AMX (exact_int8_products).
   CHECK(checked["onednn(arithmetic=float)"] > 0);
-  for (const char* op : {"QLinearConv", "com.wpk.MatMulIntegerToFloat"}) CHECK(ops_checked["onednn"].count(op) == 1);
+  for (const char* op : {"QLinearConv", "com.wpk.QLinearConvAdd", "com.wpk.MatMulIntegerToFloat"})
+    CHECK(ops_checked["onednn"].count(op) == 1);
   const wpk::CpuFeatures& cpu = wpk::cpu_features();
   CHECK((checked["onednn(arithmetic=int8)"] > 0) == (cpu.avx512_vnni || cpu.amx_int8));
 #endif

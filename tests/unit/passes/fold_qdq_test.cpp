@@ -34,25 +34,9 @@ Graph qdq_graph(const Variant& v = {}) {
   scalar("ps", v.pool_scale);
   scalar("os", kOutScale);
   g.add_initializer("oz", Tensor::scalar(std::uint8_t{100}));
-  std::vector<std::int8_t> w(8 * 8 * 3 * 3);
-  for (std::size_t i = 0; i < w.size(); ++i) w[i] = static_cast<std::int8_t>(static_cast<int>(i * 37 % 255) - 127);
-  g.add_initializer("wq", Tensor::from_vector(w, {8, 8, 3, 3}));
-  std::vector<float> ws, bs;
-  std::vector<std::int32_t> b;
-  for (int c = 0; c < 8; ++c) {
-    ws.push_back(0.001f * static_cast<float>(c + 1));
-    bs.push_back(kXScale * ws.back() * (v.bias_scale_off ? 1.5f : 1.0f));
-    b.push_back(c * 300 - 1000);
-  }
-  g.add_initializer("ws", Tensor::from_vector(ws, {8}));
-  g.add_initializer("wz", Tensor::from_vector(std::vector<std::int8_t>(8, 0), {8}));
-  g.add_initializer("bq", Tensor::from_vector(b, {8}));
-  g.add_initializer("bs", Tensor::from_vector(bs, {8}));
-  g.add_initializer("bz", Tensor::from_vector(std::vector<std::int32_t>(8, 0), {8}));
   g.add_node("QuantizeLinear", {"x", "xs", "xz"}, {"xq"});
   g.add_node("DequantizeLinear", {"xq", "xs", "xz"}, {"xd"});
-  g.add_node("DequantizeLinear", {"wq", "ws", "wz"}, {"wd"}, {{"axis", Attribute(std::int64_t{0})}});
-  g.add_node("DequantizeLinear", {"bq", "bs", "bz"}, {"bd"}, {{"axis", Attribute(std::int64_t{0})}});
+  add_quantized_conv_weights(g, kXScale, v.bias_scale_off ? 1.5f : 1.0f);
   g.add_node("Conv", {"xd", "wd", "bd"}, {"c"}, {{"pads", Attribute({1, 1, 1, 1})}});
   if (v.relu) g.add_node("Relu", {"c"}, {"cr"});
   if (v.clip_max > 0) {

@@ -1,6 +1,7 @@
 #pragma once
 // Shared by the optimizer pass tests: counting ops in a rewritten graph, seeded random inputs,
-// and running a graph with and without a pass to check it computes the same outputs.
+// a quantized convolution's weights, and running a graph with and without a pass to check it
+// computes the same outputs.
 #include <catch2/catch.hpp>
 #include <map>
 #include <random>
@@ -75,6 +76,29 @@ inline TensorMap run_on_reference(const Graph& g, const TensorMap& inputs) {
 
 // Every output of the fully optimized graph matches the unoptimized one, and the one optimized
 // with `pass` switched off.
+// The weights of an 8 -> 8 channel 3x3 convolution as a quantizer writes them: int8 codes per
+// output channel and an int32 bias at x_scale * w_scale (times `bias_scale_off`, 1 for a
+// quantizer's), dequantized into "wd" and "bd" for a Conv to read.
+inline void add_quantized_conv_weights(Graph& g, float x_scale, float bias_scale_off = 1.0f) {
+  std::vector<std::int8_t> w(8 * 8 * 3 * 3);
+  for (std::size_t i = 0; i < w.size(); ++i) w[i] = static_cast<std::int8_t>(static_cast<int>(i * 37 % 255) - 127);
+  g.add_initializer("wq", Tensor::from_vector(w, {8, 8, 3, 3}));
+  std::vector<float> ws, bs;
+  std::vector<std::int32_t> b;
+  for (int c = 0; c < 8; ++c) {
+    ws.push_back(0.001f * static_cast<float>(c + 1));
+    bs.push_back(x_scale * ws.back() * bias_scale_off);
+    b.push_back(c * 300 - 1000);
+  }
+  g.add_initializer("ws", Tensor::from_vector(ws, {8}));
+  g.add_initializer("wz", Tensor::from_vector(std::vector<std::int8_t>(8, 0), {8}));
+  g.add_initializer("bq", Tensor::from_vector(b, {8}));
+  g.add_initializer("bs", Tensor::from_vector(bs, {8}));
+  g.add_initializer("bz", Tensor::from_vector(std::vector<std::int32_t>(8, 0), {8}));
+  g.add_node("DequantizeLinear", {"wq", "ws", "wz"}, {"wd"}, {{"axis", Attribute(std::int64_t{0})}});
+  g.add_node("DequantizeLinear", {"bq", "bs", "bz"}, {"bd"}, {{"axis", Attribute(std::int64_t{0})}});
+}
+
 inline void check_unchanged(const Graph& g, const TensorMap& inputs, const std::string& pass, double rtol = 1e-5,
                             double atol = 1e-6) {
   const TensorMap plain = run_graph(g, OptimizationLevel::None, inputs);

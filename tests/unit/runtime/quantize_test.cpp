@@ -105,8 +105,10 @@ TEST_CASE("quantize_model writes a QDQ model that runs close to the float one on
     const Session float_session(load(in)), int8_session(load(out));
     const PlanSummary plan = int8_session.describe();
     int integer_ops = 0;
+    // The second conv and the add run as one QLinearConvAdd.
     for (const StepSummary& s : plan.steps)
-      integer_ops += s.op == "QLinearConv" || s.op == "com.wpk.QLinearAdd" || s.op == "com.wpk.MatMulIntegerToFloat";
+      integer_ops += s.op == "QLinearConv" || s.op == "com.wpk.QLinearAdd" || s.op == "com.wpk.MatMulIntegerToFloat" ?
+                         1 : s.op == "com.wpk.QLinearConvAdd" ? 2 : 0;
     CHECK(integer_ops == 4);
     SessionOptions as_written;
     as_written.optimizer.level = OptimizationLevel::None;
