@@ -1,7 +1,12 @@
-// com.wpk Attention on wpk's AVX2 kernel (avx2_attention.hpp), which reads Q, K, V and writes Y
-// in place whatever their interleaved_heads layout, on CPUs with AVX2 and FMA.
+// com.wpk Attention on wpk's kernels, which read Q, K, V and write Y in place whatever their
+// interleaved_heads layout: kernel=avx2 (avx2_attention.hpp) on CPUs with AVX2 and FMA,
+// kernel=avx512 (avx512_attention.hpp) where AVX-512F is there too. Which runs is the cost
+// model's choice from their profiles, or a tuning record's.
+#include <algorithm>
+
 #include "backends/attention_layout.hpp"
 #include "backends/cpu/avx2_attention.hpp"
+#include "backends/cpu/avx512_attention.hpp"
 #include "backends/cpu/cpu_kernels.hpp"
 #include "graph/fused_ops.hpp"
 
@@ -10,9 +15,10 @@ namespace {
 
 class AttentionKernel : public Kernel {
  public:
-  AttentionKernel(float scale, std::array<bool, 4> interleaved) : scale_(scale), interleaved_(interleaved) {}
+  AttentionKernel(float scale, std::array<bool, 4> interleaved, bool wide)
+      : scale_(scale), interleaved_(interleaved), wide_(wide) {}
 
-  KernelProfile profile() const override { return {"f32_attention__avx2", 256, 0.5}; }
+  KernelProfile profile() const override { return *describe_attention(wide_ ? "kernel=avx512" : "kernel=avx2"); }
 
   void run(KernelContext& ctx) const override {
     const auto [q_in, k_in, v_in] = attention_inputs(ctx);
@@ -21,14 +27,15 @@ class AttentionKernel : public Kernel {
     const AttentionOperand mask = ctx.has_input(3) ? attention_mask_view(ctx, ctx.input(3), g) : AttentionOperand();
     Tensor& y = ctx.allocate_output(0, DType::Float32, g.y_shape);
     const AttentionOperand y_view = attention_view(nullptr, g, kAttentionY);
-    avx2_attention(g.shape, attention_view(q.data<float>(), g, kAttentionQ), attention_view(k.data<float>(), g, kAttentionK),
-                   attention_view(v.data<float>(), g, kAttentionV), mask, y.data<float>(), y_view.batch_offsets,
-                   y_view.row_stride);
+    const auto run = wide_ ? avx512_attention : avx2_attention;
+    run(g.shape, attention_view(q.data<float>(), g, kAttentionQ), attention_view(k.data<float>(), g, kAttentionK),
+        attention_view(v.data<float>(), g, kAttentionV), mask, y.data<float>(), y_view.batch_offsets, y_view.row_stride);
   }
 
  private:
   float scale_;
   std::array<bool, 4> interleaved_;
+  bool wide_;
 };
 
 }  // namespace
@@ -47,8 +54,25 @@ std::string attention_unsupported(const Node& node, const Graph& graph) {
   return "";
 }
 
-std::unique_ptr<Kernel> make_attention(const Node& node, const Graph&) {
-  return std::make_unique<AttentionKernel>(node.attr_float("scale", 1.0f), attention_interleaved_heads(node));
+std::vector<std::string> attention_configs() {
+  std::vector<std::string> out = {"kernel=avx2"};
+  if (avx512_attention_available()) out.push_back("kernel=avx512");
+  return out;
+}
+
+std::optional<KernelProfile> describe_attention(const std::string& config) {
+  if (config == "kernel=avx2") return KernelProfile{"f32_attention__avx2", 256, 0.5};
+  if (config == "kernel=avx512") return KernelProfile{"f32_attention__avx512", 512, 0.5};
+  return std::nullopt;
+}
+
+std::unique_ptr<Kernel> make_attention(const Node& node, const Graph&, const std::string& config) {
+  const std::vector<std::string> offered = attention_configs();
+  const std::string chosen = config.empty() ? offered.front() : config;
+  if (std::find(offered.begin(), offered.end(), chosen) == offered.end())
+    throw Error(ErrorCode::Internal, node_label(node) + "the cpu backend has no attention configuration '" + config + "' here");
+  return std::make_unique<AttentionKernel>(node.attr_float("scale", 1.0f), attention_interleaved_heads(node),
+                                           chosen == "kernel=avx512");
 }
 
 }  // namespace wpk::cpu

@@ -10,40 +10,15 @@
 #include "backends/cpu/avx2_tile.hpp"
 
 namespace wpk::cpu {
-namespace {
 
 #ifdef WPK_AVX2_KERNELS
 using namespace avx2;  // the register tile, e^x and the work-split helpers
 
+namespace {
+
 // Below this the true e^x is under float's normal range: the softmax makes it exactly 0, where
 // exp_ps, which clamps its input, would give 1.4e-38.
 constexpr float kExpFloor = -87.3f;
-
-// Keys [cols][d] (rows `stride` apart) times `scale` as the tile's weights: [ceil(cols / 16)][d]
-// [16], the keys past `cols` zero. Scaling the keys once saves a multiply per score.
-void pack_keys(const float* k, std::int64_t stride, std::int64_t cols, std::int64_t d, float scale, float* out) {
-  const std::int64_t blocks = ceil_div(cols, kBlock);
-  if (cols % kBlock) std::fill(out + (blocks - 1) * d * kBlock, out + blocks * d * kBlock, 0.0f);
-  for (std::int64_t j = 0; j < cols; ++j) {
-    float* o = out + (j / kBlock) * d * kBlock + j % kBlock;
-    const float* row = k + j * stride;
-    for (std::int64_t c = 0; c < d; ++c) o[c * kBlock] = row[c] * scale;
-  }
-}
-
-// Values [cols][dv] as the tile's weights: [ceil(dv / 16)][cols][16], the features past dv zero.
-void pack_values(const float* v, std::int64_t stride, std::int64_t cols, std::int64_t dv, float* out) {
-  const std::int64_t blocks = ceil_div(dv, kBlock);
-  for (std::int64_t j = 0; j < cols; ++j) {
-    const float* row = v + j * stride;
-    for (std::int64_t b = 0; b < blocks; ++b) {
-      float* o = out + (b * cols + j) * kBlock;
-      const std::int64_t n = std::min<std::int64_t>(kBlock, dv - b * kBlock);
-      std::copy(row + b * kBlock, row + b * kBlock + n, o);
-      std::fill(o + n, o + kBlock, 0.0f);
-    }
-  }
-}
 
 WPK_AVX2 float horizontal_max(__m256 v) {
   __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -57,9 +32,9 @@ WPK_AVX2 float horizontal_sum(__m256 v) {
   return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
 }
 
-// s[0, cols) = softmax(s + mask), with mask[j * mask_step] when mask is not null; NaN
-// throughout when a score is NaN or the largest is infinite (as the reference's softmax).
-WPK_AVX2 void softmax_row(float* s, std::int64_t cols, const float* mask, std::int64_t mask_step) {
+}  // namespace
+
+WPK_AVX2 void attention_softmax_row(float* s, std::int64_t cols, const float* mask, std::int64_t mask_step) {
   const __m256 minus_inf = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
   __m256 vmax = minus_inf, unordered = _mm256_setzero_ps();
   for (std::int64_t j = 0; j < cols; j += 8) {
@@ -102,14 +77,7 @@ WPK_AVX2 void softmax_row(float* s, std::int64_t cols, const float* mask, std::i
   for (std::int64_t j = 0; j < cols; j += 8) store_lanes(s + j, cols - j, _mm256_mul_ps(load_lanes(s + j, cols - j), inverse));
 }
 
-struct Job {
-  const AttentionShape& s;
-  const AttentionOperand &q, &k, &v, &mask;
-  float* y;
-  const std::vector<std::int64_t>& y_offsets;
-  std::int64_t y_row_stride;
-  std::int64_t chunk, chunks;  // query rows per work item, items per batch entry
-};
+namespace {
 
 // Per thread: the packed keys and values of one batch entry and the scores of one tile of rows.
 struct Scratch {
@@ -119,7 +87,7 @@ struct Scratch {
 };
 
 // Rows [r0, r0 + mr) of batch entry b: scores, softmax, context.
-void run_tile(const Job& job, std::int64_t b, std::int64_t r0, int mr, Scratch& w) {
+void run_tile(const AttentionJob& job, std::int64_t b, std::int64_t r0, int mr, Scratch& w) {
   const AttentionShape& s = job.s;
   const StreamConvEpilogue plain;
   const float* rows[kTile];
@@ -139,7 +107,7 @@ void run_tile(const Job& job, std::int64_t b, std::int64_t r0, int mr, Scratch& 
 
   for (int r = 0; r < mr; ++r) {
     const float* m = job.mask.data ? job.mask.data + job.mask.batch_offsets[b] + (r0 + r) * job.mask.row_stride : nullptr;
-    softmax_row(w.scores.data() + r * w.ld, s.cols, m, job.mask.col_stride);
+    attention_softmax_row(w.scores.data() + r * w.ld, s.cols, m, job.mask.col_stride);
     rows[r] = w.scores.data() + r * w.ld;
   }
   t.ic = s.cols;
@@ -153,14 +121,14 @@ void run_tile(const Job& job, std::int64_t b, std::int64_t r0, int mr, Scratch& 
 }
 
 // Work items [first, last): item i is rows [c * chunk, (c + 1) * chunk) of batch entry i / chunks.
-void run_items(const Job& job, Range items, Scratch& w) {
+void run_items(const AttentionJob& job, Range items, Scratch& w) {
   const AttentionShape& s = job.s;
   for (std::int64_t i = items.begin; i < items.end; ++i) {
     const std::int64_t b = i / job.chunks, first = i % job.chunks * job.chunk;
     const std::int64_t count = std::min(s.rows, first + job.chunk) - first;
     if (w.packed != b) {
-      pack_keys(job.k.data + job.k.batch_offsets[b], job.k.row_stride, s.cols, s.d, s.scale, w.keys.data());
-      pack_values(job.v.data + job.v.batch_offsets[b], job.v.row_stride, s.cols, s.dv, w.values.data());
+      pack_attention_keys(job.k.data + job.k.batch_offsets[b], job.k.row_stride, s.cols, s.d, s.scale, kBlock, w.keys.data());
+      pack_attention_values(job.v.data + job.v.batch_offsets[b], job.v.row_stride, s.cols, s.dv, kBlock, w.values.data());
       w.packed = b;
     }
     const std::int64_t tiles = ceil_div(count, kTile);  // of near-equal size, at most kTile rows
@@ -170,9 +138,34 @@ void run_items(const Job& job, Range items, Scratch& w) {
     }
   }
 }
-#endif
 
 }  // namespace
+#endif
+
+void pack_attention_keys(const float* k, std::int64_t stride, std::int64_t cols, std::int64_t d, float scale,
+                         std::int64_t block, float* out) {
+  const std::int64_t blocks = (cols + block - 1) / block;
+  if (cols % block) std::fill(out + (blocks - 1) * d * block, out + blocks * d * block, 0.0f);
+  for (std::int64_t j = 0; j < cols; ++j) {
+    float* o = out + (j / block) * d * block + j % block;
+    const float* row = k + j * stride;
+    for (std::int64_t c = 0; c < d; ++c) o[c * block] = row[c] * scale;
+  }
+}
+
+void pack_attention_values(const float* v, std::int64_t stride, std::int64_t cols, std::int64_t dv, std::int64_t block,
+                           float* out) {
+  const std::int64_t blocks = (dv + block - 1) / block;
+  for (std::int64_t j = 0; j < cols; ++j) {
+    const float* row = v + j * stride;
+    for (std::int64_t b = 0; b < blocks; ++b) {
+      float* o = out + (b * cols + j) * block;
+      const std::int64_t n = std::min<std::int64_t>(block, dv - b * block);
+      std::copy(row + b * block, row + b * block + n, o);
+      std::fill(o + n, o + block, 0.0f);
+    }
+  }
+}
 
 bool avx2_attention_available() { return avx2_kernels_available(); }
 
@@ -186,7 +179,7 @@ void avx2_attention(const AttentionShape& s, const AttentionOperand& q, const At
   const std::int64_t threads = omp_get_max_threads();
   const std::int64_t per_entry = std::clamp<std::int64_t>(ceil_div(4 * threads, s.batch), 1, ceil_div(s.rows, kTile));
   const std::int64_t chunk = ceil_div(ceil_div(s.rows, per_entry), kTile) * kTile;
-  const Job job{s, q, k, v, mask, y, y_offsets, y_row_stride, chunk, ceil_div(s.rows, chunk)};
+  const AttentionJob job{s, q, k, v, mask, y, y_offsets, y_row_stride, chunk, ceil_div(s.rows, chunk)};
   const std::int64_t items = s.batch * job.chunks;
   // Allocated here, where std::bad_alloc reaches the caller; thrown inside the parallel region
   // it would terminate the process.

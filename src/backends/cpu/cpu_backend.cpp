@@ -52,7 +52,7 @@ void copy_residual(const KernelContext& ctx, std::size_t index, Tensor& y) {
 }
 
 std::vector<std::string> CpuBackend::kernel_names() const {
-  std::vector<std::string> names = {"f32_attention__avx2", "f32_concat_batchnorm", "f32_layernorm__avx2", "f32_maxpool_nhwc",
+  std::vector<std::string> names = {"f32_attention__avx2", "f32_attention__avx512", "f32_concat_batchnorm", "f32_layernorm__avx2", "f32_maxpool_nhwc",
                                      "f32_row_broadcast", "f32_quantize_linear__avx2", "f32_dequantize_linear__avx2",
                                      "q8_add__avx2", "f32_dynamic_quantize_linear__avx2"};
   for (auto k : {ConvConfig::Kernel::DirectAvx2, ConvConfig::Kernel::WinogradAvx2, ConvConfig::Kernel::StreamAvx512})
@@ -65,6 +65,7 @@ std::vector<std::string> CpuBackend::configs(const Node& node, const Graph& grap
   if (!why_unsupported(node, graph).empty()) return {""};
   if (family_of(node) == Family::Conv) return conv_configs(node, graph);
   if (family_of(node) == Family::MatMul) return matmul_configs();
+  if (family_of(node) == Family::Attention) return attention_configs();
   return {""};
 }
 
@@ -74,6 +75,7 @@ std::unique_ptr<Kernel> CpuBackend::prepare(const Node& node, const Graph& graph
   if (!why.empty()) throw Error(ErrorCode::Unsupported, node_label(node) + why);
   if (family_of(node) == Family::Conv) return make_conv(node, graph, config);
   if (family_of(node) == Family::MatMul) return make_matmul(node, graph, config);
+  if (family_of(node) == Family::Attention) return make_attention(node, graph, config);
   throw Error(ErrorCode::Internal, node_label(node) + "cpu has no configuration '" + config + "'");
 }
 
@@ -81,6 +83,7 @@ std::optional<KernelProfile> CpuBackend::describe(const Node& node, const Graph&
                                                   const InputShapes& shapes, int threads) const {
   if (family_of(node) == Family::Conv) return describe_conv(node, config, shapes, threads);
   if (family_of(node) == Family::MatMul) return describe_matmul(node, config, shapes, threads);
+  if (family_of(node) == Family::Attention) return describe_attention(config);
   return std::nullopt;
 }
 
@@ -111,7 +114,7 @@ std::unique_ptr<Kernel> CpuBackend::prepare(const Node& node, const Graph& graph
   const std::string why = why_unsupported(node, graph);
   if (!why.empty()) throw Error(ErrorCode::Unsupported, node_label(node) + why);
   switch (family_of(node)) {
-    case Family::Attention: return make_attention(node, graph);
+    case Family::Attention: return make_attention(node, graph, "");
     case Family::Conv: return make_conv(node, graph, "");
     case Family::MatMul: return make_matmul(node, graph, "");
     case Family::LayerNorm: return make_layernorm(node, graph);

@@ -26,7 +26,10 @@ void require_f32(const KernelContext& ctx, const Tensor& t, const char* what);
 void copy_residual(const KernelContext& ctx, std::size_t index, Tensor& y);
 
 std::string attention_unsupported(const Node& node, const Graph& graph);  // attention_kernel.cpp
-std::unique_ptr<Kernel> make_attention(const Node& node, const Graph& graph);
+// Configs kernel=avx2 (wpk's AVX2 kernel) and, where the CPU runs it, kernel=avx512; "" is the first.
+std::vector<std::string> attention_configs();
+std::unique_ptr<Kernel> make_attention(const Node& node, const Graph& graph, const std::string& config);
+std::optional<KernelProfile> describe_attention(const std::string& config);
 
 std::string conv_unsupported(const Node& node, const Graph& graph);  // conv_kernel.cpp
 // The configs (conv_config.hpp) this CPU runs the node's conv in, the usual favourite first.

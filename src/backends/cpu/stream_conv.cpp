@@ -149,6 +149,11 @@ struct Job {
   int cols;
 };
 
+Job make_job(const StreamConvShape& s, const float* x, const float* w, int block, const StreamConvEpilogue& e, float* y) {
+  return Job{s, x, w, block, e, y, s.n * s.oh * s.ow, s.kh * s.kw * s.ic, (s.oc + block - 1) / block * block,
+             static_cast<int>(group_columns(block))};
+}
+
 // One column group: output channels [group * cols, + cols) for every output pixel.
 void run_group(const Job& job, std::int64_t group, float* c) {
   const StreamConvShape& s = job.s;
@@ -238,8 +243,7 @@ double stream_conv_balance(const StreamConvShape& s, int block, int threads) {
 void stream_conv(const StreamConvShape& s, const float* x, const float* w, int block, const StreamConvEpilogue& e,
                  float* y) {
 #ifdef WPK_STREAM_CONV
-  Job job{s, x, w, block, e, y, s.n * s.oh * s.ow, s.kh * s.kw * s.ic, (s.oc + block - 1) / block * block,
-          static_cast<int>(group_columns(block))};
+  const Job job = make_job(s, x, w, block, e, y);
   const std::int64_t groups = (job.padded_oc + job.cols - 1) / job.cols;
 #pragma omp parallel
   {
@@ -248,6 +252,17 @@ void stream_conv(const StreamConvShape& s, const float* x, const float* w, int b
     for (std::int64_t g = first_group(groups, t, threads); g < first_group(groups, t + 1, threads); ++g)
       run_group(job, g, c);
   }
+#else
+  (void)s, (void)x, (void)w, (void)block, (void)e, (void)y;
+#endif
+}
+
+void stream_conv_on_this_thread(const StreamConvShape& s, const float* x, const float* w, int block,
+                                const StreamConvEpilogue& e, float* y) {
+#ifdef WPK_STREAM_CONV
+  const Job job = make_job(s, x, w, block, e, y);
+  alignas(64) float c[kRowBlock * kCols];
+  for (std::int64_t g = 0; g * job.cols < job.padded_oc; ++g) run_group(job, g, c);
 #else
   (void)s, (void)x, (void)w, (void)block, (void)e, (void)y;
 #endif

@@ -48,5 +48,9 @@ double stream_conv_balance(const StreamConvShape& s, int block, int threads);
 // as stream_weights_block says, with `block` its block.
 void stream_conv(const StreamConvShape& s, const float* x, const float* w, int block, const StreamConvEpilogue& e,
                  float* y);
+// The same on the calling thread alone, with no parallel region: for kernels that split their
+// own work over threads (avx512_attention.hpp).
+void stream_conv_on_this_thread(const StreamConvShape& s, const float* x, const float* w, int block,
+                                const StreamConvEpilogue& e, float* y);
 
 }  // namespace wpk::cpu

@@ -1,9 +1,9 @@
-// wpk's AVX2 attention kernel (backends/cpu/avx2_attention.hpp): the kernel itself against a
-// double-precision attention at 1-3 threads, with operands contiguous and with heads
-// interleaved, every kind of mask broadcast, and the rows the softmax must make NaN; and
-// Attention nodes through the oneDNN backend (which runs them on it on CPUs without AVX-512)
-// against the reference backend, interleaved_heads included. The kernel runs on any CPU with
-// AVX2 and FMA, so AVX-512 machines test it too, though their sessions do not use it.
+// wpk's attention kernels (backends/cpu/avx2_attention.hpp, avx512_attention.hpp): each kernel
+// itself against a double-precision attention at 1-3 threads, with operands contiguous and with
+// heads interleaved, every kind of mask broadcast, and the rows the softmax must make NaN; and
+// Attention nodes through the oneDNN backend and the cpu backend's configurations against the
+// reference backend, interleaved_heads included. The AVX2 kernel runs on any CPU with AVX2 and
+// FMA, so AVX-512 machines test it too.
 #include <catch2/catch.hpp>
 
 #ifdef WPK_WITH_ONEDNN
@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "backends/cpu/avx2_attention.hpp"
+#include "backends/cpu/avx512_attention.hpp"
 #include "backends/cpu/cpu_backend.hpp"
 #include "runtime/threads.hpp"
 #include "support/backend_tester.hpp"
@@ -112,11 +113,15 @@ std::vector<double> attention_in_double(const Case& c, const AttentionOperand& q
 // the 16-wide blocks, one head to twelve, BERT-base's shape, five mask broadcasts (keys masked
 // with -inf and -10000 among them), and rows made NaN by a fully masked row, a +inf mask entry
 // and a NaN query; at 1, 2 and 3 threads. Guard floats past Y must stay untouched.
-TEST_CASE("wpk's AVX2 attention kernel matches a double-precision attention", "[onednn][avx2]") {
+TEST_CASE("wpk's attention kernels match a double-precision attention", "[onednn][avx2]") {
   if (!cpu_runs_avx2_kernel()) {
-    WARN("no AVX2 and FMA: wpk's AVX2 attention kernel does not run on this CPU");
+    WARN("no AVX2 and FMA: wpk's attention kernels do not run on this CPU");
     return;
   }
+  using Kernel = decltype(&wpk::cpu::avx2_attention);
+  std::vector<std::pair<const char*, Kernel>> kernels = {{"avx2", &wpk::cpu::avx2_attention}};
+  if (wpk::cpu::avx512_attention_available()) kernels.push_back({"avx512", &wpk::cpu::avx512_attention});
+  else WARN("no AVX-512: the AVX-512 attention kernel does not run on this CPU");
   const Case cases[] = {
       {1, 1, 1, 1, 1, 1, Mask::None, false, "one query, one key"},
       {1, 2, 5, 7, 8, 16, Mask::Keys, false, "5 queries (one short tile), 7 keys (one short vector)"},
@@ -125,13 +130,15 @@ TEST_CASE("wpk's AVX2 attention kernel matches a double-precision attention", "[
       {3, 1, 7, 9, 4, 5, Mask::PerRow, true, "a mask per query row"},
       {1, 12, 128, 128, 64, 64, Mask::PerImage, true, "BERT-base at seq 128"},
       {2, 2, 40, 200, 16, 32, Mask::Keys, false, "more keys than queries"},
+      {1, 2, 300, 70, 24, 80, Mask::Full, true, "past a 128-row chunk, a second block of values"},
   };
   const float scale = 0.37f;
   unsigned seed = 7;
+  for (const auto& [kernel_name, kernel] : kernels)
   for (const int threads : {1, 2, 3}) {
     const wpk::OmpThreadScope scope(threads);
     for (const Case& c : cases) {
-      INFO(c.what << " at " << threads << " threads");
+      INFO(kernel_name << ": " << c.what << " at " << threads << " threads");
       const std::int64_t batch = c.images * c.heads;
       std::vector<float> q = random_floats(static_cast<std::size_t>(batch * c.rows * c.d), seed++);
       const std::vector<float> k = random_floats(static_cast<std::size_t>(batch * c.cols * c.d), seed++);
@@ -153,7 +160,7 @@ TEST_CASE("wpk's AVX2 attention kernel matches a double-precision attention", "[
       std::vector<float> y(static_cast<std::size_t>(n + guard), 1234.5f);
       const AttentionOperand yv = view(y.data(), c, c.rows, c.dv);
       const AttentionShape shape{batch, c.rows, c.cols, c.d, c.dv, scale};
-      wpk::cpu::avx2_attention(shape, qv, kv, vv, mask, y.data(), yv.batch_offsets, yv.row_stride);
+      kernel(shape, qv, kv, vv, mask, y.data(), yv.batch_offsets, yv.row_stride);
 
       const std::vector<double> want = attention_in_double(c, qv, kv, vv, mask, scale);
       double worst = 0;
@@ -195,7 +202,7 @@ TEST_CASE("Attention with interleaved heads matches the reference on oneDNN and 
       c.attr("scale", 0.35f).attr("interleaved_heads", flags).seed(seed++);
       INFO(c.describe());
       CHECK(c.check(onednn_backend()) == "");
-      if (wpk::cpu::avx2_attention_available()) CHECK(c.check(cpu) == "");
+      for (const std::string& config : c.configs(cpu)) CHECK(c.check(cpu, config, 1e-4, 1e-5) == "");
     }
 }
 
