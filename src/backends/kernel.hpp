@@ -149,6 +149,10 @@ class Backend {
                                                 int /*threads*/) const {
     return std::nullopt;
   }
+  // What the cost model assumes of a candidate this backend does not describe and that is not
+  // prepared yet (prepared, the kernel's own profile() answers). Not a description: trial logs
+  // record no prediction for it and calibration leaves it alone.
+  virtual KernelProfile undescribed_profile() const { return {}; }
   // Prepares `config` (one of configs()); "" is the default.
   virtual std::unique_ptr<Kernel> prepare(const Node& node, const Graph& graph, const std::string& config) const {
     if (!config.empty()) throw Error(ErrorCode::Internal, node_label(node) + name() + " has no configuration '" + config + "'");

@@ -12,7 +12,7 @@ std::string candidate_identity(const Backend& backend, const std::string& config
 KernelProfile candidate_profile(const Backend& backend, const std::string& config, const Node& node, const Graph& graph,
                                 const InputShapes& shapes, int threads, const Kernel* prepared) {
   if (std::optional<KernelProfile> k = backend.describe(node, graph, config, shapes, threads)) return *k;
-  return prepared ? prepared->profile() : KernelProfile{};
+  return prepared ? prepared->profile() : backend.undescribed_profile();
 }
 
 double predicted_seconds(const KernelProfile& k, const std::string& identity, const Node& node, const InputShapes& shapes,

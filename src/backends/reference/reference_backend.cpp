@@ -37,12 +37,22 @@ class FunctionKernel : public Kernel {
     ctx.set_opset(opset_);
     fn_(ctx);
   }
+  KernelProfile profile() const override { return reference_profile(); }
 
  private:
   KernelFn fn_;
   std::int64_t opset_;
 };
 }  // namespace
+
+KernelProfile reference_profile() {
+  KernelProfile p;
+  p.vector_bits = 32;
+  p.efficiency = 0.004;
+  return p;
+}
+
+KernelProfile ReferenceBackend::undescribed_profile() const { return reference_profile(); }
 
 std::string table_key(const Node& node) {
   if (node.domain.empty() || node.domain == "ai.onnx") return node.op_type;

@@ -10,6 +10,14 @@ class ReferenceBackend : public Backend {
   std::string name() const override { return "reference"; }
   std::string why_unsupported(const Node& node, const Graph& graph) const override;
   std::unique_ptr<Kernel> prepare(const Node& node, const Graph& graph) const override;
+  KernelProfile undescribed_profile() const override;
 };
+
+// What the cost model knows of the reference kernels: scalar loops over generic index
+// arithmetic (NHWC ops through transposes), far from a vector unit's peak even where an op is
+// memory-bound. With the default profile such an op's prediction came close to a vectorised
+// kernel's, and a calibration from tuning records could rank the reference first: this keeps
+// it behind an undescribed candidate by more than calibration's largest factor (8).
+KernelProfile reference_profile();
 
 }  // namespace wpk::reference

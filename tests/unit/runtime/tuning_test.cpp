@@ -210,9 +210,10 @@ TEST_CASE("a search cut short by the deadline is resumed by the next tuning sess
   CHECK(backend_of_relu(second) == "reference");
 }
 
-// Trial logs calibrate the cost model: these test backends look alike to it (so the first
-// registered, "slow", runs untuned), until the cache folder's logs say "slow" ran 10x and
-// "reference" 1x what was predicted; then a session that does not tune runs "reference".
+// Trial logs calibrate the cost model: the two test backends look alike to it (so the first
+// registered, "slow", runs untuned; the reference's own profile ranks it last), until the cache
+// folder's logs say "slow" ran 10x and "wrong" 1x what was predicted; then a session that does
+// not tune (and so checks no candidate against the reference) runs "wrong".
 TEST_CASE("the cost model is calibrated from the cache folder's trial logs", "[tuning]") {
   const std::string dir = wpk::testing::temp_dir("tune_calibrate");
   {
@@ -220,7 +221,7 @@ TEST_CASE("the cost model is calibrated from the cache folder's trial logs", "[t
     std::vector<LoggedTrial> log;
     for (int i = 0; i < 3; ++i) {
       log.push_back({"slow", 1, 1000.0 + i, 100.0});
-      log.push_back({"reference", 1, 100.0 + i, 100.0});
+      log.push_back({"wrong", 1, 100.0 + i, 100.0});
     }
     db.store("a node's key;trials", encode_trial_log(log), 100, "test");
   }
@@ -228,9 +229,9 @@ TEST_CASE("the cost model is calibrated from the cache folder's trial logs", "[t
   const CostCalibration c = CostCalibration::from(db.get());
   CHECK(c.calibrated() == 2);
   CHECK(c.factor("slow") > 1.5);
-  CHECK(c.factor("reference") < 0.25);
-  CHECK(c.factor("wrong") == 1.0);  // never measured
-  CHECK(backend_of_relu(make(dir, /*tuning=*/false)) == "reference");
+  CHECK(c.factor("wrong") < 0.25);
+  CHECK(c.factor("reference") == 1.0);  // never measured
+  CHECK(backend_of_relu(make(dir, /*tuning=*/false)) == "wrong");
   SessionOptions no_records;
   no_records.use_tuning_records = false;
   CHECK(backend_of_relu(make(dir, false, no_records)) == "slow");
