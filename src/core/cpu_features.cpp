@@ -68,6 +68,7 @@ CpuFeatures probe() {
   f.avx512cd = f.avx512f && bit(l7.ebx, 28);
   f.avx512bw = f.avx512f && bit(l7.ebx, 30);
   f.avx512vl = f.avx512f && bit(l7.ebx, 31);
+  f.sha = bit(l7.ebx, 29) && bit(l1.ecx, 9) && bit(l1.ecx, 19);  // SHA, SSSE3, SSE4.1
   f.avx512_vnni = f.avx512f && bit(l7.ecx, 11);
   f.avx512_fp16 = f.avx512f && bit(l7.edx, 23);
   f.avx512_bf16 = f.avx512f && bit(l7s1.eax, 5);

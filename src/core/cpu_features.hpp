@@ -14,6 +14,10 @@ struct CpuFeatures {
   bool avx512f = false, avx512bw = false, avx512vl = false, avx512dq = false, avx512cd = false;
   bool avx512_vnni = false, avx512_bf16 = false, avx512_fp16 = false, avx_vnni = false;
   bool amx_tile = false, amx_int8 = false, amx_bf16 = false;
+  // SHA extensions (with SSSE3 and SSE4.1): checksums of compiled kernels only
+  // (codegen::use_sha_instructions), so not among flags() and the fingerprint, which say what
+  // kernels may use.
+  bool sha = false;
 
   // AVX2 with FMA: what wpk's 8-lane kernels need.
   bool avx2_fma() const { return avx2 && fma; }

@@ -1,9 +1,10 @@
 #include "runtime/kernel_compilation.hpp"
 
 #include <chrono>
-
 #include <map>
 
+#include "codegen/jit/sha256.hpp"
+#include "core/cpu_features.hpp"
 #include "runtime/logging.hpp"
 
 namespace wpk {
@@ -20,6 +21,8 @@ KernelCompilation::KernelCompilation(std::function<codegen::KernelStore*()> stor
     : store_of_(std::move(store_of)), parallel_(parallel) {}
 
 codegen::KernelStore& KernelCompilation::store() {
+  // The store checksums every kernel it loads: on the CPU's SHA instructions where it has them.
+  codegen::use_sha_instructions(cpu_features().sha);
   if (!store_) store_ = store_of_ ? store_of_() : nullptr;
   if (!store_) {
     static codegen::KernelStore private_store("", codegen::find_host_compiler());

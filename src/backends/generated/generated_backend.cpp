@@ -3,6 +3,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -12,8 +13,8 @@
 #include "backends/generated/matmul_expr.hpp"
 #include "codegen/cpp_printer.hpp"
 #include "codegen/jit/kernel_store.hpp"
-#include "codegen/jit/sha256.hpp"
 #include "core/cpu_features.hpp"
+#include "runtime/cache_key.hpp"
 
 namespace wpk::gen {
 namespace {
@@ -77,11 +78,13 @@ class GeneratedKernel : public Kernel {
         epilogue_(epilogue), b_shape_(std::move(b_shape)) {
     if (constant_b && !schedule.packs().empty()) packed_b_ = packed_weights(schedule.packs().front(), schedule, *constant_b);
     const codegen::LoweredKernel lowered = codegen::lower(schedule);
-    // The symbol names the source's content, so kernels compiled into one unit never clash.
+    // The symbol names the source's content, so kernels compiled into one unit never clash
+    // (a 64-bit hash is plenty among a unit's few; the store's key hashes the whole source).
     const std::string generator = "gen backend, " + name_;
     const std::string draft = codegen::print_cpp(lowered, target, "wpk_gen", generator).source;
-    const codegen::PrintedKernel printed =
-        codegen::print_cpp(lowered, target, "wpk_gen_" + codegen::sha256_hex(draft).substr(0, 20), generator);
+    char digest[17];
+    std::snprintf(digest, sizeof digest, "%016llx", static_cast<unsigned long long>(fnv1a64(draft)));
+    const codegen::PrintedKernel printed = codegen::print_cpp(lowered, target, std::string("wpk_gen_") + digest, generator);
     source_ = {name_, printed.symbol, printed.prelude, printed.source, codegen::target_flags(target),
                codegen::target_name(target)};
   }

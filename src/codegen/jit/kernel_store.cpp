@@ -92,6 +92,27 @@ std::string field(const Meta& m, const std::string& name) {
   return it == m.fields.end() ? "" : it->second;
 }
 
+// A file's checksum, computed once per process for each version of the file (its device,
+// inode, size and modification time): the kernels of one compiled unit share one library, and
+// a replaced entry is a new file (renamed into place), so it is hashed again.
+std::string file_checksum(const std::string& path) {
+  struct stat st {};
+  if (stat(path.c_str(), &st) != 0) return "";
+  const std::string id = path + "#" + std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino) + ":" +
+                         std::to_string(st.st_size) + ":" + std::to_string(st.st_mtim.tv_sec) + "." +
+                         std::to_string(st.st_mtim.tv_nsec);
+  static std::mutex mutex;
+  static std::map<std::string, std::string> known;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (const auto it = known.find(id); it != known.end()) return it->second;
+  }
+  const std::string sum = sha256_file(path);
+  std::lock_guard<std::mutex> lock(mutex);
+  known.emplace(id, sum);
+  return sum;
+}
+
 // The library the meta names (in the meta's folder), when its size and checksum match.
 std::string verified_library(const Meta& m, const fs::path& folder) {
   const std::string file = field(m, "library");
@@ -100,7 +121,7 @@ std::string verified_library(const Meta& m, const fs::path& folder) {
   std::error_code ec;
   const std::uintmax_t bytes = fs::file_size(lib, ec);
   if (ec || std::to_string(bytes) != field(m, "bytes")) return "";
-  if (sha256_file(lib.string()) != field(m, "sha256")) return "";
+  if (file_checksum(lib.string()) != field(m, "sha256")) return "";
   return lib.string();
 }
 
@@ -128,6 +149,21 @@ std::string make_private_folder() {
   std::vector<char> buf(pattern.begin(), pattern.end());
   buf.push_back('\0');
   return mkdtemp(buf.data()) ? std::string(buf.data()) : "";
+}
+
+// The prelude's SHA-256, hashed once per process for each distinct prelude: every kernel of a
+// target shares one, and it is most of a kernel's text.
+std::string prelude_digest(const std::string& prelude) {
+  static std::mutex mutex;
+  static std::map<std::string, std::string> known;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (const auto it = known.find(prelude); it != known.end()) return it->second;
+  }
+  const std::string digest = sha256_hex(prelude);
+  std::lock_guard<std::mutex> lock(mutex);
+  known.emplace(prelude, digest);
+  return digest;
 }
 
 // Loaded libraries by path, so sessions of one process share one dlopen (and one checksum pass).
@@ -199,7 +235,8 @@ KernelStore::~KernelStore() {
 std::string KernelStore::key_of(const KernelSource& s) const {
   Sha256 h;
   for (const std::string& part : {std::string(kMetaMagic), std::to_string(kKernelStoreFormat),
-                                  join(base_compile_flags()), join(s.flags), s.target, s.symbol, s.prelude, s.source}) {
+                                  join(base_compile_flags()), join(s.flags), s.target, s.symbol, prelude_digest(s.prelude),
+                                  s.source}) {
     h.update(std::to_string(part.size()) + ":");
     h.update(part);
   }

@@ -19,7 +19,7 @@
 
 namespace wpk::codegen {
 
-constexpr int kKernelStoreFormat = 1;
+constexpr int kKernelStoreFormat = 2;
 
 // Kernels that share a prelude, flags and target are compiled together, up to kKernelsPerUnit to
 // a translation unit (the prelude once, then each source): their symbols must differ.

@@ -1,7 +1,13 @@
 #include "codegen/jit/sha256.hpp"
 
+#include <atomic>
 #include <cstring>
 #include <fstream>
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define WPK_SHA_NI 1
+#endif
 
 namespace wpk::codegen {
 namespace {
@@ -17,12 +23,55 @@ constexpr std::uint32_t kRound[64] = {
 
 std::uint32_t rotr(std::uint32_t x, int n) { return (x >> n) | (x << (32 - n)); }
 
+std::atomic<bool> g_sha_instructions{false};
+
+#ifdef WPK_SHA_NI
+// One block on the SHA instructions. They keep the state as two vectors, ABEF and CDGH, and
+// take four message words at a time: two rounds per sha256rnds2 (the second pair of words moved
+// down by a shuffle), the schedule extended by sha256msg1 / sha256msg2 four words ahead.
+__attribute__((target("sha,sse4.1,ssse3"))) void sha_ni_block(std::uint32_t state[8], const std::uint8_t* p) {
+  const __m128i byte_swap = _mm_set_epi64x(0x0c0d0e0f08090a0bLL, 0x0405060700010203LL);
+  const __m128i dcba = _mm_shuffle_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(state)), 0xB1);  // CDAB
+  const __m128i efgh = _mm_shuffle_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(state + 4)), 0x1B);
+  __m128i abef = _mm_alignr_epi8(dcba, efgh, 8);
+  __m128i cdgh = _mm_blend_epi16(efgh, dcba, 0xF0);
+  const __m128i abef_in = abef, cdgh_in = cdgh;
+  __m128i w[4];
+  for (int g = 0; g < 16; ++g) {  // rounds 4g .. 4g + 3
+    if (g < 4) w[g] = _mm_shuffle_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16 * g)), byte_swap);
+    __m128i m = _mm_add_epi32(w[g % 4], _mm_loadu_si128(reinterpret_cast<const __m128i*>(kRound + 4 * g)));
+    cdgh = _mm_sha256rnds2_epu32(cdgh, abef, m);
+    if (g >= 3 && g <= 14) {  // words 4g + 4 .. 4g + 7
+      __m128i& next = w[(g + 1) % 4];
+      next = _mm_add_epi32(next, _mm_alignr_epi8(w[g % 4], w[(g + 3) % 4], 4));
+      next = _mm_sha256msg2_epu32(next, w[g % 4]);
+    }
+    m = _mm_shuffle_epi32(m, 0x0E);
+    abef = _mm_sha256rnds2_epu32(abef, cdgh, m);
+    if (g >= 1 && g <= 12) w[(g + 3) % 4] = _mm_sha256msg1_epu32(w[(g + 3) % 4], w[g % 4]);
+  }
+  abef = _mm_add_epi32(abef, abef_in);
+  cdgh = _mm_add_epi32(cdgh, cdgh_in);
+  const __m128i feba = _mm_shuffle_epi32(abef, 0x1B);
+  const __m128i dchg = _mm_shuffle_epi32(cdgh, 0xB1);
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(state), _mm_blend_epi16(feba, dchg, 0xF0));      // DCBA
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(state + 4), _mm_alignr_epi8(dchg, feba, 8));  // HGFE
+}
+#endif
+
 }  // namespace
 
 Sha256::Sha256()
     : h_{0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19} {}
 
 void Sha256::block(const std::uint8_t* p) {
+#ifdef WPK_SHA_NI
+  if (g_sha_instructions.load(std::memory_order_relaxed)) return sha_ni_block(h_, p);
+#endif
+  portable_block(p);
+}
+
+void Sha256::portable_block(const std::uint8_t* p) {
   std::uint32_t w[64];
   for (int i = 0; i < 16; ++i)
     w[i] = std::uint32_t(p[4 * i]) << 24 | std::uint32_t(p[4 * i + 1]) << 16 | std::uint32_t(p[4 * i + 2]) << 8 |
@@ -69,6 +118,8 @@ std::string Sha256::hex() {
     for (int shift = 28; shift >= 0; shift -= 4) out += digits[(v >> shift) & 0xF];
   return out;
 }
+
+void use_sha_instructions(bool on) { g_sha_instructions.store(on, std::memory_order_relaxed); }
 
 std::string sha256_hex(const std::string& bytes) {
   Sha256 h;

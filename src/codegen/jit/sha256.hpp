@@ -1,6 +1,8 @@
 #pragma once
 // SHA-256 (FIPS 180-4), for content addresses and checksums of compiled kernels: a name that
-// two different sources must never share, where a 64-bit hash would be too short.
+// two different sources must never share, where a 64-bit hash would be too short. Blocks go
+// through the CPU's SHA instructions once use_sha_instructions(true) says it has them (a warm
+// load checks every compiled kernel it loads), else through the portable rounds.
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -17,11 +19,16 @@ class Sha256 {
 
  private:
   void block(const std::uint8_t* p);
+  void portable_block(const std::uint8_t* p);
   std::uint32_t h_[8];
   std::uint8_t buffer_[64];
   std::size_t buffered_ = 0;
   std::uint64_t total_ = 0;
 };
+
+// Whether blocks may use the SHA instructions (SHA, SSSE3, SSE4.1): the runtime sets it from
+// its CPU probe (core/cpu_features.hpp), which this library does not depend on. Off at start.
+void use_sha_instructions(bool on);
 
 std::string sha256_hex(const std::string& bytes);
 
