@@ -92,6 +92,26 @@ std::string field(const Meta& m, const std::string& name) {
   return it == m.fields.end() ? "" : it->second;
 }
 
+// Digests computed once per process for each key (computed outside the lock: another thread's
+// equal result may land first).
+class DigestMemo {
+ public:
+  template <typename Compute>
+  std::string get(const std::string& key, Compute compute) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (const auto it = known_.find(key); it != known_.end()) return it->second;
+    }
+    const std::string digest = compute();
+    std::lock_guard<std::mutex> lock(mutex_);
+    return known_.emplace(key, digest).first->second;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::map<std::string, std::string> known_;
+};
+
 // A file's checksum, computed once per process for each version of the file (its device,
 // inode, size and modification time): the kernels of one compiled unit share one library, and
 // a replaced entry is a new file (renamed into place), so it is hashed again.
@@ -101,16 +121,8 @@ std::string file_checksum(const std::string& path) {
   const std::string id = path + "#" + std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino) + ":" +
                          std::to_string(st.st_size) + ":" + std::to_string(st.st_mtim.tv_sec) + "." +
                          std::to_string(st.st_mtim.tv_nsec);
-  static std::mutex mutex;
-  static std::map<std::string, std::string> known;
-  {
-    std::lock_guard<std::mutex> lock(mutex);
-    if (const auto it = known.find(id); it != known.end()) return it->second;
-  }
-  const std::string sum = sha256_file(path);
-  std::lock_guard<std::mutex> lock(mutex);
-  known.emplace(id, sum);
-  return sum;
+  static DigestMemo files;
+  return files.get(id, [&] { return sha256_file(path); });
 }
 
 // The library the meta names (in the meta's folder), when its size and checksum match.
@@ -154,16 +166,8 @@ std::string make_private_folder() {
 // The prelude's SHA-256, hashed once per process for each distinct prelude: every kernel of a
 // target shares one, and it is most of a kernel's text.
 std::string prelude_digest(const std::string& prelude) {
-  static std::mutex mutex;
-  static std::map<std::string, std::string> known;
-  {
-    std::lock_guard<std::mutex> lock(mutex);
-    if (const auto it = known.find(prelude); it != known.end()) return it->second;
-  }
-  const std::string digest = sha256_hex(prelude);
-  std::lock_guard<std::mutex> lock(mutex);
-  known.emplace(prelude, digest);
-  return digest;
+  static DigestMemo preludes;
+  return preludes.get(prelude, [&] { return sha256_hex(prelude); });
 }
 
 // Loaded libraries by path, so sessions of one process share one dlopen (and one checksum pass).
