@@ -1,8 +1,8 @@
 #pragma once
 // wpk's own packing of int8 product weights into the layout oneDNN's brgemm matmul reads:
 // oneDNN 2.6 has no JIT reorder into that layout with the zero-point compensation an unsigned
-// A needs, and its generic loop took 1.5 ms per 768 x 768 matrix, most of a quantized BERT's
-// load. Only the one layout below is handled; anything else goes to oneDNN's reorder.
+// A needs, and its generic loop made the reorders most of a quantized transformer's load. Only
+// the one layout below is handled; anything else goes to oneDNN's reorder.
 #include <dnnl.hpp>
 
 namespace wpk::onednn {
