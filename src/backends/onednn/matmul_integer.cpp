@@ -11,10 +11,10 @@
 //
 // The scales are a binary multiply post-op by a [1, N] row formed at each run, not oneDNN's
 // run-time output scales: oneDNN 2.6 has only its generic gemm for those, where the post-op
-// keeps its brgemm kernels, faster on every product shape measured. The epilogue follows as post-ops: the bias a binary add of a [1, N] row
-// (after the scales, where the definition adds it; the primitive's own bias argument is added
-// to the integer sums before any scaling), the residual the sum post-op over Y holding Z
-// (accumulate_residual_into), then the activation.
+// keeps its brgemm kernels, faster on every product shape measured. The epilogue follows as
+// post-ops: the bias a binary add of a [1, N] row (after the scales, where the definition adds
+// it; the primitive's own bias argument is added to the integer sums before any scaling), the
+// residual the sum post-op over Y holding Z (accumulate_residual_into), then the activation.
 #include "backends/onednn/onednn_kernels.hpp"
 #include "graph/fused_ops.hpp"
 
