@@ -5,7 +5,7 @@
 // which is every transformer linear layer: bias + Gelu in the feed-forward block, bias + residual
 // before each LayerNorm. A residual added after the activation does not fit that formula and
 // stays a separate Add. Gemm is taken when it is a MatMul plus bias (transA = 0, alpha = beta =
-// 1); a constant B under transB = 1 is transposed once, here.
+// 1) and something follows it; a constant B under transB = 1 is transposed once, here.
 // A com.wpk MatMulIntegerToFloat (a quantized linear layer) takes the same epilogue as its
 // optional inputs Bias and Z and its activation attributes: the float32 bias, Gelu and
 // residual that follow each of a dynamically quantized transformer's products.
@@ -80,9 +80,10 @@ std::optional<MatMulFusion> match_fusion(const Graph& g, const GraphIndex& index
   std::int64_t n = out && !out->empty() && out->back().is_static() ? out->back().value : -1;
   if (n < 0 && b && b->rank() >= 2 && !f->b_to_transpose) n = b->dim(-1);
   add_epilogue(g, index, shapes, n, *f);
-  // Something must be absorbed, and a float32 constant (B or the bias) must pin the dtype.
-  const bool absorbed = f->nodes.size() > 1 || (is_onnx_op(&mm, "Gemm") && f->bias != kNoValue);
-  if (!absorbed || (!b && !float_constant(g, f->bias))) return std::nullopt;
+  // Something must be absorbed, and a float32 constant (B or the bias) must pin the dtype. A
+  // Gemm with nothing after it stays one: every backend runs it as written, its B transposed
+  // too, where fusing would transpose that B here for nothing (a classifier's, at every load).
+  if (f->nodes.size() == 1 || (!b && !float_constant(g, f->bias))) return std::nullopt;
   return f;
 }
 

@@ -99,6 +99,19 @@ TEST_CASE("fuse_matmul_epilogue takes a plain Gemm, transposing a constant B", "
   }
 }
 
+TEST_CASE("fuse_matmul_epilogue leaves a Gemm that nothing follows as written", "[optimizer][passes]") {
+  Graph g;
+  g.add_input("x", DType::Float32, {Dim("N"), 6});
+  g.add_initializer("w", random_tensor({4, 6}, 1));
+  g.add_initializer("c", random_tensor({4}, 2));
+  g.add_node("Gemm", {"x", "w", "c"}, {"y"}, {{"transB", Attribute(1)}});
+  g.add_output("y");
+  const Graph opt = optimized(g);
+  REQUIRE(opt.nodes().size() == 1);
+  CHECK(opt.nodes()[0].op_type == "Gemm");
+  CHECK(opt.initializer(opt.nodes()[0].inputs[1])->shape() == Shape{4, 6});  // not transposed
+}
+
 TEST_CASE("fuse_matmul_epilogue leaves Gemm with alpha or a bias of another shape", "[optimizer][passes]") {
   Graph g;
   g.add_input("x", DType::Float32, {3, 6});
