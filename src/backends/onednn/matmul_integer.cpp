@@ -71,26 +71,26 @@ class MatMulIntegerToFloatKernel : public OneDnnKernel {
       for (std::size_t i = 0; i < scales.size(); ++i) scales[i] = a_scale * b_scale_[b_scale_.size() > 1 ? i : 0];
       const std::int32_t zero = a_type_ == DType::UInt8 ? az.data<std::uint8_t>()[0] : az.data<std::int8_t>()[0];
       if (has_residual_) accumulate_residual_into(ctx, Z, y);
-      Args epilogue = {{DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1, dnnl::memory(row_desc(), engine(), scales.data())}};
+      Args args = {{DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1, dnnl::memory(row_desc(), engine(), scales.data())}};
       if (!bias_.empty())
-        epilogue.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(1) | DNNL_ARG_SRC_1,
-                         dnnl::memory(row_desc(), engine(), const_cast<void*>(bias_.raw())));
+        args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(1) | DNNL_ARG_SRC_1,
+                     dnnl::memory(row_desc(), engine(), const_cast<void*>(bias_.raw())));
       if (plan->in_float) {
         const dnnl::memory src = thread_memory(0, plan->float_src);
         execute(plan->to_float, {{DNNL_ARG_FROM, wrap_arg(plan->to_float, DNNL_ARG_FROM, plan->src, a)},
                                  {DNNL_ARG_TO, src},
                                  {DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_FROM, int32_scalar_memory(zero)}});
-        epilogue.insert({{DNNL_ARG_SRC, src},
-                         {DNNL_ARG_WEIGHTS, plan->weights},
-                         {DNNL_ARG_DST, wrap_arg(plan->primitive, DNNL_ARG_DST, plan->dst, y)}});
-        execute(plan->primitive, std::move(epilogue));
+        args.insert({{DNNL_ARG_SRC, src},
+                     {DNNL_ARG_WEIGHTS, plan->weights},
+                     {DNNL_ARG_DST, wrap_arg(plan->primitive, DNNL_ARG_DST, plan->dst, y)}});
+        execute(plan->primitive, std::move(args));
         return;
       }
-      epilogue.insert({{DNNL_ARG_SRC, wrap_arg(plan->primitive, DNNL_ARG_SRC, plan->src, a)},
-                       {DNNL_ARG_WEIGHTS, plan->weights},
-                       {DNNL_ARG_DST, wrap_arg(plan->primitive, DNNL_ARG_DST, plan->dst, y)},
-                       {DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, int32_scalar_memory(zero)}});
-      execute(plan->primitive, std::move(epilogue));
+      args.insert({{DNNL_ARG_SRC, wrap_arg(plan->primitive, DNNL_ARG_SRC, plan->src, a)},
+                   {DNNL_ARG_WEIGHTS, plan->weights},
+                   {DNNL_ARG_DST, wrap_arg(plan->primitive, DNNL_ARG_DST, plan->dst, y)},
+                   {DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, int32_scalar_memory(zero)}});
+      execute(plan->primitive, std::move(args));
     });
   }
 
