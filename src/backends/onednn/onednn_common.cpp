@@ -158,12 +158,17 @@ void PackedWeights::keep_only(dnnl::memory packed, const dnnl::memory::desc& vie
   loaded_ = Tensor();
 }
 
-void accumulate_residual_into(const KernelContext& ctx, std::size_t index, Tensor& y) {
+const Tensor& residual_input(const KernelContext& ctx, std::size_t index, const Tensor& y) {
   const Tensor& z = ctx.input(index);
   if (z.dtype() != y.dtype() || z.shape() != y.shape())
     ctx.fail(ErrorCode::InvalidArgument, "residual input is " + std::string(dtype_name(z.dtype())) + " " +
                                              shape_to_string(z.shape()) + ", expected " + dtype_name(y.dtype()) + " " +
                                              shape_to_string(y.shape()));
+  return z;
+}
+
+void accumulate_residual_into(const KernelContext& ctx, std::size_t index, Tensor& y) {
+  const Tensor& z = residual_input(ctx, index, y);
   // The memory plan hands y the residual's own bytes when nothing reads them later; otherwise
   // the sum post-op needs them copied in.
   if (z.raw() == y.raw()) return;

@@ -101,6 +101,8 @@ class PackedWeights {
 // before the primitive runs, after checking it has y's shape and dtype: a copy, unless the
 // memory plan already gave y the residual's bytes (Backend::accumulates_into_residual).
 void accumulate_residual_into(const KernelContext& ctx, std::size_t index, Tensor& y);
+// Residual input `index`, checked to have y's dtype and shape (fails naming both otherwise).
+const Tensor& residual_input(const KernelContext& ctx, std::size_t index, const Tensor& y);
 
 // Attributes every wpk primitive is created with: the scratchpad is handed in by execute().
 // oneDNN's own (library) scratchpad is shared by all primitives and ties a primitive to the

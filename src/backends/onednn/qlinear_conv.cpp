@@ -141,11 +141,7 @@ class QLinearConvKernel : public OneDnnKernel {
     Args args = {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, plan.weights}, {DNNL_ARG_DST, acc}};
     if (!bias_.empty()) args.emplace(DNNL_ARG_BIAS, wrap_arg(plan.primitive, DNNL_ARG_BIAS, plan.bias, bias_));
     if (residual_) {
-      const Tensor& r = ctx.input(R);
-      if (r.dtype() != y.dtype() || r.shape() != y.shape())
-        ctx.fail(ErrorCode::InvalidArgument, "residual input is " + std::string(dtype_name(r.dtype())) + " " +
-                                                 shape_to_string(r.shape()) + ", expected " + dtype_name(y.dtype()) + " " +
-                                                 shape_to_string(y.shape()));
+      const Tensor& r = residual_input(ctx, R, y);
       execute(plan.residual_to_float,
               {{DNNL_ARG_FROM, wrap_arg(plan.residual_to_float, DNNL_ARG_FROM, plan.dst, r)}, {DNNL_ARG_TO, acc}});
       args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1,
