@@ -76,22 +76,21 @@ class QLinearConvKernel : public OneDnnKernel {
     const Tensor& y_zero = *constant_input(node, graph, YZero);
     y_type_ = y_zero.dtype();
     y_zero_ = zero_point_of(y_zero);
+    const float xs = constant_input(node, graph, XScale)->data<float>()[0];
+    const float ys = constant_input(node, graph, YScale)->data<float>()[0];
     residual_ = fused_residual_input(node) == static_cast<int>(R);
     if (residual_) {
-      // C's codes, then the sum's: the output is the sum's.
-      const float cs = constant_input(node, graph, YScale)->data<float>()[0];
+      // C's codes (ys, y_zero_ so far), then the sum's: the output is the sum's.
       const float sum_scale = constant_input(node, graph, SumScale)->data<float>()[0];
       code_low_ = (y_type_ == DType::UInt8 ? 0.f : -128.f) - static_cast<float>(y_zero_);
       code_high_ = (y_type_ == DType::UInt8 ? 255.f : 127.f) - static_cast<float>(y_zero_);
-      code_to_sum_ = cs / sum_scale;
+      code_to_sum_ = ys / sum_scale;
       residual_scale_ = constant_input(node, graph, RScale)->data<float>()[0] / sum_scale;
       residual_zero_ = zero_point_of(*constant_input(node, graph, RZero));
       const Tensor& sum_zero = *constant_input(node, graph, SumZero);
       y_type_ = sum_zero.dtype();
       y_zero_ = zero_point_of(sum_zero);
     }
-    const float xs = constant_input(node, graph, XScale)->data<float>()[0];
-    const float ys = constant_input(node, graph, YScale)->data<float>()[0];
     const Tensor& w_scale = *constant_input(node, graph, WScale);
     for (std::int64_t c = 0; c < w_scale.numel(); ++c) scales_.push_back(xs * w_scale.data<float>()[c] / ys);
     if (const Tensor* b = constant_input(node, graph, Bias)) bias_ = in_float ? integers_as_float(*b) : *b;
