@@ -54,6 +54,11 @@ void ls_kernels(const std::string& dir, const codegen::KernelFolderInfo& k, bool
                 : compiler_usable ? ", the others another compiler's or damaged (prune removes them)"
                                   : " (no compiler here: loads use the intact ones)");
   if (!k.orphans.empty()) std::printf("%s  %zu libraries no kernel names (prune removes them)\n", kernel_folder(dir).c_str(), k.orphans.size());
+  if (!k.recipes.empty())
+    std::printf("%s  %zu recipes (which kernel a generated source is, so warm loads print none)%s\n",
+                kernel_folder(dir).c_str(), k.recipes.size(),
+                k.stale_recipes.empty() ? "" : (", " + std::to_string(k.stale_recipes.size()) +
+                                                " of another build of wpk or naming no kernel (prune removes them)").c_str());
   for (const std::string& p : k.leftovers) std::printf("%s  left over from an interrupted compile (clear removes it)\n", p.c_str());
 }
 
@@ -63,7 +68,7 @@ int ls(const std::string& dir) {
   const codegen::KernelFolderInfo kernels = codegen::inspect_kernel_folder(kernel_folder(dir), compiler.identity);
   const codegen::CubinFolderInfo cubins = codegen::inspect_cubin_folder(cuda_kernel_folder(dir));
   if (info.files.empty() && info.leftovers.empty() && kernels.kernels.empty() && kernels.orphans.empty() &&
-      kernels.leftovers.empty() && cubins.entries + cubins.damaged == 0) {
+      kernels.leftovers.empty() && kernels.recipes.empty() && cubins.entries + cubins.damaged == 0) {
     std::printf("cache folder %s is empty%s\n", dir.c_str(), info.exists ? "" : " (it does not exist)");
     return 0;
   }

@@ -21,6 +21,7 @@
 namespace wpk {
 
 namespace codegen {
+struct KernelRecipe;
 struct KernelSource;
 struct LoadedKernel;
 }  // namespace codegen
@@ -122,10 +123,13 @@ class Kernel {
   // backend's layout) and never reads it from the context: the session may then free the
   // graph's copy, and runs pass no tensor for it.
   virtual bool owns_input(std::size_t /*i*/) const { return false; }
-  // A generated kernel's source while it has no code: the plan finds it in the kernel store or
-  // compiles it (runtime/kernel_compilation.hpp) and hands the kernel its code (set_code) before
-  // any run. Null for kernels that need no compiling, and once the code is set. A kernel whose
-  // code cannot be had is dropped from its step.
+  // A generated kernel's recipe while it has no code: the plan finds its code in the kernel store
+  // by the recipe, else by its source, else compiles the source (runtime/kernel_compilation.hpp),
+  // and hands the kernel its code (set_code) before any run. Null for kernels that need no
+  // compiling, and once the code is set. A kernel whose code cannot be had is dropped from its step.
+  virtual const codegen::KernelRecipe* recipe() const { return nullptr; }
+  // Its source, printed at the first call (it costs what a recipe lookup saves): asked only when
+  // recipe() is set and the store does not know the recipe.
   virtual const codegen::KernelSource* source() const { return nullptr; }
   virtual void set_code(std::shared_ptr<const codegen::LoadedKernel> /*code*/) {}
 };

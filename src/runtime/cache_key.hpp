@@ -20,6 +20,9 @@ constexpr int kCacheFormatVersion = 1;
 
 // 64-bit FNV-1a: keys and entry checksums (detects torn or edited entries, not attacks).
 std::uint64_t fnv1a64(const std::string& bytes);
+// A 64-bit hash of a block of memory at memory speed, for telling large constants apart within a
+// process; not stable across versions of wpk, so never written to a file.
+std::uint64_t hash_memory(const void* data, std::size_t bytes);
 std::string hex64(std::uint64_t v);
 
 // "model=...;flags=avx2,avx512f,...;cpus=N" from the CPU probe (core/cpu_features.hpp).

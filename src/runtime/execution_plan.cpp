@@ -297,7 +297,7 @@ PreparedNode prepare_node(const Graph& graph, std::size_t i, const std::vector<c
       // candidates and its weights are settled knowing whether it can run. Tuning prepares
       // every configuration and compiles them in one batch below.
       std::string compile_failure;
-      if (kernel->source() && !options.every_config && !obtain_code(*kernel, compile_failure)) {
+      if (kernel->recipe() && !options.every_config && !obtain_code(*kernel, compile_failure)) {
         why = o.backend->name() + ":" + kernel_name + " could not be had: " + compile_failure;
         return;
       }

@@ -1,5 +1,6 @@
 #include "runtime/kernel_compilation.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <map>
 
@@ -23,7 +24,11 @@ KernelCompilation::KernelCompilation(std::function<codegen::KernelStore*()> stor
 codegen::KernelStore& KernelCompilation::store() {
   // The store checksums every kernel it loads: on the CPU's SHA instructions where it has them.
   codegen::use_sha_instructions(cpu_features().sha);
-  if (!store_) store_ = store_of_ ? store_of_() : nullptr;
+  if (!store_) {
+    const auto t0 = std::chrono::steady_clock::now();
+    store_ = store_of_ ? store_of_() : nullptr;
+    logger().debug("kernel store opened in {:.2f} ms", std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  }
   if (!store_) {
     static codegen::KernelStore private_store("", codegen::find_host_compiler());
     store_ = &private_store;
@@ -43,8 +48,36 @@ std::vector<codegen::Obtained> KernelCompilation::fetch(const std::vector<codege
   return got;
 }
 
+std::shared_ptr<codegen::LoadedKernel> KernelCompilation::recall(const codegen::KernelRecipe& recipe) {
+  const auto t0 = std::chrono::steady_clock::now();
+  std::shared_ptr<codegen::LoadedKernel> got = store().recall(recipe);
+  seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (got) {
+    ++asked_;
+    ++recalled_;
+  }
+  return got;
+}
+
+const codegen::KernelSource* KernelCompilation::source_of(const Kernel& kernel, std::string& why) {
+  try {
+    return kernel.source();
+  } catch (const std::exception& e) {
+    why = std::string("its source could not be printed: ") + e.what();
+    ++asked_;
+    if (failed_++ == 0) first_failure_ = first_line(why);
+    return nullptr;
+  }
+}
+
 bool KernelCompilation::obtain(Kernel& kernel, std::string& why) {
-  const std::vector<codegen::Obtained> got = fetch({*kernel.source()});
+  if (auto code = recall(*kernel.recipe())) {
+    kernel.set_code(std::move(code));
+    return true;
+  }
+  const codegen::KernelSource* source = source_of(kernel, why);
+  if (!source) return false;
+  const std::vector<codegen::Obtained> got = fetch({*source});
   if (!got.front().kernel) {
     why = first_line(got.front().why);
     return false;
@@ -54,29 +87,45 @@ bool KernelCompilation::obtain(Kernel& kernel, std::string& why) {
 }
 
 void KernelCompilation::obtain_all(std::vector<PlanStep>& steps, const Graph& graph) {
-  // Nodes of one shape and config share a source: each distinct one is obtained once.
+  // Nodes of one shape and config share a recipe: each distinct one is recalled, or printed and
+  // obtained with the others in one batch, once.
   std::vector<codegen::KernelSource> sources;
-  std::map<std::string, std::size_t> index_of_key;
-  std::vector<std::vector<std::size_t>> source_of(steps.size());
+  std::map<std::pair<std::string, std::string>, std::size_t> index_of_recipe;
+  std::vector<codegen::Obtained> got;
+  std::vector<std::vector<std::size_t>> source_of_candidate(steps.size());
+  std::vector<std::size_t> unprinted;  // indices into `got` whose source did not print
   for (std::size_t s = 0; s < steps.size(); ++s)
     for (const Candidate& c : steps[s].candidates) {
-      const codegen::KernelSource* src = c.kernel ? c.kernel->source() : nullptr;  // deferred ones have none
+      const codegen::KernelRecipe* recipe = c.kernel ? c.kernel->recipe() : nullptr;  // deferred ones have none
       std::size_t index = SIZE_MAX;
-      if (src) {
-        const auto [it, fresh] = index_of_key.emplace(store().key_of(*src), sources.size());
-        if (fresh) sources.push_back(*src);
+      if (recipe) {
+        const auto [it, fresh] = index_of_recipe.emplace(std::make_pair(recipe->name, recipe->text), got.size());
+        if (fresh) {
+          got.emplace_back();
+          got.back().kernel = recall(*recipe);
+          if (!got.back().kernel) {
+            if (const codegen::KernelSource* src = source_of(*c.kernel, got.back().why)) sources.push_back(*src);
+            else unprinted.push_back(got.size() - 1);
+          }
+        }
         index = it->second;
       }
-      source_of[s].push_back(index);
+      source_of_candidate[s].push_back(index);
     }
-  if (sources.empty()) return;
-  const std::vector<codegen::Obtained> got = fetch(sources);
+  if (got.empty()) return;
+  if (!sources.empty()) {
+    // The fetched ones, in order, fill the places neither recalled nor failed to print.
+    const std::vector<codegen::Obtained> fetched = fetch(sources);
+    std::size_t next = 0;
+    for (std::size_t i = 0; i < got.size(); ++i)
+      if (!got[i].kernel && std::find(unprinted.begin(), unprinted.end(), i) == unprinted.end()) got[i] = fetched[next++];
+  }
   for (std::size_t s = 0; s < steps.size(); ++s) {
     std::vector<Candidate>& candidates = steps[s].candidates;
     std::vector<Candidate> kept;
     std::string why;  // this step's first failure
     for (std::size_t c = 0; c < candidates.size(); ++c) {
-      const std::size_t index = source_of[s][c];
+      const std::size_t index = source_of_candidate[s][c];
       if (index != SIZE_MAX && !got[index].kernel) {
         if (why.empty()) why = first_line(got[index].why);
         continue;
@@ -93,7 +142,8 @@ void KernelCompilation::obtain_all(std::vector<PlanStep>& steps, const Graph& gr
 
 void KernelCompilation::report() const {
   if (asked_ == 0) return;
-  logger().debug("generated kernels: {} obtained, {} of them compiled, {} unavailable", asked_, compiled_, failed_);
+  logger().debug("generated kernels: {} obtained, {} of them by recipe, {} compiled, {} unavailable", asked_, recalled_,
+                 compiled_, failed_);
   if (failed_)
     logger().warn("{} of {} generated kernels left out, the other backends run their nodes: {}", failed_, asked_,
                   first_failure_);

@@ -24,8 +24,8 @@ class KernelCompilation {
   // process. At most `parallel` compilers run at once.
   KernelCompilation(std::function<codegen::KernelStore*()> store_of, int parallel);
 
-  // Gives `kernel` (whose source() is set) its code; false, with the reason's first line in
-  // `why`, when it cannot be had.
+  // Gives `kernel` (whose recipe() is set) its code: by its recipe, else by its source; false,
+  // with the reason's first line in `why`, when it cannot be had.
   bool obtain(Kernel& kernel, std::string& why);
   // Gives every candidate of `steps` that still has a source its code, in one batch; drops the
   // candidates whose code cannot be had. Throws Unsupported when that leaves a step with none.
@@ -39,11 +39,15 @@ class KernelCompilation {
   codegen::KernelStore& store();
   // Obtains the sources; counts and remembers the failures.
   std::vector<codegen::Obtained> fetch(const std::vector<codegen::KernelSource>& sources);
+  // The code the store remembers for the recipe, counted; null when it has none.
+  std::shared_ptr<codegen::LoadedKernel> recall(const codegen::KernelRecipe& recipe);
+  // The kernel's source; null, counted as a failure with the reason in `why`, when it does not print.
+  const codegen::KernelSource* source_of(const Kernel& kernel, std::string& why);
 
   std::function<codegen::KernelStore*()> store_of_;
   codegen::KernelStore* store_ = nullptr;
   int parallel_;
-  std::size_t asked_ = 0, compiled_ = 0, failed_ = 0;
+  std::size_t asked_ = 0, compiled_ = 0, failed_ = 0, recalled_ = 0;
   std::string first_failure_;
   double seconds_ = 0;
 };

@@ -4,10 +4,10 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <functional>
 #include <map>
 #include <mutex>
-#include <string_view>
 
 #include "backends/generated/conv_expr.hpp"
 #include "backends/generated/matmul_expr.hpp"
@@ -48,7 +48,7 @@ std::shared_ptr<const std::vector<float>> packed_weights(const codegen::PackReco
                                                          const Tensor& w) {
   std::string key = std::to_string(reinterpret_cast<std::uintptr_t>(w.raw())) + ":" + std::to_string(w.nbytes()) + ":" +
                     std::to_string(p.dim) + ":" +
-                    std::to_string(std::hash<std::string_view>{}(std::string_view(static_cast<const char*>(w.raw()), w.nbytes())));
+                    std::to_string(hash_memory(w.raw(), w.nbytes()));
   for (std::int64_t d : p.packed->dims) key += "," + std::to_string(d);
   static std::mutex mutex;
   static std::map<std::string, std::weak_ptr<const std::vector<float>>> shared;
@@ -58,6 +58,58 @@ std::shared_ptr<const std::vector<float>> packed_weights(const codegen::PackReco
   auto made = std::make_shared<const std::vector<float>>(codegen::pack_input(p, s, w.data<float>()));
   shared[key] = made;
   return made;
+}
+
+// A kernel's recipe (codegen/jit/kernel_store.hpp): every input of its schedule and printer that
+// is not wpk's own code. prepare() builds the schedule from the spec, the config, the vector width
+// and whether B is packed; the printer adds the target and the kernel's name.
+class RecipeText {
+ public:
+  RecipeText& add(const char* key, std::int64_t v) { return add(key, std::to_string(v)); }
+  RecipeText& add(const char* key, const std::string& v) {
+    text_ += std::string(key) + "=" + std::to_string(v.size()) + ":" + v + ";";
+    return *this;
+  }
+  RecipeText& add(const Epilogue& e) {
+    std::string params;
+    for (float f : e.params) {
+      std::uint32_t bits;
+      std::memcpy(&bits, &f, sizeof bits);
+      params += std::to_string(bits) + ",";
+    }
+    return add("bias", e.bias).add("residual", e.residual).add("activation", e.activation).add("params", params);
+  }
+  const std::string& text() const { return text_; }
+
+ private:
+  std::string text_;
+};
+
+std::string matmul_recipe(const MatMulSpec& s, const MatMulConfig& c, int lanes, bool pack_b, CpuTarget target) {
+  return RecipeText()
+      .add("kind", "matmul")
+      .add(s)
+      .add("op", s.op)
+      .add("rank", s.rank)
+      .add("k", s.k)
+      .add("n", s.n)
+      .add("transposed_b", s.transposed_b)
+      .add("config", c.text())
+      .add("lanes", lanes)
+      .add("pack_b", pack_b)
+      .add("target", codegen::target_name(target))
+      .text();
+}
+
+std::string conv_recipe(const ConvSpec& s, const MatMulConfig& c, int lanes, CpuTarget target) {
+  RecipeText r;
+  r.add("kind", "conv").add(s);
+  for (const auto& [key, v] : {std::pair<const char*, std::int64_t>{"h", s.h}, {"w", s.w}, {"c", s.c}, {"o", s.o},
+                               {"kh", s.kh}, {"kw", s.kw}, {"sh", s.sh}, {"sw", s.sw}, {"dh", s.dh}, {"dw", s.dw},
+                               {"pad_top", s.pad_top}, {"pad_left", s.pad_left}, {"oh", s.oh}, {"ow", s.ow},
+                               {"depthwise", s.depthwise}})
+    r.add(key, v);
+  return r.add("config", c.text()).add("lanes", lanes).add("target", codegen::target_name(target)).text();
 }
 
 // How a kernel's first input and its output are shaped: the input ends in `in_tail`, after one
@@ -73,20 +125,11 @@ struct Layout {
 class GeneratedKernel : public Kernel {
  public:
   GeneratedKernel(std::string name, const codegen::Schedule& schedule, CpuTarget target, Layout layout,
-                  const Epilogue& epilogue, Shape b_shape, const Tensor* constant_b)
+                  const Epilogue& epilogue, Shape b_shape, const Tensor* constant_b, std::string recipe)
       : name_(std::move(name)), vector_bits_(32 * codegen::vector_lanes(target)), layout_(std::move(layout)),
-        epilogue_(epilogue), b_shape_(std::move(b_shape)) {
+        epilogue_(epilogue), b_shape_(std::move(b_shape)), schedule_(schedule), target_(target),
+        recipe_{name_, std::move(recipe)} {
     if (constant_b && !schedule.packs().empty()) packed_b_ = packed_weights(schedule.packs().front(), schedule, *constant_b);
-    const codegen::LoweredKernel lowered = codegen::lower(schedule);
-    // The symbol names the source's content, so kernels compiled into one unit never clash
-    // (a 64-bit hash is plenty among a unit's few; the store's key hashes the whole source).
-    const std::string generator = "gen backend, " + name_;
-    const std::string draft = codegen::print_cpp(lowered, target, "wpk_gen", generator).source;
-    char digest[17];
-    std::snprintf(digest, sizeof digest, "%016llx", static_cast<unsigned long long>(fnv1a64(draft)));
-    const codegen::PrintedKernel printed = codegen::print_cpp(lowered, target, std::string("wpk_gen_") + digest, generator);
-    source_ = {name_, printed.symbol, printed.prelude, printed.source, codegen::target_flags(target),
-               codegen::target_name(target)};
   }
 
   void run(KernelContext& ctx) const override {
@@ -132,10 +175,32 @@ class GeneratedKernel : public Kernel {
   // For shapes describe() cannot see (an input of unknown rank): a low share, left to measurement.
   KernelProfile profile() const override { return {name_, vector_bits_, 0.2}; }
   bool owns_input(std::size_t i) const override { return i == 1 && packed_b_; }
-  const codegen::KernelSource* source() const override { return code_ ? nullptr : &source_; }
+  const codegen::KernelRecipe* recipe() const override { return code_ ? nullptr : &recipe_; }
+  const codegen::KernelSource* source() const override {
+    if (code_) return nullptr;
+    std::call_once(printed_, [this] { source_ = print(); });
+    return &source_;
+  }
   void set_code(std::shared_ptr<const codegen::LoadedKernel> code) override { code_ = std::move(code); }
 
  private:
+  // The source: printed once with a placeholder symbol, which then becomes a hash of that text, so
+  // kernels compiled into one unit never clash (a 64-bit hash is plenty among a unit's few; the
+  // store's key hashes the whole source).
+  codegen::KernelSource print() const {
+    const std::string placeholder = "wpk_gen_" + std::string(16, '0');
+    codegen::PrintedKernel printed =
+        codegen::print_cpp(codegen::lower(schedule_), target_, placeholder, "gen backend, " + name_);
+    char digest[17];
+    std::snprintf(digest, sizeof digest, "%016llx", static_cast<unsigned long long>(fnv1a64(printed.source)));
+    const std::string symbol = std::string("wpk_gen_") + digest;
+    const std::size_t at = printed.source.find(placeholder);
+    if (at == std::string::npos) throw Error(ErrorCode::Internal, "generated kernel " + name_ + " printed no entry point");
+    printed.source.replace(at, placeholder.size(), symbol);
+    return {name_, symbol, std::move(printed.prelude), std::move(printed.source), codegen::target_flags(target_),
+            codegen::target_name(target_), recipe_.text};
+  }
+
   // The packed copy of constant weights, else the run's, checked against the generated shape.
   const float* weights(const KernelContext& ctx) const {
     if (packed_b_) return packed_b_->data();
@@ -157,7 +222,11 @@ class GeneratedKernel : public Kernel {
   Layout layout_;
   Epilogue epilogue_;
   Shape b_shape_;
-  codegen::KernelSource source_;
+  codegen::Schedule schedule_;
+  CpuTarget target_;
+  codegen::KernelRecipe recipe_;
+  mutable std::once_flag printed_;
+  mutable codegen::KernelSource source_;
   std::shared_ptr<const std::vector<float>> packed_b_;  // panels of the tile's columns
   std::shared_ptr<const codegen::LoadedKernel> code_;
 };
@@ -230,12 +299,14 @@ std::unique_ptr<Kernel> GeneratedBackend::prepare(const Node& node, const Graph&
       const Shape b_shape = s.transposed_b ? Shape{s.n, s.k} : Shape{s.k, s.n};
       return std::make_unique<GeneratedKernel>(kernel_name(s.op, *c, target),
                                                matmul_schedule(matmul_compute(s), *c, lanes, w != nullptr), target,
-                                               Layout{{s.k}, {s.n}, s.rank}, s, b_shape, w);
+                                               Layout{{s.k}, {s.n}, s.rank}, s, b_shape, w,
+                                               matmul_recipe(s, *c, lanes, w != nullptr, target));
     }
     const ConvSpec& s = *plan.conv;
     return std::make_unique<GeneratedKernel>(kernel_name(s.depthwise ? "depthwise_conv_nhwc" : "conv_nhwc", *c, target),
                                              conv_schedule(conv_compute(s), *c, lanes), target,
-                                             Layout{{s.h, s.w, s.c}, {s.oh, s.ow, s.o}, 4}, s, Shape{}, w);
+                                             Layout{{s.h, s.w, s.c}, {s.oh, s.ow, s.o}, 4}, s, Shape{}, w,
+                                             conv_recipe(s, *c, lanes, target));
   } catch (const std::invalid_argument& e) {
     throw Error(ErrorCode::Unsupported, node_label(node) + "no generated kernel in configuration '" + config + "': " + e.what());
   } catch (const std::bad_alloc&) {

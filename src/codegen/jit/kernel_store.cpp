@@ -1,12 +1,14 @@
 #include "codegen/jit/kernel_store.hpp"
 
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cctype>
+#include <cerrno>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -15,6 +17,7 @@
 #include <sstream>
 #include <system_error>
 
+#include "codegen/jit/build_identity.hpp"
 #include "codegen/jit/sha256.hpp"
 
 namespace wpk::codegen {
@@ -22,9 +25,10 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::atomic<std::uint64_t> g_compiled{0}, g_loaded{0}, g_rebuilt{0};
+std::atomic<std::uint64_t> g_compiled{0}, g_loaded{0}, g_rebuilt{0}, g_recalled{0};
 
 const char kMetaMagic[] = "wpk-kernel";
+const char kRecipeMagic[] = "wpk-recipe";
 
 bool ends_with(const std::string& s, const std::string& tail) {
   return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
@@ -56,19 +60,29 @@ struct Meta {
   bool well_formed = false;
 };
 
-std::string meta_body(const std::vector<std::pair<std::string, std::string>>& fields) {
-  std::string body = std::string(kMetaMagic) + " " + std::to_string(kKernelStoreFormat) + "\n";
+// A meta (or, with kRecipeMagic, a recipe file) with its closing checksum line.
+std::string meta_text(const std::vector<std::pair<std::string, std::string>>& fields, const char* magic = kMetaMagic) {
+  std::string body = std::string(magic) + " " + std::to_string(kKernelStoreFormat) + "\n";
   for (const auto& f : fields) body += f.first + " " + one_line(f.second) + "\n";
-  return body;
+  return body + "check " + sha256_hex(body) + "\n";
 }
 
 // The meta's fields when its first line, its field lines and its closing checksum line hold.
-Meta read_meta(const std::string& path) {
+Meta read_meta(const std::string& path, const char* magic = kMetaMagic) {
   Meta meta;
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return meta;
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (text.size() > 64 * 1024) return meta;
+  // One read of at most 64 KB (a warm load reads two small files per kernel).
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return meta;
+  std::string text(64 * 1024 + 1, '\0');
+  std::size_t got = 0;
+  while (got < text.size()) {
+    const ssize_t n = read(fd, &text[got], text.size() - got);
+    if (n > 0) got += static_cast<std::size_t>(n);
+    else if (n == 0 || errno != EINTR) break;
+  }
+  close(fd);
+  if (got > 64 * 1024) return meta;
+  text.resize(got);
   const std::size_t check = text.rfind("check ");
   if (check == std::string::npos || (check > 0 && text[check - 1] != '\n')) return meta;
   std::string digest = text.substr(check + 6);
@@ -76,7 +90,7 @@ Meta read_meta(const std::string& path) {
   if (digest != sha256_hex(text.substr(0, check))) return meta;
   std::istringstream lines(text.substr(0, check));
   std::string line;
-  if (!std::getline(lines, line) || line != std::string(kMetaMagic) + " " + std::to_string(kKernelStoreFormat))
+  if (!std::getline(lines, line) || line != std::string(magic) + " " + std::to_string(kKernelStoreFormat))
     return meta;
   while (std::getline(lines, line)) {
     const std::size_t space = line.find(' ');
@@ -207,9 +221,41 @@ std::shared_ptr<LoadedKernel> load(const std::string& path, const std::string& s
   return k;
 }
 
+// An entry's files are named by the kernel's name and its key.
+std::string entry_stem(const std::string& name, const std::string& key) { return file_safe(name) + "-" + key.substr(0, 24); }
+
+bool is_key(const std::string& key) {
+  return key.size() == 64 && std::all_of(key.begin(), key.end(), [](char c) { return std::isxdigit(static_cast<unsigned char>(c)); });
+}
+
+// A recipe's file in the folder, named by the recipe and the build that printed it; "" when this
+// build has no identity (nothing is remembered then).
+std::string recipe_path(const fs::path& folder, const std::string& name, const std::string& text) {
+  const std::string& build = build_identity();
+  if (build.empty()) return "";
+  Sha256 h;
+  for (const std::string& part : {std::string(kRecipeMagic), std::to_string(kKernelStoreFormat), build, name, text}) {
+    h.update(std::to_string(part.size()) + ":");
+    h.update(part);
+  }
+  return (folder / (file_safe(name) + "-r" + h.hex().substr(0, 24) + ".recipe")).string();
+}
+
+// Records that `s`'s recipe printed the source stored under `key`, unless the file says so already.
+void remember_recipe(const fs::path& folder, const KernelSource& s, const std::string& key) {
+  if (s.recipe.empty()) return;
+  const std::string path = recipe_path(folder, s.name, s.recipe);
+  if (path.empty()) return;
+  std::error_code ec;
+  if (fs::exists(path, ec) && field(read_meta(path, kRecipeMagic), "key") == key) return;
+  write_atomically(path, meta_text({{"name", s.name}, {"build", build_identity()}, {"key", key}}, kRecipeMagic));
+}
+
 }  // namespace
 
-KernelStoreCounters kernel_store_counters() { return {g_compiled.load(), g_loaded.load(), g_rebuilt.load()}; }
+KernelStoreCounters kernel_store_counters() {
+  return {g_compiled.load(), g_loaded.load(), g_rebuilt.load(), g_recalled.load()};
+}
 
 KernelStore::KernelStore(std::string dir, HostCompiler compiler) : dir_(std::move(dir)), compiler_(std::move(compiler)) {
   if (!dir_.empty()) {
@@ -287,7 +333,7 @@ void KernelStore::compile_units(const std::vector<KernelSource>& sources, const 
     for (std::size_t j : units[u]) {
       const PendingKernel& p = pending[j];
       const KernelSource& s = sources[p.index];
-      const std::string body = meta_body({{"name", s.name},
+      const std::string text = meta_text({{"name", s.name},
                                           {"symbol", s.symbol},
                                           {"key", p.key},
                                           {"library", lib_name},
@@ -302,9 +348,31 @@ void KernelStore::compile_units(const std::vector<KernelSource>& sources, const 
       // A library this process cannot load (a store on a noexec mount) gets no meta: the next
       // process would verify it, fail to load it and compile it again every time.
       out[p.index].kernel = load((folder / lib_name).string(), s.symbol, true, out[p.index].why);
-      if (out[p.index].kernel) write_atomically(folder / (p.stem + ".meta"), body + "check " + sha256_hex(body) + "\n");
+      if (out[p.index].kernel && write_atomically(folder / (p.stem + ".meta"), text)) remember_recipe(folder, s, p.key);
     }
   }
+}
+
+std::shared_ptr<LoadedKernel> KernelStore::recall(const KernelRecipe& recipe) {
+  if (dir_.empty()) return nullptr;
+  const fs::path folder(dir_);
+  const std::string path = recipe_path(folder, recipe.name, recipe.text);
+  std::error_code ec;
+  if (path.empty() || !fs::exists(path, ec)) return nullptr;
+  const Meta remembered = read_meta(path, kRecipeMagic);
+  const std::string key = field(remembered, "key");
+  if (!is_key(key) || field(remembered, "name") != recipe.name || field(remembered, "build") != build_identity())
+    return nullptr;
+  const Meta meta = read_meta((folder / (entry_stem(recipe.name, key) + ".meta")).string());
+  const std::string lib = field(meta, "key") == key ? verified_library(meta, folder) : "";
+  if (lib.empty() || (compiler_.usable() && field(meta, "compiler") != compiler_.identity)) return nullptr;
+  std::string why;
+  std::shared_ptr<LoadedKernel> kernel = load(lib, field(meta, "symbol"), false, why);
+  if (kernel) {
+    ++g_loaded;
+    ++g_recalled;
+  }
+  return kernel;
 }
 
 std::vector<Obtained> KernelStore::obtain(const std::vector<KernelSource>& sources, int parallel) {
@@ -315,10 +383,17 @@ std::vector<Obtained> KernelStore::obtain(const std::vector<KernelSource>& sourc
   }
   const fs::path folder(dir_);
   std::vector<PendingKernel> pending;
+  // A source equal to an earlier one of the batch (two recipes may print one source) takes its result.
+  std::map<std::string, std::size_t> first_of_key;
+  std::vector<std::pair<std::size_t, std::size_t>> repeats;  // (source, the earlier equal source)
   for (std::size_t i = 0; i < sources.size(); ++i) {
     const KernelSource& s = sources[i];
     const std::string key = key_of(s);
-    const std::string stem = file_safe(s.name) + "-" + key.substr(0, 24);
+    if (const auto [it, fresh] = first_of_key.emplace(key, i); !fresh) {
+      repeats.emplace_back(i, it->second);
+      continue;
+    }
+    const std::string stem = entry_stem(s.name, key);
     const fs::path meta_path = folder / (stem + ".meta");
     std::error_code ec;
     if (fs::exists(meta_path, ec)) {
@@ -330,6 +405,7 @@ std::vector<Obtained> KernelStore::obtain(const std::vector<KernelSource>& sourc
         out[i].kernel = load(lib, s.symbol, false, out[i].why);
         if (out[i].kernel) {
           ++g_loaded;
+          remember_recipe(folder, s, key);
           continue;
         }
       }
@@ -337,15 +413,25 @@ std::vector<Obtained> KernelStore::obtain(const std::vector<KernelSource>& sourc
     }
     pending.push_back({i, stem, key});
   }
-  if (pending.empty()) return out;
+  compile_pending(sources, pending, parallel, out);
+  for (const auto& [i, earlier] : repeats) {
+    out[i] = out[earlier];
+    if (out[i].kernel) remember_recipe(folder, sources[i], key_of(sources[i]));
+  }
+  return out;
+}
+
+void KernelStore::compile_pending(const std::vector<KernelSource>& sources, const std::vector<PendingKernel>& pending,
+                                  int parallel, std::vector<Obtained>& out) {
+  if (pending.empty()) return;
   if (!compiler_.usable()) {
     for (const PendingKernel& p : pending) out[p.index].why = "not compiled: " + compiler_.why_unusable;
-    return out;
+    return;
   }
   const std::string work = make_private_folder();
   if (work.empty()) {
     for (const PendingKernel& p : pending) out[p.index].why = "cannot create a temporary folder to compile in";
-    return out;
+    return;
   }
   // Kernels of one prelude and flags compile together, several to a translation unit: the
   // prelude's headers are parsed once per unit instead of once per kernel. At least `parallel`
@@ -383,7 +469,6 @@ std::vector<Obtained> KernelStore::obtain(const std::vector<KernelSource>& sourc
   if (!singles.empty()) compile_units(sources, pending, singles, work, parallel, out);
   std::error_code ec;
   fs::remove_all(work, ec);
-  return out;
 }
 
 KernelFolderInfo inspect_kernel_folder(const std::string& dir, const std::string& current_compiler) {
@@ -398,6 +483,8 @@ KernelFolderInfo inspect_kernel_folder(const std::string& dir, const std::string
       info.leftovers.push_back(it->path().string());
     } else if (ends_with(name, ".so")) {
       libraries.push_back(it->path().string());
+    } else if (ends_with(name, ".recipe")) {
+      info.recipes.push_back(it->path().string());
     } else if (ends_with(name, ".meta")) {
       const Meta meta = read_meta(it->path().string());
       StoredKernel k;
@@ -419,6 +506,17 @@ KernelFolderInfo inspect_kernel_folder(const std::string& dir, const std::string
   }
   for (const std::string& lib : libraries)
     if (std::find(named.begin(), named.end(), lib) == named.end()) info.orphans.push_back(lib);
+  for (const std::string& path : info.recipes) {
+    const Meta recipe = read_meta(path, kRecipeMagic);
+    const std::string key = field(recipe, "key");
+    const std::string entry = is_key(key) ? (fs::path(dir) / (entry_stem(field(recipe, "name"), key) + ".meta")).string() : "";
+    const bool names_intact = std::any_of(info.kernels.begin(), info.kernels.end(),
+                                          [&](const StoredKernel& k) { return k.intact && k.meta_path == entry; });
+    if (!recipe.well_formed || field(recipe, "build") != build_identity() || !names_intact)
+      info.stale_recipes.push_back(path);
+  }
+  std::sort(info.recipes.begin(), info.recipes.end());
+  std::sort(info.stale_recipes.begin(), info.stale_recipes.end());
   std::sort(info.kernels.begin(), info.kernels.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
   std::sort(info.orphans.begin(), info.orphans.end());
   std::sort(info.leftovers.begin(), info.leftovers.end());
@@ -441,6 +539,7 @@ std::vector<std::string> clear_kernel_folder(const std::string& dir) {
   }
   for (const std::string& p : info.orphans) remove_into(p, removed);
   for (const std::string& p : info.leftovers) remove_into(p, removed);
+  for (const std::string& p : info.recipes) remove_into(p, removed);
   // Libraries of damaged entries are orphans now.
   for (const std::string& p : inspect_kernel_folder(dir, "").orphans) remove_into(p, removed);
   return removed;
@@ -453,7 +552,9 @@ std::vector<std::string> prune_kernel_folder(const std::string& dir, const std::
     remove_into(k.meta_path, removed);
     remove_into(k.library_path, removed);
   }
-  for (const std::string& p : inspect_kernel_folder(dir, current_compiler).orphans) remove_into(p, removed);
+  const KernelFolderInfo left = inspect_kernel_folder(dir, current_compiler);
+  for (const std::string& p : left.orphans) remove_into(p, removed);
+  for (const std::string& p : left.stale_recipes) remove_into(p, removed);
   return removed;
 }
 

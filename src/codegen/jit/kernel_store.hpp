@@ -9,6 +9,11 @@
 // and replaced, never loaded. Writes go to temporaries and are renamed into place, the object
 // before the meta that names it, so a reader sees a whole entry or none, and two processes
 // filling one store at once leave it consistent.
+//
+// A warm load need not print a kernel's source to find it: a kernel may come with a recipe (the
+// few facts its generator prints the source from), and the store remembers, beside the entry, which
+// entry a recipe printed under this build of wpk (codegen/jit/build_identity.hpp) gave. A recipe
+// file (`.recipe`) names the entry's key; the entry is verified as any other before it loads.
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -32,6 +37,14 @@ struct KernelSource {
   std::string source;   // C++ text defining the entry point
   std::vector<std::string> flags;  // ISA flags (-mavx2 -mfma, -mavx512f ...)
   std::string target;  // what the flags target, e.g. "avx512": part of the key and of `wpk cache ls`
+  std::string recipe;  // KernelRecipe::text when the kernel has one: the store remembers it
+};
+
+// What a generated kernel's source is printed from: with this build of wpk, equal recipes print
+// equal sources (the generator's inputs: the op's shapes, the schedule's knobs, the target).
+struct KernelRecipe {
+  std::string name;  // the kernel's name, as KernelSource::name
+  std::string text;
 };
 
 // A loaded kernel: its entry point stays valid while any copy of the handle lives.
@@ -60,6 +73,10 @@ class KernelStore {
   // most `parallel` compilers at once, several kernels to a unit), stored and loaded. A unit that
   // fails is compiled again a kernel at a time, so an error names its kernel and costs only it.
   std::vector<Obtained> obtain(const std::vector<KernelSource>& sources, int parallel);
+  // The kernel a source with this recipe was stored as, loaded, when a recipe file of this build
+  // names an intact entry another compiler did not build (as obtain() would load it); else null:
+  // then the source is printed and obtained. Never compiles.
+  std::shared_ptr<LoadedKernel> recall(const KernelRecipe& recipe);
 
   // The content address of a source: 64 hex digits.
   std::string key_of(const KernelSource& s) const;
@@ -74,6 +91,9 @@ class KernelStore {
     std::size_t index;  // into the sources
     std::string stem, key;
   };
+  // Compiles the pending kernels (a unit that fails again one kernel at a time) into `out`.
+  void compile_pending(const std::vector<KernelSource>& sources, const std::vector<PendingKernel>& pending, int parallel,
+                       std::vector<Obtained>& out);
   void compile_units(const std::vector<KernelSource>& sources, const std::vector<PendingKernel>& pending,
                      const std::vector<std::vector<std::size_t>>& units, const std::string& work, int parallel,
                      std::vector<Obtained>& out);
@@ -87,6 +107,7 @@ class KernelStore {
 // Kernels compiled and loaded from stores by this process (all stores), for `wpk bench --json`.
 struct KernelStoreCounters {
   std::uint64_t compiled = 0, loaded = 0, rebuilt = 0;  // rebuilt: entries found damaged
+  std::uint64_t recalled = 0;  // loaded by recipe (also counted in loaded)
 };
 KernelStoreCounters kernel_store_counters();
 
@@ -103,14 +124,16 @@ struct KernelFolderInfo {
   std::vector<StoredKernel> kernels;   // by name
   std::vector<std::string> orphans;    // shared objects no meta names
   std::vector<std::string> leftovers;  // temporaries of writes (.tmp.)
+  std::vector<std::string> recipes;    // every recipe file
+  std::vector<std::string> stale_recipes;  // of another build of wpk, damaged, or naming no current entry
 };
 
 // Read-only; a missing folder holds nothing.
 KernelFolderInfo inspect_kernel_folder(const std::string& dir, const std::string& current_compiler);
 // Removes every entry, orphan and leftover; returns the paths removed.
 std::vector<std::string> clear_kernel_folder(const std::string& dir);
-// Removes entries that are damaged or not current, and orphans; leftovers stay (a running
-// process may be writing them).
+// Removes entries that are damaged or not current, orphans and stale recipes; leftovers stay (a
+// running process may be writing them).
 std::vector<std::string> prune_kernel_folder(const std::string& dir, const std::string& current_compiler);
 
 }  // namespace wpk::codegen

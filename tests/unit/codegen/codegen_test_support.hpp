@@ -111,7 +111,7 @@ inline std::shared_ptr<LoadedKernel> build(const Schedule& s, CpuTarget target, 
   const LoweredKernel lowered = lower(s);
   const PrintedKernel printed = print_cpp(lowered, target, "wpk_test_kernel", "codegen tests");
   KernelSource src{s.compute().name + "_" + target_name(target), printed.symbol, printed.prelude, printed.source,
-                   target_flags(target), target_name(target)};
+                   target_flags(target), target_name(target), ""};
   Obtained got = store.obtain({src}, 1).front();
   if (why) *why = got.why;
   return got.kernel;

@@ -95,7 +95,7 @@ extern "C" void wpk_emulate(float* const* args, const std::int64_t*, int) {
 )";
   // The printed source defines NAN and INFINITY itself (through __int_as_float, above).
   const std::string source = "#undef NAN\n#undef INFINITY\n" + k.source;
-  KernelSource src{"cuda_emulated_" + name, "wpk_emulate", kCudaEmulationHeader, source + runner, {}, "cuda-emulated"};
+  KernelSource src{"cuda_emulated_" + name, "wpk_emulate", kCudaEmulationHeader, source + runner, {}, "cuda-emulated", ""};
   Obtained got = store.obtain({src}, 1).front();
   if (why) *why = got.why;
   return got.kernel;

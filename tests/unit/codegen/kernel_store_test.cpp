@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "codegen/jit/build_identity.hpp"
 #include "codegen/jit/kernel_store.hpp"
 #include "codegen/jit/sha256.hpp"
 
@@ -18,8 +19,11 @@ namespace fs = std::filesystem;
 KernelSource adder(int addend) {
   const std::string symbol = "add_" + std::to_string(addend);
   return {"f32_add" + std::to_string(addend) + "__scalar", symbol, "#include <cmath>\n",
-          "extern \"C\" float " + symbol + "(float x) { return x + " + std::to_string(addend) + ".0f; }\n", {}, "scalar"};
+          "extern \"C\" float " + symbol + "(float x) { return x + " + std::to_string(addend) + ".0f; }\n", {}, "scalar",
+          "add " + std::to_string(addend)};
 }
+
+KernelRecipe recipe_of(const KernelSource& s) { return {s.name, s.recipe}; }
 
 float call(const Obtained& o, float x) { return reinterpret_cast<float (*)(float)>(o.kernel->entry)(x); }
 
@@ -79,6 +83,70 @@ TEST_CASE("a stored kernel is loaded, not compiled, by the next store on the fol
   const auto cold = warm.obtain({adder(4)}, 1);
   CHECK_FALSE(cold[0].kernel);
   CHECK_THAT(cold[0].why, Catch::Contains("not compiled") && Catch::Contains("/bin/false"));
+}
+
+TEST_CASE("a stored kernel is recalled by its recipe without its source", "[codegen][store]") {
+  TempFolder dir;
+  const HostCompiler cxx = find_host_compiler();
+  REQUIRE(cxx.usable());
+  REQUIRE_FALSE(build_identity().empty());  // tests are linked with a build ID, as wpk is
+  {
+    KernelStore store(dir.path.string(), cxx);
+    CHECK_FALSE(store.recall(recipe_of(adder(1))));  // nothing stored yet
+    REQUIRE(store.obtain({adder(1), adder(2)}, 2)[0].kernel);
+  }
+  CHECK(files_ending(dir.path, ".recipe").size() == 2);
+  const KernelStoreCounters before = kernel_store_counters();
+  KernelStore warm(dir.path.string(), probe_host_compiler("/bin/false"));
+  const std::shared_ptr<LoadedKernel> one = warm.recall(recipe_of(adder(1)));
+  REQUIRE(one);
+  CHECK(reinterpret_cast<float (*)(float)>(one->entry)(1.0f) == 2.0f);
+  CHECK(kernel_store_counters().recalled - before.recalled == 1);
+  // Another recipe, or the same text under another kernel's name, is not this kernel.
+  CHECK_FALSE(warm.recall({adder(1).name, "add 7"}));
+  CHECK_FALSE(warm.recall({adder(2).name, adder(1).recipe}));
+
+  SECTION("a damaged recipe file is not followed, and obtaining by source writes it again") {
+    for (const fs::path& p : files_ending(dir.path, ".recipe")) std::ofstream(p, std::ios::trunc) << "wpk-recipe 2\nkey 0\n";
+    CHECK_FALSE(warm.recall(recipe_of(adder(2))));
+    REQUIRE(warm.obtain({adder(2)}, 1)[0].kernel);
+    CHECK(warm.recall(recipe_of(adder(2))));
+  }
+  SECTION("a recipe whose entry is gone or damaged recalls nothing") {
+    for (const fs::path& p : files_ending(dir.path, ".meta")) fs::remove(p);
+    CHECK_FALSE(warm.recall(recipe_of(adder(2))));
+  }
+  SECTION("a recipe naming another compiler's entry recalls nothing where that compiler is not at hand") {
+    KernelStore other(dir.path.string(), probe_host_compiler("/bin/echo"));  // prints another identity
+    REQUIRE(other.compiler().usable());
+    CHECK_FALSE(other.recall(recipe_of(adder(2))));
+  }
+  SECTION("the folder tools count recipes, prune the stale ones and clear all") {
+    const KernelFolderInfo info = inspect_kernel_folder(dir.path.string(), cxx.identity);
+    CHECK(info.recipes.size() == 2);
+    CHECK(info.stale_recipes.empty());
+    fs::remove(files_ending(dir.path, ".meta").front());
+    const KernelFolderInfo damaged = inspect_kernel_folder(dir.path.string(), cxx.identity);
+    CHECK(damaged.stale_recipes.size() == 1);
+    prune_kernel_folder(dir.path.string(), cxx.identity);
+    CHECK(files_ending(dir.path, ".recipe").size() == 1);
+    clear_kernel_folder(dir.path.string());
+    CHECK(files_ending(dir.path, ".recipe").empty());
+  }
+}
+
+TEST_CASE("two recipes printing one source share one compiled kernel", "[codegen][store]") {
+  TempFolder dir;
+  KernelStore store(dir.path.string(), find_host_compiler());
+  KernelSource twin = adder(3);
+  twin.recipe = "add 3, said another way";
+  const KernelStoreCounters before = kernel_store_counters();
+  const auto got = store.obtain({adder(3), twin}, 2);
+  REQUIRE(got[0].kernel);
+  REQUIRE(got[1].kernel);
+  CHECK(got[0].kernel->entry == got[1].kernel->entry);
+  CHECK(kernel_store_counters().compiled - before.compiled == 1);
+  CHECK(store.recall(recipe_of(twin)));
 }
 
 TEST_CASE("the key changes with the source, the flags and the target", "[codegen][store]") {
@@ -232,10 +300,11 @@ TEST_CASE("the folder tools list, prune and clear kernels", "[codegen][store]") 
   CHECK(info.orphans.size() == 1);
   // Another compiler's entries go on prune; the current ones stay.
   const auto pruned_other = prune_kernel_folder(dir.path.string(), "some other compiler 1.0");
-  CHECK(pruned_other.size() == 4);  // two metas, their one library (compiled together), the stray object
+  // Two metas, their one library (compiled together), the stray object, the recipes naming them.
+  CHECK(pruned_other.size() == 6);
   REQUIRE(store.obtain({adder(22)}, 1)[0].kernel);
   CHECK(prune_kernel_folder(dir.path.string(), cxx.identity).empty());
-  CHECK(clear_kernel_folder(dir.path.string()).size() == 2);
+  CHECK(clear_kernel_folder(dir.path.string()).size() == 3);  // a meta, its library, its recipe
   CHECK(inspect_kernel_folder(dir.path.string(), cxx.identity).kernels.empty());
 }
 

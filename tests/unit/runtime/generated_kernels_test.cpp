@@ -9,6 +9,7 @@
 #include <random>
 
 #include "backends/reference/reference_backend.hpp"
+#include "codegen/jit/kernel_store.hpp"
 #include "runtime/execution_plan.hpp"
 #include "support/onnx_model_builder.hpp"
 #include "wpk/wpk.hpp"
@@ -87,10 +88,13 @@ TEST_CASE("a generated product compiles once, and a warm load needs no compiler"
   }
   const std::uint64_t compiled = wpk::process_counters().compiled_kernels;
   {
-    // A compiler that cannot run: the warm store is all a load needs.
+    // A compiler that cannot run: the warm store is all a load needs, and its recipes spare the
+    // load printing the kernels' sources.
     const CompilerOverride no_compiler("/nonexistent/c++");
+    const std::uint64_t recalled = wpk::codegen::kernel_store_counters().recalled;
     const wpk::Session s(product_graph(), gen_only(cache));
     CHECK(wpk::process_counters().compiled_kernels == compiled);
+    CHECK(wpk::codegen::kernel_store_counters().recalled > recalled);
     CHECK(worst_difference(s.run(rows_of_input(3)).at("y"), oracle.run(rows_of_input(3)).at("y")) < 1e-5);
     CHECK(product_backend(s).rfind("gen(", 0) == 0);
   }
