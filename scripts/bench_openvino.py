@@ -14,7 +14,11 @@ bench_ort.py's rule (floats uniform in [-1, 1], integers in [0, 100)).
 """
 import time
 
-import numpy as np
+# numpy's OpenBLAS starts a thread per core at import that spins for a while: left at its default
+# it competes with the session being measured. The peer's own threads are set below.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import numpy as np  # noqa: E402 (after the environment it reads)
 import openvino as ov
 
 from bench_common import parse_args, random_value, report, stored_inputs, time_runs

@@ -18,10 +18,15 @@ wpk's mt19937_64, so the values differ from wpk's but their distribution does no
 these fp32 models does not depend on the values). Median and p90 are computed exactly as
 `wpk bench` computes them.
 """
+import os
 import sys
 import time
 
-import numpy as np
+# numpy's OpenBLAS starts a thread per core at import that spins for a while: left at its default
+# it competes with the session being measured. The peer's own threads are set below.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import numpy as np  # noqa: E402 (after the environment it reads)
 import onnxruntime as ort
 
 from bench_common import parse_args, random_value, report, stored_inputs, time_runs

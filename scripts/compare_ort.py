@@ -31,6 +31,7 @@ runtimes' outputs agree on the stored input, and how far each is from the float 
 and per-round figures go to stderr. Exit status 1 if any row failed.
 """
 import argparse
+import importlib.metadata
 import json
 import os
 import statistics
@@ -161,12 +162,15 @@ def main():
             sys.exit("compare_ort: no model %s.onnx in %s (exportable: %s)"
                      % (m, a.models_dir, " ".join(EXPORTABLE + sorted(QUANTIZED))))
 
-    if a.peer == "openvino":
-        import openvino as peer_module  # only for the version; the measurements run in their own processes
-    else:
-        import onnxruntime as peer_module
+    # The peer's version from its package metadata, not by importing it: the import brings numpy,
+    # whose OpenBLAS threads spin for a while after it and took CPU from the first measured process
+    # (its load ran ~40% slower than the next ones').
+    try:
+        peer_version = importlib.metadata.version(a.peer)
+    except importlib.metadata.PackageNotFoundError:
+        sys.exit("compare_ort: %s is not installed in this Python (%s)" % (a.peer, sys.executable))
     log("%s %s, wpk %s, %d threads, %d rounds x (%d warm-up + %d timed runs) per runtime and row"
-        % (a.peer, peer_module.__version__, a.precision, a.threads, rounds, warmup, iters))
+        % (a.peer, peer_version, a.precision, a.threads, rounds, warmup, iters))
     peer_bench = os.path.join("scripts", "bench_openvino.py" if a.peer == "openvino" else "bench_ort.py")
 
     warn_if_busy("before the run")
