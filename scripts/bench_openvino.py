@@ -12,6 +12,7 @@ precision is its own choice, bf16 on CPUs with AMX or AVX-512 BF16 (which wpk ma
 OpenVINO compiles for static shapes; load_ms is read + reshape + compile. Inputs follow
 bench_ort.py's rule (floats uniform in [-1, 1], integers in [0, 100)).
 """
+import os
 import time
 
 # numpy's OpenBLAS starts a thread per core at import that spins for a while: left at its default
