@@ -6,6 +6,7 @@
 #include <mutex>
 
 #include "backends/onednn/int8_weight_packing.hpp"
+#include "backends/onednn/winograd_weight_packing.hpp"
 #include "core/cpu_features.hpp"
 #include "core/page_memory.hpp"
 #include "runtime/threads.hpp"
@@ -86,7 +87,7 @@ namespace {
 // spin beside them. (The reorder is made and run under the same count: oneDNN sizes a primitive
 // for the threads it sees when it is made, and caches it keyed by that count.)
 void reorder_into(const dnnl::memory& from, const dnnl::memory& to) {
-  if (pack_int8_product_weights(from, to)) return;
+  if (pack_int8_product_weights(from, to) || pack_winograd_weights(from, to)) return;
   const OmpThreadScope alone(1);
   execute(dnnl::reorder(dnnl::reorder::primitive_desc(engine(), from.get_desc(), engine(), to.get_desc(), make_attr())),
           {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}});

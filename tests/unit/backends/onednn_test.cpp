@@ -11,6 +11,7 @@
 #include "backends/cpu/stream_conv.hpp"
 #include "backends/onednn/int8_weight_packing.hpp"
 #include "backends/onednn/onednn_common.hpp"
+#include "backends/onednn/winograd_weight_packing.hpp"
 #include "backends/reference/reference_backend.hpp"
 #include "core/cpu_features.hpp"
 #include "runtime/session_factory.hpp"
@@ -674,6 +675,50 @@ TEST_CASE("wpk's packing of int8 product weights is oneDNN's reorder to the byte
     }
   // oneDNN asks for that layout where it runs AVX-512 VNNI brgemm (AMX CPUs may ask another).
   if (wpk::cpu_features().avx512_vnni && !wpk::cpu_features().amx_int8) CHECK(packed == 9);
+}
+
+TEST_CASE("wpk's Winograd weight transform is oneDNN's reorder", "[backends][onednn]") {
+  // The layouts oneDNN's F(2x2, 3x3) convolution asks for, at channel counts below, at and past
+  // its blocks; CPUs where oneDNN has no Winograd convolution make no descriptor and skip.
+  using dt = dnnl::memory::data_type;
+  using tag = dnnl::memory::format_tag;
+  int packed = 0, offered = 0;
+  for (std::int64_t o : {3, 16, 40, 64})
+    for (std::int64_t i : {5, 16, 48}) {
+      const dnnl::memory::desc x({1, i, 13, 13}, dt::f32, tag::any), y({1, o, 13, 13}, dt::f32, tag::any);
+      const dnnl::memory::desc w_any({o, i, 3, 3}, dt::f32, tag::any);
+      dnnl::convolution_forward::primitive_desc pd;
+      try {
+        pd = dnnl::convolution_forward::primitive_desc(
+            dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_winograd, x,
+                                            w_any, y, {1, 1}, {1, 1}, {1, 1}),
+            wpk::onednn::engine());
+      } catch (const dnnl::error&) {
+        continue;  // no Winograd kernel for this shape on this CPU
+      }
+      ++offered;
+      std::vector<float> w(static_cast<std::size_t>(o * i * 9));
+      for (std::size_t k = 0; k < w.size(); ++k) w[k] = std::sin(0.7f * static_cast<float>(k)) * 0.3f;
+      dnnl::memory plain({{o, i, 3, 3}, dt::f32, tag::oihw}, wpk::onednn::engine(), w.data());
+      const std::size_t count = pd.weights_desc().get_size() / sizeof(float);
+      std::vector<float> ours(count, -7.0f), theirs(count, 0.0f);
+      dnnl::memory mine(pd.weights_desc(), wpk::onednn::engine(), ours.data());
+      if (!wpk::onednn::pack_winograd_weights(plain, mine)) {
+        CHECK(ours == std::vector<float>(count, -7.0f));  // declined: nothing written
+        continue;
+      }
+      ++packed;
+      dnnl::memory reference(pd.weights_desc(), wpk::onednn::engine(), theirs.data());
+      dnnl::reorder(plain, reference).execute(wpk::onednn::thread_stream(), plain, reference);
+      wpk::onednn::thread_stream().wait();
+      INFO("O " << o << " I " << i << " (" << pd.impl_info_str() << ", wino format "
+                << pd.weights_desc().data.format_desc.wino_desc.wino_format << ")");
+      double worst = 0;
+      for (std::size_t k = 0; k < count; ++k) worst = std::max(worst, std::abs(double(ours[k]) - theirs[k]));
+      CHECK(worst <= 1e-6);  // the same sums in the same order: equal to the last bit or nearly
+    }
+  // Where oneDNN offers its F(2x2, 3x3) kernel, wpk packs every shape it offers it for.
+  CHECK(packed == offered);
 }
 
 #endif  // WPK_WITH_ONEDNN
