@@ -39,6 +39,9 @@ std::map<std::string, std::int64_t> parse_dims(const Args& args);
 // SessionOptions::fixed_dims: `dims` as given, and `batch` for symbolic first dims.
 std::map<std::string, std::int64_t> input_dim_sizes(const Graph& graph, std::int64_t batch,
                                                     std::map<std::string, std::int64_t> dims);
+// The sizes to fix at load for the inputs a command runs: with --inputs DIR, the stored tensors'
+// (input_<i>.pb, in the graph's input order); else input_dim_sizes with --batch. --dim wins.
+std::map<std::string, std::int64_t> command_dim_sizes(const Graph& graph, const Args& args);
 
 // bench --profile / --trace (profile_report.cpp).
 void print_profile_table(const std::vector<RunProfile>& runs);

@@ -66,7 +66,7 @@ int cmd_bench(const Args& args) {
   const double parse_ms = ms_since(t0);
   // Tuning at load tunes the sizes fixed at load: --tune fixes the benchmarked ones.
   if (args.has("--fix-dims") || args.has("--tune") || options.device != Device::CPU)
-    options.fixed_dims = input_dim_sizes(graph, batch, dims);
+    options.fixed_dims = command_dim_sizes(graph, args);
   Session session(std::move(graph), options);
   const double load_ms = ms_since(t0);
   const TensorMap inputs = command_inputs(session, args);

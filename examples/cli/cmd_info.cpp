@@ -1,7 +1,8 @@
-// wpk info MODEL [--optimized [--batch B] [--dim NAME=SIZE] [--dot FILE] [--svg FILE] [--disable PASS,...]]:
+// wpk info MODEL [--optimized [--batch B] [--dim NAME=SIZE] [--inputs DIR] [--dot FILE] [--svg FILE] [--disable PASS,...]]:
 // inputs and outputs with shapes and dtypes, op histogram, unsupported ops. --optimized adds the
 // graph the Session runs: every node with its backend and layout (fused com.wpk ops marked), the
-// layout reorders a run makes, and the memory plan of one run with random inputs next to one
+// layout reorders a run makes, and the memory plan of one run (random inputs, or --inputs DIR's
+// input_<i>.pb) next to one
 // allocation per intermediate. --dot / --svg (which imply --optimized) draw that graph.
 #include <algorithm>
 #include <cstdio>
@@ -29,9 +30,16 @@ void print_optimized(const std::string& path, const Args& args, SessionOptions o
   std::string passes;
   for (const std::string& name : Optimizer(options.optimizer).pass_names()) passes += (passes.empty() ? "" : ", ") + name;
   std::printf("optimizer passes (switch off with --disable NAME): %s\n", passes.c_str());
-  const TensorMap inputs = make_random_inputs(session, args.get_int("--batch", 1, 1), parse_dims(args));
+  // Random inputs unless --inputs names stored ones: a model that takes only meaningful values (a
+  // decoder's token ids below its vocabulary) fails on random ones, and the error says to use them.
+  const TensorMap inputs = command_inputs(session, args);
   RunProfile run;
-  session.run(inputs, &run);  // plans memory (and backends) for these shapes
+  try {
+    session.run(inputs, &run);  // plans memory (and backends) for these shapes
+  } catch (const Error& e) {
+    if (args.has("--inputs")) throw;
+    throw Error(e.code(), std::string(e.what()) + " (with random inputs; pass stored ones with --inputs DIR)");
+  }
   const PlanSummary plan = session.describe();
   int fused = 0, transposes = 0, inside = 0, inside_steps = 0;
   for (std::size_t i = 0; i < plan.steps.size(); ++i) {

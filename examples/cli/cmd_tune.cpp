@@ -1,10 +1,10 @@
 // wpk tune MODEL [--algo ga|rl|random|grid|compare] [--budget-seconds S] [--budget-trials N] [--seed K]
-//                [--threads N] [--batch B] [--dim NAME=SIZE] [--iters K]
+//                [--threads N] [--batch B] [--dim NAME=SIZE] [--inputs DIR] [--iters K]
 // Times the model on the cost model's choices alone (tuning records ignored), tunes it at load
 // for the given sizes (fixed at load, so every node is tuned for them) with a progress bar on
 // stderr, then times a fresh session that finds the records. Prints one row per tuned node: op
 // and input shapes, winner, its configuration, speed-up over the untuned choice; then both
-// end-to-end medians. The records land in the cache folder, where every later session finds them.
+// end-to-end medians (random inputs, or --inputs DIR's). The records land in the cache folder, where every later session finds them.
 // --algo compare measures every configuration and then says how random, GA and RL would have
 // fared with 15% of those trials (SessionOptions::tuning_algorithm).
 // --simulate ARCH (sm_80, sm_90): tuning for a GPU that is not here, every time modelled
@@ -150,11 +150,11 @@ int cmd_tune(const Args& args) {
   if (args.has("--simulate")) return simulate(path, options, args.get("--simulate", ""), batch, dims);
 
   Graph graph = load(path);
-  options.fixed_dims = input_dim_sizes(graph, batch, dims);
+  options.fixed_dims = command_dim_sizes(graph, args);
   SessionOptions untuned_options = options;
   untuned_options.use_tuning_records = false;
   const Session untuned(graph, untuned_options);
-  const TensorMap inputs = make_random_inputs(untuned, batch, dims);
+  const TensorMap inputs = command_inputs(untuned, args);  // --inputs DIR, else random
   const double before_ms = median_ms(untuned, inputs, iters);
 
   options.tuning = true;

@@ -119,6 +119,27 @@ std::map<std::string, std::int64_t> input_dim_sizes(const Graph& graph, std::int
   return dims;
 }
 
+std::map<std::string, std::int64_t> command_dim_sizes(const Graph& graph, const Args& args) {
+  namespace fs = std::filesystem;
+  std::map<std::string, std::int64_t> dims = parse_dims(args);
+  if (!args.has("--inputs")) return input_dim_sizes(graph, args.get_int("--batch", 1, 1), dims);
+  const fs::path dir = args.get("--inputs", "");
+  if (!fs::is_directory(dir)) throw Error(ErrorCode::NotFound, "inputs folder '" + dir.string() + "' not found");
+  std::size_t i = 0;
+  for (ValueId v : graph.inputs()) {
+    if (graph.is_initializer(v)) continue;
+    const fs::path file = dir / ("input_" + std::to_string(i++) + ".pb");
+    const auto& declared = graph.value(v).dims;
+    if (!declared || !fs::exists(file)) continue;  // the run that reads it names what is missing
+    const Tensor t = load_tensor(file.string());
+    if (t.rank() != static_cast<int>(declared->size())) continue;  // the session's input check says so
+    for (std::size_t d = 0; d < declared->size(); ++d)
+      if (!(*declared)[d].is_static() && !(*declared)[d].symbol.empty())
+        dims.emplace((*declared)[d].symbol, t.shape()[d]);  // an explicit --dim wins
+  }
+  return dims;
+}
+
 TensorMap command_inputs(const Session& session, const Args& args) {
   namespace fs = std::filesystem;
   if (!args.has("--inputs")) return make_random_inputs(session, args.get_int("--batch", 1, 1), parse_dims(args));

@@ -16,9 +16,10 @@ const char* kUsage =
     "  wpk run MODEL [--inputs DIR] [--outputs DIR] [--batch B] [--dim NAME=SIZE] [--disable PASS,...]\n"
     "  wpk bench MODEL [--threads N] [--batch B] [--iters K] [--warmup W] [--dim NAME=SIZE] [--inputs DIR] [--json]\n"
     "                  [--fix-dims] [--profile] [--trace FILE.json] [--tune] [--idle MS] [--clients C] [--disable PASS,...]\n"
-    "  wpk info MODEL [--optimized [--batch B] [--dim NAME=SIZE] [--dot FILE] [--svg FILE] [--disable PASS,...]]\n"
+    "  wpk info MODEL [--optimized [--batch B] [--dim NAME=SIZE] [--inputs DIR] [--dot FILE] [--svg FILE] [--disable PASS,...]]\n"
     "  wpk tune MODEL [--algo ga|rl|random|grid|compare] [--budget-seconds S] [--budget-trials N] [--seed K]\n"
-    "                 [--threads N] [--batch B] [--dim NAME=SIZE] [--iters K] [--disable PASS,...] [--simulate sm_80|sm_90]\n"
+    "                 [--threads N] [--batch B] [--dim NAME=SIZE] [--inputs DIR] [--iters K] [--disable PASS,...]\n"
+    "                 [--simulate sm_80|sm_90]\n"
     "  wpk quantize MODEL OUT --calibrate DIR [--method minmax|percentile] [--percentile P] [--reduce-range] [--threads N]\n"
     "                 int8 QDQ model calibrated on DIR's inputs (input_0.pb, ... or test_data_set_*/)\n"
     "  run, bench, info, tune: [--disable-kernels BACKEND[:KERNEL],...] [--precision fp32|bf16] [--device cpu|cuda|auto]\n"
@@ -43,10 +44,10 @@ int main(int argc, char** argv) {
     if (cmd == "quantize")
       return cmd_quantize(parse_args(argc, argv, 2, {"--reduce-range"}, {"--calibrate", "--method", "--percentile", "--threads", "--disable", "--disable-kernels"},
                                      {"MODEL", "OUT"}));
-    if (cmd == "info") return cmd_info(parse_args(argc, argv, 2, {"--optimized"}, {"--batch", "--dim", "--dot", "--svg", "--disable", "--disable-kernels", "--precision", "--device"}));
+    if (cmd == "info") return cmd_info(parse_args(argc, argv, 2, {"--optimized"}, {"--batch", "--dim", "--inputs", "--dot", "--svg", "--disable", "--disable-kernels", "--precision", "--device"}));
     if (cmd == "tune")
       return cmd_tune(parse_args(argc, argv, 2, {},
-                                 {"--algo", "--budget-seconds", "--budget-trials", "--seed", "--threads", "--batch", "--dim",
+                                 {"--algo", "--budget-seconds", "--budget-trials", "--seed", "--threads", "--batch", "--dim", "--inputs",
                                   "--iters", "--disable", "--disable-kernels", "--precision", "--device", "--simulate"}));
     std::fprintf(stderr, "wpk: unknown command '%s'\n%s", cmd.c_str(), kUsage);
     return 2;

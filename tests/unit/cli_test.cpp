@@ -153,6 +153,30 @@ TEST_CASE("wpk info --optimized lists the passes that ran, and --disable switche
   CHECK(wpk_cli("run " + model + " --disable fuse_gelu").exit_code == 0);
 }
 
+TEST_CASE("wpk info --optimized and tune run stored inputs with --inputs, and say so when random ones fail", "[cli]") {
+  // A lookup in a 4-row table: random ids fall outside it, as a decoder's tokens outside its
+  // vocabulary. The ids' count is symbolic: tune fixes it at load from the stored ids.
+  const std::string dir = wpk::testing::temp_dir("cli_info_inputs");
+  wpk::testing::OnnxModelBuilder b;
+  b.input("ids", {-1}, 7).output("y", {-1, 2}).float_initializer("table", {4, 2}, {0, 1, 2, 3, 4, 5, 6, 7});
+  b.node("Gather", {"table", "ids"}, {"y"});
+  const std::string model = b.save(dir + "/lookup.onnx");
+  const Run random = wpk_cli("info " + model + " --optimized");
+  CHECK(random.exit_code == 2);
+  CHECK(count_lines(random.err) == 1);
+  CHECK(random.err.find("--inputs") != std::string::npos);
+  std::filesystem::create_directories(dir + "/in");
+  wpk::save_tensor(wpk::Tensor::from_vector<std::int64_t>({3, 0, 1}, {3}), dir + "/in/input_0.pb");
+  const Run stored = wpk_cli("info " + model + " --optimized --inputs " + dir + "/in");
+  REQUIRE(stored.exit_code == 0);
+  CHECK(stored.out.find("optimized graph: 1 nodes") != std::string::npos);
+  ::setenv("WPK_CACHE_DIR", (dir + "/cache").c_str(), 1);
+  const Run tuned = wpk_cli("tune " + model + " --budget-trials 4 --iters 2 --inputs " + dir + "/in");
+  ::unsetenv("WPK_CACHE_DIR");
+  CHECK(tuned.exit_code == 0);
+  CHECK(tuned.out.find("end to end, batch 1") != std::string::npos);
+}
+
 TEST_CASE("wpk info --dot draws the optimized graph: a box per step, its backend, fused group and edges", "[cli]") {
   const std::string dir = wpk::testing::temp_dir("cli_dot");
   wpk::testing::OnnxModelBuilder b;  // MatMul -> Add(residual) -> Sin: two steps, one fused
