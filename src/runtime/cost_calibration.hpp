@@ -14,8 +14,13 @@ class TuningDb;
 class CostCalibration {
  public:
   CostCalibration() = default;
-  // From every trial log of this machine's environment in `db` (may be null: no calibration).
+  // From `db`'s calibration record (store() keeps it current), else from every trial log of this
+  // machine's environment in it (a folder tuned before the record existed); null: no calibration.
   static CostCalibration from(const TuningDb* db);
+  // Computes the calibration from `db`'s trial logs and stores it as its record: sessions that
+  // only look records up read that one line instead of decoding every trial log (most of a
+  // tuned folder's bytes). The tuner calls it after it logs a node's trials.
+  static void store(TuningDb& db);
   // Multiplies the cost model's prediction for `identity`; clamped to [1/8, 8].
   double factor(const std::string& identity) const;
   std::size_t calibrated() const { return factors_.size(); }
@@ -23,6 +28,7 @@ class CostCalibration {
   static constexpr std::size_t kMinTrials = 3;
 
  private:
+  static CostCalibration compute(const TuningDb& db);
   std::map<std::string, double> factors_;
 };
 

@@ -30,6 +30,7 @@
 #include "runtime/run_pool.hpp"
 #include "runtime/threads.hpp"
 #include "runtime/tuner.hpp"
+#include "runtime/trial_log.hpp"
 #include "runtime/tuning_db.hpp"
 #include "wpk/optimizer.hpp"
 #ifdef WPK_WITH_CUDA
@@ -259,9 +260,14 @@ Session::Session(Graph graph, SessionOptions options, const std::vector<const Ba
   check_shape_limits(g, impl_->limits);
   for (ValueId v : g.inputs()) impl_->inputs.push_back(g.value(v));
   for (ValueId v : g.outputs()) impl_->outputs.push_back(g.value(v));
-  if (options.tuning)
+  if (options.tuning) {
     impl_->tuning_db = std::make_unique<TuningDb>(resolve_cache_dir(options.cache_dir));
-  else if (options.use_tuning_records)
+    // A folder tuned before the calibration had its own record gets it now: sessions that only
+    // look records up then skip the trial logs.
+    if (impl_->tuning_db->persistent() && !impl_->tuning_db->lookup(calibration_record_key()) &&
+        !impl_->tuning_db->values_with_prefix(kTrialLogPrefix).empty())
+      CostCalibration::store(*impl_->tuning_db);
+  } else if (options.use_tuning_records)
     impl_->tuning_db = TuningDb::open_for_lookup(resolve_cache_dir(options.cache_dir));
   // Preparing the plan packs weights and may compile kernels on the session's threads: it holds
   // CPUs like a run.

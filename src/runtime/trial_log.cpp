@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "runtime/cache_key.hpp"
+
 namespace wpk {
 
 std::string encode_trial_log(const std::vector<LoggedTrial>& trials) {
@@ -46,5 +48,7 @@ std::vector<LoggedTrial> decode_trial_log(const std::string& text) {
   }
   return out;
 }
+
+std::string calibration_record_key() { return "cost-model-calibration;" + environment_key(); }
 
 }  // namespace wpk

@@ -20,6 +20,9 @@ struct LoggedTrial {
 };
 
 constexpr const char* kTrialLogPrefix = "trials:";
+// The key of this environment's cost-model calibration, derived from all its trial logs
+// (cost_calibration.hpp).
+std::string calibration_record_key();
 
 std::string encode_trial_log(const std::vector<LoggedTrial>& trials);
 std::vector<LoggedTrial> decode_trial_log(const std::string& text);

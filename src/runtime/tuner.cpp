@@ -7,6 +7,7 @@
 
 #include "runtime/cache_key.hpp"
 #include "runtime/candidate_cost.hpp"
+#include "runtime/cost_calibration.hpp"
 #include "runtime/logging.hpp"
 #include "runtime/measurement.hpp"
 #include "runtime/threads.hpp"
@@ -364,7 +365,10 @@ StepChoice Tuner::search_node(std::size_t s, const std::vector<const Tensor*>& i
   // it, and sessions calibrate the cost model from all of them (cost_calibration.hpp). A cut
   // search is not used: the node keeps the cost model's choice.
   for (const search::Trial& t : result.trials) log.push_back(to_log(t));
-  if (db_) db_->store(key + kTrialsKeySuffix, encode_trial_log(log), result.best_cost, op_summary(node, inputs));
+  if (db_) {
+    db_->store(key + kTrialsKeySuffix, encode_trial_log(log), result.best_cost, op_summary(node, inputs));
+    CostCalibration::store(*db_);
+  }
   if (result.trials.size() + done < wanted && seconds_until(deadline_) <= 0) return untuned;
   if (result.best.empty()) return untuned;
   logger().debug("{}tuning: {} of {} configurations measured, best {:.1f} us, untuned {:.1f} us", node_label(node),

@@ -1,6 +1,7 @@
 #include "runtime/tuning_db.hpp"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <sys/file.h>
 #include <unistd.h>
 
@@ -8,6 +9,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -18,6 +20,7 @@
 
 #include "runtime/cache_key.hpp"
 #include "runtime/logging.hpp"
+#include "runtime/trial_log.hpp"
 
 namespace wpk {
 namespace fs = std::filesystem;
@@ -57,6 +60,33 @@ bool believable(const std::string& hash, const std::string& key) {
 const char kEnvPrefix[] = "# env ";
 constexpr std::size_t kEnvPrefixSize = sizeof kEnvPrefix - 1;
 
+// The records of the file at `path` as this process last read that version of it; read again
+// when the file changed (a write renames a new file into place: another inode).
+std::shared_ptr<TuningFile> records_of(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return std::make_shared<TuningFile>();
+  const std::string version = std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino) + ":" +
+                              std::to_string(st.st_size) + ":" + std::to_string(st.st_mtim.tv_sec) + "." +
+                              std::to_string(st.st_mtim.tv_nsec);
+  static std::mutex mutex;
+  static std::map<std::string, std::pair<std::string, std::shared_ptr<TuningFile>>> read;  // path -> (version, records)
+  std::lock_guard<std::mutex> lock(mutex);
+  auto& [known_version, records] = read[path];
+  if (!records || known_version != version) {
+    // Trial logs (most of a tuned folder's bytes) only calibrate the cost model, and the
+    // calibration has its own record: read them only for a file written before it existed.
+    records = std::make_shared<TuningFile>();
+    std::size_t trial_logs = 0;
+    read_tuning_file(path, *records, false, &trial_logs);
+    if (trial_logs > 0 && !records->entries.count(hex64(fnv1a64(calibration_record_key())))) {
+      records = std::make_shared<TuningFile>();
+      read_tuning_file(path, *records);
+    }
+    known_version = version;
+  }
+  return records;
+}
+
 }  // namespace
 
 std::string tuning_file_name(int format) { return "tuning-v" + std::to_string(format) + ".tsv"; }
@@ -95,15 +125,21 @@ TuningDb::TuningDb(const std::string& dir) {
     return;
   }
   persistent_ = true;
-  read_tuning_file(path_, contents_);
+  read_tuning_file(path_, *contents_);
 }
 
 std::unique_ptr<TuningDb> TuningDb::open_for_lookup(const std::string& dir) {
   std::unique_ptr<TuningDb> db(new TuningDb());
   if (dir.empty()) return db;
   db->path_ = (fs::path(dir) / tuning_file_name(kCacheFormatVersion)).string();
-  read_tuning_file(db->path_, db->contents_);  // a missing or unreadable file is no records
+  db->contents_ = records_of(db->path_);  // a missing or unreadable file is no records
+  db->shared_ = true;
   return db;
+}
+
+std::shared_ptr<const TuningFile> TuningDb::shared_records() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return shared_ ? contents_ : nullptr;
 }
 
 void TuningDb::disable(const std::string& why) {
@@ -116,12 +152,19 @@ bool TuningDb::persistent() const {
   return persistent_;
 }
 
-void read_tuning_file(const std::string& path, TuningFile& into) {
+void read_tuning_file(const std::string& path, TuningFile& into, bool with_trial_logs, std::size_t* skipped) {
   std::ifstream in(path, std::ios::binary);
   std::string line;
   std::size_t bad = 0;
+  // "<env hash>\t<key hash>\t" precede the value.
+  constexpr std::size_t kValueAt = 16 + 1 + 16 + 1;
+  const std::size_t trial_prefix = std::strlen(kTrialLogPrefix);
   while (std::getline(in, line)) {
     if (line.empty()) continue;
+    if (!with_trial_logs && line.size() > kValueAt + trial_prefix && line.compare(kValueAt, trial_prefix, kTrialLogPrefix) == 0) {
+      if (skipped) ++*skipped;
+      continue;
+    }
     if (line[0] == '#') {
       if (line.compare(0, kEnvPrefixSize, kEnvPrefix) != 0) continue;  // the header, or a comment
       // "# env <hash>\t<key>" (a space after the hash is read as well).
@@ -155,15 +198,15 @@ void read_tuning_file(const std::string& path, TuningFile& into) {
 
 std::optional<std::string> TuningDb::lookup(const std::string& key) const {
   std::lock_guard<std::mutex> lock(mutex_);
-  auto it = contents_.entries.find(hex64(fnv1a64(key)));
-  if (it == contents_.entries.end() || it->second.env_hash != current_env_hash()) return std::nullopt;
+  auto it = contents_->entries.find(hex64(fnv1a64(key)));
+  if (it == contents_->entries.end() || it->second.env_hash != current_env_hash()) return std::nullopt;
   return it->second.backend;
 }
 
 std::vector<std::string> TuningDb::values_with_prefix(const std::string& prefix) const {
   std::lock_guard<std::mutex> lock(mutex_);
   std::vector<std::string> out;
-  for (const auto& kv : contents_.entries)
+  for (const auto& kv : contents_->entries)
     if (kv.second.env_hash == current_env_hash() && kv.second.backend.rfind(prefix, 0) == 0) out.push_back(kv.second.backend);
   return out;
 }
@@ -190,9 +233,13 @@ void TuningDb::store(const std::string& key, const std::string& backend, double 
   std::lock_guard<std::mutex> lock(mutex_);
   std::optional<TuningFileLock> file_lock;
   if (persistent_) file_lock.emplace(path_);
-  if (persistent_) read_tuning_file(path_, contents_);  // merge what other processes stored since we read
-  contents_.entries[key_hash] = TuningEntry{current_env_hash(), backend, line};
-  if (persistent_ && !write_tuning_file(path_, contents_)) disable("cannot write '" + path_ + "'");
+  if (shared_) {  // the process's snapshot of the file stays as read
+    contents_ = std::make_shared<TuningFile>(*contents_);
+    shared_ = false;
+  }
+  if (persistent_) read_tuning_file(path_, *contents_);  // merge what other processes stored since we read
+  contents_->entries[key_hash] = TuningEntry{current_env_hash(), backend, line};
+  if (persistent_ && !write_tuning_file(path_, *contents_)) disable("cannot write '" + path_ + "'");
 }
 
 bool write_tuning_file(const std::string& path, const TuningFile& contents) {

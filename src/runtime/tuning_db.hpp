@@ -53,8 +53,11 @@ std::string tuning_file_name(int format);
 // The hash of this process's environment (cache_key.hpp's environment_key()).
 const std::string& current_env_hash();
 // Merges the file at `path` into `into` (a file's entry replaces one with the same key hash); a
-// missing or unreadable file adds nothing. Never throws on what the file holds.
-void read_tuning_file(const std::string& path, TuningFile& into);
+// missing or unreadable file adds nothing. Never throws on what the file holds. Without
+// `with_trial_logs`, entries whose value is a trial log (trial_log.hpp) are passed over unread
+// and only counted in `skipped`.
+void read_tuning_file(const std::string& path, TuningFile& into, bool with_trial_logs = true,
+                      std::size_t* skipped = nullptr);
 // Writes `contents` to `path` atomically (temporary `<path>.tmp.<pid>.<n>`, then rename): the
 // header, the entries (over the cap of 50000, other environments' go first), then an env line
 // for every environment with entries whose key is known (this process's always is). False when
@@ -81,7 +84,10 @@ class TuningDb {
   // database then lives in memory only, for the life of this object.
   explicit TuningDb(const std::string& dir);
   // Lookups only (a session without tuning): reads the folder's records if there are any;
-  // creates, writes and warns about nothing.
+  // creates, writes and warns about nothing. The records as read are shared by every such
+  // database of the process while the file stays the same version (device, inode, size,
+  // modification time): a session's control-flow bodies open their own, and a large file cost
+  // each of them its parse.
   static std::unique_ptr<TuningDb> open_for_lookup(const std::string& dir);
 
   std::optional<std::string> lookup(const std::string& key) const;
@@ -91,6 +97,9 @@ class TuningDb {
 
   bool persistent() const;
   const std::string& path() const { return path_; }
+  // The records this database shares with others of the process (open_for_lookup), or null when
+  // they are its own: what is derived from them alone can be shared alike (cost_calibration.cpp).
+  std::shared_ptr<const TuningFile> shared_records() const;
 
  private:
   TuningDb() = default;
@@ -99,7 +108,8 @@ class TuningDb {
   std::string path_;
   bool persistent_ = false;
   mutable std::mutex mutex_;
-  TuningFile contents_;  // this and other environments
+  std::shared_ptr<TuningFile> contents_ = std::make_shared<TuningFile>();  // this and other environments
+  bool shared_ = false;  // contents_ is the process's snapshot of the file: copied before a change
 };
 
 }  // namespace wpk

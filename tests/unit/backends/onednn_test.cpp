@@ -308,7 +308,8 @@ TEST_CASE("calibration learns the described candidates from tuning logs and neve
   CHECK(c.calibrated() > 0);
   CHECK(c.factor("reference") == 1.0);
   bool reference_logged = false;
-  for (const std::string& value : db->values_with_prefix(wpk::kTrialLogPrefix))
+  const wpk::TuningDb full(cache);  // lookups pass the trial logs over; a tuning database reads them
+  for (const std::string& value : full.values_with_prefix(wpk::kTrialLogPrefix))
     for (const wpk::LoggedTrial& t : wpk::decode_trial_log(value))
       if (t.identity == "reference") {
         reference_logged = true;

@@ -237,6 +237,34 @@ TEST_CASE("the cost model is calibrated from the cache folder's trial logs", "[t
   CHECK(backend_of_relu(make(dir, false, no_records)) == "slow");
 }
 
+TEST_CASE("the calibration is stored as its own record, and lookups then skip the trial logs", "[tuning]") {
+  const std::string dir = wpk::testing::temp_dir("tune_calibration_record");
+  std::vector<LoggedTrial> log;
+  for (int i = 0; i < 3; ++i) {
+    log.push_back({"slow", 1, 1000.0 + i, 100.0});
+    log.push_back({"wrong", 1, 100.0 + i, 100.0});
+  }
+  double slow = 0, wrong = 0;
+  {
+    TuningDb db(dir);
+    db.store("a node's key;trials", encode_trial_log(log), 100, "test");
+    const CostCalibration computed = CostCalibration::from(&db);
+    slow = computed.factor("slow");
+    wrong = computed.factor("wrong");
+    CostCalibration::store(db);
+  }
+  const auto lookups = TuningDb::open_for_lookup(dir);
+  CHECK(lookups->values_with_prefix(kTrialLogPrefix).empty());  // passed over unread
+  const CostCalibration recorded = CostCalibration::from(lookups.get());
+  CHECK(recorded.calibrated() == 2);
+  CHECK(recorded.factor("slow") == slow);  // printed exactly
+  CHECK(recorded.factor("wrong") == wrong);
+  CHECK(backend_of_relu(make(dir, /*tuning=*/false)) == "wrong");
+  // A tuning session still reads the logs: a search resumes from them.
+  TuningDb full(dir);
+  CHECK(full.values_with_prefix(kTrialLogPrefix).size() == 1);
+}
+
 TEST_CASE("tuning options that make no sense are an InvalidArgument error", "[tuning]") {
   const std::string dir = wpk::testing::temp_dir("tune_args");
   SessionOptions bad_algorithm, bad_budget;
