@@ -299,8 +299,8 @@ Session::Session(Graph graph, SessionOptions options, const std::vector<const Ba
     plan.calibration = &impl_->calibration;
     plan.kernel_store = [this, &options] {
       if (impl_->kernels) return impl_->kernels.get();
-      impl_->kernels = std::make_unique<codegen::KernelStore>(kernel_folder(resolve_cache_dir(options.cache_dir)),
-                                                              codegen::find_host_compiler());
+      const std::string folder = kernel_folder(resolve_cache_dir(options.cache_dir));
+      impl_->kernels = std::make_unique<codegen::KernelStore>(folder, codegen::find_host_compiler(folder));
       if (!impl_->kernels->persistent())
         logger().info("generated kernels last for this process only: {}", impl_->kernels->why_not_persistent());
       return impl_->kernels.get();

@@ -3,11 +3,13 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -16,6 +18,8 @@
 #include <mutex>
 #include <sstream>
 #include <thread>
+
+#include "codegen/jit/sha256.hpp"
 
 extern char** environ;
 
@@ -121,6 +125,73 @@ HostCompiler probe_host_compiler(const std::string& command_line) {
 HostCompiler find_host_compiler() {
   const char* env = std::getenv("WPK_CXX");
   return probe_host_compiler(env && *env ? env : WPK_BUILD_CXX);
+}
+
+namespace {
+
+// Where `word` runs from: itself when it names a path, else the first executable of PATH; with
+// symbolic links resolved. "" when there is none.
+std::string executable_of(const std::string& word) {
+  std::vector<std::string> candidates;
+  if (word.find('/') != std::string::npos) {
+    candidates.push_back(word);
+  } else if (const char* path = std::getenv("PATH")) {
+    std::string dirs = path;
+    for (std::size_t at = 0; at <= dirs.size();) {
+      const std::size_t end = std::min(dirs.find(':', at), dirs.size());
+      if (end > at) candidates.push_back(dirs.substr(at, end - at) + "/" + word);
+      at = end + 1;
+    }
+  }
+  for (const std::string& c : candidates) {
+    char resolved[PATH_MAX];
+    if (access(c.c_str(), X_OK) == 0 && realpath(c.c_str(), resolved)) return resolved;
+  }
+  return "";
+}
+
+// The command's files as they are now, "" when a word is not an executable file.
+std::string command_fingerprint(const std::vector<std::string>& command) {
+  std::string out;
+  for (const std::string& word : command) {
+    const std::string file = executable_of(word);
+    struct stat st {};
+    if (file.empty() || stat(file.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return "";
+    out += file + ":" + std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino) + ":" + std::to_string(st.st_size) +
+           ":" + std::to_string(st.st_mtim.tv_sec) + "." + std::to_string(st.st_mtim.tv_nsec) + ";";
+  }
+  return out;
+}
+
+}  // namespace
+
+HostCompiler find_host_compiler(const std::string& folder) {
+  const char* env = std::getenv("WPK_CXX");
+  const std::string command_line = env && *env ? env : WPK_BUILD_CXX;
+  const std::vector<std::string> command = split_words(command_line);
+  const std::string fingerprint = command.empty() ? "" : command_fingerprint(command);
+  if (folder.empty() || fingerprint.empty()) return probe_host_compiler(command_line);
+  // One file per command line: its first line the fingerprint, its second the identity.
+  const std::string file = folder + "/compiler-" + sha256_hex(command_line).substr(0, 16) + ".id";
+  {
+    std::ifstream in(file);
+    std::string known_fingerprint, identity;
+    if (std::getline(in, known_fingerprint) && std::getline(in, identity) && known_fingerprint == fingerprint &&
+        !identity.empty()) {
+      HostCompiler c;
+      c.command = command;
+      c.identity = identity;
+      return c;
+    }
+  }
+  HostCompiler c = probe_host_compiler(command_line);
+  if (c.usable()) {
+    // Written whole or not at all: a temporary renamed into place.
+    const std::string tmp = file + ".tmp." + std::to_string(getpid());
+    std::ofstream(tmp, std::ios::trunc) << fingerprint << "\n" << c.identity << "\n";
+    if (std::rename(tmp.c_str(), file.c_str()) != 0) std::remove(tmp.c_str());
+  }
+  return c;
 }
 
 const std::vector<std::string>& base_compile_flags() {

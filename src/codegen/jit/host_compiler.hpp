@@ -20,6 +20,11 @@ struct HostCompiler {
 // in a process (running `--version` takes milliseconds).
 HostCompiler find_host_compiler();
 HostCompiler probe_host_compiler(const std::string& command_line);
+// As find_host_compiler, remembering the identity across processes in `folder` (a kernel store's):
+// a file per command whose every word is an executable file, keyed by those files' paths,
+// inodes, sizes and modification times, so a warm load runs no compiler while the compiler's
+// files stay as they were. Any other command, or a folder that cannot be written, is probed.
+HostCompiler find_host_compiler(const std::string& folder);
 
 // Flags every kernel is compiled with, before the kernel's own ISA flags.
 const std::vector<std::string>& base_compile_flags();

@@ -540,6 +540,12 @@ std::vector<std::string> clear_kernel_folder(const std::string& dir) {
   for (const std::string& p : info.orphans) remove_into(p, removed);
   for (const std::string& p : info.leftovers) remove_into(p, removed);
   for (const std::string& p : info.recipes) remove_into(p, removed);
+  // The remembered compiler identities (host_compiler.hpp).
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.rfind("compiler-", 0) == 0 && ends_with(name, ".id")) remove_into(it->path().string(), removed);
+  }
   // Libraries of damaged entries are orphans now.
   for (const std::string& p : inspect_kernel_folder(dir, "").orphans) remove_into(p, removed);
   return removed;

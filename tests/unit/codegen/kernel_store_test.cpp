@@ -135,6 +135,34 @@ TEST_CASE("a stored kernel is recalled by its recipe without its source", "[code
   }
 }
 
+TEST_CASE("the compiler's identity is remembered in the folder while its files stay as they were", "[codegen][store]") {
+  TempFolder dir;
+  const HostCompiler probed = find_host_compiler();
+  REQUIRE(probed.usable());
+  const HostCompiler first = find_host_compiler(dir.path.string());
+  CHECK(first.identity == probed.identity);
+  const std::vector<fs::path> files = files_ending(dir.path, ".id");
+  REQUIRE(files.size() == 1);
+  CHECK(find_host_compiler(dir.path.string()).identity == probed.identity);  // read back
+  // A file whose fingerprint no longer matches (the compiler was replaced) is probed again and
+  // rewritten; an identity is never taken from it then.
+  std::ofstream(files[0], std::ios::trunc) << "/usr/bin/elsewhere:1:2:3:4;\nsome other compiler 9.9\n";
+  CHECK(find_host_compiler(dir.path.string()).identity == probed.identity);
+  std::ifstream again(files[0]);
+  std::string fingerprint, identity;
+  std::getline(again, fingerprint);
+  std::getline(again, identity);
+  CHECK(identity == probed.identity);
+  // A command with a word that is no executable file is probed, and nothing is remembered for it.
+  ::setenv("WPK_CXX", "/bin/sh -c false", 1);
+  TempFolder other;
+  CHECK_FALSE(find_host_compiler(other.path.string()).usable());
+  ::unsetenv("WPK_CXX");
+  CHECK(files_ending(other.path, ".id").empty());
+  clear_kernel_folder(dir.path.string());
+  CHECK(files_ending(dir.path, ".id").empty());
+}
+
 TEST_CASE("two recipes printing one source share one compiled kernel", "[codegen][store]") {
   TempFolder dir;
   KernelStore store(dir.path.string(), find_host_compiler());
