@@ -1,7 +1,6 @@
 #include "runtime/tuning_db.hpp"
 
 #include <fcntl.h>
-#include <sys/stat.h>
 #include <sys/file.h>
 #include <unistd.h>
 
@@ -18,6 +17,7 @@
 #include <sstream>
 #include <vector>
 
+#include "codegen/jit/file_version.hpp"
 #include "runtime/cache_key.hpp"
 #include "runtime/logging.hpp"
 #include "runtime/trial_log.hpp"
@@ -63,11 +63,8 @@ constexpr std::size_t kEnvPrefixSize = sizeof kEnvPrefix - 1;
 // The records of the file at `path` as this process last read that version of it; read again
 // when the file changed (a write renames a new file into place: another inode).
 std::shared_ptr<TuningFile> records_of(const std::string& path) {
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) return std::make_shared<TuningFile>();
-  const std::string version = std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino) + ":" +
-                              std::to_string(st.st_size) + ":" + std::to_string(st.st_mtim.tv_sec) + "." +
-                              std::to_string(st.st_mtim.tv_nsec);
+  const std::string version = codegen::file_version(path);
+  if (version.empty()) return std::make_shared<TuningFile>();
   static std::mutex mutex;
   static std::map<std::string, std::pair<std::string, std::shared_ptr<TuningFile>>> read;  // path -> (version, records)
   std::lock_guard<std::mutex> lock(mutex);

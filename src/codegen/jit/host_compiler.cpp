@@ -19,6 +19,7 @@
 #include <sstream>
 #include <thread>
 
+#include "codegen/jit/file_version.hpp"
 #include "codegen/jit/sha256.hpp"
 
 extern char** environ;
@@ -157,8 +158,7 @@ std::string command_fingerprint(const std::vector<std::string>& command) {
     const std::string file = executable_of(word);
     struct stat st {};
     if (file.empty() || stat(file.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return "";
-    out += file + ":" + std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino) + ":" + std::to_string(st.st_size) +
-           ":" + std::to_string(st.st_mtim.tv_sec) + "." + std::to_string(st.st_mtim.tv_nsec) + ";";
+    out += file + ":" + file_version(file) + ";";
   }
   return out;
 }

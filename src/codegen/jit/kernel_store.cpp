@@ -18,6 +18,7 @@
 #include <system_error>
 
 #include "codegen/jit/build_identity.hpp"
+#include "codegen/jit/file_version.hpp"
 #include "codegen/jit/sha256.hpp"
 
 namespace wpk::codegen {
@@ -130,11 +131,9 @@ class DigestMemo {
 // inode, size and modification time): the kernels of one compiled unit share one library, and
 // a replaced entry is a new file (renamed into place), so it is hashed again.
 std::string file_checksum(const std::string& path) {
-  struct stat st {};
-  if (stat(path.c_str(), &st) != 0) return "";
-  const std::string id = path + "#" + std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino) + ":" +
-                         std::to_string(st.st_size) + ":" + std::to_string(st.st_mtim.tv_sec) + "." +
-                         std::to_string(st.st_mtim.tv_nsec);
+  const std::string version = file_version(path);
+  if (version.empty()) return "";
+  const std::string id = path + "#" + version;
   static DigestMemo files;
   return files.get(id, [&] { return sha256_file(path); });
 }
