@@ -1,6 +1,5 @@
 #include "runtime/kernel_compilation.hpp"
 
-#include <algorithm>
 #include <chrono>
 #include <map>
 
@@ -93,7 +92,7 @@ void KernelCompilation::obtain_all(std::vector<PlanStep>& steps, const Graph& gr
   std::map<std::pair<std::string, std::string>, std::size_t> index_of_recipe;
   std::vector<codegen::Obtained> got;
   std::vector<std::vector<std::size_t>> source_of_candidate(steps.size());
-  std::vector<std::size_t> unprinted;  // indices into `got` whose source did not print
+  std::vector<std::size_t> fetched_into;  // for each of `sources`, its place in `got`
   for (std::size_t s = 0; s < steps.size(); ++s)
     for (const Candidate& c : steps[s].candidates) {
       const codegen::KernelRecipe* recipe = c.kernel ? c.kernel->recipe() : nullptr;  // deferred ones have none
@@ -103,9 +102,10 @@ void KernelCompilation::obtain_all(std::vector<PlanStep>& steps, const Graph& gr
         if (fresh) {
           got.emplace_back();
           got.back().kernel = recall(*recipe);
-          if (!got.back().kernel) {
-            if (const codegen::KernelSource* src = source_of(*c.kernel, got.back().why)) sources.push_back(*src);
-            else unprinted.push_back(got.size() - 1);
+          const codegen::KernelSource* src = got.back().kernel ? nullptr : source_of(*c.kernel, got.back().why);
+          if (src) {
+            sources.push_back(*src);
+            fetched_into.push_back(got.size() - 1);
           }
         }
         index = it->second;
@@ -114,11 +114,8 @@ void KernelCompilation::obtain_all(std::vector<PlanStep>& steps, const Graph& gr
     }
   if (got.empty()) return;
   if (!sources.empty()) {
-    // The fetched ones, in order, fill the places neither recalled nor failed to print.
     const std::vector<codegen::Obtained> fetched = fetch(sources);
-    std::size_t next = 0;
-    for (std::size_t i = 0; i < got.size(); ++i)
-      if (!got[i].kernel && std::find(unprinted.begin(), unprinted.end(), i) == unprinted.end()) got[i] = fetched[next++];
+    for (std::size_t k = 0; k < fetched.size(); ++k) got[fetched_into[k]] = fetched[k];
   }
   for (std::size_t s = 0; s < steps.size(); ++s) {
     std::vector<Candidate>& candidates = steps[s].candidates;

@@ -220,6 +220,16 @@ std::shared_ptr<LoadedKernel> load(const std::string& path, const std::string& s
   return k;
 }
 
+// The library of an entry's meta that may serve `key`: verified, and not built by another
+// compiler than the one at hand (it is replaced when that one runs; without a compiler it
+// serves). "" otherwise.
+std::string servable_library(const Meta& meta, const std::string& key, const fs::path& folder,
+                             const HostCompiler& compiler) {
+  const std::string lib = field(meta, "key") == key ? verified_library(meta, folder) : "";
+  const bool other_compiler = compiler.usable() && field(meta, "compiler") != compiler.identity;
+  return other_compiler ? "" : lib;
+}
+
 // An entry's files are named by the kernel's name and its key.
 std::string entry_stem(const std::string& name, const std::string& key) { return file_safe(name) + "-" + key.substr(0, 24); }
 
@@ -363,8 +373,8 @@ std::shared_ptr<LoadedKernel> KernelStore::recall(const KernelRecipe& recipe) {
   if (!is_key(key) || field(remembered, "name") != recipe.name || field(remembered, "build") != build_identity())
     return nullptr;
   const Meta meta = read_meta((folder / (entry_stem(recipe.name, key) + ".meta")).string());
-  const std::string lib = field(meta, "key") == key ? verified_library(meta, folder) : "";
-  if (lib.empty() || (compiler_.usable() && field(meta, "compiler") != compiler_.identity)) return nullptr;
+  const std::string lib = servable_library(meta, key, folder, compiler_);
+  if (lib.empty()) return nullptr;
   std::string why;
   std::shared_ptr<LoadedKernel> kernel = load(lib, field(meta, "symbol"), false, why);
   if (kernel) {
@@ -384,23 +394,24 @@ std::vector<Obtained> KernelStore::obtain(const std::vector<KernelSource>& sourc
   std::vector<PendingKernel> pending;
   // A source equal to an earlier one of the batch (two recipes may print one source) takes its result.
   std::map<std::string, std::size_t> first_of_key;
-  std::vector<std::pair<std::size_t, std::size_t>> repeats;  // (source, the earlier equal source)
+  struct Repeat {
+    std::size_t index, earlier;  // the source, and the earlier equal one
+    std::string key;
+  };
+  std::vector<Repeat> repeats;
   for (std::size_t i = 0; i < sources.size(); ++i) {
     const KernelSource& s = sources[i];
     const std::string key = key_of(s);
     if (const auto [it, fresh] = first_of_key.emplace(key, i); !fresh) {
-      repeats.emplace_back(i, it->second);
+      repeats.push_back({i, it->second, key});
       continue;
     }
     const std::string stem = entry_stem(s.name, key);
     const fs::path meta_path = folder / (stem + ".meta");
     std::error_code ec;
     if (fs::exists(meta_path, ec)) {
-      const Meta meta = read_meta(meta_path.string());
-      const std::string lib = field(meta, "key") == key ? verified_library(meta, folder) : "";
-      // Another compiler's build is replaced when this one runs; without a compiler it serves.
-      const bool other_compiler = compiler_.usable() && field(meta, "compiler") != compiler_.identity;
-      if (!lib.empty() && !other_compiler) {
+      const std::string lib = servable_library(read_meta(meta_path.string()), key, folder, compiler_);
+      if (!lib.empty()) {
         out[i].kernel = load(lib, s.symbol, false, out[i].why);
         if (out[i].kernel) {
           ++g_loaded;
@@ -413,9 +424,9 @@ std::vector<Obtained> KernelStore::obtain(const std::vector<KernelSource>& sourc
     pending.push_back({i, stem, key});
   }
   compile_pending(sources, pending, parallel, out);
-  for (const auto& [i, earlier] : repeats) {
-    out[i] = out[earlier];
-    if (out[i].kernel) remember_recipe(folder, sources[i], key_of(sources[i]));
+  for (const Repeat& r : repeats) {
+    out[r.index] = out[r.earlier];
+    if (out[r.index].kernel) remember_recipe(folder, sources[r.index], r.key);
   }
   return out;
 }
