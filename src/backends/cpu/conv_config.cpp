@@ -80,10 +80,10 @@ KernelProfile describe_conv(const ConvConfig& config, const StreamConvShape& s, 
     case ConvConfig::Kernel::WinogradAvx2: {
       p.vector_bits = 256;
       p.work_scale = 0.25;  // 2.25 multiply-adds per output where direct takes 9, plus transforms
-      // A block of tiles reads all its thread's transformed weights: under ~24 tiles the 36
-      // products are too skinny to reuse them.
+      // A block of tiles reads all its thread's transformed weights: under ~8 tiles a thread the
+      // 36 products are too skinny to reuse them.
       const double tiles = static_cast<double>(avx2_winograd_tiles(s));
-      p.efficiency = 0.45 * std::min(1.0, tiles / (24.0 * std::max(1, threads)));
+      p.efficiency = 0.45 * std::min(1.0, tiles / (8.0 * std::max(1, threads)));
       p.extra_bytes = 3 * weight_bytes;  // the transformed weights are 4x the direct ones
       break;
     }

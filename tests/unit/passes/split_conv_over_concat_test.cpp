@@ -113,7 +113,9 @@ TEST_CASE("split_conv_over_concat keeps a residual the conv already adds, and wo
   REQUIRE(p.size() == 2);
   REQUIRE(p[0]->inputs.size() == 4);
   CHECK(p[0]->inputs[3] != kNoValue);  // the residual starts the chain
-  check_unchanged(g, inputs(), "split_conv_over_concat");
+  // Outputs reach ~14 here: the absolute tolerance scales with them, as in check_planned_runs.
+  const double largest = max_abs(run_graph(g, OptimizationLevel::None, inputs()).at("y"));
+  check_unchanged(g, inputs(), "split_conv_over_concat", 1e-5, 1e-6 * std::max(1.0, largest));
   check_planned_runs(g);
 
   const Graph nhwc = Optimizer().optimize(fire());
