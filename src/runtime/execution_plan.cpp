@@ -211,7 +211,7 @@ struct PreparedNode {
 };
 
 PreparedNode prepare_node(const Graph& graph, std::size_t i, const std::vector<const Backend*>& backends,
-                          const PlanOptions& options, const std::function<bool(Kernel&, std::string&)>& obtain_code) {
+                          const PlanOptions& options, const std::function<bool(Kernel&, std::string&, bool)>& obtain_code) {
   const auto start = std::chrono::steady_clock::now();
   const std::vector<std::string>& disabled = options.disabled;
   const Node& n = graph.nodes()[i];
@@ -256,12 +256,20 @@ PreparedNode prepare_node(const Graph& graph, std::size_t i, const std::vector<c
   }
   // The choice at the declared shapes: what a tuning record names, else the cost model's best;
   // first, so it is the step's default candidate.
+  std::string recorded;
   if (options.recorded_choice && !options_offered.empty()) {
-    const std::string recorded = options.recorded_choice(n, step.offered);
+    recorded = options.recorded_choice(n, step.offered);
     const auto it = std::find_if(options_offered.begin(), options_offered.end(),
                                  [&](const Option& o) { return o.identity == recorded; });
     if (it != options_offered.end()) std::rotate(options_offered.begin(), it, it + 1);
   }
+  // Compiling is the tuner's to start: without tuning, a generated kernel the cost model picked
+  // runs from code the kernel store already holds, unless a record chose it or no library or
+  // hand-written kernel runs the node (a first load takes no compiler's seconds for a guess).
+  bool only_generated = true;
+  for (const Option& o : options_offered)
+    only_generated = only_generated && (o.backend->generates_code() || o.backend->name() == "reference");
+  const auto may_compile = [&](const Option& o) { return options.every_config || o.identity == recorded || only_generated; };
   std::vector<bool> wanted(options_offered.size(), options.every_config);
   if (!options_offered.empty()) {
     wanted[0] = true;
@@ -297,8 +305,9 @@ PreparedNode prepare_node(const Graph& graph, std::size_t i, const std::vector<c
       // candidates and its weights are settled knowing whether it can run. Tuning prepares
       // every configuration and compiles them in one batch below.
       std::string compile_failure;
-      if (kernel->recipe() && !options.every_config && !obtain_code(*kernel, compile_failure)) {
+      if (kernel->recipe() && !options.every_config && !obtain_code(*kernel, compile_failure, may_compile(o))) {
         why = o.backend->name() + ":" + kernel_name + " could not be had: " + compile_failure;
+        logger().debug("{}{}", node_label(n), why);
         return;
       }
       step.candidates.push_back({o.backend, std::move(kernel), o.config});
@@ -348,9 +357,9 @@ void ExecutionPlan::prepare_steps(const Graph& graph, const std::vector<const Ba
   std::set<std::string> seen_ops;
   KernelCompilation compilation(options.kernel_store, options.threads);
   std::mutex compilation_mutex;
-  const auto obtain_code = [&](Kernel& kernel, std::string& why) {
+  const auto obtain_code = [&](Kernel& kernel, std::string& why, bool may_compile) {
     std::lock_guard<std::mutex> lock(compilation_mutex);
-    return compilation.obtain(kernel, why);
+    return compilation.obtain(kernel, why, may_compile);
   };
   const std::size_t count = graph.nodes().size();
   // Nodes are prepared on the session's threads at once (packing weights, creating oneDNN

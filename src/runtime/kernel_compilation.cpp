@@ -35,14 +35,15 @@ codegen::KernelStore& KernelCompilation::store() {
   return *store_;
 }
 
-std::vector<codegen::Obtained> KernelCompilation::fetch(const std::vector<codegen::KernelSource>& sources) {
+std::vector<codegen::Obtained> KernelCompilation::fetch(const std::vector<codegen::KernelSource>& sources, bool compile) {
   const auto t0 = std::chrono::steady_clock::now();
-  std::vector<codegen::Obtained> got = store().obtain(sources, parallel_);
+  std::vector<codegen::Obtained> got = store().obtain(sources, parallel_, compile);
   seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   for (const codegen::Obtained& o : got) {
     ++asked_;
     compiled_ += o.kernel && o.kernel->compiled;
-    if (!o.kernel && failed_++ == 0) first_failure_ = first_line(o.why);
+    // Code not compiled because the caller asked for stored code only is no failure to report.
+    if (!o.kernel && compile && failed_++ == 0) first_failure_ = first_line(o.why);
   }
   return got;
 }
@@ -69,14 +70,14 @@ const codegen::KernelSource* KernelCompilation::source_of(const Kernel& kernel, 
   }
 }
 
-bool KernelCompilation::obtain(Kernel& kernel, std::string& why) {
+bool KernelCompilation::obtain(Kernel& kernel, std::string& why, bool may_compile) {
   if (auto code = recall(*kernel.recipe())) {
     kernel.set_code(std::move(code));
     return true;
   }
   const codegen::KernelSource* source = source_of(kernel, why);
   if (!source) return false;
-  const std::vector<codegen::Obtained> got = fetch({*source});
+  const std::vector<codegen::Obtained> got = fetch({*source}, may_compile);
   if (!got.front().kernel) {
     why = first_line(got.front().why);
     return false;

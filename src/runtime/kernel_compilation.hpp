@@ -25,8 +25,9 @@ class KernelCompilation {
   KernelCompilation(std::function<codegen::KernelStore*()> store_of, int parallel);
 
   // Gives `kernel` (whose recipe() is set) its code: by its recipe, else by its source; false,
-  // with the reason's first line in `why`, when it cannot be had.
-  bool obtain(Kernel& kernel, std::string& why);
+  // with the reason's first line in `why`, when it cannot be had. With `may_compile` false, only
+  // code the store already holds.
+  bool obtain(Kernel& kernel, std::string& why, bool may_compile = true);
   // Gives every candidate of `steps` that still has a source its code, in one batch; drops the
   // candidates whose code cannot be had. Throws Unsupported when that leaves a step with none.
   void obtain_all(std::vector<PlanStep>& steps, const Graph& graph);
@@ -38,7 +39,7 @@ class KernelCompilation {
  private:
   codegen::KernelStore& store();
   // Obtains the sources; counts and remembers the failures.
-  std::vector<codegen::Obtained> fetch(const std::vector<codegen::KernelSource>& sources);
+  std::vector<codegen::Obtained> fetch(const std::vector<codegen::KernelSource>& sources, bool compile = true);
   // The code the store remembers for the recipe, counted; null when it has none.
   std::shared_ptr<codegen::LoadedKernel> recall(const codegen::KernelRecipe& recipe);
   // The kernel's source; null, counted as a failure with the reason in `why`, when it does not print.

@@ -92,6 +92,7 @@ OpCase& OpCase::activation(const std::string& kind) {
   attr("activation", kind);
   if (kind == "Clip") attr("activation_params", std::vector<float>{-0.3f, 0.4f});
   if (kind == "LeakyRelu") attr("activation_params", std::vector<float>{0.1f});
+  if (kind == "HardSigmoid") attr("activation_params", std::vector<float>{0.7f, 0.4f});  // clamps at both ends
   return *this;
 }
 

@@ -226,10 +226,11 @@ Activation read_activation(const Node& node) {
 }
 
 bool activation_supported(const Activation& a) {
-  static const char* kinds[] = {"", "Relu", "Clip", "LeakyRelu", "Sigmoid", "Tanh", "SiLU", "HardSwish", "Gelu", "GeluTanh"};
+  static const char* kinds[] = {"",     "Relu",      "Clip", "LeakyRelu", "Sigmoid",    "Tanh",
+                                "SiLU", "HardSwish", "Gelu", "GeluTanh",  "HardSigmoid"};
   for (const char* k : kinds)
     if (a.kind == k) {
-      if (a.kind == "Clip") return a.params.size() == 2;
+      if (a.kind == "Clip" || a.kind == "HardSigmoid") return a.params.size() == 2;
       if (a.kind == "LeakyRelu") return a.params.size() == 1;
       return true;
     }
@@ -248,6 +249,11 @@ void append_activation(dnnl::post_ops& ops, const Activation& a) {
   else if (a.kind == "HardSwish") ops.append_eltwise(1.f, A::eltwise_hardswish, 0.f, 0.f);
   else if (a.kind == "Gelu") ops.append_eltwise(1.f, A::eltwise_gelu_erf, 0.f, 0.f);
   else if (a.kind == "GeluTanh") ops.append_eltwise(1.f, A::eltwise_gelu_tanh, 0.f, 0.f);
+  else if (a.kind == "HardSigmoid") {
+    // clamp(alpha x + beta, 0, 1), which oneDNN 2.6 has as two steps but not as one.
+    ops.append_eltwise(1.f, A::eltwise_linear, a.params[0], a.params[1]);
+    ops.append_eltwise(1.f, A::eltwise_clip, 0.f, 1.f);
+  }
 }
 
 std::vector<std::int64_t> shape_key(std::initializer_list<const Shape*> shapes) {

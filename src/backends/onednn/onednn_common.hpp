@@ -123,7 +123,7 @@ struct Activation {
   std::vector<float> params;
 };
 Activation read_activation(const Node& node);
-// False when oneDNN 2.6 has no matching eltwise algorithm (e.g. HardSigmoid).
+// False when oneDNN 2.6 has no matching eltwise algorithm or pair of them.
 bool activation_supported(const Activation& a);
 void append_activation(dnnl::post_ops& ops, const Activation& a);
 

@@ -384,7 +384,7 @@ std::shared_ptr<LoadedKernel> KernelStore::recall(const KernelRecipe& recipe) {
   return kernel;
 }
 
-std::vector<Obtained> KernelStore::obtain(const std::vector<KernelSource>& sources, int parallel) {
+std::vector<Obtained> KernelStore::obtain(const std::vector<KernelSource>& sources, int parallel, bool compile) {
   std::vector<Obtained> out(sources.size());
   if (dir_.empty()) {
     for (Obtained& o : out) o.why = "no folder to compile kernels into";
@@ -423,7 +423,10 @@ std::vector<Obtained> KernelStore::obtain(const std::vector<KernelSource>& sourc
     }
     pending.push_back({i, stem, key});
   }
-  compile_pending(sources, pending, parallel, out);
+  if (compile)
+    compile_pending(sources, pending, parallel, out);
+  else
+    for (const PendingKernel& p : pending) out[p.index].why = "not in the kernel store, and not compiled here";
   for (const Repeat& r : repeats) {
     out[r.index] = out[r.earlier];
     if (out[r.index].kernel) remember_recipe(folder, sources[r.index], r.key);

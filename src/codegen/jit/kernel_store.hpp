@@ -72,7 +72,8 @@ class KernelStore {
   // Every source's kernel: loaded from the store when a verified entry exists, else compiled (at
   // most `parallel` compilers at once, several kernels to a unit), stored and loaded. A unit that
   // fails is compiled again a kernel at a time, so an error names its kernel and costs only it.
-  std::vector<Obtained> obtain(const std::vector<KernelSource>& sources, int parallel);
+  // With `compile` false, a source the store does not hold is left without a kernel.
+  std::vector<Obtained> obtain(const std::vector<KernelSource>& sources, int parallel, bool compile = true);
   // The kernel a source with this recipe was stored as, loaded, when a recipe file of this build
   // names an intact entry another compiler did not build (as obtain() would load it); else null:
   // then the source is printed and obtained. Never compiles.

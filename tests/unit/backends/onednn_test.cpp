@@ -84,7 +84,8 @@ TEST_CASE("oneDNN conv: strides, dilations, asymmetric pads, auto_pad, groups", 
 }
 
 TEST_CASE("oneDNN conv fuses every activation and the residual add", "[onednn][conv]") {
-  for (const std::string kind : {"", "Relu", "Clip", "LeakyRelu", "Sigmoid", "Tanh", "SiLU", "HardSwish", "Gelu", "GeluTanh"})
+  for (const std::string kind :
+       {"", "Relu", "Clip", "LeakyRelu", "Sigmoid", "Tanh", "SiLU", "HardSwish", "Gelu", "GeluTanh", "HardSigmoid"})
     for (int channels_last : {0, 1})
       for (bool residual : {false, true}) {
         OpCase c("FusedConv", "com.wpk");
@@ -464,7 +465,7 @@ TEST_CASE("oneDNN MatMul/Gemm/FusedMatMul with packed constant B", "[onednn][mat
   // [40, 33]: B narrower than deep; [24, 80]: wide (N >= 2K), which oneDNN's generic sgemm
   // (no AVX-512) reads packed as [N, K].
   for (const auto& kn : {std::pair<std::int64_t, std::int64_t>{40, 33}, {24, 80}})
-    for (const std::string kind : {"", "Relu", "Gelu", "GeluTanh", "Tanh", "Clip"})
+    for (const std::string kind : {"", "Relu", "Gelu", "GeluTanh", "Tanh", "Clip", "HardSigmoid"})
       for (bool residual : {false, true}) {
         OpCase c("FusedMatMul", "com.wpk");
         c.input("A", {2, 17, kn.first}).constant("B", {kn.first, kn.second}).constant("Bias", {kn.second});

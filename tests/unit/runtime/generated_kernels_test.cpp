@@ -8,9 +8,12 @@
 #include <cstdlib>
 #include <random>
 
+#include "backends/generated/generated_backend.hpp"
 #include "backends/reference/reference_backend.hpp"
+#include "codegen/jit/host_compiler.hpp"
 #include "codegen/jit/kernel_store.hpp"
 #include "runtime/execution_plan.hpp"
+#include "runtime/kernel_compilation.hpp"
 #include "support/onnx_model_builder.hpp"
 #include "wpk/wpk.hpp"
 
@@ -163,4 +166,35 @@ TEST_CASE("disabled_kernels leaves out a family of generated kernels", "[gen][se
   CHECK_NOTHROW(wpk::Session(product_graph(), o));
   o.disabled_kernels.back() = "gen:f32_nothing";
   CHECK_THROWS_WITH(wpk::Session(product_graph(), o), Catch::Contains("names no kernel of gen"));
+}
+
+// Compiling is for tuning: a plan that does not tune runs a generated kernel the cost model picks
+// only from code its store already holds, unless nothing but the reference runs the node.
+TEST_CASE("without tuning a generated kernel is compiled only where nothing but the reference runs its node",
+          "[gen][session]") {
+  const wpk::reference::ReferenceBackend reference;
+  const wpk::gen::GeneratedBackend gen;
+  const FallbackProbe library(false);  // runs the node, ranked below the reference
+  wpk::Graph g = product_graph();
+  const std::string folder = wpk::kernel_folder(wpk::testing::temp_dir("gen_untuned"));
+  wpk::codegen::KernelStore store(folder, wpk::codegen::find_host_compiler(folder));
+  wpk::PlanOptions options;
+  options.kernel_store = [&store] { return &store; };
+  const auto first_backend = [](const wpk::ExecutionPlan& plan) {
+    return plan.steps().front().candidates.front().backend->name();
+  };
+  const std::uint64_t before = wpk::codegen::kernel_store_counters().compiled;
+  const wpk::ExecutionPlan cold(g, {&gen, &library, &reference}, options);
+  CHECK(first_backend(cold) == "reference");
+  CHECK(wpk::codegen::kernel_store_counters().compiled == before);
+
+  const wpk::ExecutionPlan only_generated(g, {&gen, &reference}, options);
+  CHECK(first_backend(only_generated) == "gen");
+  const std::uint64_t compiled = wpk::codegen::kernel_store_counters().compiled;
+  CHECK(compiled > before);
+
+  // The store now holds the product's kernel: the cost model's pick runs, compiling nothing.
+  const wpk::ExecutionPlan warm(g, {&gen, &library, &reference}, options);
+  CHECK(first_backend(warm) == "gen");
+  CHECK(wpk::codegen::kernel_store_counters().compiled == compiled);
 }
