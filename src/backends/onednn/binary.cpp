@@ -77,7 +77,7 @@ class BinaryKernel : public OneDnnKernel {
     // oneDNN's own reference loop ("ref:any": a broadcast its JIT kernels lack, such as a
     // per-channel [C, 1, 1] operand of a plain [C, H, W]) recomputes every index per element;
     // the fallback walks the broadcast directly.
-    if (std::string(pd.impl_info_str()).rfind("ref", 0) == 0) return plan;
+    if (is_reference_impl(pd.impl_info_str())) return plan;
     plan.primitive = dnnl::binary(pd);
     plan.supported = true;
     return plan;

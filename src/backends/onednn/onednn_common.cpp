@@ -221,6 +221,8 @@ dnnl::memory thread_memory(int slot, const dnnl::memory::desc& desc) {
   return dnnl::memory(desc, engine(), thread_buffer(slot, desc.get_size()));
 }
 
+bool is_reference_impl(const char* impl) { return std::string(impl).rfind("ref", 0) == 0; }
+
 Activation read_activation(const Node& node) {
   return {node.attr_string("activation", ""), node.attr_floats("activation_params", {})};
 }

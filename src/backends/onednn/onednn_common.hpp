@@ -113,6 +113,10 @@ dnnl::primitive_attr make_attr();
 // needed and lives as long as the thread: staging space for one step, never kept across steps.
 dnnl::memory thread_memory(int slot, const dnnl::memory::desc& desc);
 
+// Whether a primitive descriptor's implementation (impl_info_str) is oneDNN's reference code,
+// which it falls back to for what its optimized kernels do not take.
+bool is_reference_impl(const char* impl);
+
 // Executes on this thread's stream with this thread's scratchpad, and waits: wpk steps run one
 // after another.
 void execute(const dnnl::primitive& p, Args args);

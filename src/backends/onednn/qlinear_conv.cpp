@@ -21,6 +21,7 @@
 // sums are scaled by a binary multiply post-op per channel and summed onto the float32 staging,
 // which holds (R - R_zero) * K (a reorder of R), before the reorder into codes.
 #include <cmath>
+#include <optional>
 
 #include "backends/onednn/onednn_kernels.hpp"
 #include "backends/reference/conv_pool.hpp"
@@ -62,6 +63,9 @@ struct QConvPlan {
   dnnl::reorder to_float, from_float;
   dnnl::reorder residual_to_float;  // QLinearConvAdd in float: (R - R_zero) * K into float_dst
   dnnl::memory::desc channel_scales;  // ... and the per-channel scales its post-op multiplies by
+  // Where the convolution cannot take the sum as its last post-op at speed, it writes its own
+  // staging and this adds the residual's (held in a third staging) onto it.
+  std::optional<dnnl::binary> add_residual;
 };
 
 class QLinearConvKernel : public OneDnnKernel {
@@ -139,14 +143,18 @@ class QLinearConvKernel : public OneDnnKernel {
     execute(plan.to_float, {{DNNL_ARG_FROM, wrap_arg(plan.to_float, DNNL_ARG_FROM, plan.src, x)}, {DNNL_ARG_TO, src}});
     Args args = {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, plan.weights}, {DNNL_ARG_DST, acc}};
     if (!bias_.empty()) args.emplace(DNNL_ARG_BIAS, wrap_arg(plan.primitive, DNNL_ARG_BIAS, plan.bias, bias_));
+    std::optional<dnnl::memory> residual;
     if (residual_) {
       const Tensor& r = residual_input(ctx, R, y);
+      residual = plan.add_residual ? thread_memory(2, plan.float_dst) : acc;
       execute(plan.residual_to_float,
-              {{DNNL_ARG_FROM, wrap_arg(plan.residual_to_float, DNNL_ARG_FROM, plan.dst, r)}, {DNNL_ARG_TO, acc}});
+              {{DNNL_ARG_FROM, wrap_arg(plan.residual_to_float, DNNL_ARG_FROM, plan.dst, r)}, {DNNL_ARG_TO, *residual}});
       args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1,
                    dnnl::memory(plan.channel_scales, engine(), const_cast<float*>(scales_.data())));
     }
     execute(plan.primitive, args);
+    if (plan.add_residual)
+      execute(*plan.add_residual, {{DNNL_ARG_SRC_0, acc}, {DNNL_ARG_SRC_1, *residual}, {DNNL_ARG_DST, acc}});
     execute(plan.from_float, {{DNNL_ARG_FROM, acc}, {DNNL_ARG_TO, wrap_arg(plan.from_float, DNNL_ARG_TO, plan.dst, y)}});
   }
 
@@ -169,23 +177,42 @@ class QLinearConvKernel : public OneDnnKernel {
       r.set_zero_points(DNNL_ARG_SRC, 0, {residual_zero_});
       plan.residual_to_float = dnnl::reorder(dnnl::reorder::primitive_desc(engine(), plan.dst, engine(), plan.float_dst, r));
       plan.channel_scales = f32_desc({1, dst_dims[1] == static_cast<std::int64_t>(scales_.size()) ? dst_dims[1] : 1, 1, 1}, Tag::nchw);
-      dnnl::post_ops ops;
-      ops.append_binary(dnnl::algorithm::binary_mul, plan.channel_scales);
-      append_code_to_sum(ops);
-      ops.append_sum(1.f);
-      conv_attr.set_post_ops(ops);
+      // (post_ops and attributes are handles, and an attribute's chain is not replaced by a
+      // second set_post_ops: each is built afresh.)
+      const auto scaled_codes = [&](bool then_sum) {
+        dnnl::post_ops ops;
+        ops.append_binary(dnnl::algorithm::binary_mul, plan.channel_scales);
+        append_code_to_sum(ops);
+        if (then_sum) ops.append_sum(1.f);
+        return ops;
+      };
+      conv_attr.set_post_ops(scaled_codes(true));
+      // oneDNN's AVX2 convolutions take a sum only as the first post-op and leave the rest to
+      // its reference convolution (hundreds of times slower): there the residual is added after.
+      if (is_reference_impl(conv_pd(plan, w_dims, win, conv_attr).impl_info_str())) {
+        conv_attr = make_attr();
+        conv_attr.set_post_ops(scaled_codes(false));
+        plan.add_residual = dnnl::binary(dnnl::binary::primitive_desc(
+            dnnl::binary::desc(dnnl::algorithm::binary_add, plan.float_dst, plan.float_dst, plan.float_dst), engine()));
+      }
     } else {
       out.set_output_scales(scales_.size() > 1 ? 1 << 1 : 0, scales_);
     }
     out.set_zero_points(DNNL_ARG_DST, 0, {y_zero_});
     plan.from_float = dnnl::reorder(dnnl::reorder::primitive_desc(engine(), plan.float_dst, engine(), plan.dst, out));
+    const dnnl::convolution_forward::primitive_desc pd = conv_pd(plan, w_dims, win, conv_attr);
+    plan.weights = weights_.pack_for(pd.weights_desc(), weights_view(weights_.shape()));
+    plan.primitive = dnnl::convolution_forward(pd);
+  }
+
+  // The float32 convolution of arithmetic=float between the plan's stagings.
+  dnnl::convolution_forward::primitive_desc conv_pd(const QConvPlan& plan, const Dims& w_dims, const reference::Window& win,
+                                                    const dnnl::primitive_attr& attr) const {
     const dnnl::convolution_forward::desc desc(
         dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, plan.float_src, f32_desc(w_dims, Tag::any),
         bias_.empty() ? dnnl::memory::desc() : plan.bias, plan.float_dst, {win.stride[1], win.stride[2]},
         {win.dilation[1] - 1, win.dilation[2] - 1}, {win.pad_begin[1], win.pad_begin[2]}, {win.pad_end[1], win.pad_end[2]});
-    const dnnl::convolution_forward::primitive_desc pd(desc, conv_attr, engine());
-    plan.weights = weights_.pack_for(pd.weights_desc(), weights_view(weights_.shape()));
-    plan.primitive = dnnl::convolution_forward(pd);
+    return dnnl::convolution_forward::primitive_desc(desc, attr, engine());
   }
 
   // QLinearConvAdd: the sums scaled to C's units become C's codes less their zero point (rounded
