@@ -15,6 +15,8 @@
 // post-ops: the bias a binary add of a [1, N] row (after the scales, where the definition adds
 // it; the primitive's own bias argument is added to the integer sums before any scaling), the
 // residual the sum post-op over Y holding Z (accumulate_residual_into), then the activation.
+#include <optional>
+
 #include "backends/onednn/onednn_kernels.hpp"
 #include "graph/fused_ops.hpp"
 
@@ -32,6 +34,9 @@ struct IntegerMatMulPlan {
   bool in_float = false;  // A reordered into float32 staging `float_src` first
   dnnl::memory::desc float_src;
   dnnl::reorder to_float;
+  // Where the product cannot take the sum and activation as post-ops at speed, it writes a
+  // staging that this adds to the residual, applying the activation.
+  std::optional<dnnl::binary> add_residual;
 };
 
 class MatMulIntegerToFloatKernel : public OneDnnKernel {
@@ -70,7 +75,7 @@ class MatMulIntegerToFloatKernel : public OneDnnKernel {
       const float a_scale = as.data<float>()[0];
       for (std::size_t i = 0; i < scales.size(); ++i) scales[i] = a_scale * b_scale_[b_scale_.size() > 1 ? i : 0];
       const std::int32_t zero = a_type_ == DType::UInt8 ? az.data<std::uint8_t>()[0] : az.data<std::int8_t>()[0];
-      if (has_residual_) accumulate_residual_into(ctx, Z, y);
+      if (has_residual_ && !plan->add_residual) accumulate_residual_into(ctx, Z, y);
       Args args = {{DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1, dnnl::memory(row_desc(), engine(), scales.data())}};
       if (!bias_.empty())
         args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(1) | DNNL_ARG_SRC_1,
@@ -80,10 +85,18 @@ class MatMulIntegerToFloatKernel : public OneDnnKernel {
         execute(plan->to_float, {{DNNL_ARG_FROM, wrap_arg(plan->to_float, DNNL_ARG_FROM, plan->src, a)},
                                  {DNNL_ARG_TO, src},
                                  {DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_FROM, int32_scalar_memory(zero)}});
+        const dnnl::memory staging = plan->add_residual ? thread_memory(1, plan->dst) : dnnl::memory();
         args.insert({{DNNL_ARG_SRC, src},
                      {DNNL_ARG_WEIGHTS, plan->weights},
-                     {DNNL_ARG_DST, wrap_arg(plan->primitive, DNNL_ARG_DST, plan->dst, y)}});
+                     {DNNL_ARG_DST, plan->add_residual ? staging : wrap_arg(plan->primitive, DNNL_ARG_DST, plan->dst, y)}});
         execute(plan->primitive, std::move(args));
+        // The residual first: y may hold its bytes (the memory plan's reuse), which the binary
+        // may overwrite in place only as its first operand.
+        if (plan->add_residual)
+          execute(*plan->add_residual,
+                  {{DNNL_ARG_SRC_0, wrap_arg(*plan->add_residual, DNNL_ARG_SRC_0, plan->dst, residual_input(ctx, Z, y))},
+                   {DNNL_ARG_SRC_1, staging},
+                   {DNNL_ARG_DST, wrap_arg(*plan->add_residual, DNNL_ARG_DST, plan->dst, y)}});
         return;
       }
       args.insert({{DNNL_ARG_SRC, wrap_arg(plan->primitive, DNNL_ARG_SRC, plan->src, a)},
@@ -117,21 +130,39 @@ class MatMulIntegerToFloatKernel : public OneDnnKernel {
     const auto a_type = a_type_ == DType::UInt8 ? dnnl::memory::data_type::u8 : dnnl::memory::data_type::s8;
     plan.src = dnnl::memory::desc({rows, k_}, a_type, Tag::ab);
     plan.dst = dnnl::memory::desc({rows, n_}, dnnl::memory::data_type::f32, Tag::ab);
-    dnnl::primitive_attr attr = make_attr();
-    dnnl::post_ops ops;
-    ops.append_binary(dnnl::algorithm::binary_mul, row_desc());
-    if (!bias_.empty()) ops.append_binary(dnnl::algorithm::binary_add, row_desc());
-    if (has_residual_) ops.append_sum(1.f);
-    append_activation(ops, act_);
-    attr.set_post_ops(ops);
+    // (post_ops and attributes are handles: each is built afresh.)
+    const auto epilogue = [&](bool with_residual) {
+      dnnl::primitive_attr attr = make_attr();
+      dnnl::post_ops ops;
+      ops.append_binary(dnnl::algorithm::binary_mul, row_desc());
+      if (!bias_.empty()) ops.append_binary(dnnl::algorithm::binary_add, row_desc());
+      if (with_residual) {
+        if (has_residual_) ops.append_sum(1.f);
+        append_activation(ops, act_);
+      }
+      attr.set_post_ops(ops);
+      return attr;
+    };
+    dnnl::primitive_attr attr = epilogue(true);
     if (in_float_) {
       plan.in_float = true;
       plan.float_src = f32_desc({rows, k_}, Tag::ab);
       dnnl::primitive_attr in = make_attr();
       in.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
       plan.to_float = dnnl::reorder(dnnl::reorder::primitive_desc(engine(), plan.src, engine(), plan.float_src, in));
-      const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(plan.float_src, f32_desc({k_, n_}, Tag::any), plan.dst), attr,
-                                            engine());
+      const dnnl::matmul::desc desc(plan.float_src, f32_desc({k_, n_}, Tag::any), plan.dst);
+      dnnl::matmul::primitive_desc pd(desc, attr, engine());
+      // oneDNN's AVX2 products take a sum after binary post-ops only in its reference code
+      // (thousands of times slower): there the residual and activation follow as a binary add.
+      if (has_residual_ && is_reference_impl(pd.impl_info_str())) {
+        pd = dnnl::matmul::primitive_desc(desc, epilogue(false), engine());
+        dnnl::post_ops act;
+        append_activation(act, act_);
+        dnnl::primitive_attr add_attr = make_attr();
+        add_attr.set_post_ops(act);
+        plan.add_residual = dnnl::binary(dnnl::binary::primitive_desc(
+            dnnl::binary::desc(dnnl::algorithm::binary_add, plan.dst, plan.dst, plan.dst), add_attr, engine()));
+      }
       plan.weights = weights_.pack_for(pd.weights_desc(), view());
       plan.primitive = dnnl::matmul(pd);
       return plan;
