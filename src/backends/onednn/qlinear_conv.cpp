@@ -170,6 +170,7 @@ class QLinearConvKernel : public OneDnnKernel {
     plan.to_float = dnnl::reorder(dnnl::reorder::primitive_desc(engine(), plan.src, engine(), plan.float_src, in));
     dnnl::primitive_attr out = make_attr();
     dnnl::primitive_attr conv_attr = make_attr();
+    std::optional<dnnl::convolution_forward::primitive_desc> pd;
     if (residual_) {
       // The staging holds (R - R_zero) * K; the convolution adds its sums times the scales.
       dnnl::primitive_attr r = make_attr();
@@ -187,11 +188,13 @@ class QLinearConvKernel : public OneDnnKernel {
         return ops;
       };
       conv_attr.set_post_ops(scaled_codes(true));
+      pd = conv_pd(plan, w_dims, win, conv_attr);
       // oneDNN's AVX2 convolutions take a sum only as the first post-op and leave the rest to
       // its reference convolution (hundreds of times slower): there the residual is added after.
-      if (is_reference_impl(conv_pd(plan, w_dims, win, conv_attr).impl_info_str())) {
+      if (is_reference_impl(pd->impl_info_str())) {
         conv_attr = make_attr();
         conv_attr.set_post_ops(scaled_codes(false));
+        pd = conv_pd(plan, w_dims, win, conv_attr);
         plan.add_residual = dnnl::binary(dnnl::binary::primitive_desc(
             dnnl::binary::desc(dnnl::algorithm::binary_add, plan.float_dst, plan.float_dst, plan.float_dst), engine()));
       }
@@ -200,9 +203,9 @@ class QLinearConvKernel : public OneDnnKernel {
     }
     out.set_zero_points(DNNL_ARG_DST, 0, {y_zero_});
     plan.from_float = dnnl::reorder(dnnl::reorder::primitive_desc(engine(), plan.float_dst, engine(), plan.dst, out));
-    const dnnl::convolution_forward::primitive_desc pd = conv_pd(plan, w_dims, win, conv_attr);
-    plan.weights = weights_.pack_for(pd.weights_desc(), weights_view(weights_.shape()));
-    plan.primitive = dnnl::convolution_forward(pd);
+    if (!pd) pd = conv_pd(plan, w_dims, win, conv_attr);
+    plan.weights = weights_.pack_for(pd->weights_desc(), weights_view(weights_.shape()));
+    plan.primitive = dnnl::convolution_forward(*pd);
   }
 
   // The float32 convolution of arithmetic=float between the plan's stagings.
