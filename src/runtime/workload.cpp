@@ -66,15 +66,19 @@ search::Workload estimate_workload(const Node& node, const InputShapes& shapes) 
   w.bytes += 4 * largest;
   const std::string& op = node.op_type;
   const Shape* x = !shapes.empty() && shapes[0] ? &*shapes[0] : nullptr;
-  const Shape* b = shapes.size() > 1 && shapes[1] ? &*shapes[1] : nullptr;
-  if ((op == "Conv" || op == "FusedConv") && x && b && b->size() == 4 && x->size() == 4) {
+  // The quantized conv's weights are its input 3.
+  const bool quantized_conv = op == "QLinearConv" || op == "QLinearConvAdd";
+  const std::size_t weights = quantized_conv ? 3 : 1;
+  const Shape* b = shapes.size() > weights && shapes[weights] ? &*shapes[weights] : nullptr;
+  if ((op == "Conv" || op == "FusedConv" || quantized_conv) && x && b && b->size() == 4 && x->size() == 4) {
     // Each output pixel of each output channel takes C_in/group x kH x kW products; output
     // pixels taken as input pixels over the strides.
     const double in_channels = static_cast<double>((*b)[1] * node.attr_int("group", 1));
     double stride = 1;
     for (std::int64_t s : node.attr_ints("strides", {1, 1})) stride *= static_cast<double>(std::max<std::int64_t>(1, s));
     w.flops = 2 * elements(*x) / std::max(1.0, in_channels) * elements(*b) / stride;
-  } else if ((op == "MatMul" || op == "FusedMatMul" || op == "Gemm") && x && b && !x->empty() && !b->empty()) {
+  } else if ((op == "MatMul" || op == "FusedMatMul" || op == "Gemm" || op == "MatMulIntegerToFloat") && x && b &&
+             !x->empty() && !b->empty()) {
     const bool trans_b = op == "Gemm" && node.attr_int("transB", 0) == 1 && b->size() == 2;
     w.flops = 2 * elements(*x) * static_cast<double>(trans_b ? b->front() : b->back());
   } else if (op == "Attention" && x && b && !b->empty()) {

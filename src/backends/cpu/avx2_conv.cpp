@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "backends/cpu/avx2_tile.hpp"
+#include "backends/cpu/conv_walk.hpp"
 #include "core/cpu_features.hpp"
 
 namespace wpk::cpu {
@@ -13,40 +14,6 @@ namespace {
 
 using namespace avx2;  // the shared tile, vector math and work-split helpers
 constexpr std::int64_t kMaxTaps = 64;
-
-
-// How `threads` threads split the work: output-channel blocks over `oc_parts` of them, pixel
-// tiles over the rest. Picks the split whose busiest thread has the least work (within 5%), then
-// the one that moves the fewest bytes: each thread reads its blocks' weights once and its pixels'
-// input once per channel group it computes.
-struct Split {
-  std::int64_t oc_parts = 1, pixel_parts = 1;
-};
-
-Split choose_split(const StreamConvShape& s, std::int64_t blocks, std::int64_t group, std::int64_t threads) {
-  const std::int64_t tiles = ceil_div(s.n * s.oh * s.ow, kTile);
-  const double weight_bytes = 4.0 * blocks * kBlock * s.kh * s.kw * s.ic;
-  const double input_bytes = 4.0 * s.n * s.ih * s.iw * s.ic;
-  struct Candidate {
-    Split split;
-    std::int64_t busiest;
-    double bytes;
-  };
-  std::vector<Candidate> candidates;
-  for (std::int64_t oc_parts = 1; oc_parts <= threads; ++oc_parts) {
-    if (threads % oc_parts != 0 || oc_parts > blocks) continue;
-    const std::int64_t pixel_parts = threads / oc_parts;
-    const std::int64_t busiest = ceil_div(blocks, oc_parts) * ceil_div(tiles, pixel_parts);
-    const double groups = static_cast<double>(ceil_div(ceil_div(blocks, oc_parts), group));
-    candidates.push_back({{oc_parts, pixel_parts}, busiest, weight_bytes / oc_parts + input_bytes / pixel_parts * groups});
-  }
-  std::int64_t least = candidates.front().busiest;
-  for (const Candidate& c : candidates) least = std::min(least, c.busiest);
-  const Candidate* best = nullptr;
-  for (const Candidate& c : candidates)
-    if (c.busiest * 100 <= least * 105 && (!best || c.bytes < best->bytes)) best = &c;
-  return best->split;
-}
 
 #ifdef WPK_AVX2_KERNELS
 struct Job {
@@ -58,20 +25,6 @@ struct Job {
   const float* zeros;  // s.ic zeros: the input of taps in the padding
   std::int64_t taps, pixels, blocks, group, pixel_block;
 };
-
-// table[(m - first) * taps + tap] = where output pixel m's tap reads its input channels.
-void fill_table(const Job& job, std::int64_t first, std::int64_t count, const float** table) {
-  const StreamConvShape& s = job.s;
-  for (std::int64_t m = first; m < first + count; ++m) {
-    const std::int64_t ox = m % s.ow, oy = m / s.ow % s.oh, n = m / (s.ow * s.oh);
-    const float* image = job.x + n * s.ih * s.iw * s.ic;
-    for (std::int64_t fy = 0; fy < s.kh; ++fy)
-      for (std::int64_t fx = 0; fx < s.kw; ++fx) {
-        const std::int64_t iy = oy * s.sh - s.ph + fy * s.dh, ix = ox * s.sw - s.pw + fx * s.dw;
-        *table++ = iy < 0 || ix < 0 || iy >= s.ih || ix >= s.iw ? job.zeros : image + (iy * s.iw + ix) * s.ic;
-      }
-  }
-}
 
 // Output-channel blocks `blocks` for the output pixels `pixels` (whole tiles but at the end).
 void run_part(const Job& job, Range blocks, Range pixels, std::vector<const float*>& table) {
@@ -93,7 +46,7 @@ void run_part(const Job& job, Range blocks, Range pixels, std::vector<const floa
     for (std::int64_t pb = 0; pb < pixel_blocks; ++pb) {
       const Range px = part(pixels.end - pixels.begin, pixel_blocks, pb);
       const std::int64_t first = pixels.begin + px.begin, count = px.end - px.begin;
-      fill_table(job, first, count, table.data());
+      fill_tap_table(s, job.x, s.ic, job.zeros, first, count, table.data());
       // Tiles of near-equal size, at most kTile pixels each.
       const std::int64_t tiles = ceil_div(count, kTile);
       for (std::int64_t b = g0; b < g1; ++b) {
@@ -149,9 +102,9 @@ void avx2_conv(const StreamConvShape& s, const float* x, const float* w, const S
 #pragma omp parallel num_threads(max_threads)
   {
     const std::int64_t threads = omp_get_num_threads(), t = omp_get_thread_num();
-    const Split split = choose_split(s, blocks, group, threads);
-    std::vector<const float*>& table = tables[static_cast<std::size_t>(t)];
     const std::int64_t tiles = ceil_div(job.pixels, kTile);
+    const ConvSplit split = choose_conv_split(s, tiles, blocks, kBlock, group, threads, 4);
+    std::vector<const float*>& table = tables[static_cast<std::size_t>(t)];
     const Range tile_range = part(tiles, split.pixel_parts, t % split.pixel_parts);
     const Range pixels{tile_range.begin * kTile, std::min(job.pixels, tile_range.end * kTile)};
     const Range block_range = part(blocks, split.oc_parts, t / split.pixel_parts);

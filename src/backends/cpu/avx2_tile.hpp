@@ -241,6 +241,19 @@ struct TileArgs {
 
 constexpr std::int64_t kPrefetchEvery = 8;
 
+// p[r] = where pixel r of a tile reads tap `tap` (table a: [MR][taps]); false when every one reads
+// `zeros` (the padding), and the tile may skip the tap.
+template <int MR, typename T>
+WPK_AVX2_INLINE bool gather_tap(const T* const* a, int taps, int tap, const T* zeros, const T* (&p)[MR]) {
+  bool any = false;
+#pragma GCC unroll 6
+  for (int r = 0; r < MR; ++r) {
+    p[r] = a[r * taps + tap];
+    any |= p[r] != zeros;
+  }
+  return any;
+}
+
 // Input channel i of a tile's MR pixels times its weights w (16 output channels), into acc.
 template <int MR>
 WPK_AVX2_INLINE void tile_step(__m256 (&acc)[MR][2], const float* const (&p)[MR], const float* w, std::int64_t i) {
@@ -265,13 +278,7 @@ WPK_AVX2 void tile(const TileArgs& t, const StreamConvEpilogue& e) {
   const char* pf = t.prefetch;
   for (int tap = 0; tap < t.taps; ++tap) {
     const float* p[MR];
-    bool any = false;
-#pragma GCC unroll 6
-    for (int r = 0; r < MR; ++r) {
-      p[r] = t.a[r * t.taps + tap];
-      any |= p[r] != t.zeros;
-    }
-    if (!any) continue;  // the whole tile reads padding here (image edges, small outputs)
+    if (!gather_tap<MR>(t.a, t.taps, tap, t.zeros, p)) continue;  // image edges, small outputs
     const float* w = t.w + tap * ic * kBlock;
     std::int64_t i = 0;
     if constexpr (kPrefetch) {

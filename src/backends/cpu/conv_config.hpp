@@ -37,4 +37,8 @@ KernelProfile describe_conv(const ConvConfig& config, const StreamConvShape& s, 
 // activation no kernel here applies (only Relu, Clip, Gelu and GeluTanh are).
 std::optional<StreamConvEpilogue> conv_epilogue(const Node& node, const Tensor& bias);
 
+// The geometry of a conv with weights `ws` (OIHW) on NHWC input `x`, from the node's strides,
+// pads and dilations; fails naming the node when they do not fit.
+StreamConvShape conv_geometry(const KernelContext& ctx, const Shape& x, const Shape& ws);
+
 }  // namespace wpk::cpu

@@ -22,17 +22,6 @@
 namespace wpk::cpu {
 namespace {
 
-// The conv's geometry for input shape `x` (NHWC); fails naming the node when they do not fit.
-StreamConvShape conv_geometry(const KernelContext& ctx, const Shape& x, const Shape& ws) {
-  if (x.size() != 4 || x[3] != ws[1])
-    ctx.fail(ErrorCode::InvalidArgument, "input " + shape_to_string(x) + " does not fit weights " + shape_to_string(ws) +
-                                             " (NHWC input with " + std::to_string(ws[1]) + " channels expected)");
-  const Shape nchw = {x[0], x[3], x[1], x[2]};
-  const reference::Window win = reference::conv_window(ctx, nchw, {ws[2], ws[3]}, false);
-  return {x[0], x[1], x[2], x[3], win.out[1], win.out[2], ws[0], ws[2], ws[3], win.stride[1], win.stride[2],
-          win.pad_begin[1], win.pad_begin[2], win.dilation[1], win.dilation[2]};
-}
-
 bool config_runs(const ConvConfig& c, const StreamConvShape& s) {
   switch (c.kernel) {
     case ConvConfig::Kernel::DirectAvx2: return avx2_conv_runs(s);
@@ -112,6 +101,16 @@ class CpuConvKernel : public Kernel {
 };
 
 }  // namespace
+
+StreamConvShape conv_geometry(const KernelContext& ctx, const Shape& x, const Shape& ws) {
+  if (x.size() != 4 || x[3] != ws[1])
+    ctx.fail(ErrorCode::InvalidArgument, "input " + shape_to_string(x) + " does not fit weights " + shape_to_string(ws) +
+                                             " (NHWC input with " + std::to_string(ws[1]) + " channels expected)");
+  const Shape nchw = {x[0], x[3], x[1], x[2]};
+  const reference::Window win = reference::conv_window(ctx, nchw, {ws[2], ws[3]}, false);
+  return {x[0], x[1], x[2], x[3], win.out[1], win.out[2], ws[0], ws[2], ws[3], win.stride[1], win.stride[2],
+          win.pad_begin[1], win.pad_begin[2], win.dilation[1], win.dilation[2]};
+}
 
 std::optional<StreamConvEpilogue> conv_epilogue(const Node& node, const Tensor& bias) {
   StreamConvEpilogue e;

@@ -10,7 +10,7 @@
 namespace wpk::cpu {
 namespace {
 
-enum class Family { None, Attention, Conv, MatMul, LayerNorm, MaxPool, RowBroadcast, ConcatBatchNorm, Quantize, QLinearAdd, DynamicQuantize };
+enum class Family { None, Attention, Conv, MatMul, LayerNorm, MaxPool, RowBroadcast, ConcatBatchNorm, Quantize, QLinearAdd, DynamicQuantize, QuantizedConv, QuantizedProduct };
 
 Family family_of(const Node& node) {
   const bool onnx = node.domain.empty() || node.domain == "ai.onnx";
@@ -27,6 +27,8 @@ Family family_of(const Node& node) {
   if (onnx && (node.op_type == "QuantizeLinear" || node.op_type == "DequantizeLinear")) return Family::Quantize;
   if (wpk_op && node.op_type == "QLinearAdd") return Family::QLinearAdd;
   if (onnx && node.op_type == "DynamicQuantizeLinear") return Family::DynamicQuantize;
+  if ((onnx && node.op_type == "QLinearConv") || (wpk_op && node.op_type == "QLinearConvAdd")) return Family::QuantizedConv;
+  if (wpk_op && node.op_type == "MatMulIntegerToFloat") return Family::QuantizedProduct;
   return Family::None;
 }
 
@@ -58,6 +60,7 @@ std::vector<std::string> CpuBackend::kernel_names() const {
   for (auto k : {ConvConfig::Kernel::DirectAvx2, ConvConfig::Kernel::WinogradAvx2, ConvConfig::Kernel::StreamAvx512})
     names.push_back(conv_kernel_name(k));
   names.push_back(kMatMulKernelName);
+  for (const std::string& name : quantized_kernel_names()) names.push_back(name);
   return names;
 }
 
@@ -66,6 +69,7 @@ std::vector<std::string> CpuBackend::configs(const Node& node, const Graph& grap
   if (family_of(node) == Family::Conv) return conv_configs(node, graph);
   if (family_of(node) == Family::MatMul) return matmul_configs();
   if (family_of(node) == Family::Attention) return attention_configs();
+  if (family_of(node) == Family::QuantizedConv || family_of(node) == Family::QuantizedProduct) return quantized_configs();
   return {""};
 }
 
@@ -76,6 +80,8 @@ std::unique_ptr<Kernel> CpuBackend::prepare(const Node& node, const Graph& graph
   if (family_of(node) == Family::Conv) return make_conv(node, graph, config);
   if (family_of(node) == Family::MatMul) return make_matmul(node, graph, config);
   if (family_of(node) == Family::Attention) return make_attention(node, graph, config);
+  if (family_of(node) == Family::QuantizedConv) return make_quantized_conv(node, graph, config);
+  if (family_of(node) == Family::QuantizedProduct) return make_quantized_product(node, graph, config);
   throw Error(ErrorCode::Internal, node_label(node) + "cpu has no configuration '" + config + "'");
 }
 
@@ -84,12 +90,17 @@ std::optional<KernelProfile> CpuBackend::describe(const Node& node, const Graph&
   if (family_of(node) == Family::Conv) return describe_conv(node, config, shapes, threads);
   if (family_of(node) == Family::MatMul) return describe_matmul(node, config, shapes, threads);
   if (family_of(node) == Family::Attention) return describe_attention(config);
+  if (family_of(node) == Family::QuantizedConv) return describe_quantized_conv(config, shapes);
+  if (family_of(node) == Family::QuantizedProduct) return describe_quantized_product(config, shapes);
   return std::nullopt;
 }
 
 bool CpuBackend::accumulates_into_residual(const Node& node) const {
   // The conv and product kernels compute y = act(conv + bias + y), y holding the residual on entry.
-  return (family_of(node) == Family::Conv || family_of(node) == Family::MatMul) && has_fused_residual(node);
+  // The 8-bit ones read each residual element before they store its output.
+  const Family f = family_of(node);
+  if (f == Family::QuantizedConv || f == Family::QuantizedProduct) return fused_residual_input(node) >= 0;
+  return (f == Family::Conv || f == Family::MatMul) && has_fused_residual(node);
 }
 
 std::string CpuBackend::why_unsupported(const Node& node, const Graph& graph) const {
@@ -105,6 +116,8 @@ std::string CpuBackend::why_unsupported(const Node& node, const Graph& graph) co
     case Family::Quantize: return quantize_unsupported(node, graph);
     case Family::QLinearAdd: return qlinear_add_unsupported(node, graph);
     case Family::DynamicQuantize: return dynamic_quantize_unsupported(node, graph);
+    case Family::QuantizedConv: return quantized_conv_unsupported(node, graph);
+    case Family::QuantizedProduct: return quantized_product_unsupported(node, graph);
     case Family::None: break;
   }
   return "the cpu backend does not run " + node.op_type;
@@ -124,6 +137,8 @@ std::unique_ptr<Kernel> CpuBackend::prepare(const Node& node, const Graph& graph
     case Family::Quantize: return make_quantize(node, graph);
     case Family::QLinearAdd: return make_qlinear_add(node, graph);
     case Family::DynamicQuantize: return make_dynamic_quantize(node, graph);
+    case Family::QuantizedConv: return make_quantized_conv(node, graph, "");
+    case Family::QuantizedProduct: return make_quantized_product(node, graph, "");
     case Family::None: break;
   }
   throw Error(ErrorCode::Internal, node_label(node) + "no cpu kernel");

@@ -47,6 +47,18 @@ std::unique_ptr<Kernel> make_matmul(const Node& node, const Graph& graph, const 
 std::optional<KernelProfile> describe_matmul(const Node& node, const std::string& config, const InputShapes& shapes,
                                              int threads);
 
+// QLinearConv and com.wpk QLinearConvAdd, com.wpk MatMulIntegerToFloat on wpk's exact 8-bit
+// kernel (quantized_kernels.cpp), in the arithmetics its configs name ("" is the first);
+// describe_* as describe_conv.
+std::vector<std::string> quantized_kernel_names();
+std::vector<std::string> quantized_configs();
+std::string quantized_conv_unsupported(const Node& node, const Graph& graph);
+std::unique_ptr<Kernel> make_quantized_conv(const Node& node, const Graph& graph, const std::string& config);
+std::optional<KernelProfile> describe_quantized_conv(const std::string& config, const InputShapes& shapes);
+std::string quantized_product_unsupported(const Node& node, const Graph& graph);
+std::unique_ptr<Kernel> make_quantized_product(const Node& node, const Graph& graph, const std::string& config);
+std::optional<KernelProfile> describe_quantized_product(const std::string& config, const InputShapes& shapes);
+
 std::string concat_batchnorm_unsupported(const Node& node, const Graph& graph);  // concat_batchnorm.cpp
 std::unique_ptr<Kernel> make_concat_batchnorm(const Node& node, const Graph& graph);
 

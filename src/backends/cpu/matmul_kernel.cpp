@@ -6,22 +6,13 @@
 
 #include "backends/cpu/avx2_conv.hpp"
 #include "backends/cpu/conv_config.hpp"
+#include "backends/cpu/conv_walk.hpp"
 #include "backends/cpu/cpu_kernels.hpp"
 #include "backends/cpu/weight_packing.hpp"
 #include "graph/fused_ops.hpp"
 
 namespace wpk::cpu {
 namespace {
-
-// The product as the 1x1 conv the kernel computes.
-StreamConvShape as_pointwise_conv(std::int64_t rows, std::int64_t k, std::int64_t n) {
-  StreamConvShape s;
-  s.n = s.ih = s.oh = 1;
-  s.iw = s.ow = rows;
-  s.ic = k;
-  s.oc = n;
-  return s;
-}
 
 class CpuMatMulKernel : public Kernel {
  public:
@@ -42,7 +33,7 @@ class CpuMatMulKernel : public Kernel {
     const std::int64_t rows = a.numel() / std::max<std::int64_t>(1, k_);
     if (residual_) copy_residual(ctx, 3, y);
     if (rows == 0 || n_ == 0) return;
-    avx2_conv(as_pointwise_conv(rows, k_, n_), a.data<float>(), packed_.get(), epilogue_, y.data<float>(),
+    avx2_conv(pointwise_conv_shape(rows, k_, n_), a.data<float>(), packed_.get(), epilogue_, y.data<float>(),
               {config_.group_kb << 10, config_.pixels});
   }
 
@@ -66,7 +57,7 @@ class CpuMatMulKernel : public Kernel {
 }  // namespace
 
 std::string matmul_unsupported(const Node& node, const Graph& graph) {
-  if (!avx2_conv_runs(as_pointwise_conv(1, 1, 1))) return "wpk's product kernel needs AVX2 and FMA";
+  if (!avx2_conv_runs(pointwise_conv_shape(1, 1, 1))) return "wpk's product kernel needs AVX2 and FMA";
   const Tensor* b = constant_input(node, graph, 1);
   if (!b || b->dtype() != DType::Float32 || b->rank() != 2) return "wpk's product kernel needs a constant float32 matrix B";
   if (b->numel() == 0) return "B is empty";
@@ -114,7 +105,7 @@ std::optional<KernelProfile> describe_matmul(const Node& node, const std::string
   const Shape& b = *shapes[1];
   std::int64_t rows = 1;
   for (std::size_t i = 0; i + 1 < shapes[0]->size(); ++i) rows *= (*shapes[0])[i];
-  KernelProfile p = describe_conv(*config, as_pointwise_conv(rows, transposed ? b[1] : b[0], transposed ? b[0] : b[1]), threads);
+  KernelProfile p = describe_conv(*config, pointwise_conv_shape(rows, transposed ? b[1] : b[0], transposed ? b[0] : b[1]), threads);
   p.name = kMatMulKernelName;
   return p;
 }

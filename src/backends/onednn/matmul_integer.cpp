@@ -58,11 +58,7 @@ class MatMulIntegerToFloatKernel : public OneDnnKernel {
       const Tensor& a = ctx.input(A);
       const Tensor& as = ctx.input(AScale);
       const Tensor& az = ctx.input(AZero);
-      if (a.dtype() != a_type_ || a.rank() < 1 || a.shape().back() != k_)
-        ctx.fail(ErrorCode::InvalidArgument, std::string("A must be ") + dtype_name(a_type_) + " [..., " + std::to_string(k_) +
-                                                 "], got " + dtype_name(a.dtype()) + " " + shape_to_string(a.shape()));
-      if (as.dtype() != DType::Float32 || as.numel() != 1 || az.dtype() != a_type_ || az.numel() != 1)
-        ctx.fail(ErrorCode::InvalidArgument, "A_scale must be one float32 and A_zero one element of A's dtype");
+      check_integer_product_input(ctx, a_type_, k_);
       const std::int64_t rows = a.numel() / k_;
       const Shape key_shape = {rows};
       auto plan = cache_.get(shape_key({&key_shape}), [&] { return build(rows); });

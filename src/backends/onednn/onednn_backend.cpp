@@ -139,6 +139,8 @@ std::optional<KernelProfile> OneDnnBackend::describe(const Node& node, const Gra
                                                      const InputShapes& shapes, int threads) const {
   if (family_of(node) == Family::Conv) return describe_conv(node, config, shapes, threads);
   if (family_of(node) == Family::MatMul) return describe_matmul(node, graph, shapes);
+  if (family_of(node) == Family::QLinearConv || family_of(node) == Family::MatMulInteger)
+    return describe_integer_arithmetic(config, shapes);
   return std::nullopt;
 }
 

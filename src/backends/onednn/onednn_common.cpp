@@ -314,6 +314,26 @@ bool chooses_float_arithmetic(const Node& node, const std::vector<std::string>& 
   return chosen == "arithmetic=float";
 }
 
+std::optional<KernelProfile> describe_integer_arithmetic(const std::string& config, const InputShapes& shapes) {
+  if (shapes.empty() || !shapes[0] || (config != "arithmetic=int8" && config != "arithmetic=float")) return std::nullopt;
+  double input = 1;
+  for (std::int64_t d : *shapes[0]) input *= static_cast<double>(d);
+  const CpuFeatures& cpu = cpu_features();
+  KernelProfile p{"", cpu.avx512_core() ? 512 : cpu.avx2_fma() ? 256 : 128, 0.55};
+  if (config == "arithmetic=int8") {
+    // A 32-bit lane takes four 8-bit products per instruction with VNNI or AMX; without, pairs
+    // summed in 16 bits and widened take two instructions for four.
+    const dnnl::cpu_isa isa = dnnl::get_effective_cpu_isa();
+    const bool vnni = isa == dnnl::cpu_isa::avx512_core_vnni || isa == dnnl::cpu_isa::avx512_core_bf16 ||
+                      isa == dnnl::cpu_isa::avx512_core_amx;
+    p.work_scale = vnni ? 0.25 : 0.5;
+  } else {
+    // The codes reordered into float32 staging (read 1 byte, write 4, the kernel reads 4).
+    p.extra_bytes = 9 * input;
+  }
+  return p;
+}
+
 KernelProfile OneDnnKernel::profile() const {
   const CpuFeatures& cpu = cpu_features();
   return {"", cpu.avx512_core() ? 512 : cpu.avx2_fma() ? 256 : 128, 0.5};

@@ -205,6 +205,9 @@ std::vector<std::string> integer_arithmetic_configs(const Tensor* weights, bool 
 // True when `config` ("" = the first offered) is arithmetic=float; an Internal error naming the
 // node when it is not one of `offered`.
 bool chooses_float_arithmetic(const Node& node, const std::vector<std::string>& offered, const std::string& config);
+// How an integer kernel computes in `config` with inputs of these shapes (the 8-bit input first),
+// for the cost model.
+std::optional<KernelProfile> describe_integer_arithmetic(const std::string& config, const InputShapes& shapes);
 
 // Cache key: the OpenMP thread count, then the shapes with separators.
 std::vector<std::int64_t> shape_key(std::initializer_list<const Shape*> shapes);

@@ -309,6 +309,9 @@ TEST_CASE("every candidate of every registered backend matches the reference at 
   CHECK(checked.count("cpu") == 1);  // row broadcast, pooling at least: any CPU runs those
   for (const char* op : {"QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear", "com.wpk.QLinearAdd"})
     CHECK(ops_checked["cpu"].count(op) == 1);
+  // wpk's exact 8-bit kernels, on every CPU with AVX2.
+  for (const char* op : {"QLinearConv", "com.wpk.QLinearConvAdd", "com.wpk.MatMulIntegerToFloat"})
+    CHECK(ops_checked["cpu"].count(op) == (wpk::cpu_features().avx2 ? 1u : 0u));
   CHECK(checked["gen(rows=4,vectors=2,parallel=rows)"] > 0);  // products, on every CPU
 #ifdef WPK_WITH_ONEDNN
   CHECK(checked["onednn"] > 0);

@@ -1,0 +1,291 @@
+#include "backends/cpu/avx2_q8_conv.hpp"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cstring>
+#include <cmath>
+#include <limits>
+#include <type_traits>
+
+#include "backends/cpu/avx2_tile.hpp"
+#include "backends/cpu/conv_walk.hpp"
+
+namespace wpk::cpu {
+namespace {
+
+using namespace avx2;  // tile sizes and work-split helpers
+constexpr std::int64_t kMaxTaps = 64;
+
+#ifdef WPK_AVX2_KERNELS
+
+// 16 codes at p less the zero point z, as int16.
+template <typename Code>
+WPK_AVX2_INLINE __m256i widen16(const Code* p, __m256i z) {
+  const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  return _mm256_sub_epi16(std::is_signed_v<Code> ? _mm256_cvtepi8_epi16(bytes) : _mm256_cvtepu8_epi16(bytes), z);
+}
+
+// 8 codes at p less the zero point z, as float32.
+template <typename Code>
+WPK_AVX2_INLINE __m256 widen8(const Code* p, __m256 z) {
+  const __m128i bytes = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
+  return _mm256_sub_ps(_mm256_cvtepi32_ps(std::is_signed_v<Code> ? _mm256_cvtepi8_epi32(bytes) : _mm256_cvtepu8_epi32(bytes)), z);
+}
+
+template <typename Code>
+WPK_AVX2 void widen_run(const Code* p, std::int64_t n, std::int32_t zero, std::int16_t* o) {
+  const __m256i z = _mm256_set1_epi16(static_cast<std::int16_t>(zero));
+  std::int64_t i = 0;
+  for (; i + 16 <= n; i += 16) _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + i), widen16(p + i, z));
+  for (; i < n; ++i) o[i] = static_cast<std::int16_t>(p[i] - zero);
+}
+
+template <typename Code>
+WPK_AVX2 void widen_run(const Code* p, std::int64_t n, std::int32_t zero, float* o) {
+  const __m256 z = _mm256_set1_ps(static_cast<float>(zero));
+  std::int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(o + i, widen8(p + i, z));
+  for (; i < n; ++i) o[i] = static_cast<float>(p[i] - zero);
+}
+
+// The codes of pixels [first, first + count) less their zero point, `ldc` elements a pixel (the
+// channels, then zeros).
+template <typename Code, typename T>
+void widen_pixels(const Code* x, std::int64_t ic, std::int64_t ldc, std::int32_t zero, std::int64_t first,
+                  std::int64_t count, T* out) {
+  if (ldc == ic) {  // one contiguous run
+    widen_run(x + first * ic, count * ic, zero, out + first * ic);
+    return;
+  }
+  for (std::int64_t m = first; m < first + count; ++m) {
+    widen_run(x + m * ic, ic, zero, out + m * ldc);
+    std::fill(out + m * ldc + ic, out + (m + 1) * ldc, T(0));
+  }
+}
+
+template <typename T>
+struct TileArgs {
+  const T* const* a;  // [MR][taps]: pixel r's input for tap t, or `zeros` in the padding
+  const T* zeros;
+  int taps;
+  std::int64_t steps;        // channel steps a tap: pairs (Int16) or channels (Float32)
+  const T* w;                // the block's weights: [taps][steps][16 x elements a step]
+  const std::int32_t* bias;  // the block's first channel, or null
+  int cols;                  // valid output channels of the block
+};
+
+// sums (MR x 16, holding int32 sums so far) plus the tile's int32 sums acc.
+template <int MR>
+WPK_AVX2_INLINE void add_sums(const __m256i (&acc)[MR][2], std::int32_t* sums) {
+#pragma GCC unroll 6
+  for (int r = 0; r < MR; ++r)
+    for (int j = 0; j < 2; ++j) {
+      __m256i* p = reinterpret_cast<__m256i*>(sums + 16 * r + 8 * j);
+      _mm256_storeu_si256(p, _mm256_add_epi32(_mm256_loadu_si256(p), acc[r][j]));
+    }
+}
+
+// sums = 0, then the bias of the block's channels on every row.
+template <int MR>
+WPK_AVX2_INLINE void start_sums(const std::int32_t* bias, int cols, std::int32_t* sums) {
+  __m256i b[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+  if (bias) {
+    b[0] = _mm256_maskload_epi32(bias, lane_mask(cols));
+    b[1] = _mm256_maskload_epi32(bias + 8, lane_mask(cols - 8));
+  }
+#pragma GCC unroll 6
+  for (int r = 0; r < MR; ++r) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(sums + 16 * r), b[0]);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(sums + 16 * r + 8), b[1]);
+  }
+}
+
+// Int16: MR output pixels x 16 output channels, all taps and channel pairs, plus the bias.
+template <int MR>
+WPK_AVX2 void int16_tile(const TileArgs<std::int16_t>& t, std::int32_t* sums) {
+  __m256i acc[MR][2];
+#pragma GCC unroll 6
+  for (int r = 0; r < MR; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_si256();
+  for (int tap = 0; tap < t.taps; ++tap) {
+    const std::int16_t* p[MR];
+    if (!gather_tap<MR>(t.a, t.taps, tap, t.zeros, p)) continue;  // the whole tile reads padding here
+    const std::int16_t* w = t.w + tap * t.steps * 32;
+#pragma GCC unroll 2
+    for (std::int64_t i = 0; i < t.steps; ++i, w += 32) {
+      const __m256i w0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w));
+      const __m256i w1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + 16));
+#pragma GCC unroll 6
+      for (int r = 0; r < MR; ++r) {
+        std::int32_t pair;
+        std::memcpy(&pair, p[r] + 2 * i, sizeof pair);
+        const __m256i v = _mm256_set1_epi32(pair);
+        acc[r][0] = _mm256_add_epi32(acc[r][0], _mm256_madd_epi16(v, w0));
+        acc[r][1] = _mm256_add_epi32(acc[r][1], _mm256_madd_epi16(v, w1));
+      }
+    }
+  }
+  start_sums<MR>(t.bias, t.cols, sums);
+  add_sums<MR>(acc, sums);
+}
+
+// Products summed in float32 between conversions to int32: 512 x 255 x 128 < 2^24.
+constexpr std::int64_t kExactFloatProducts = 512;
+
+template <int MR>
+WPK_AVX2_INLINE void flush_float_sums(__m256 (&acc)[MR][2], std::int32_t* sums) {
+  __m256i ints[MR][2];
+#pragma GCC unroll 6
+  for (int r = 0; r < MR; ++r)
+    for (int j = 0; j < 2; ++j) {
+      ints[r][j] = _mm256_cvtps_epi32(acc[r][j]);  // an integer below 2^24: exact
+      acc[r][j] = _mm256_setzero_ps();
+    }
+  add_sums<MR>(ints, sums);
+}
+
+// Float32: the same, by FMAs, the float sums moved into the int32 ones every 512 products.
+template <int MR>
+WPK_AVX2 void float_tile(const TileArgs<float>& t, std::int32_t* sums) {
+  start_sums<MR>(t.bias, t.cols, sums);
+  __m256 acc[MR][2];
+#pragma GCC unroll 6
+  for (int r = 0; r < MR; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+  std::int64_t summed = 0;  // products in acc per lane
+  for (int tap = 0; tap < t.taps; ++tap) {
+    const float* p[MR];
+    if (!gather_tap<MR>(t.a, t.taps, tap, t.zeros, p)) continue;  // the whole tile reads padding here
+    const float* w = t.w + tap * t.steps * kBlock;
+    for (std::int64_t i = 0; i < t.steps;) {
+      const std::int64_t end = std::min(t.steps, i + (kExactFloatProducts - summed));
+      summed += end - i;
+#pragma GCC unroll 2
+      for (; i < end; ++i, w += kBlock) tile_step<MR>(acc, p, w, i);
+      if (summed == kExactFloatProducts) {
+        flush_float_sums<MR>(acc, sums);
+        summed = 0;
+      }
+    }
+  }
+  flush_float_sums<MR>(acc, sums);
+}
+
+template <typename T>
+using TileFn = void (*)(const TileArgs<T>&, std::int32_t*);
+const TileFn<std::int16_t> kInt16Tiles[kTile] = {&int16_tile<1>, &int16_tile<2>, &int16_tile<3>,
+                                                 &int16_tile<4>, &int16_tile<5>, &int16_tile<6>};
+const TileFn<float> kFloatTiles[kTile] = {&float_tile<1>, &float_tile<2>, &float_tile<3>,
+                                          &float_tile<4>, &float_tile<5>, &float_tile<6>};
+
+template <typename T>
+struct Job {
+  const StreamConvShape& s;
+  const T* x;  // widened input, `ldc` per pixel
+  std::int64_t ldc, steps, step_elements;
+  const T* w;
+  const std::int32_t* bias;
+  const Q8ConvEpilogue& e;
+  const T* zeros;
+  const TileFn<T>* tiles;
+  std::int64_t taps, pixels, group, pixel_block;
+};
+
+// Output-channel blocks `blocks` for the output pixels `pixels`: for each group of blocks, its
+// pixel blocks, each block's tiles.
+template <typename T>
+void run_part(const Job<T>& job, Range blocks, Range pixels, std::vector<const T*>& table) {
+  const StreamConvShape& s = job.s;
+  const std::int64_t panel = job.taps * job.steps * job.step_elements;
+  TileArgs<T> args{};
+  args.zeros = job.zeros;
+  args.taps = static_cast<int>(job.taps);
+  args.steps = job.steps;
+  alignas(32) std::int32_t sums[kTile * kBlock];
+  const std::int64_t pixel_blocks = ceil_div(pixels.end - pixels.begin, job.pixel_block);
+  for (std::int64_t g0 = blocks.begin; g0 < blocks.end; g0 += job.group) {
+    const std::int64_t g1 = std::min(blocks.end, g0 + job.group);
+    for (std::int64_t pb = 0; pb < pixel_blocks; ++pb) {
+      const Range px = part(pixels.end - pixels.begin, pixel_blocks, pb);
+      const std::int64_t first = pixels.begin + px.begin, count = px.end - px.begin;
+      fill_tap_table(s, job.x, job.ldc, job.zeros, first, count, table.data());
+      const std::int64_t tiles = ceil_div(count, kTile);
+      for (std::int64_t b = g0; b < g1; ++b) {
+        args.w = job.w + b * panel;
+        args.bias = job.bias ? job.bias + b * kBlock : nullptr;
+        args.cols = static_cast<int>(std::min<std::int64_t>(kBlock, s.oc - b * kBlock));
+        for (std::int64_t i = 0; i < tiles; ++i) {
+          const Range r = part(count, tiles, i);
+          const int rows = static_cast<int>(r.end - r.begin);
+          args.a = table.data() + r.begin * job.taps;
+          job.tiles[rows - 1](args, sums);
+          job.e.finish(sums, rows, first + r.begin, b * kBlock, args.cols);
+        }
+      }
+    }
+  }
+}
+
+// The whole conv in element type T: the input widened by all threads, then the tiles.
+template <typename T>
+void run_conv(const StreamConvShape& s, const Q8ConvInput& x, const T* w, std::int64_t ldc, std::int64_t steps,
+              std::int64_t step_elements, const TileFn<T>* tile_fns, const std::int32_t* bias, const Q8ConvEpilogue& e,
+              const Avx2ConvTiling& tiling) {
+  const std::int64_t taps = s.kh * s.kw, blocks = ceil_div(s.oc, kBlock), in_pixels = s.n * s.ih * s.iw;
+  // The calling thread's: a run's widened input lives as long as the call, and the next call
+  // reuses the bytes instead of mapping fresh pages.
+  thread_local std::vector<T> widened;
+  widened.resize(static_cast<std::size_t>(in_pixels * ldc));
+  const std::vector<T> zeros(static_cast<std::size_t>(ldc), T(0));
+  const std::int64_t group = std::max<std::int64_t>(1, tiling.group_bytes / (static_cast<std::int64_t>(sizeof(T)) * taps * ldc * kBlock));
+  const std::int64_t pixel_block = std::max<std::int64_t>(kTile, tiling.pixel_block);
+  const Job<T> job{s, widened.data(), ldc, steps, step_elements, w, bias, e, zeros.data(), tile_fns,
+                   taps, s.n * s.oh * s.ow, group, pixel_block};
+  // Per thread, allocated here where std::bad_alloc reaches the caller.
+  const std::int64_t max_threads = omp_get_max_threads();
+  std::vector<std::vector<const T*>> tables(static_cast<std::size_t>(max_threads),
+                                            std::vector<const T*>(static_cast<std::size_t>(pixel_block * taps)));
+  T* out = widened.data();
+#pragma omp parallel num_threads(max_threads)
+  {
+    const std::int64_t threads = omp_get_num_threads(), t = omp_get_thread_num();
+    const Range mine = part(in_pixels, threads, t);
+    if (x.is_signed)
+      widen_pixels(static_cast<const std::int8_t*>(x.codes), s.ic, ldc, x.zero, mine.begin, mine.end - mine.begin, out);
+    else
+      widen_pixels(static_cast<const std::uint8_t*>(x.codes), s.ic, ldc, x.zero, mine.begin, mine.end - mine.begin, out);
+#pragma omp barrier
+    const std::int64_t tiles = ceil_div(job.pixels, kTile);
+    const ConvSplit split = choose_conv_split(s, tiles, blocks, kBlock, group, threads, static_cast<double>(sizeof(T)));
+    const Range tile_range = part(tiles, split.pixel_parts, t % split.pixel_parts);
+    const Range pixels{tile_range.begin * kTile, std::min(job.pixels, tile_range.end * kTile)};
+    const Range block_range = part(blocks, split.oc_parts, t / split.pixel_parts);
+    if (t < split.oc_parts * split.pixel_parts && pixels.begin < pixels.end)
+      run_part(job, block_range, pixels, tables[static_cast<std::size_t>(t)]);
+  }
+}
+#endif
+
+}  // namespace
+
+bool avx2_q8_conv_runs(const StreamConvShape& s, std::int64_t largest_bias) {
+  if (!avx2_kernels_available() || s.ic < 1 || s.oc < 1 || s.kh * s.kw > kMaxTaps || s.n * s.oh * s.ow < 1) return false;
+  const double largest_sum = 255.0 * 128.0 * static_cast<double>(s.kh * s.kw * ((s.ic + 1) / 2 * 2)) +
+                             std::abs(static_cast<double>(largest_bias));
+  return largest_sum <= static_cast<double>(std::numeric_limits<std::int32_t>::max());
+}
+
+void avx2_q8_conv(const StreamConvShape& s, const Q8ConvInput& x, const Q8Weights& w, const std::int32_t* bias,
+                  const Q8ConvEpilogue& e, const Avx2ConvTiling& tiling) {
+#ifdef WPK_AVX2_KERNELS
+  if (w.arithmetic == Q8Arithmetic::Int16) {
+    const std::int64_t ldc = (s.ic + 1) / 2 * 2;
+    run_conv(s, x, w.int16.data(), ldc, ldc / 2, 32, kInt16Tiles, bias, e, tiling);
+  } else {
+    run_conv(s, x, w.float32.data(), s.ic, s.ic, kBlock, kFloatTiles, bias, e, tiling);
+  }
+#else
+  (void)s, (void)x, (void)w, (void)bias, (void)e, (void)tiling;
+#endif
+}
+
+}  // namespace wpk::cpu
