@@ -158,16 +158,67 @@ Box make_box(const double* b, bool center) {
   return {std::min(b[0], b[2]), std::min(b[1], b[3]), std::max(b[0], b[2]), std::max(b[1], b[3])};
 }
 
-double iou(const Box& a, const Box& b) {
+double area(const Box& b) { return (b.y2 - b.y1) * (b.x2 - b.x1); }
+
+// Intersection over union of a and b, whose areas are given.
+double iou(const Box& a, double area_a, const Box& b, double area_b) {
   const double ih = std::min(a.y2, b.y2) - std::max(a.y1, b.y1);
+  if (ih <= 0) return 0;
   const double iw = std::min(a.x2, b.x2) - std::max(a.x1, b.x1);
-  if (ih <= 0 || iw <= 0) return 0;
+  if (iw <= 0) return 0;
   const double inter = ih * iw;
-  const double area_a = (a.y2 - a.y1) * (a.x2 - a.x1);
-  const double area_b = (b.y2 - b.y1) * (b.x2 - b.x1);
   const double uni = area_a + area_b - inter;
   return uni > 0 ? inter / uni : 0;
 }
+
+// The boxes a class has kept so far. A candidate is suppressed by any kept box it overlaps by
+// more than the threshold, which needs some vertical overlap: kept in order of their top edge,
+// only those whose top lies within the tallest kept box's height above the candidate's top, and
+// above its bottom, are compared (a detector's thousands of candidates against its hundreds kept,
+// most of them elsewhere in the image or, offset per class, in another class's region). Boxes
+// with NaN coordinates have no order: then every kept box is compared.
+class KeptBoxes {
+ public:
+  void clear(bool ordered) {
+    boxes_.clear();
+    ordered_ = ordered;
+    tallest_ = 0;
+  }
+  std::int64_t size() const { return static_cast<std::int64_t>(boxes_.size()); }
+
+  bool suppresses(const Box& b, double b_area, double threshold) const {
+    auto first = boxes_.begin(), last = boxes_.end();
+    if (ordered_) {
+      // A margin far above double rounding keeps boxes whose bottom might still pass b's top.
+      const double reach = tallest_ + 1e-9 * (std::abs(b.y1) + tallest_) + 1e-300;
+      first = std::lower_bound(boxes_.begin(), boxes_.end(), b.y1 - reach,
+                               [](const Kept& k, double y) { return k.box.y1 < y; });
+      last = std::lower_bound(first, boxes_.end(), b.y2, [](const Kept& k, double y) { return k.box.y1 < y; });
+    }
+    for (auto k = first; k != last; ++k)
+      if (iou(b, b_area, k->box, k->area) > threshold) return true;
+    return false;
+  }
+
+  void add(const Box& b, double b_area) {
+    const Kept k{b, b_area};
+    if (!ordered_) {
+      boxes_.push_back(k);
+      return;
+    }
+    boxes_.insert(std::upper_bound(boxes_.begin(), boxes_.end(), b.y1, [](double y, const Kept& x) { return y < x.box.y1; }), k);
+    tallest_ = std::max(tallest_, b.y2 - b.y1);
+  }
+
+ private:
+  struct Kept {
+    Box box;
+    double area;
+  };
+  std::vector<Kept> boxes_;
+  bool ordered_ = true;
+  double tallest_ = 0;
+};
 
 std::vector<double> read_as_double(const Tensor& t, const KernelContext& ctx, const char* name) {
   std::vector<double> v(static_cast<std::size_t>(t.numel()));
@@ -201,8 +252,17 @@ void non_max_suppression(KernelContext& ctx) {
   const std::int64_t n_batch = tb.shape()[0], n_box = tb.shape()[1], n_class = ts.shape()[1];
   std::vector<std::int64_t> picked;  // (batch, class, box) triples
   std::vector<std::int64_t> order;
-  std::vector<std::int64_t> kept;
-  for (std::int64_t b = 0; b < n_batch && max_out > 0; ++b)
+  std::vector<Box> batch_boxes(static_cast<std::size_t>(n_box));
+  std::vector<double> areas(static_cast<std::size_t>(n_box));
+  KeptBoxes kept;
+  for (std::int64_t b = 0; b < n_batch && max_out > 0; ++b) {
+    // A batch's boxes and their areas, made once.
+    bool any_nan = false;
+    for (std::int64_t i = 0; i < n_box; ++i) {
+      const Box& x = batch_boxes[i] = make_box(boxes.data() + (b * n_box + i) * 4, center_attr == 1);
+      areas[i] = area(x);
+      any_nan = any_nan || std::isnan(x.y1) || std::isnan(x.y2) || std::isnan(x.x1) || std::isnan(x.x2);
+    }
     for (std::int64_t c = 0; c < n_class; ++c) {
       const double* sc = scores.data() + (b * n_class + c) * n_box;
       order.clear();
@@ -210,21 +270,15 @@ void non_max_suppression(KernelContext& ctx) {
         if (!has_score_th || sc[i] > score_th) order.push_back(i);
       // Highest score first; equal scores keep box order.
       std::stable_sort(order.begin(), order.end(), [&](std::int64_t i, std::int64_t j) { return sc[i] > sc[j]; });
-      kept.clear();
+      kept.clear(!any_nan);
       for (std::int64_t i : order) {
-        if (static_cast<std::int64_t>(kept.size()) >= max_out) break;
-        const Box bi = make_box(boxes.data() + (b * n_box + i) * 4, center_attr == 1);
-        bool suppressed = false;
-        for (std::int64_t k : kept)
-          if (iou(bi, make_box(boxes.data() + (b * n_box + k) * 4, center_attr == 1)) > iou_th) {
-            suppressed = true;
-            break;
-          }
-        if (suppressed) continue;
-        kept.push_back(i);
+        if (kept.size() >= max_out) break;
+        if (kept.suppresses(batch_boxes[i], areas[i], iou_th)) continue;
+        kept.add(batch_boxes[i], areas[i]);
         picked.insert(picked.end(), {b, c, i});
       }
     }
+  }
   const auto n = static_cast<std::int64_t>(picked.size() / 3);
   Tensor& y = ctx.allocate_output(0, DType::Int64, {n, 3});
   std::copy(picked.begin(), picked.end(), y.data<std::int64_t>());
