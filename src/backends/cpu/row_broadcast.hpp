@@ -14,4 +14,9 @@ enum class RowOp { Add, Sub, Mul, Div };
 // Rows are split over the calling thread's OpenMP thread count when there are enough of them.
 void row_broadcast(RowOp op, const float* x, const float* s, float* y, std::int64_t rows, std::int64_t inner);
 
+// The operand spanning middle dims instead, such as a per-channel mean [3, 1, 1] over an NCHW
+// image [3, H, W]: y[o][m][i] = x[o][m][i] op s[m] over outer x mid x inner floats.
+void column_broadcast(RowOp op, const float* x, const float* s, float* y, std::int64_t outer, std::int64_t mid,
+                      std::int64_t inner);
+
 }  // namespace wpk::cpu

@@ -1,5 +1,5 @@
-// Identity, and Dropout at inference, forward their input: readers are rewired to the input and
-// the node goes. Kept when its output is a graph output (the name must survive) or when a
+// Identity, Dropout at inference and a Concat of one input forward their input: readers are
+// rewired to the input and the node goes. Kept when its output is a graph output (the name must survive) or when a
 // Dropout's mask output is read.
 #include "graph/passes/pass.hpp"
 
@@ -8,6 +8,8 @@ namespace {
 bool is_forwarding(const Node& n, const Graph& g) {
   if (n.inputs.empty() || n.inputs[0] == kNoValue || n.outputs.empty()) return false;
   if (n.op_type == "Identity") return true;
+  // A Concat of one input (exporters write them for lists of one) copies it whole.
+  if (n.op_type == "Concat" && n.inputs.size() == 1 && (n.domain.empty() || n.domain == "ai.onnx")) return true;
   if (n.op_type != "Dropout") return false;
   if (n.outputs.size() > 1 && n.outputs[1] != kNoValue) return false;
   // training_mode (opset 12+) given as a constant false, or absent, means inference.

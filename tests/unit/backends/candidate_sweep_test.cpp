@@ -258,6 +258,14 @@ std::vector<SweepCase> other_cases() {
   for (std::int64_t c : {15, 16, 17})
     for (const char* op : {"Add", "Mul", "Div"})
       out.push_back({OpCase(op).input("A", {1, 7, 7, c}).input("B", {1, 1, 1, c}).seed(seed++), 0, 0});
+  // An operand over middle dims: a per-channel [C, 1, 1] over an image, rows of 15-17 floats
+  // and more, batches around it, and the commutative ops with the operands swapped.
+  for (const Shape& hw : {Shape{3, 5}, Shape{4, 4}, Shape{1, 17}, Shape{20, 21}})
+    for (const char* op : {"Add", "Sub", "Mul", "Div"}) {
+      out.push_back({OpCase(op).input("A", {3, hw[0], hw[1]}).input("B", {3, 1, 1}).seed(seed++), 0, 0});
+      out.push_back({OpCase(op).input("A", {2, 5, hw[0], hw[1]}).input("B", {5, 1, 1}).seed(seed++), 0, 0});
+    }
+  out.push_back({OpCase("Mul").input("A", {1, 6, 1, 1}).input("B", {2, 6, 4, 5}).seed(seed++), 0, 0});
   return out;
 }
 
@@ -309,6 +317,7 @@ TEST_CASE("every candidate of every registered backend matches the reference at 
   CHECK(checked.count("cpu") == 1);  // row broadcast, pooling at least: any CPU runs those
   for (const char* op : {"QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear", "com.wpk.QLinearAdd"})
     CHECK(ops_checked["cpu"].count(op) == 1);
+  CHECK(ops_checked["cpu"].count("Sub") == 1);  // the per-channel operand (Sub only broadcasts there)
   // wpk's exact 8-bit kernels, on every CPU with AVX2.
   for (const char* op : {"QLinearConv", "com.wpk.QLinearConvAdd", "com.wpk.MatMulIntegerToFloat"})
     CHECK(ops_checked["cpu"].count(op) == (wpk::cpu_features().avx2 ? 1u : 0u));
