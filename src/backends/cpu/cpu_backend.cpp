@@ -10,7 +10,7 @@
 namespace wpk::cpu {
 namespace {
 
-enum class Family { None, Attention, Conv, MatMul, LayerNorm, MaxPool, RowBroadcast, ConcatBatchNorm, Quantize, QLinearAdd, DynamicQuantize, QuantizedConv, QuantizedProduct };
+enum class Family { None, Attention, Conv, MatMul, LayerNorm, MaxPool, RowBroadcast, ConcatBatchNorm, Quantize, QLinearAdd, DynamicQuantize, QuantizedConv, QuantizedProduct, Concat };
 
 Family family_of(const Node& node) {
   const bool onnx = node.domain.empty() || node.domain == "ai.onnx";
@@ -29,6 +29,7 @@ Family family_of(const Node& node) {
   if (onnx && node.op_type == "DynamicQuantizeLinear") return Family::DynamicQuantize;
   if ((onnx && node.op_type == "QLinearConv") || (wpk_op && node.op_type == "QLinearConvAdd")) return Family::QuantizedConv;
   if (wpk_op && node.op_type == "MatMulIntegerToFloat") return Family::QuantizedProduct;
+  if (onnx && node.op_type == "Concat") return Family::Concat;
   return Family::None;
 }
 
@@ -56,7 +57,7 @@ void copy_residual(const KernelContext& ctx, std::size_t index, Tensor& y) {
 std::vector<std::string> CpuBackend::kernel_names() const {
   std::vector<std::string> names = {"f32_attention__avx2", "f32_attention__avx512", "f32_concat_batchnorm", "f32_layernorm__avx2", "f32_maxpool_nhwc",
                                      "f32_row_broadcast", "f32_quantize_linear__avx2", "f32_dequantize_linear__avx2",
-                                     "q8_add__avx2", "f32_dynamic_quantize_linear__avx2"};
+                                     "q8_add__avx2", "f32_dynamic_quantize_linear__avx2", "any_concat"};
   for (auto k : {ConvConfig::Kernel::DirectAvx2, ConvConfig::Kernel::WinogradAvx2, ConvConfig::Kernel::StreamAvx512})
     names.push_back(conv_kernel_name(k));
   names.push_back(kMatMulKernelName);
@@ -118,6 +119,7 @@ std::string CpuBackend::why_unsupported(const Node& node, const Graph& graph) co
     case Family::DynamicQuantize: return dynamic_quantize_unsupported(node, graph);
     case Family::QuantizedConv: return quantized_conv_unsupported(node, graph);
     case Family::QuantizedProduct: return quantized_product_unsupported(node, graph);
+    case Family::Concat: return concat_unsupported(node, graph);
     case Family::None: break;
   }
   return "the cpu backend does not run " + node.op_type;
@@ -139,6 +141,7 @@ std::unique_ptr<Kernel> CpuBackend::prepare(const Node& node, const Graph& graph
     case Family::DynamicQuantize: return make_dynamic_quantize(node, graph);
     case Family::QuantizedConv: return make_quantized_conv(node, graph, "");
     case Family::QuantizedProduct: return make_quantized_product(node, graph, "");
+    case Family::Concat: return make_concat(node, graph);
     case Family::None: break;
   }
   throw Error(ErrorCode::Internal, node_label(node) + "no cpu kernel");

@@ -59,6 +59,9 @@ std::string quantized_product_unsupported(const Node& node, const Graph& graph);
 std::unique_ptr<Kernel> make_quantized_product(const Node& node, const Graph& graph, const std::string& config);
 std::optional<KernelProfile> describe_quantized_product(const std::string& config, const InputShapes& shapes);
 
+std::string concat_unsupported(const Node& node, const Graph& graph);  // concat_kernel.cpp
+std::unique_ptr<Kernel> make_concat(const Node& node, const Graph& graph);
+
 std::string concat_batchnorm_unsupported(const Node& node, const Graph& graph);  // concat_batchnorm.cpp
 std::unique_ptr<Kernel> make_concat_batchnorm(const Node& node, const Graph& graph);
 

@@ -266,6 +266,19 @@ std::vector<SweepCase> other_cases() {
       out.push_back({OpCase(op).input("A", {2, 5, hw[0], hw[1]}).input("B", {5, 1, 1}).seed(seed++), 0, 0});
     }
   out.push_back({OpCase("Mul").input("A", {1, 6, 1, 1}).input("B", {2, 6, 4, 5}).seed(seed++), 0, 0});
+  // Concat: along the first, a middle and the last axis (a negative one), one input, an input
+  // empty along the axis, and int64 and bool data.
+  out.push_back({OpCase("Concat").input("A", {2, 3, 5}).input("B", {4, 3, 5}).attr("axis", std::int64_t{0}).seed(seed++), 0, 0});
+  out.push_back({OpCase("Concat").input("A", {2, 3, 5}).input("B", {2, 1, 5}).input("C", {2, 7, 5})
+                     .attr("axis", std::int64_t{1}).seed(seed++), 0, 0});
+  out.push_back({OpCase("Concat").input("A", {2, 3, 5}).input("B", {2, 3, 0}).input("C", {2, 3, 9})
+                     .attr("axis", std::int64_t{-1}).seed(seed++), 0, 0});
+  out.push_back({OpCase("Concat").input("A", {1, 40, 40, 24}).attr("axis", std::int64_t{3}).seed(seed++), 0, 0});
+  out.push_back({OpCase("Concat").input("A", wpk::Tensor::from_vector(std::vector<std::int64_t>{1, -2, 3}, {3}))
+                     .input("B", wpk::Tensor::from_vector(std::vector<std::int64_t>{4, 5}, {2})).attr("axis", std::int64_t{0}), 0, 0});
+  out.push_back({OpCase("Concat").input("A", wpk::Tensor::from_vector(std::vector<bool>{true, false}, {1, 2}))
+                     .input("B", wpk::Tensor::from_vector(std::vector<bool>{false, false, true, true}, {2, 2}))
+                     .attr("axis", std::int64_t{0}), 0, 0});
   return out;
 }
 
@@ -317,7 +330,8 @@ TEST_CASE("every candidate of every registered backend matches the reference at 
   CHECK(checked.count("cpu") == 1);  // row broadcast, pooling at least: any CPU runs those
   for (const char* op : {"QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear", "com.wpk.QLinearAdd"})
     CHECK(ops_checked["cpu"].count(op) == 1);
-  CHECK(ops_checked["cpu"].count("Sub") == 1);  // the per-channel operand (Sub only broadcasts there)
+  CHECK(ops_checked["cpu"].count("Sub") == 1);
+  CHECK(ops_checked["cpu"].count("Concat") == 1);  // the per-channel operand (Sub only broadcasts there)
   // wpk's exact 8-bit kernels, on every CPU with AVX2.
   for (const char* op : {"QLinearConv", "com.wpk.QLinearConvAdd", "com.wpk.MatMulIntegerToFloat"})
     CHECK(ops_checked["cpu"].count(op) == (wpk::cpu_features().avx2 ? 1u : 0u));
