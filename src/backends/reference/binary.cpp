@@ -20,6 +20,15 @@ void broadcast_apply(const Tensor& a, const Tensor& b, Tensor& y, Op op) {
     for (std::int64_t i = 0; i < y.numel(); ++i) py[i] = op(pa[i], pb[i]);
     return;
   }
+  // One operand a single element (a threshold, a scale), the other of the output's shape.
+  if (b.numel() == 1 && a.shape() == y.shape()) {
+    for (std::int64_t i = 0; i < y.numel(); ++i) py[i] = op(pa[i], pb[0]);
+    return;
+  }
+  if (a.numel() == 1 && b.shape() == y.shape()) {
+    for (std::int64_t i = 0; i < y.numel(); ++i) py[i] = op(pa[0], pb[i]);
+    return;
+  }
   std::int64_t i = 0;
   for_each_index(y.shape(), {broadcast_strides(a.shape(), y.shape()), broadcast_strides(b.shape(), y.shape())},
                  [&](const std::int64_t* off) { py[i++] = op(pa[off[0]], pb[off[1]]); });

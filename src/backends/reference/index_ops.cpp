@@ -17,6 +17,20 @@ std::vector<std::int64_t> checked_indices(const Tensor& t, std::int64_t dim, con
   return idx;
 }
 
+// For each of `outer` blocks of `dim` chunks, the chunks idx names, in order. W: the chunk's
+// bytes when known at compile time (0: `chunk`).
+template <std::size_t W>
+void gather_chunks(const unsigned char* data, std::int64_t outer, std::int64_t dim, const std::vector<std::int64_t>& idx,
+                   unsigned char* dst, std::size_t chunk = W) {
+  for (std::int64_t o = 0; o < outer; ++o) {
+    const unsigned char* src = data + o * dim * static_cast<std::int64_t>(chunk);
+    for (auto i : idx) {
+      std::memcpy(dst, src + i * static_cast<std::int64_t>(chunk), W ? W : chunk);
+      dst += chunk;
+    }
+  }
+}
+
 void gather(KernelContext& ctx) {
   const Tensor& data = ctx.input(0);
   const Tensor& indices = ctx.input(1);
@@ -32,13 +46,12 @@ void gather(KernelContext& ctx) {
   const std::size_t chunk = static_cast<std::size_t>(dims_product(data.shape(), axis + 1, data.shape().size())) *
                             dtype_size(data.dtype());
   if (chunk == 0) return;
-  unsigned char* dst = bytes_of(y);
-  for (std::int64_t o = 0; o < outer; ++o) {
-    const unsigned char* src = bytes_of(data) + o * dim * chunk;
-    for (auto i : idx) {
-      std::memcpy(dst, src + i * chunk, chunk);
-      dst += chunk;
-    }
+  switch (chunk) {  // one element a copy (a column of a table): copies of a size known here
+    case 1: return gather_chunks<1>(bytes_of(data), outer, dim, idx, bytes_of(y));
+    case 2: return gather_chunks<2>(bytes_of(data), outer, dim, idx, bytes_of(y));
+    case 4: return gather_chunks<4>(bytes_of(data), outer, dim, idx, bytes_of(y));
+    case 8: return gather_chunks<8>(bytes_of(data), outer, dim, idx, bytes_of(y));
+    default: return gather_chunks<0>(bytes_of(data), outer, dim, idx, bytes_of(y), chunk);
   }
 }
 

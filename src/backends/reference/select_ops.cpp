@@ -133,8 +133,8 @@ void top_k(KernelContext& ctx) {
 }
 
 // Whether each element of `t` is nonzero (for every dtype, by value: -0.0 counts as zero).
-std::vector<bool> nonzero_mask(const Tensor& t, const KernelContext& ctx) {
-  std::vector<bool> mask(static_cast<std::size_t>(t.numel()));
+std::vector<unsigned char> nonzero_mask(const Tensor& t, const KernelContext& ctx) {
+  std::vector<unsigned char> mask(static_cast<std::size_t>(t.numel()));
   dispatch_any(t.dtype(), ctx, [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T* p = t.data<T>();
@@ -151,14 +151,19 @@ std::vector<bool> nonzero_mask(const Tensor& t, const KernelContext& ctx) {
 void non_zero(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
   const auto mask = nonzero_mask(x, ctx);
-  const std::int64_t nnz = std::count(mask.begin(), mask.end(), true);
+  const std::int64_t nnz = std::count(mask.begin(), mask.end(), 1);
   // A scalar is treated as a 1-element vector, as numpy does.
   const Shape shape = x.rank() == 0 ? Shape{1} : x.shape();
   const int r = static_cast<int>(shape.size());
   Tensor& y = ctx.allocate_output(0, DType::Int64, {r, nnz});
   std::int64_t* py = y.data<std::int64_t>();
-  std::vector<std::int64_t> coord(static_cast<std::size_t>(r), 0);
   std::int64_t n = 0;
+  if (r == 1) {  // the positions themselves
+    for (std::int64_t i = 0; i < x.numel(); ++i)
+      if (mask[i]) py[n++] = i;
+    return;
+  }
+  std::vector<std::int64_t> coord(static_cast<std::size_t>(r), 0);
   for (std::int64_t i = 0; i < x.numel(); ++i) {
     if (mask[i]) {
       for (int a = 0; a < r; ++a) py[a * nnz + n] = coord[a];
