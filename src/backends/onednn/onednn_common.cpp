@@ -274,11 +274,20 @@ std::vector<std::int64_t> shape_key(std::initializer_list<const Shape*> shapes) 
 }
 
 
-bool exact_int8_products(const Tensor& weights, bool signed_input) {
+namespace {
+
+// True when oneDNN dispatches to kernels with 8-bit dot products (AVX-512 VNNI or AMX): four
+// products a 32-bit lane, summed without 16-bit intermediates.
+bool has_8bit_dot_products() {
   const dnnl::cpu_isa isa = dnnl::get_effective_cpu_isa();
-  if (isa == dnnl::cpu_isa::avx512_core_vnni || isa == dnnl::cpu_isa::avx512_core_bf16 ||
-      isa == dnnl::cpu_isa::avx512_core_amx)
-    return true;
+  return isa == dnnl::cpu_isa::avx512_core_vnni || isa == dnnl::cpu_isa::avx512_core_bf16 ||
+         isa == dnnl::cpu_isa::avx512_core_amx;
+}
+
+}  // namespace
+
+bool exact_int8_products(const Tensor& weights, bool signed_input) {
+  if (has_8bit_dot_products()) return true;
   if (signed_input || weights.dtype() != DType::Int8) return false;
   const std::int8_t* w = weights.data<std::int8_t>();
   for (std::int64_t i = 0; i < weights.numel(); ++i)
@@ -323,10 +332,7 @@ std::optional<KernelProfile> describe_integer_arithmetic(const std::string& conf
   if (config == "arithmetic=int8") {
     // A 32-bit lane takes four 8-bit products per instruction with VNNI or AMX; without, pairs
     // summed in 16 bits and widened take two instructions for four.
-    const dnnl::cpu_isa isa = dnnl::get_effective_cpu_isa();
-    const bool vnni = isa == dnnl::cpu_isa::avx512_core_vnni || isa == dnnl::cpu_isa::avx512_core_bf16 ||
-                      isa == dnnl::cpu_isa::avx512_core_amx;
-    p.work_scale = vnni ? 0.25 : 0.5;
+    p.work_scale = has_8bit_dot_products() ? 0.25 : 0.5;
   } else {
     // The codes reordered into float32 staging (read 1 byte, write 4, the kernel reads 4).
     p.extra_bytes = 9 * input;
