@@ -40,5 +40,9 @@ std::optional<StreamConvEpilogue> conv_epilogue(const Node& node, const Tensor& 
 // The geometry of a conv with weights `ws` (OIHW) on NHWC input `x`, from the node's strides,
 // pads and dilations; fails naming the node when they do not fit.
 StreamConvShape conv_geometry(const KernelContext& ctx, const Shape& x, const Shape& ws);
+// The same for a kernel's runs(): the geometry of input 0 of `inputs`, nullopt where it is
+// missing or does not fit the weights.
+std::optional<StreamConvShape> input_conv_geometry(const Node& node, const std::vector<const Tensor*>& inputs,
+                                                   const Shape& ws);
 
 }  // namespace wpk::cpu

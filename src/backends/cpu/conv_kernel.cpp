@@ -71,14 +71,8 @@ class CpuConvKernel : public Kernel {
   }
 
   bool runs(const std::vector<const Tensor*>& inputs) const override {
-    if (inputs.empty() || !inputs[0]) return false;
-    try {  // conv_geometry fails on a rank or channel count that does not fit the weights
-      KernelContext ctx(node_, {});
-      const StreamConvShape s = conv_geometry(ctx, inputs[0]->shape(), ws_);
-      return s.n * s.oh * s.ow == 0 || config_runs(config_, s);
-    } catch (const Error&) {
-      return false;
-    }
+    const std::optional<StreamConvShape> s = input_conv_geometry(node_, inputs, ws_);
+    return s && (s->n * s->oh * s->ow == 0 || config_runs(config_, *s));
   }
 
   KernelProfile profile() const override {
@@ -110,6 +104,17 @@ StreamConvShape conv_geometry(const KernelContext& ctx, const Shape& x, const Sh
   const reference::Window win = reference::conv_window(ctx, nchw, {ws[2], ws[3]}, false);
   return {x[0], x[1], x[2], x[3], win.out[1], win.out[2], ws[0], ws[2], ws[3], win.stride[1], win.stride[2],
           win.pad_begin[1], win.pad_begin[2], win.dilation[1], win.dilation[2]};
+}
+
+std::optional<StreamConvShape> input_conv_geometry(const Node& node, const std::vector<const Tensor*>& inputs,
+                                                   const Shape& ws) {
+  if (inputs.empty() || !inputs[0]) return std::nullopt;
+  try {  // conv_geometry fails on a rank or channel count that does not fit the weights
+    KernelContext ctx(node, {});
+    return conv_geometry(ctx, inputs[0]->shape(), ws);
+  } catch (const Error&) {
+    return std::nullopt;
+  }
 }
 
 std::optional<StreamConvEpilogue> conv_epilogue(const Node& node, const Tensor& bias) {

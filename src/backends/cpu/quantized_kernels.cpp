@@ -132,14 +132,8 @@ class QuantizedConvKernel : public Kernel {
   }
 
   bool runs(const std::vector<const Tensor*>& inputs) const override {
-    if (inputs.empty() || !inputs[0]) return false;
-    try {  // conv_geometry fails on a rank or channel count that does not fit the weights
-      KernelContext ctx(node_, {});
-      const StreamConvShape s = conv_geometry(ctx, inputs[0]->shape(), ws_);
-      return s.n * s.oh * s.ow == 0 || avx2_q8_conv_runs(s, largest_bias_);
-    } catch (const Error&) {
-      return false;
-    }
+    const std::optional<StreamConvShape> s = input_conv_geometry(node_, inputs, ws_);
+    return s && (s->n * s->oh * s->ow == 0 || avx2_q8_conv_runs(*s, largest_bias_));
   }
 
   KernelProfile profile() const override { return {name_, 256, 0.6}; }
