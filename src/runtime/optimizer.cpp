@@ -34,6 +34,7 @@ const std::vector<PassEntry>& pass_table() {
       {"fuse_matmul_integer", OptimizationLevel::All, passes::fuse_matmul_integer},
       {"fold_shape_subgraphs", OptimizationLevel::Basic, passes::fold_shape_subgraphs},
       {"constant_folding", OptimizationLevel::Basic, passes::fold_constants},
+      {"fold_captured_constants", OptimizationLevel::Basic, passes::fold_captured_constants},
       {"cancel_transposes", OptimizationLevel::Basic, passes::cancel_transposes},
       {"fold_batchnorm", OptimizationLevel::Basic, passes::fold_batchnorm},
       {"fold_pad", OptimizationLevel::Basic, passes::fold_pad},

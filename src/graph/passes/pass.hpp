@@ -35,6 +35,7 @@ bool is_graph_output(const Graph& g, ValueId v);
 bool remove_identity(Graph& g, const PassContext& ctx);   // remove_identity.cpp
 bool eliminate_dead_code(Graph& g, const PassContext& ctx);  // dead_code.cpp
 bool fold_constants(Graph& g, const PassContext& ctx);    // constant_folding.cpp
+bool fold_captured_constants(Graph& g, const PassContext& ctx);  // fold_captured_constants.cpp
 bool fold_shape_subgraphs(Graph& g, const PassContext& ctx);  // fold_shape_subgraphs.cpp
 bool cancel_transposes(Graph& g, const PassContext& ctx);     // cancel_transposes.cpp
 bool fold_batchnorm(Graph& g, const PassContext& ctx);        // fold_batchnorm.cpp
