@@ -105,6 +105,11 @@ struct KernelProfile {
   // Its packed weights depend on the input shape (oneDNN's Winograd: another transform from batch
   // 2 on), so with symbolic dims it keeps the loaded weights beside its packing.
   bool shape_specific_weights = false;
+  // What one call costs whatever its size (a library's argument maps and dispatch): on tiny
+  // tensors it is the whole cost.
+  double call_seconds = 0;
+  // Splits its work over the node's threads; false: runs on the calling thread alone.
+  bool multithreaded = true;
 };
 
 // Each input's shape, as the graph declares it (symbolic dims as 1) or as a run passes it;
@@ -156,7 +161,7 @@ class Backend {
   // What the cost model assumes of a candidate this backend does not describe and that is not
   // prepared yet (prepared, the kernel's own profile() answers). Not a description: trial logs
   // record no prediction for it and calibration leaves it alone.
-  virtual KernelProfile undescribed_profile() const { return {}; }
+  virtual KernelProfile undescribed_profile(const Node& /*node*/) const { return {}; }
   // Prepares `config` (one of configs()); "" is the default.
   virtual std::unique_ptr<Kernel> prepare(const Node& node, const Graph& graph, const std::string& config) const {
     if (!config.empty()) throw Error(ErrorCode::Internal, node_label(node) + name() + " has no configuration '" + config + "'");

@@ -1,5 +1,7 @@
 #include "runtime/candidate_cost.hpp"
 
+#include <algorithm>
+
 #include "runtime/workload.hpp"
 #include "search/cost_model.hpp"
 
@@ -12,14 +14,23 @@ std::string candidate_identity(const Backend& backend, const std::string& config
 KernelProfile candidate_profile(const Backend& backend, const std::string& config, const Node& node, const Graph& graph,
                                 const InputShapes& shapes, int threads, const Kernel* prepared) {
   if (std::optional<KernelProfile> k = backend.describe(node, graph, config, shapes, threads)) return *k;
-  return prepared ? prepared->profile() : backend.undescribed_profile();
+  return prepared ? prepared->profile() : backend.undescribed_profile(node);
 }
 
 double predicted_seconds(const KernelProfile& k, const std::string& identity, const Node& node, const InputShapes& shapes,
                          int threads, const CostCalibration* calibration) {
-  const search::KernelTraits traits{k.vector_bits, k.efficiency, k.work_scale, k.extra_bytes, k.overlaps_memory};
+  const search::KernelTraits traits{k.vector_bits,     k.efficiency,   k.work_scale, k.extra_bytes,
+                                    k.overlaps_memory, k.call_seconds, k.multithreaded};
   const double seconds = search::predict_seconds(estimate_workload(node, shapes), traits, search::Machine{threads});
   return calibration ? seconds * calibration->factor(identity) : seconds;
+}
+
+double predicted_seconds_on_best_threads(const Backend& backend, const KernelProfile& profile, const std::string& identity,
+                                         const Node& node, const InputShapes& shapes, int threads,
+                                         const CostCalibration* calibration) {
+  const double all = predicted_seconds(profile, identity, node, shapes, threads, calibration);
+  if (threads <= 1 || !backend.uses_host_threads()) return all;
+  return std::min(all, predicted_seconds(profile, identity, node, shapes, 1, calibration));
 }
 
 double predicted_seconds(const Backend& backend, const std::string& config, const Node& node, const Graph& graph,

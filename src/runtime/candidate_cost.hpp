@@ -26,6 +26,13 @@ KernelProfile candidate_profile(const Backend& backend, const std::string& confi
 double predicted_seconds(const KernelProfile& profile, const std::string& identity, const Node& node,
                          const InputShapes& shapes, int threads, const CostCalibration* calibration = nullptr);
 
+// The least of predicted_seconds on `threads` and on one thread, for a backend whose kernels
+// use the host's threads: on tiny tensors starting the threads costs more than they save, and
+// the tuner's untuned choice (Tuner::predicted_best) then runs the node on one.
+double predicted_seconds_on_best_threads(const Backend& backend, const KernelProfile& profile, const std::string& identity,
+                                         const Node& node, const InputShapes& shapes, int threads,
+                                         const CostCalibration* calibration = nullptr);
+
 // The two together.
 double predicted_seconds(const Backend& backend, const std::string& config, const Node& node, const Graph& graph,
                          const InputShapes& shapes, int threads, const Kernel* prepared = nullptr,

@@ -185,7 +185,8 @@ std::optional<std::size_t> cheapest_for_any_shape(const std::vector<Option>& opt
   double best_seconds = 0;
   for (std::size_t i = 0; i < options.size(); ++i) {
     if (options[i].at_large->shape_specific_weights) continue;
-    const double t = predicted_seconds(*options[i].at_large, options[i].identity, node, large, threads, calibration);
+    const double t = predicted_seconds_on_best_threads(*options[i].backend, *options[i].at_large, options[i].identity, node,
+                                                       large, threads, calibration);
     if (!best || t < best_seconds) {
       best = i;
       best_seconds = t;
@@ -240,7 +241,8 @@ PreparedNode prepare_node(const Graph& graph, std::size_t i, const std::vector<c
         why = b->name() + ":" + o.at_declared.name + " is disabled";
         continue;
       }
-      o.seconds = predicted_seconds(o.at_declared, o.identity, n, declared, options.threads, options.calibration);
+      o.seconds =
+          predicted_seconds_on_best_threads(*b, o.at_declared, o.identity, n, declared, options.threads, options.calibration);
       if (large) o.at_large = candidate_profile(*b, c, n, graph, *large, options.threads);
       step.offered += o.identity + "@" + b->version() + ",";
       options_offered.push_back(std::move(o));
@@ -278,7 +280,8 @@ PreparedNode prepare_node(const Graph& graph, std::size_t i, const std::vector<c
     if (large)
       if (const auto best = cheapest_for_any_shape(options_offered, n, *large, options.threads, options.calibration)) {
         const auto at_large = [&](const Option& o) {
-          return predicted_seconds(*o.at_large, o.identity, n, *large, options.threads, options.calibration);
+          return predicted_seconds_on_best_threads(*o.backend, *o.at_large, o.identity, n, *large, options.threads,
+                                                   options.calibration);
         };
         if (at_large(options_offered[0]) > kSecondChoiceGain * at_large(options_offered[*best])) wanted[*best] = true;
       }

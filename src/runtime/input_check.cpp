@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 #include <set>
+#include <utility>
 
 namespace wpk {
 
@@ -24,54 +25,69 @@ void check_graph_interface(const Graph& graph) {
   }
 }
 
-void check_run_inputs(const Graph& graph, const TensorMap& inputs) {
-  std::set<std::string> declared;
-  std::string names;
-  for (ValueId v : graph.inputs()) {
-    declared.insert(graph.value(v).name);
-    names += (names.empty() ? "" : ", ") + graph.value(v).name;
-  }
-  for (const auto& kv : inputs)
-    if (!declared.count(kv.first))
-      throw Error(ErrorCode::InvalidArgument, "unknown input '" + kv.first + "'; the model's inputs are: " + names);
+namespace {
 
-  std::map<std::string, std::int64_t> bound;  // symbolic dim -> size seen first
+std::string input_names(const Graph& graph) {
+  std::string names;
+  for (ValueId v : graph.inputs()) names += (names.empty() ? "" : ", ") + graph.value(v).name;
+  return names;
+}
+
+}  // namespace
+
+// Messages are built only on the way to an error: control-flow bodies pass through here at every
+// iteration.
+void check_run_inputs(const Graph& graph, const TensorMap& inputs) {
+  std::size_t known = 0;
+  for (ValueId v : graph.inputs()) known += inputs.count(graph.value(v).name);
+  if (known != inputs.size())
+    for (const auto& kv : inputs) {
+      const bool declared = std::any_of(graph.inputs().begin(), graph.inputs().end(),
+                                        [&](ValueId v) { return graph.value(v).name == kv.first; });
+      if (!declared)
+        throw Error(ErrorCode::InvalidArgument, "unknown input '" + kv.first + "'; the model's inputs are: " + input_names(graph));
+    }
+
+  std::vector<std::pair<const std::string*, std::int64_t>> bound;  // symbolic dim -> size seen first
   for (ValueId v : graph.inputs()) {
     const ValueInfo& info = graph.value(v);
     auto it = inputs.find(info.name);
     if (it == inputs.end()) throw Error(ErrorCode::InvalidArgument, "input '" + info.name + "' is missing");
     const Tensor& t = it->second;
-    const std::string where = "input '" + info.name + "'";
-    if (t.empty()) throw Error(ErrorCode::InvalidArgument, where + " is an empty Tensor");
+    auto where = [&info] { return "input '" + info.name + "'"; };
+    if (t.empty()) throw Error(ErrorCode::InvalidArgument, where() + " is an empty Tensor");
     if (t.is_none()) {
-      if (!info.optional) throw Error(ErrorCode::InvalidArgument, where + " is not optional; it must have a value");
+      if (!info.optional) throw Error(ErrorCode::InvalidArgument, where() + " is not optional; it must have a value");
       continue;
     }
     if (info.dtype == DType::Sequence) {
-      if (!t.is_sequence()) throw Error(ErrorCode::InvalidArgument, where + " must be a sequence, got " + dtype_name(t.dtype()));
+      if (!t.is_sequence()) throw Error(ErrorCode::InvalidArgument, where() + " must be a sequence, got " + dtype_name(t.dtype()));
       if (info.element_dtype != DType::Undefined && t.element_dtype() != info.element_dtype)
-        throw Error(ErrorCode::InvalidArgument, where + " must be a sequence of " + dtype_name(info.element_dtype) +
+        throw Error(ErrorCode::InvalidArgument, where() + " must be a sequence of " + dtype_name(info.element_dtype) +
                                                     ", got one of " + dtype_name(t.element_dtype()));
       continue;
     }
     if (t.dtype() != info.dtype)
-      throw Error(ErrorCode::InvalidArgument, where + " must be " + dtype_name(info.dtype) + ", got " + dtype_name(t.dtype()));
-    if (t.raw() == nullptr && t.numel() != 0 && t.dtype() != DType::String) throw Error(ErrorCode::InvalidArgument, where + " has no data");
+      throw Error(ErrorCode::InvalidArgument, where() + " must be " + dtype_name(info.dtype) + ", got " + dtype_name(t.dtype()));
+    if (t.raw() == nullptr && t.numel() != 0 && t.dtype() != DType::String)
+      throw Error(ErrorCode::InvalidArgument, where() + " has no data");
     if (!info.dims) continue;
     const DimList& dims = *info.dims;
-    const std::string want = dims_to_string(dims);
     if (static_cast<std::size_t>(t.rank()) != dims.size())
-      throw Error(ErrorCode::InvalidArgument, where + " must have shape " + want + ", got " + shape_to_string(t.shape()));
+      throw Error(ErrorCode::InvalidArgument,
+                  where() + " must have shape " + dims_to_string(dims) + ", got " + shape_to_string(t.shape()));
     for (std::size_t i = 0; i < dims.size(); ++i) {
       const std::int64_t got = t.shape()[i];
       if (dims[i].is_static() && got != dims[i].value)
-        throw Error(ErrorCode::InvalidArgument, where + " must have shape " + want + ", got " + shape_to_string(t.shape()) +
-                                                    " (dimension " + std::to_string(i) + ")");
-      if (!dims[i].is_static() && !dims[i].symbol.empty()) {
-        auto b = bound.emplace(dims[i].symbol, got);
-        if (b.first->second != got)
-          throw Error(ErrorCode::InvalidArgument, where + ": dimension '" + dims[i].symbol + "' is " + std::to_string(got) +
-                                                      " here but " + std::to_string(b.first->second) + " in another input");
+        throw Error(ErrorCode::InvalidArgument, where() + " must have shape " + dims_to_string(dims) + ", got " +
+                                                    shape_to_string(t.shape()) + " (dimension " + std::to_string(i) + ")");
+      if (dims[i].is_static() || dims[i].symbol.empty()) continue;
+      auto b = std::find_if(bound.begin(), bound.end(), [&](const auto& s) { return *s.first == dims[i].symbol; });
+      if (b == bound.end()) {
+        bound.emplace_back(&dims[i].symbol, got);
+      } else if (b->second != got) {
+        throw Error(ErrorCode::InvalidArgument, where() + ": dimension '" + dims[i].symbol + "' is " + std::to_string(got) +
+                                                    " here but " + std::to_string(b->second) + " in another input");
       }
     }
   }

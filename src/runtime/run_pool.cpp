@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <thread>
 #include <exception>
 
 #include "runtime/threads.hpp"
@@ -13,6 +15,25 @@ namespace wpk {
 namespace {
 
 thread_local bool on_runner_thread = false;
+
+// How long a thread that waits for a run to finish, or a runner that waits for the next run,
+// polls before it sleeps on its condition variable. Waking a sleeping thread costs a futex call
+// on each side and a trip through the scheduler, which on a virtual machine is tens of
+// microseconds: as much as a small model's whole run, and every iteration of a serving loop
+// pays it twice. Polling yields the CPU between checks, so a thread with work to do is not held
+// up by it.
+constexpr auto kPollBeforeSleeping = std::chrono::microseconds(100);
+
+// Polls `ready` until it holds or kPollBeforeSleeping has passed; returns its last answer.
+template <typename Ready>
+bool poll_briefly(const Ready& ready) {
+  const auto until = std::chrono::steady_clock::now() + kPollBeforeSleeping;
+  while (!ready()) {
+    if (std::chrono::steady_clock::now() >= until) return false;
+    std::this_thread::yield();
+  }
+  return true;
+}
 
 std::atomic<RunPool*> process_pool{nullptr};
 
@@ -26,13 +47,13 @@ void forget_pool_after_fork() { process_pool.store(nullptr); }
 struct RunPool::Work {
   int cpus = 1;
   const std::function<void()>* body = nullptr;
-  bool done = false;
+  std::atomic<bool> done{false};  // set under the pool's lock; polled without it while spinning
   std::exception_ptr error;
   std::condition_variable finished;
 };
 
 struct RunPool::Runner {
-  Work* work = nullptr;
+  std::atomic<Work*> work{nullptr};  // set under the pool's lock; polled without it while spinning
   std::condition_variable assigned;
   std::thread thread;
 };
@@ -90,7 +111,12 @@ void RunPool::execute(int threads, const std::function<void()>& work) {
   if (!queue_.empty() || w.cpus > free_cpus_) ++counters_.waited;
   queue_.push_back(&w);
   start_queued(lock);
-  w.finished.wait(lock, [&] { return w.done; });
+  lock.unlock();
+  poll_briefly([&] { return w.done.load(std::memory_order_acquire); });
+  // Taken again even when the poll saw it done: the runner sets `done` and notifies under the
+  // lock, so once the lock is ours it no longer touches `w`.
+  lock.lock();
+  w.finished.wait(lock, [&] { return w.done.load(std::memory_order_relaxed); });
   if (w.error) std::rethrow_exception(w.error);
 }
 
@@ -107,7 +133,7 @@ void RunPool::start_queued(std::unique_lock<std::mutex>& lock) {
     // Never empty: a runner per CPU, and every work running holds at least one CPU.
     Runner* r = idle_.back();
     idle_.pop_back();
-    r->work = w;
+    r->work.store(w, std::memory_order_release);
     r->assigned.notify_one();
   }
 }
@@ -116,9 +142,14 @@ void RunPool::runner_loop(Runner* runner) {
   on_runner_thread = true;
   std::unique_lock<std::mutex> lock(mutex_);
   for (;;) {
-    runner->assigned.wait(lock, [&] { return runner->work != nullptr || stopping_; });
-    if (!runner->work) return;
-    Work* w = runner->work;
+    if (!runner->work.load(std::memory_order_relaxed) && !stopping_) {
+      lock.unlock();
+      poll_briefly([&] { return runner->work.load(std::memory_order_acquire) != nullptr; });
+      lock.lock();
+    }
+    runner->assigned.wait(lock, [&] { return runner->work.load(std::memory_order_relaxed) != nullptr || stopping_; });
+    Work* w = runner->work.load(std::memory_order_relaxed);
+    if (!w) return;
     lock.unlock();
     try {
       (*w->body)();
@@ -126,9 +157,9 @@ void RunPool::runner_loop(Runner* runner) {
       w->error = std::current_exception();
     }
     lock.lock();
-    runner->work = nullptr;
+    runner->work.store(nullptr, std::memory_order_relaxed);
     free_cpus_ += w->cpus;
-    w->done = true;
+    w->done.store(true, std::memory_order_release);
     w->finished.notify_one();
     idle_.push_back(runner);
     start_queued(lock);

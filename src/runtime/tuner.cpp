@@ -143,28 +143,33 @@ bool runs(const Candidate& c, const std::vector<const Tensor*>& inputs) {
 
 StepChoice Tuner::predicted_best(std::size_t s, const std::vector<const Tensor*>& inputs) const {
   const PlanStep& step = plan_.steps()[s];
-  if (step.candidates.size() < 2) return {};
+  const bool threaded = threads_ > 1 && !step.candidates.empty() && step.candidates[0].backend->uses_host_threads();
+  if (step.candidates.size() < 2 && !threaded) return {};
   const Node& node = graph_.nodes()[step.node_index];
   const InputShapes shapes = run_input_shapes(node, graph_, inputs);
   // A deferred candidate is ranked by its description; picked, it is prepared, and one that then
-  // cannot be had or does not run these inputs leaves the ranking.
+  // cannot be had or does not run these inputs leaves the ranking. Each on all the session's
+  // threads and on one: on tiny tensors starting the threads costs more than they save.
   std::vector<bool> out(step.candidates.size(), false);
   for (;;) {
-    int best = -1;
+    StepChoice best{-1, 0};
     double best_seconds = 0;
     for (std::size_t c = 0; c < step.candidates.size(); ++c) {
       const Candidate& cand = step.candidates[c];
       if (out[c] || (cand.kernel && !cand.kernel->runs(inputs))) continue;
-      const double seconds =
-          predicted_seconds(*cand.backend, cand.config, node, graph_, shapes, threads_, cand.prepared(), calibration_);
-      if (best < 0 || seconds < best_seconds) {  // ties: the earlier registered backend
-        best = static_cast<int>(c);
-        best_seconds = seconds;
+      for (int t : {threads_, 1}) {
+        if (t == 1 && (threads_ == 1 || !cand.backend->uses_host_threads())) continue;
+        const double seconds =
+            predicted_seconds(*cand.backend, cand.config, node, graph_, shapes, t, cand.prepared(), calibration_);
+        if (best.candidate < 0 || seconds < best_seconds) {  // ties: the earlier registered backend, all threads
+          best = {static_cast<int>(c), t == threads_ ? 0 : t};
+          best_seconds = seconds;
+        }
       }
     }
-    if (best < 0) return {};
-    if (runs(step.candidates[static_cast<std::size_t>(best)], inputs)) return {best, 0};
-    out[static_cast<std::size_t>(best)] = true;
+    if (best.candidate < 0) return {};
+    if (runs(step.candidates[static_cast<std::size_t>(best.candidate)], inputs)) return best;
+    out[static_cast<std::size_t>(best.candidate)] = true;
   }
 }
 
@@ -270,7 +275,8 @@ bool Tuner::confirmed(const PlanStep& step, const Node& node, const std::vector<
   winner_us = untuned_us = std::numeric_limits<double>::infinity();
   try {
     for (int round = 0; round < 2; ++round) {
-      untuned_us = std::min(untuned_us, time_config(u, node, inputs, threads_, scratch_u, cache));
+      untuned_us = std::min(untuned_us, time_config(u, node, inputs, untuned.threads > 0 ? untuned.threads : threads_,
+                                                    scratch_u, cache));
       winner_us = std::min(winner_us, time_config(w, node, inputs, winner.threads, scratch_w, cache));
     }
   } catch (const std::exception&) {
@@ -327,8 +333,9 @@ StepChoice Tuner::search_node(std::size_t s, const std::vector<const Tensor*>& i
   const auto at = [&](std::int64_t value, const std::vector<std::int64_t>& values) {
     return static_cast<int>(std::find(values.begin(), values.end(), value) - values.begin());
   };
-  // The untuned choice runs on all the session's threads: the last of the counts tried.
-  const search::Point untuned_point = {at(untuned.candidate, runnable), at(threads.back(), threads)};
+  // The untuned choice runs on all the session's threads (the last of the counts tried) or, where
+  // the cost model says the threads cost more than they save, on one (the first).
+  const search::Point untuned_point = {at(untuned.candidate, runnable), at(untuned.threads > 0 ? untuned.threads : threads.back(), threads)};
   const double untuned_us = measure(untuned_point);
   const std::size_t wanted =
       settings_.compare_strategies
@@ -385,7 +392,7 @@ StepChoice Tuner::search_node(std::size_t s, const std::vector<const Tensor*>& i
   double winner_us = result.best_cost;
   double baseline_us = untuned_us;
   if (result.best != untuned_point && !confirmed(step, node, inputs, winner, untuned, winner_us, baseline_us)) {
-    winner = {untuned.candidate, threads_};
+    winner = {untuned.candidate, untuned.threads > 0 ? untuned.threads : threads_};
     winner_us = baseline_us;
   }
   if (db_) db_->store(key, record_value(step.candidates[static_cast<std::size_t>(winner.candidate)].identity(), winner.threads),

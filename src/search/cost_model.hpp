@@ -23,6 +23,8 @@ struct KernelTraits {
   // moves fewer (weights packed in bf16).
   double extra_bytes = 0;
   bool overlaps_memory = false;  // prefetches while computing: the larger of the two times counts
+  double call_seconds = 0;       // per call, whatever the size
+  bool multithreaded = true;     // false: one thread does the work whatever the machine offers
 };
 
 struct Machine {
@@ -31,9 +33,13 @@ struct Machine {
   // bandwidth. Refined from tuning records later; the ranking rarely depends on them.
   double flops_per_lane = 12e9;
   double bytes_per_second = 10e9;
+  // Starting and joining the threads of one parallel region, nominal: what a kernel on tiny
+  // tensors pays for its threads, so that there one thread is predicted the faster.
+  double parallel_region_seconds = 2e-6;
 };
 
-// Predicted seconds.
+// Predicted seconds: the call, the parallel region where more than one thread takes part, then
+// compute and memory time shared among the threads.
 double predict_seconds(const Workload& w, const KernelTraits& k, const Machine& m);
 
 }  // namespace wpk::search

@@ -86,6 +86,8 @@ std::unique_ptr<Kernel> CpuBackend::prepare(const Node& node, const Graph& graph
   throw Error(ErrorCode::Internal, node_label(node) + "cpu has no configuration '" + config + "'");
 }
 
+KernelProfile CpuBackend::undescribed_profile(const Node& /*node*/) const { return {"", clones_vector_bits(), 0.5}; }
+
 std::optional<KernelProfile> CpuBackend::describe(const Node& node, const Graph& /*graph*/, const std::string& config,
                                                   const InputShapes& shapes, int threads) const {
   if (family_of(node) == Family::Conv) return describe_conv(node, config, shapes, threads);

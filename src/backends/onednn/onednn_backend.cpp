@@ -1,5 +1,6 @@
 #include "backends/onednn/onednn_backend.hpp"
 
+#include "backends/onednn/onednn_common.hpp"
 #include "backends/onednn/onednn_kernels.hpp"
 #include "graph/fused_ops.hpp"
 
@@ -137,11 +138,15 @@ std::unique_ptr<Kernel> OneDnnBackend::prepare(const Node& node, const Graph& gr
 
 std::optional<KernelProfile> OneDnnBackend::describe(const Node& node, const Graph& graph, const std::string& config,
                                                      const InputShapes& shapes, int threads) const {
-  if (family_of(node) == Family::Conv) return describe_conv(node, config, shapes, threads);
-  if (family_of(node) == Family::MatMul) return describe_matmul(node, graph, shapes);
-  if (family_of(node) == Family::QLinearConv || family_of(node) == Family::MatMulInteger)
-    return describe_integer_arithmetic(config, shapes);
-  return std::nullopt;
+  std::optional<KernelProfile> p;
+  if (family_of(node) == Family::Conv) p = describe_conv(node, config, shapes, threads);
+  else if (family_of(node) == Family::MatMul) p = describe_matmul(node, graph, shapes);
+  else if (family_of(node) == Family::QLinearConv || family_of(node) == Family::MatMulInteger)
+    p = describe_integer_arithmetic(config, shapes);
+  if (p) p->call_seconds = kPrimitiveCallSeconds;
+  return p;
 }
+
+KernelProfile OneDnnBackend::undescribed_profile(const Node& /*node*/) const { return primitive_profile(); }
 
 }  // namespace wpk::onednn

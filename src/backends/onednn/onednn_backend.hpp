@@ -16,6 +16,8 @@ class OneDnnBackend : public Backend {
   std::unique_ptr<Kernel> prepare(const Node& node, const Graph& graph, const std::string& config) const override;
   std::optional<KernelProfile> describe(const Node& node, const Graph& graph, const std::string& config,
                                         const InputShapes& shapes, int threads) const override;
+  // Kernels not yet prepared: as a prepared one describes itself (OneDnnKernel::profile).
+  KernelProfile undescribed_profile(const Node& node) const override;
   std::string version() const override;
   // Conv and MatMul residual adds are sum post-ops (onednn_common.hpp).
   bool accumulates_into_residual(const Node& node) const override;

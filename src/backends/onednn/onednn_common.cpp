@@ -340,9 +340,13 @@ std::optional<KernelProfile> describe_integer_arithmetic(const std::string& conf
   return p;
 }
 
-KernelProfile OneDnnKernel::profile() const {
+KernelProfile OneDnnKernel::profile() const { return primitive_profile(); }
+
+KernelProfile primitive_profile() {
   const CpuFeatures& cpu = cpu_features();
-  return {"", cpu.avx512_core() ? 512 : cpu.avx2_fma() ? 256 : 128, 0.5};
+  KernelProfile p{"", cpu.avx512_core() ? 512 : cpu.avx2_fma() ? 256 : 128, 0.5};
+  p.call_seconds = kPrimitiveCallSeconds;
+  return p;
 }
 
 }  // namespace wpk::onednn

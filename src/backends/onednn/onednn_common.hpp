@@ -23,6 +23,12 @@ class OneDnnKernel : public Kernel {
  public:
   KernelProfile profile() const override;
 };
+
+// What a oneDNN primitive's execution costs whatever its size (argument map, stream, its own
+// dispatch), nominal; every profile of this backend carries it.
+constexpr double kPrimitiveCallSeconds = 1e-6;
+// OneDnnKernel::profile(), and what the cost model assumes of a kernel not yet prepared.
+KernelProfile primitive_profile();
 using Dims = dnnl::memory::dims;
 
 dnnl::engine& engine();

@@ -1,5 +1,7 @@
 #include "backends/reference/reference_backend.hpp"
 
+#include <set>
+
 #include "backends/reference/registry.hpp"
 
 namespace wpk::reference {
@@ -32,16 +34,18 @@ const OpTable& op_table() {
 namespace {
 class FunctionKernel : public Kernel {
  public:
-  FunctionKernel(KernelFn fn, std::int64_t opset) : fn_(fn), opset_(opset) {}
+  FunctionKernel(KernelFn fn, std::int64_t opset, KernelProfile profile)
+      : fn_(fn), opset_(opset), profile_(std::move(profile)) {}
   void run(KernelContext& ctx) const override {
     ctx.set_opset(opset_);
     fn_(ctx);
   }
-  KernelProfile profile() const override { return reference_profile(); }
+  KernelProfile profile() const override { return profile_; }
 
  private:
   KernelFn fn_;
   std::int64_t opset_;
+  KernelProfile profile_;
 };
 }  // namespace
 
@@ -49,10 +53,26 @@ KernelProfile reference_profile() {
   KernelProfile p;
   p.vector_bits = 32;
   p.efficiency = 0.004;
+  p.multithreaded = false;
   return p;
 }
 
-KernelProfile ReferenceBackend::undescribed_profile() const { return reference_profile(); }
+KernelProfile reference_profile(const Node& node) {
+  static const std::set<std::string> elementwise = [] {
+    OpTable t;
+    register_elementwise(t);
+    register_binary(t);
+    std::set<std::string> keys;
+    for (const auto& kv : t.entries()) keys.insert(kv.first);
+    return keys;
+  }();
+  KernelProfile p = reference_profile();
+  // A few nanoseconds an element: a scalar loop with its broadcast index walk.
+  if (elementwise.count(table_key(node))) p.efficiency = 0.03;
+  return p;
+}
+
+KernelProfile ReferenceBackend::undescribed_profile(const Node& node) const { return reference_profile(node); }
 
 std::string table_key(const Node& node) {
   if (node.domain.empty() || node.domain == "ai.onnx") return node.op_type;
@@ -81,7 +101,7 @@ std::string ReferenceBackend::why_unsupported(const Node& node, const Graph& gra
 std::unique_ptr<Kernel> ReferenceBackend::prepare(const Node& node, const Graph& graph) const {
   std::string why = why_unsupported(node, graph);
   if (!why.empty()) throw Error(ErrorCode::Unsupported, node_label(node) + why);
-  return std::make_unique<FunctionKernel>(op_table().find(table_key(node))->fn, graph.opset());
+  return std::make_unique<FunctionKernel>(op_table().find(table_key(node))->fn, graph.opset(), reference_profile(node));
 }
 
 }  // namespace wpk::reference

@@ -10,7 +10,8 @@ class ReferenceBackend : public Backend {
   std::string name() const override { return "reference"; }
   std::string why_unsupported(const Node& node, const Graph& graph) const override;
   std::unique_ptr<Kernel> prepare(const Node& node, const Graph& graph) const override;
-  KernelProfile undescribed_profile() const override;
+  // reference_profile(node): never a description, so calibration never learns the reference.
+  KernelProfile undescribed_profile(const Node& node) const override;
 };
 
 // What the cost model knows of the reference kernels: scalar loops over generic index
@@ -19,5 +20,8 @@ class ReferenceBackend : public Backend {
 // kernel's, and a calibration from tuning records could rank the reference first: this keeps
 // it behind an undescribed candidate by more than calibration's largest factor (8).
 KernelProfile reference_profile();
+// The same for one node: element-wise ops (elementwise.cpp, binary.cpp) are one scalar loop,
+// on tensors of a few hundred elements faster than a library's call.
+KernelProfile reference_profile(const Node& node);
 
 }  // namespace wpk::reference

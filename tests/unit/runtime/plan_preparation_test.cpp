@@ -103,13 +103,15 @@ class SmallRowsBackend : public Backend {
   reference::ReferenceBackend reference_;
 };
 
-// The reference backend, counting its preparations.
+// The reference backend, counting its preparations, and ranked behind the other backend even
+// on the tiny tensors where the reference's element-wise loop would be predicted the fastest.
 class CountingBackend : public reference::ReferenceBackend {
  public:
   std::unique_ptr<Kernel> prepare(const Node& node, const Graph& graph) const override {
     ++prepared;
     return reference::ReferenceBackend::prepare(node, graph);
   }
+  KernelProfile undescribed_profile(const Node&) const override { return reference::reference_profile(); }
   mutable std::atomic<int> prepared{0};
 };
 

@@ -65,11 +65,8 @@ TEST_CASE("a profile has one record per step with op, backend, layout and shape"
   CHECK(!p.steps[0].backend.empty());
   CHECK(p.steps[1].op == "Relu");
   CHECK(p.steps[1].layout == "-");
-#ifdef WPK_WITH_ONEDNN
-  CHECK(p.steps[1].backend == "onednn");
-#else
+  // 96 elements: the reference's loop is predicted faster than a library's call.
   CHECK(p.steps[1].backend == "reference");
-#endif
   double sum = 0;
   for (const auto& st : p.steps) {
     CHECK(st.duration_us >= 0);

@@ -38,6 +38,10 @@ TEST_CASE("threads: negative is an error, 0 is the affinity mask's CPU count", "
   CHECK(affinity_cpu_count() >= 1);
 }
 
+// Rows enough that the cost model runs the probe's Relu on every thread of the session (on a
+// few rows, starting the threads would cost more than they save: one runs them).
+constexpr std::int64_t kManyRows = std::int64_t{1} << 15;
+
 TEST_CASE("a run uses the session's OpenMP threads and restores the caller's", "[threads]") {
   std::atomic<int> seen{0};
   const runtime_test::WrappingBackend probe("probe", [&](KernelContext&) { seen = omp_get_max_threads(); });
@@ -45,8 +49,12 @@ TEST_CASE("a run uses the session's OpenMP threads and restores the caller's", "
   o.threads = 3;
   const Session s = SessionFactory::create(relu_graph(), o, {&probe});
   omp_set_num_threads(5);
-  s.run(ones(1));
+  s.run(ones(kManyRows));
   CHECK(seen == 3);
+  CHECK(omp_get_max_threads() == 5);
+  // One row: the node on one thread, and the caller's setting still untouched.
+  s.run(ones(1));
+  CHECK(seen == 1);
   CHECK(omp_get_max_threads() == 5);
 }
 
@@ -55,13 +63,13 @@ TEST_CASE("runs asked for at once each use the session's thread count", "[thread
   // a run waits for its CPUs instead (tests/unit/runtime/run_pool_test.cpp).
   std::atomic<int> a_threads{0}, b_threads{0};
   const runtime_test::WrappingBackend probe("probe", [&](KernelContext& ctx) {
-    (ctx.input(0).dim(0) == 1 ? a_threads : b_threads) = omp_get_max_threads();
+    (ctx.input(0).dim(0) == kManyRows ? a_threads : b_threads) = omp_get_max_threads();
   });
   SessionOptions o;
   o.threads = 4;
   const Session s = SessionFactory::create(relu_graph(), o, {&probe});
-  std::thread a([&] { s.run(ones(1)); });
-  s.run(ones(2));
+  std::thread a([&] { s.run(ones(kManyRows)); });
+  s.run(ones(kManyRows + 1));
   a.join();
   CHECK(a_threads == 4);
   CHECK(b_threads == 4);
