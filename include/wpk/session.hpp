@@ -157,9 +157,13 @@ class Session {
   Session(Graph graph, SessionOptions options, const std::vector<const Backend*>& backends);
   friend struct SessionFactory;  // src/runtime/session_factory.hpp
   TensorMap run_with(const TensorMap& inputs, const RunOptions* options, RunProfile* profile) const;
-  // The run once its inputs are checked and its CPUs are free (the times they took, for its profile).
-  TensorMap run_checked(const TensorMap& inputs, const RunOptions* options, RunProfile* profile, double checks_us,
-                        double queued_us) const;
+  // The inputs in the order of inputs(), the outputs in the order of outputs(), without the
+  // names: a control-flow body's run at each iteration (SessionFactory::run_in_order).
+  std::vector<Tensor> run_in_order(const std::vector<Tensor>& inputs) const;
+  // The run once its inputs are checked and its CPUs are free (the times they took, for its
+  // profile): one input per graph input, in its order; the graph's outputs in its order.
+  std::vector<Tensor> run_checked(const std::vector<const Tensor*>& inputs, const RunOptions* options, RunProfile* profile,
+                                  double checks_us, double queued_us) const;
   void tune_at_load(double budget_seconds);
 
   struct Impl;

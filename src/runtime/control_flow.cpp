@@ -1,9 +1,10 @@
 #include "runtime/control_flow.hpp"
 
-#include <set>
+#include <algorithm>
 
 #include "graph/subgraph.hpp"
 #include "runtime/execution_plan.hpp"
+#include "runtime/session_factory.hpp"
 
 namespace wpk {
 namespace {
@@ -71,26 +72,40 @@ Body::Body(const Node& node, const char* attribute) : where_(node_label(node) + 
   } catch (const Error& e) {
     throw Error(e.code(), where_ + e.what());
   }
-  std::set<std::string> kept;
-  for (const ValueInfo& v : session_->inputs()) kept.insert(v.name);
-  for (const std::string& name : input_names_) input_used_.push_back(kept.count(name) != 0);
+  // The optimized body may no longer read some inputs; its outputs keep their names.
+  const auto position = [](const std::vector<std::string>& names, const std::string& name) {
+    return static_cast<std::size_t>(std::find(names.begin(), names.end(), name) - names.begin());
+  };
+  for (const ValueInfo& v : session_->inputs()) {
+    const std::size_t at = position(input_names_, v.name);
+    if (at == input_names_.size()) throw Error(ErrorCode::Internal, where_ + "the optimized body reads an input '" + v.name + "' it did not declare");
+    session_inputs_.push_back(at);
+  }
+  std::vector<std::string> produced;
+  for (const ValueInfo& v : session_->outputs()) produced.push_back(v.name);
+  for (const std::string& name : output_names_) {
+    const std::size_t at = position(produced, name);
+    if (at == produced.size()) throw Error(ErrorCode::Internal, where_ + "the optimized body lost its output '" + name + "'");
+    session_outputs_.push_back(at);
+  }
 }
 
 std::vector<Tensor> Body::run(const std::vector<Tensor>& args) const {
   if (args.size() != input_names_.size())
     throw Error(ErrorCode::InvalidModel, where_ + "takes " + std::to_string(input_names_.size()) + " inputs, the node gives " +
                                              std::to_string(args.size()));
-  TensorMap in;
-  for (std::size_t i = 0; i < args.size(); ++i)
-    if (input_used_[i]) in.emplace(input_names_[i], args[i]);
-  TensorMap out;
+  std::vector<Tensor> in;
+  in.reserve(session_inputs_.size());
+  for (std::size_t at : session_inputs_) in.push_back(args[at]);
+  std::vector<Tensor> out;
   try {
-    out = session_->run(in);
+    out = SessionFactory::run_in_order(*session_, in);
   } catch (const Error& e) {
     throw Error(e.code(), where_ + e.what());
   }
   std::vector<Tensor> result;
-  for (const std::string& name : output_names_) result.push_back(out.at(name));
+  result.reserve(session_outputs_.size());
+  for (std::size_t at : session_outputs_) result.push_back(out[at]);
   return result;
 }
 

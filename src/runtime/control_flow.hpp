@@ -49,8 +49,9 @@ class Body {
  private:
   std::string where_;  // "node 'x' (Loop) body: "
   std::vector<std::string> input_names_;
-  std::vector<bool> input_used_;  // false for inputs the optimized body no longer reads
+  std::vector<std::size_t> session_inputs_;   // per input of the session, the argument it takes
   std::vector<std::string> output_names_;
+  std::vector<std::size_t> session_outputs_;  // per output of the body, the session's output it is
   std::vector<DType> output_dtypes_;
   std::unique_ptr<Session> session_;
   std::int64_t max_iterations_ = 0;

@@ -41,8 +41,8 @@ bool Executor::in_arena(const Tensor& t) const {
   return p < arena_base_ + arena_bytes_ && arena_base_ < p + t.nbytes();
 }
 
-void Executor::run(const TensorMap& inputs) {
-  for (ValueId v : graph_.inputs()) slots_[static_cast<std::size_t>(v)] = inputs.at(graph_.value(v).name);
+void Executor::run(const std::vector<const Tensor*>& inputs) {
+  for (std::size_t k = 0; k < inputs.size(); ++k) slots_[static_cast<std::size_t>(graph_.inputs()[k])] = *inputs[k];
   for (std::size_t s = 0; s < plan_.steps().size(); ++s) run_step(s);
 }
 

@@ -38,8 +38,8 @@ class Executor {
   void set_chooser(Chooser chooser) { chooser_ = std::move(chooser); }
   void set_profile(RunProfile* profile, std::chrono::steady_clock::time_point run_start);
 
-  // Runs every step on the given graph inputs (already checked).
-  void run(const TensorMap& inputs);
+  // Runs every step on the graph's inputs (already checked), one per input in graph order.
+  void run(const std::vector<const Tensor*>& inputs);
   const Tensor& value(ValueId v) const { return slots_[static_cast<std::size_t>(v)]; }
   // True when `t` shares bytes with this run's arena (it must be copied before it is returned).
   bool in_arena(const Tensor& t) const;

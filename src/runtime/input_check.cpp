@@ -37,7 +37,7 @@ std::string input_names(const Graph& graph) {
 
 // Messages are built only on the way to an error: control-flow bodies pass through here at every
 // iteration.
-void check_run_inputs(const Graph& graph, const TensorMap& inputs) {
+std::vector<const Tensor*> bind_run_inputs(const Graph& graph, const TensorMap& inputs) {
   std::size_t known = 0;
   for (ValueId v : graph.inputs()) known += inputs.count(graph.value(v).name);
   if (known != inputs.size())
@@ -47,13 +47,25 @@ void check_run_inputs(const Graph& graph, const TensorMap& inputs) {
       if (!declared)
         throw Error(ErrorCode::InvalidArgument, "unknown input '" + kv.first + "'; the model's inputs are: " + input_names(graph));
     }
-
-  std::vector<std::pair<const std::string*, std::int64_t>> bound;  // symbolic dim -> size seen first
+  std::vector<const Tensor*> bound;
+  bound.reserve(graph.inputs().size());
   for (ValueId v : graph.inputs()) {
-    const ValueInfo& info = graph.value(v);
-    auto it = inputs.find(info.name);
-    if (it == inputs.end()) throw Error(ErrorCode::InvalidArgument, "input '" + info.name + "' is missing");
-    const Tensor& t = it->second;
+    auto it = inputs.find(graph.value(v).name);
+    if (it == inputs.end()) throw Error(ErrorCode::InvalidArgument, "input '" + graph.value(v).name + "' is missing");
+    bound.push_back(&it->second);
+  }
+  check_bound_inputs(graph, bound);
+  return bound;
+}
+
+void check_bound_inputs(const Graph& graph, const std::vector<const Tensor*>& inputs) {
+  if (inputs.size() != graph.inputs().size())
+    throw Error(ErrorCode::InvalidArgument, "the model takes " + std::to_string(graph.inputs().size()) + " inputs (" +
+                                                input_names(graph) + "), got " + std::to_string(inputs.size()));
+  std::vector<std::pair<const std::string*, std::int64_t>> bound;  // symbolic dim -> size seen first
+  for (std::size_t k = 0; k < inputs.size(); ++k) {
+    const ValueInfo& info = graph.value(graph.inputs()[k]);
+    const Tensor& t = *inputs[k];
     auto where = [&info] { return "input '" + info.name + "'"; };
     if (t.empty()) throw Error(ErrorCode::InvalidArgument, where() + " is an empty Tensor");
     if (t.is_none()) {

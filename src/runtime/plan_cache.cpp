@@ -5,10 +5,13 @@
 
 namespace wpk {
 
-ShapeSignature shape_signature(const Graph& graph, const TensorMap& inputs) {
+ShapeSignature shape_signature(const std::vector<const Tensor*>& inputs) {
+  std::size_t length = 0;
+  for (const Tensor* t : inputs) length += 1 + t->shape().size();
   ShapeSignature sig;
-  for (ValueId v : graph.inputs()) {
-    const Shape& s = inputs.at(graph.value(v).name).shape();
+  sig.reserve(length);
+  for (const Tensor* t : inputs) {
+    const Shape& s = t->shape();
     sig.push_back(static_cast<std::int64_t>(s.size()));
     sig.insert(sig.end(), s.begin(), s.end());
   }

@@ -31,7 +31,7 @@ struct SignaturePlan {
 
 // The graph inputs' shapes, in graph-input order, each prefixed by its rank.
 using ShapeSignature = std::vector<std::int64_t>;
-ShapeSignature shape_signature(const Graph& graph, const TensorMap& inputs);
+ShapeSignature shape_signature(const std::vector<const Tensor*>& inputs);
 
 // Thread-safe map from signature to plan. Bounded: a model fed ever new shapes (a sequence
 // length per request) keeps the plans of the kMaxSignatures most recently run signatures.

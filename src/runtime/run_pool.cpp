@@ -47,7 +47,10 @@ void forget_pool_after_fork() { process_pool.store(nullptr); }
 struct RunPool::Work {
   int cpus = 1;
   const std::function<void()>* body = nullptr;
-  std::atomic<bool> done{false};  // set under the pool's lock; polled without it while spinning
+  // Set under the pool's lock, as the runner's last touch of the work unless `sleeping`: a caller
+  // that polls it needs no lock to see it, and may then drop the work at once.
+  std::atomic<bool> done{false};
+  bool sleeping = false;  // under the lock: the caller waits on `finished` and must be notified
   std::exception_ptr error;
   std::condition_variable finished;
 };
@@ -112,11 +115,11 @@ void RunPool::execute(int threads, const std::function<void()>& work) {
   queue_.push_back(&w);
   start_queued(lock);
   lock.unlock();
-  poll_briefly([&] { return w.done.load(std::memory_order_acquire); });
-  // Taken again even when the poll saw it done: the runner sets `done` and notifies under the
-  // lock, so once the lock is ours it no longer touches `w`.
-  lock.lock();
-  w.finished.wait(lock, [&] { return w.done.load(std::memory_order_relaxed); });
+  if (!poll_briefly([&] { return w.done.load(std::memory_order_acquire); })) {
+    lock.lock();
+    w.sleeping = true;
+    w.finished.wait(lock, [&] { return w.done.load(std::memory_order_relaxed); });
+  }
   if (w.error) std::rethrow_exception(w.error);
 }
 
@@ -140,27 +143,29 @@ void RunPool::start_queued(std::unique_lock<std::mutex>& lock) {
 
 void RunPool::runner_loop(Runner* runner) {
   on_runner_thread = true;
-  std::unique_lock<std::mutex> lock(mutex_);
   for (;;) {
-    if (!runner->work.load(std::memory_order_relaxed) && !stopping_) {
-      lock.unlock();
-      poll_briefly([&] { return runner->work.load(std::memory_order_acquire) != nullptr; });
-      lock.lock();
+    // A work handed over while this runner polls starts without the lock, which the thread that
+    // handed it may still hold.
+    Work* w = nullptr;
+    if (poll_briefly([&] { return runner->work.load(std::memory_order_acquire) != nullptr; })) {
+      w = runner->work.load(std::memory_order_acquire);
+    } else {
+      std::unique_lock<std::mutex> lock(mutex_);
+      runner->assigned.wait(lock, [&] { return runner->work.load(std::memory_order_relaxed) != nullptr || stopping_; });
+      w = runner->work.load(std::memory_order_relaxed);
+      if (!w) return;
     }
-    runner->assigned.wait(lock, [&] { return runner->work.load(std::memory_order_relaxed) != nullptr || stopping_; });
-    Work* w = runner->work.load(std::memory_order_relaxed);
-    if (!w) return;
-    lock.unlock();
     try {
       (*w->body)();
     } catch (...) {
       w->error = std::current_exception();
     }
-    lock.lock();
+    std::unique_lock<std::mutex> lock(mutex_);
     runner->work.store(nullptr, std::memory_order_relaxed);
     free_cpus_ += w->cpus;
+    const bool notify = w->sleeping;
     w->done.store(true, std::memory_order_release);
-    w->finished.notify_one();
+    if (notify) w->finished.notify_one();
     idle_.push_back(runner);
     start_queued(lock);
   }

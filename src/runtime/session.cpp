@@ -99,18 +99,19 @@ std::optional<TensorMap> host_copies_where_read(const Graph& g, const TensorMap&
   return out;
 }
 
-// Returned tensors own their memory: never the caller's input bytes, the session's weights, or
-// the run's arena, which the next run reuses.
-TensorMap collect_outputs(const Graph& g, const TensorMap& inputs, const Executor& exec) {
-  TensorMap out;
+// The graph's outputs in its order. Returned tensors own their memory: never the caller's input
+// bytes, the session's weights, or the run's arena, which the next run reuses.
+std::vector<Tensor> collect_outputs(const Graph& g, const std::vector<const Tensor*>& inputs, const Executor& exec) {
+  std::vector<Tensor> out;
+  out.reserve(g.outputs().size());
   for (ValueId v : g.outputs()) {
     const Tensor* init = g.initializer(v);
     Tensor t = init ? *init : exec.value(v);
     // A sequence's elements may be the caller's tensors or borrowed ones: its own copy always.
     bool aliased = init != nullptr || t.is_borrowed() || exec.in_arena(t) || t.is_sequence();
-    for (const auto& kv : inputs) aliased = aliased || shares_bytes(t, kv.second);
+    for (const Tensor* in : inputs) aliased = aliased || shares_bytes(t, *in);
     for (const auto& kv : g.initializers()) aliased = aliased || shares_bytes(t, kv.second);
-    out[g.value(v).name] = aliased ? t.clone() : std::move(t);
+    out.push_back(aliased ? t.clone() : std::move(t));
   }
   return out;
 }
@@ -386,21 +387,40 @@ TensorMap Session::run_with(const TensorMap& inputs, const RunOptions* options, 
     // A bad request is turned away before it queues for CPUs.
     const auto called = std::chrono::steady_clock::now();
     const std::optional<TensorMap> moved = host_copies_where_read(impl_->graph, inputs);
-    const TensorMap& placed = moved ? *moved : inputs;
-    check_run_inputs(impl_->graph, placed);
+    const std::vector<const Tensor*> bound = bind_run_inputs(impl_->graph, moved ? *moved : inputs);
     const double checks_us = us_since(called);
     const auto checked = std::chrono::steady_clock::now();
-    TensorMap out;
+    std::vector<Tensor> values;
     RunPool::process().execute(impl_->threads,
-                               [&] { out = run_checked(placed, options, profile, checks_us, us_since(checked)); });
+                               [&] { values = run_checked(bound, options, profile, checks_us, us_since(checked)); });
+    TensorMap out;
+    for (std::size_t k = 0; k < values.size(); ++k) out[impl_->graph.value(impl_->graph.outputs()[k]).name] = std::move(values[k]);
     return out;
   } catch (...) {
     rethrow_as_error();
   }
 }
 
-TensorMap Session::run_checked(const TensorMap& inputs, const RunOptions* options, RunProfile* profile,
-                               double checks_us, double queued_us) const {
+std::vector<Tensor> Session::run_in_order(const std::vector<Tensor>& inputs) const {
+  try {
+    std::vector<const Tensor*> bound;
+    bound.reserve(inputs.size());
+    for (const Tensor& t : inputs) {
+      if (t.on_device())  // the named path places it, or says why it cannot
+        throw Error(ErrorCode::InvalidArgument, "an input in GPU memory must be passed by name");
+      bound.push_back(&t);
+    }
+    check_bound_inputs(impl_->graph, bound);
+    std::vector<Tensor> out;
+    RunPool::process().execute(impl_->threads, [&] { out = run_checked(bound, nullptr, nullptr, 0, 0); });
+    return out;
+  } catch (...) {
+    rethrow_as_error();
+  }
+}
+
+std::vector<Tensor> Session::run_checked(const std::vector<const Tensor*>& inputs, const RunOptions* options,
+                                         RunProfile* profile, double checks_us, double queued_us) const {
   const auto t0 = std::chrono::steady_clock::now();
   RunControlScope control(options);
   const Impl& im = *impl_;
@@ -410,7 +430,7 @@ TensorMap Session::run_checked(const TensorMap& inputs, const RunOptions* option
   RunProfile* prof = profile ? profile : (im.options.profile ? &local : nullptr);
   if (prof) *prof = RunProfile{};
 
-  const ShapeSignature signature = shape_signature(g, inputs);
+  const ShapeSignature signature = shape_signature(inputs);
   const std::shared_ptr<const SignaturePlan> known = im.plans.find(signature);
   RunReservation reservation(im.budget.get());
   RunMemory memory;
@@ -441,7 +461,7 @@ TensorMap Session::run_checked(const TensorMap& inputs, const RunOptions* option
     im.plans.insert(signature, std::move(plan));
   }
 
-  TensorMap out = collect_outputs(g, inputs, exec);
+  std::vector<Tensor> out = collect_outputs(g, inputs, exec);
   if (prof) {
     prof->total_us = checks_us + queued_us + us_since(t0);
     prof->queued_us = queued_us;

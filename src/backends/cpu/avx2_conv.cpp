@@ -99,9 +99,7 @@ void avx2_conv(const StreamConvShape& s, const float* x, const float* w, const S
   const std::int64_t max_threads = omp_get_max_threads();
   std::vector<std::vector<const float*>> tables(static_cast<std::size_t>(max_threads),
                                                 std::vector<const float*>(static_cast<std::size_t>(pixel_block * taps)));
-#pragma omp parallel num_threads(max_threads)
-  {
-    const std::int64_t threads = omp_get_num_threads(), t = omp_get_thread_num();
+  const auto thread_part = [&](std::int64_t t, std::int64_t threads) {
     const std::int64_t tiles = ceil_div(job.pixels, kTile);
     const ConvSplit split = choose_conv_split(s, tiles, blocks, kBlock, group, threads, 4);
     std::vector<const float*>& table = tables[static_cast<std::size_t>(t)];
@@ -109,7 +107,14 @@ void avx2_conv(const StreamConvShape& s, const float* x, const float* w, const S
     const Range pixels{tile_range.begin * kTile, std::min(job.pixels, tile_range.end * kTile)};
     const Range block_range = part(blocks, split.oc_parts, t / split.pixel_parts);
     if (t < split.oc_parts * split.pixel_parts && pixels.begin < pixels.end) run_part(job, block_range, pixels, table);
+  };
+  // A node given one thread (the cost model's choice on small tensors) opens no parallel region.
+  if (max_threads == 1) {
+    thread_part(0, 1);
+    return;
   }
+#pragma omp parallel num_threads(max_threads)
+  thread_part(omp_get_thread_num(), omp_get_num_threads());
 #else
   (void)s, (void)x, (void)w, (void)e, (void)y, (void)tiling;
 #endif
