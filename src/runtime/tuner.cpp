@@ -157,8 +157,9 @@ StepChoice Tuner::predicted_best(std::size_t s, const std::vector<const Tensor*>
     for (std::size_t c = 0; c < step.candidates.size(); ++c) {
       const Candidate& cand = step.candidates[c];
       if (out[c] || (cand.kernel && !cand.kernel->runs(inputs))) continue;
-      for (int t : {threads_, 1}) {
-        if (t == 1 && (threads_ == 1 || !cand.backend->uses_host_threads())) continue;
+      std::vector<int> counts = {threads_};
+      if (threads_ > 1 && cand.backend->uses_host_threads()) counts.push_back(1);
+      for (const int t : counts) {
         const double seconds =
             predicted_seconds(*cand.backend, cand.config, node, graph_, shapes, t, cand.prepared(), calibration_);
         if (best.candidate < 0 || seconds < best_seconds) {  // ties: the earlier registered backend, all threads

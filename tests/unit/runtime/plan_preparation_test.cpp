@@ -118,9 +118,12 @@ class CountingBackend : public reference::ReferenceBackend {
 }  // namespace
 
 TEST_CASE("a fallback is prepared by the first run that needs it and only once", "[plan][threads]") {
+  // On one thread too: the cost model then weighs each candidate on that one count alone.
+  SessionOptions o;
+  o.threads = GENERATE(1, 2);
   const SmallRowsBackend first;
   const CountingBackend fallback;
-  const Session s = SessionFactory::create(runtime_test::relu_graph(), SessionOptions{}, {&first, &fallback});
+  const Session s = SessionFactory::create(runtime_test::relu_graph(), o, {&first, &fallback});
   CHECK(fallback.prepared == 0);  // at load: the first choice only
   const TensorMap small = s.run(runtime_test::ones(2));
   CHECK(small.at("y").shape() == Shape{2, 4});
