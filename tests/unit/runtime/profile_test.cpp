@@ -124,3 +124,21 @@ TEST_CASE("wpk info --optimized lists nodes, backends, reorders and the memory p
   CHECK(out.find("*com.wpk.FusedConv") != std::string::npos);
   CHECK(out.find("memory: arena") != std::string::npos);
 }
+
+TEST_CASE("an element-wise node runs on the reference's loop on a tiny tensor and on a vector kernel on a large one",
+          "[profile][cost]") {
+  Graph g;
+  g.add_input("x", DType::Float32, {Dim("N"), 64});
+  g.add_node("Tanh", {"x"}, {"y"}, {}, "tanh");
+  g.add_output("y");
+  SessionOptions o;
+  o.threads = 2;
+  o.profile = true;
+  const Session s(g, o);
+  s.run({{"x", Tensor::zeros(DType::Float32, {2, 64})}});
+  CHECK(s.last_profile().steps.at(0).backend == "reference");
+#ifdef WPK_WITH_ONEDNN
+  s.run({{"x", Tensor::zeros(DType::Float32, {4096, 64})}});
+  CHECK(s.last_profile().steps.at(0).backend == "onednn");
+#endif
+}

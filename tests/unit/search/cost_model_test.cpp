@@ -1,0 +1,36 @@
+// The analytic cost model's fixed terms: a call costs its kernel's call_seconds whatever the size,
+// a kernel that splits its work pays a parallel region on more than one thread, and one that
+// runs on the calling thread alone gains nothing from more.
+#include <catch2/catch.hpp>
+
+#include "search/cost_model.hpp"
+
+using namespace wpk::search;
+
+TEST_CASE("tiny work is predicted faster on one thread, large work on all of them", "[cost][search]") {
+  const KernelTraits vector_loop{256, 0.5};
+  const Machine two{2};
+  const Machine one{1};
+  const Workload tiny{64, 768};              // a [2, 32] element-wise op
+  const Workload large{1 << 20, 12 << 20};   // a million elements
+  CHECK(predict_seconds(tiny, vector_loop, one) < predict_seconds(tiny, vector_loop, two));
+  CHECK(predict_seconds(large, vector_loop, two) < predict_seconds(large, vector_loop, one));
+  // The difference on tiny work is the parallel region, less the little the second thread saves.
+  CHECK(predict_seconds(tiny, vector_loop, two) - predict_seconds(tiny, vector_loop, one) ==
+        Approx(two.parallel_region_seconds).epsilon(0.1));
+}
+
+TEST_CASE("a call's fixed cost is added whatever the size; a single-threaded kernel ignores the threads", "[cost][search]") {
+  KernelTraits library{256, 0.5};
+  library.call_seconds = 1e-6;
+  const KernelTraits own{256, 0.5};
+  const Workload w{1000, 8000};
+  CHECK(predict_seconds(w, library, Machine{1}) == Approx(predict_seconds(w, own, Machine{1}) + 1e-6));
+  KernelTraits scalar{32, 0.03};
+  scalar.multithreaded = false;
+  CHECK(predict_seconds(w, scalar, Machine{4}) == predict_seconds(w, scalar, Machine{1}));
+  // On a tiny op the scalar loop beats the library's call; on a large one the library wins.
+  const Workload tiny{64, 768}, large{1 << 20, 12 << 20};
+  CHECK(predict_seconds(tiny, scalar, Machine{2}) < predict_seconds(tiny, library, Machine{1}));
+  CHECK(predict_seconds(large, library, Machine{2}) < predict_seconds(large, scalar, Machine{2}));
+}
