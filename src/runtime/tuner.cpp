@@ -127,8 +127,7 @@ std::string Tuner::describe(const PlanStep& step, StepChoice c) const {
   const Candidate& cand = step.candidates[static_cast<std::size_t>(c.candidate)];
   const Kernel* k = cand.ready();
   const std::string kernel = k ? k->profile().name : "";
-  return cand.identity() + (kernel.empty() ? "" : ":" + kernel) + " threads=" +
-         std::to_string(c.threads > 0 ? c.threads : threads_);
+  return cand.identity() + (kernel.empty() ? "" : ":" + kernel) + " threads=" + std::to_string(threads_of(c));
 }
 
 namespace {
@@ -276,8 +275,7 @@ bool Tuner::confirmed(const PlanStep& step, const Node& node, const std::vector<
   winner_us = untuned_us = std::numeric_limits<double>::infinity();
   try {
     for (int round = 0; round < 2; ++round) {
-      untuned_us = std::min(untuned_us, time_config(u, node, inputs, untuned.threads > 0 ? untuned.threads : threads_,
-                                                    scratch_u, cache));
+      untuned_us = std::min(untuned_us, time_config(u, node, inputs, threads_of(untuned), scratch_u, cache));
       winner_us = std::min(winner_us, time_config(w, node, inputs, winner.threads, scratch_w, cache));
     }
   } catch (const std::exception&) {
@@ -336,7 +334,7 @@ StepChoice Tuner::search_node(std::size_t s, const std::vector<const Tensor*>& i
   };
   // The untuned choice runs on all the session's threads (the last of the counts tried) or, where
   // the cost model says the threads cost more than they save, on one (the first).
-  const search::Point untuned_point = {at(untuned.candidate, runnable), at(untuned.threads > 0 ? untuned.threads : threads.back(), threads)};
+  const search::Point untuned_point = {at(untuned.candidate, runnable), at(threads_of(untuned), threads)};
   const double untuned_us = measure(untuned_point);
   const std::size_t wanted =
       settings_.compare_strategies
@@ -393,7 +391,7 @@ StepChoice Tuner::search_node(std::size_t s, const std::vector<const Tensor*>& i
   double winner_us = result.best_cost;
   double baseline_us = untuned_us;
   if (result.best != untuned_point && !confirmed(step, node, inputs, winner, untuned, winner_us, baseline_us)) {
-    winner = {untuned.candidate, untuned.threads > 0 ? untuned.threads : threads_};
+    winner = {untuned.candidate, threads_of(untuned)};
     winner_us = baseline_us;
   }
   if (db_) db_->store(key, record_value(step.candidates[static_cast<std::size_t>(winner.candidate)].identity(), winner.threads),

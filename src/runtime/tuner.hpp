@@ -62,6 +62,8 @@ class Tuner {
 
  private:
   StepChoice predicted_best(std::size_t step, const std::vector<const Tensor*>& inputs) const;
+  // The threads a choice runs on: its own count, or all the session's (0).
+  int threads_of(StepChoice c) const { return c.threads > 0 ? c.threads : threads_; }
   StepChoice search_node(std::size_t step, const std::vector<const Tensor*>& inputs, const std::string& key,
                          StepChoice untuned) const;
   // True when `winner` still beats `untuned` by kMinGain, both measured again; their new times
