@@ -26,7 +26,9 @@ enum class StmtKind {
   Barrier,  // every thread of the block waits for the others (CUDA's __syncthreads)
   Stage,    // buffer (a staged tile) [t] = source[index + t] for every t within buffer's dims, 0
             // where that leaves source; a CUDA block's threads share the copy. With `value`: the
-            // element is value with `vars` (a producer's axes) bound to index + t, not a load
+            // element is value with `vars` (a producer's axes) bound to index + t, not a load.
+            // With body[0] as well (a CPU thread's producer): that loop nest computes the tile
+            // in vectors, leaving the points past the producer's output unset
 };
 
 struct Stmt {

@@ -316,6 +316,10 @@ class LoopPrinter {
                       std::to_string(threads()) + ") {");
     } else {
       line(depth, "alignas(64) float " + arg_names_.at(tile.get()) + "[" + std::to_string(total) + "];");
+      if (!s->body.empty()) {
+        statement(s->body[0], depth);
+        return;
+      }
       line(depth, "for (" + d_.int64 + " " + e + " = 0; " + e + " < " + std::to_string(total) + "; ++" + e + ") {");
     }
     std::string inside, flat_index;

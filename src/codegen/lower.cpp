@@ -227,6 +227,9 @@ class Lowering {
     const std::size_t at = loop_position(r.at.get());
     if (loops_[at].kind != LoopKind::Serial)
       throw std::invalid_argument(name + ": stage '" + r.original->name + "' at '" + r.at->name + "': the loop must be serial");
+    if (block_threads_ && !loops_[at].reduction)
+      throw std::invalid_argument(name + ": stage '" + r.original->name + "' at '" + r.at->name +
+                                  "': a CUDA block stages at a reduction loop");
     if (s_.pack_of(r.original.get())) throw std::invalid_argument(name + ": '" + r.original->name + "' is packed and staged");
     std::vector<const ExprNode*> reads;
     collect_loads(c_.epilogue, r.original.get(), reads);
@@ -282,11 +285,99 @@ class Lowering {
     if (r.producer) {
       copy->value = r.producer->body;
       copy->vars = r.producer->axes;
+      if (!block_threads_) copy->body = producer_nest(*r.producer, copy->index, tile);
     }
     staged_at_[r.at.get()].push_back(copy);
     stage_reads_[r.original.get()] = read;
     return tile;
   }
+  // A CPU thread computes a producer's tile as a loop nest of its own, the tile's last dimension
+  // (contiguous in the tile) in SIMD vectors, kStageChunk values at a time: the tile is a producer's
+  // whole output for the loops inside the stage, and a scalar walk over it would cost more than
+  // what keeping it in cache saves. Points past the producer's output (a spatial remainder's) are
+  // skipped, as no load of the tile reads them. Empty when the last dimension starts at an offset
+  // known only at run time (the flat copy in the printer computes such tiles).
+  static constexpr std::int64_t kStageChunk = 64;  // 8 AVX2 vectors, 4 AVX-512
+  std::vector<StmtPtr> producer_nest(const Compute& producer, const std::vector<Affine>& origin, const Buffer& tile) const {
+    const std::vector<std::int64_t>& full = producer.output->dims;
+    const std::size_t rank = tile->dims.size();
+    if (rank == 0 || !origin[rank - 1].terms.empty()) return {};
+    std::vector<Var> t(rank);
+    std::vector<std::int64_t> extent(rank);
+    auto guard = std::make_shared<Stmt>();
+    guard->kind = StmtKind::Guard;
+    std::map<const VarNode*, Affine> at;
+    for (std::size_t d = 0; d < rank; ++d) {
+      extent[d] = tile->dims[d];
+      if (origin[d].terms.empty()) extent[d] = std::max<std::int64_t>(0, std::min(extent[d], full[d] - origin[d].offset));
+      if (extent[d] == 0) return {std::make_shared<Stmt>()};
+      t[d] = var(tile->name + "p" + std::to_string(d), extent[d]);
+      at[producer.axes[d].get()] = origin[d] + Affine(t[d]);
+      if (!origin[d].terms.empty()) {
+        guard->index.push_back(origin[d] + Affine(t[d]));
+        guard->bounds.push_back(full[d]);
+      }
+    }
+    // The last dimension: chunks of `width` values, then the rest.
+    const Var& last = t[rank - 1];
+    const std::int64_t width = std::min<std::int64_t>(extent[rank - 1], kStageChunk);
+    Var chunk = var(last->name + "o", extent[rank - 1] / width), lane = var(last->name + "i", width);
+    const std::int64_t rest = extent[rank - 1] % width;
+    Var rest_lane = var(last->name + "r", std::max<std::int64_t>(rest, 1));
+    auto element = [&](const Affine& last_index, const Var& vector_var, std::int64_t count) {
+      std::map<const VarNode*, Affine> point = at;
+      point[producer.axes[rank - 1].get()] = origin[rank - 1] + last_index;
+      std::vector<Affine> index;
+      for (std::size_t d = 0; d + 1 < rank; ++d) index.push_back(Affine(t[d]));
+      index.push_back(last_index);
+      auto inner = std::make_shared<Stmt>();
+      inner->kind = StmtKind::For;
+      inner->var = vector_var;
+      inner->extent = count;
+      inner->loop = LoopKind::Vectorized;
+      inner->body = {store(tile, index, substitute(producer.body, point))};
+      return StmtPtr(inner);
+    };
+    std::vector<StmtPtr> row;
+    if (extent[rank - 1] >= width) {
+      auto chunks = std::make_shared<Stmt>();
+      chunks->kind = StmtKind::For;
+      chunks->var = chunk;
+      chunks->extent = chunk->extent;
+      chunks->body = {element(Affine(chunk) * width + Affine(lane), lane, width)};
+      row.push_back(chunks);
+    }
+    if (rest) row.push_back(element(Affine(extent[rank - 1] - rest) + Affine(rest_lane), rest_lane, rest));
+    StmtPtr body = block(std::move(row));
+    if (!guard->index.empty()) {
+      guard->body = {body};
+      body = guard;
+    }
+    for (std::size_t d = rank - 1; d-- > 0;) {
+      auto loop = std::make_shared<Stmt>();
+      loop->kind = StmtKind::For;
+      loop->var = t[d];
+      loop->extent = extent[d];
+      loop->body = {body};
+      body = loop;
+    }
+    return {body};
+  }
+  static Affine substitute(const Affine& a, const std::map<const VarNode*, Affine>& with) {
+    Affine out(a.offset);
+    for (const auto& term : a.terms) {
+      const auto it = with.find(term.first.get());
+      out = out + (it == with.end() ? Affine(term.first) : it->second) * term.second;
+    }
+    return out;
+  }
+  static Expr substitute(const Expr& e, const std::map<const VarNode*, Affine>& with) {
+    auto out = std::make_shared<ExprNode>(*e);
+    for (Affine& a : out->index) a = substitute(a, with);
+    for (Expr& arg : out->args) arg = substitute(arg, with);
+    return out;
+  }
+
   static void collect_loads(const Expr& e, const BufferNode* b, std::vector<const ExprNode*>& out) {
     if (!e) return;
     if (e->op == Op::Load && e->buffer.get() == b) out.push_back(e.get());
@@ -464,6 +555,7 @@ void dump_into(const StmtPtr& s, int depth, std::string& out) {
       for (std::int64_t d : s->buffer->dims) dims += "[" + std::to_string(d) + "]";
       out += pad + "shared " + s->buffer->name + dims + " = " + (s->value ? "computed " : "") + to_string(load(s->source, s->index)) +
              " + t\n";
+      if (!s->body.empty()) dump_into(s->body[0], depth + 1, out);
       return;
     }
   }

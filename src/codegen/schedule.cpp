@@ -95,8 +95,7 @@ void Schedule::pack(const Buffer& b, const Var& v) {
 void Schedule::stage_shared(const Buffer& b, const Var& at) {
   if (std::find(compute_.inputs.begin(), compute_.inputs.end(), b) == compute_.inputs.end())
     throw std::invalid_argument(compute_.name + ": '" + b->name + "' is not an input, nothing to stage");
-  if (!loops_[position(at)].reduction)
-    throw std::invalid_argument(compute_.name + ": stage '" + b->name + "' at '" + at->name + "': not a reduction loop");
+  position(at);  // a loop of this schedule
   if (stage_of(b.get())) throw std::invalid_argument(compute_.name + ": '" + b->name + "' is staged already");
   stages_.push_back({b, at, nullptr});
 }

@@ -17,7 +17,9 @@
 //                  the last panel zero-filled (pack_input makes the copy, once for a constant)
 //   stage_shared(b, r)
 //                  input b is read from a staged tile: at the top of each iteration of the serial
-//                  reduction loop r, the part of b that the iteration reads (zero where it leaves
+//                  loop r (a reduction loop in a CUDA kernel; on the CPU also a spatial loop,
+//                  whose tile then serves every loop inside it), the part of b that the iteration
+//                  reads (zero where it leaves
 //                  b) is copied into CUDA shared memory by the block's threads together, between
 //                  two __syncthreads(), or by a CPU thread into an array of its own. So that every
 //                  thread of a block meets every barrier, a CUDA kernel with a stage computes its

@@ -256,6 +256,17 @@ TEST_CASE("padded NHWC convolutions, dense and depthwise, match the interpreter 
   }
 }
 
+// Runs a kernel of fixed extents on 2 threads with these inputs; returns its `count` outputs,
+// checking that it wrote nothing past them.
+std::vector<float> run_fixed(const LoadedKernel& kernel, std::vector<float*> args, std::size_t count) {
+  std::vector<float> got(count + 16, 12345.0f);
+  args.push_back(got.data());
+  reinterpret_cast<Entry>(kernel.entry)(args.data(), nullptr, 2);
+  for (std::size_t i = count; i < got.size(); ++i) CHECK(got[i] == 12345.0f);
+  got.resize(count);
+  return got;
+}
+
 TEST_CASE("a depth-first group computes its depthwise producer tile by tile on the CPU", "[codegen]") {
   // NHWC: d = relu(depthwise 3x3 (pads 1) + bd), then out = d . wp over channels; d is computed
   // per tile of 4 pixels x `step` channels inside the product's reduction and never stored.
@@ -290,12 +301,70 @@ TEST_CASE("a depth-first group computes its depthwise producer tile by tile on t
       for (const Buffer& b : {in, wd, bd, wp}) v[b.get()] = random_values(numel(b), seed++);
       v[d.get()] = interpret(depthwise, v);
       const std::vector<float> want = interpret(pointwise, v);
-      std::vector<float> got(want.size() + 16, 12345.0f);
-      std::vector<float*> args = {v[in.get()].data(), v[wd.get()].data(), v[bd.get()].data(), v[wp.get()].data(), got.data()};
-      reinterpret_cast<Entry>(kernel->entry)(args.data(), nullptr, 2);
-      for (std::size_t i = want.size(); i < got.size(); ++i) CHECK(got[i] == 12345.0f);
-      got.resize(want.size());
-      check_close(got, want, 1e-5f);
+      check_close(run_fixed(*kernel, {v[in.get()].data(), v[wd.get()].data(), v[bd.get()].data(), v[wp.get()].data()}, want.size()),
+                  want, 1e-5f);
+    }
+}
+
+// min(max(bd[c] + the 3x3 depthwise taps of NHWC `in` at stride `stride`, pads 1, 0), 6), the
+// weights `wd` laid out [3, 3, C] so that a vector of channels reads them contiguously.
+Compute strided_depthwise_producer(const Buffer& in, const Buffer& wd, const Buffer& bd, std::int64_t stride) {
+  const std::int64_t n = in->dims[0], h = in->dims[1], w = in->dims[2], c = in->dims[3];
+  const std::int64_t oh = (h - 1) / stride + 1, ow = (w - 1) / stride + 1;
+  Var pn = var("pn", n), py = var("py", oh), px = var("px", ow), pc = var("pc", c);
+  Expr sum = load(bd, {pc});
+  for (std::int64_t ky = 0; ky < 3; ++ky)
+    for (std::int64_t kx = 0; kx < 3; ++kx)
+      sum = sum + load_or_zero(in, {pn, Affine(py) * stride + (ky - 1), Affine(px) * stride + (kx - 1), pc}) * load(wd, {ky, kx, pc});
+  return compute("depthwise", buffer("d", {n, oh, ow, c}), {pn, py, px, pc}, {}, min(max(sum, constant(0)), constant(6)), nullptr,
+                 {in, wd, bd});
+}
+
+TEST_CASE("a depth-first group staged per pixel tile computes its producer in vectors, remainders included", "[codegen]") {
+  // The producer's tile is every channel of `rows` pixels, computed at the top of each pixel tile
+  // and read by all the output channels' tiles; channel counts below, at and above the chunk the
+  // tile is computed in (64), pixel tiles with and without a remainder, strides 1 and 2.
+  struct Shape {
+    std::int64_t h, w, c, oc, stride, rows;
+  };
+  for (const Shape& sh : {Shape{5, 7, 12, 20, 1, 4}, Shape{6, 9, 64, 9, 2, 3}, Shape{3, 8, 70, 24, 1, 4}, Shape{4, 5, 136, 16, 2, 6}})
+    for (CpuTarget target : runnable_targets()) {
+      Buffer in = buffer("in", {1, sh.h, sh.w, sh.c}), wd = buffer("wd", {3, 3, sh.c}), bd = buffer("bd", {sh.c});
+      const Compute depthwise = strided_depthwise_producer(in, wd, bd, sh.stride);
+      const Buffer d = depthwise.output;
+      const std::int64_t oh = d->dims[1], ow = d->dims[2];
+      Var vn = var("n", 1), vy = var("y", oh), vx = var("x", ow), vo = var("o", sh.oc), vc = var("c", sh.c);
+      Buffer wp = buffer("wp", {sh.c, sh.oc}), bp = buffer("bp", {sh.oc});
+      const Compute pointwise = compute("pointwise", buffer("out", {1, oh, ow, sh.oc}), {vn, vy, vx, vo}, {vc},
+                                        load(d, {vn, vy, vx, vc}) * load(wp, {vc, vo}), acc() + load(bp, {vo}), {d, wp, bp});
+      Schedule s(pointwise);
+      const auto [xo, xi] = s.split(vx, std::min(sh.rows, ow));
+      const auto [oo, oi] = s.split(vo, std::min<std::int64_t>(vector_lanes(target) * 2, sh.oc));
+      s.reorder({vn, vy, xo, oo, vc, xi, oi});
+      s.parallel(vy);
+      s.unroll(xi);
+      s.vectorize(oi);
+      s.pack(wp, vo);
+      s.stage_shared(d, xo, depthwise);
+      INFO("h " << sh.h << " w " << sh.w << " c " << sh.c << " oc " << sh.oc << " stride " << sh.stride << ", target "
+                << target_name(target) << ": " << s.describe());
+      const std::string ir = dump(lower(s).body);
+      INFO(ir);
+      CHECK(ir.find("vectorized") < ir.find("for c <"));  // the tile in vectors, before the product reads it
+      std::string why;
+      const auto kernel = build(s, target, &why);
+      INFO(why);
+      REQUIRE(kernel);
+      Values v;
+      std::uint32_t seed = 71;
+      for (const Buffer& b : {in, wd, bd, wp, bp}) v[b.get()] = random_values(numel(b), seed++, -2, 2);
+      v[d.get()] = interpret(depthwise, v);
+      const std::vector<float> want = interpret(pointwise, v);
+      const std::vector<float> packed = pack_input(s.packs()[0], s, v[wp.get()].data());
+      check_close(run_fixed(*kernel, {v[in.get()].data(), v[wd.get()].data(), v[bd.get()].data(), const_cast<float*>(packed.data()),
+                                      v[bp.get()].data()},
+                            want.size()),
+                  want, 1e-5f);
     }
 }
 
