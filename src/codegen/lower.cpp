@@ -285,27 +285,30 @@ class Lowering {
     if (r.producer) {
       copy->value = r.producer->body;
       copy->vars = r.producer->axes;
-      if (!block_threads_) copy->body = producer_nest(*r.producer, copy->index, tile);
+      if (!block_threads_) copy->body = producer_nest(r, copy->index, tile);
     }
     staged_at_[r.at.get()].push_back(copy);
     stage_reads_[r.original.get()] = read;
     return tile;
   }
   // A CPU thread computes a producer's tile as a loop nest of its own, the tile's last dimension
-  // (contiguous in the tile) in SIMD vectors, kStageChunk values at a time: the tile is a producer's
-  // whole output for the loops inside the stage, and a scalar walk over it would cost more than
-  // what keeping it in cache saves. Points past the producer's output (a spatial remainder's) are
-  // skipped, as no load of the tile reads them. Empty when the last dimension starts at an offset
-  // known only at run time (the flat copy in the printer computes such tiles).
-  static constexpr std::int64_t kStageChunk = 64;  // 8 AVX2 vectors, 4 AVX-512
-  std::vector<StmtPtr> producer_nest(const Compute& producer, const std::vector<Affine>& origin, const Buffer& tile) const {
+  // (contiguous in the tile) in SIMD vectors: the tile is a producer's whole output for the loops
+  // inside the stage, and a scalar walk over it would cost more than what keeping it in cache
+  // saves. The last dimension is the outer loop, in chunks of the stage's `chunk` values (one
+  // vector, say), each computed at every point of the other dimensions in turn: what the producer
+  // reads along the last dimension alone (a depthwise conv's weights) then stays in registers
+  // over those points. Points past the producer's output (a spatial remainder's) are skipped, as
+  // no load of the tile reads them. Empty when the last dimension starts at an offset known only
+  // at run time (the flat copy in the printer computes such tiles).
+  std::vector<StmtPtr> producer_nest(const StageRecord& r, const std::vector<Affine>& origin, const Buffer& tile) const {
+    const Compute& producer = *r.producer;
     const std::vector<std::int64_t>& full = producer.output->dims;
     const std::size_t rank = tile->dims.size();
     if (rank == 0 || !origin[rank - 1].terms.empty()) return {};
     std::vector<Var> t(rank);
     std::vector<std::int64_t> extent(rank);
-    auto guard = std::make_shared<Stmt>();
-    guard->kind = StmtKind::Guard;
+    std::vector<Affine> guarded;
+    std::vector<std::int64_t> bounds;
     std::map<const VarNode*, Affine> at;
     for (std::size_t d = 0; d < rank; ++d) {
       extent[d] = tile->dims[d];
@@ -313,17 +316,33 @@ class Lowering {
       if (extent[d] == 0) return {std::make_shared<Stmt>()};
       t[d] = var(tile->name + "p" + std::to_string(d), extent[d]);
       at[producer.axes[d].get()] = origin[d] + Affine(t[d]);
-      if (!origin[d].terms.empty()) {
-        guard->index.push_back(origin[d] + Affine(t[d]));
-        guard->bounds.push_back(full[d]);
+      if (!origin[d].terms.empty() && max_value(origin[d]) + extent[d] > full[d]) {
+        guarded.push_back(origin[d] + Affine(t[d]));
+        bounds.push_back(full[d]);
       }
     }
-    // The last dimension: chunks of `width` values, then the rest.
+    // The other dimensions' points, each computing `inner` (guarded where it may leave).
+    auto at_every_point = [&](StmtPtr inner) {
+      if (!guarded.empty()) {
+        auto guard = std::make_shared<Stmt>();
+        guard->kind = StmtKind::Guard;
+        guard->index = guarded;
+        guard->bounds = bounds;
+        guard->body = {inner};
+        inner = guard;
+      }
+      for (std::size_t d = rank - 1; d-- > 0;) {
+        auto loop = std::make_shared<Stmt>();
+        loop->kind = StmtKind::For;
+        loop->var = t[d];
+        loop->extent = extent[d];
+        loop->body = {inner};
+        inner = loop;
+      }
+      return inner;
+    };
     const Var& last = t[rank - 1];
-    const std::int64_t width = std::min<std::int64_t>(extent[rank - 1], kStageChunk);
-    Var chunk = var(last->name + "o", extent[rank - 1] / width), lane = var(last->name + "i", width);
-    const std::int64_t rest = extent[rank - 1] % width;
-    Var rest_lane = var(last->name + "r", std::max<std::int64_t>(rest, 1));
+    const std::int64_t width = std::min<std::int64_t>(extent[rank - 1], std::max<std::int64_t>(1, r.chunk));
     auto element = [&](const Affine& last_index, const Var& vector_var, std::int64_t count) {
       std::map<const VarNode*, Affine> point = at;
       point[producer.axes[rank - 1].get()] = origin[rank - 1] + last_index;
@@ -336,32 +355,27 @@ class Lowering {
       inner->extent = count;
       inner->loop = LoopKind::Vectorized;
       inner->body = {store(tile, index, substitute(producer.body, point))};
-      return StmtPtr(inner);
+      return at_every_point(inner);
     };
-    std::vector<StmtPtr> row;
-    if (extent[rank - 1] >= width) {
-      auto chunks = std::make_shared<Stmt>();
-      chunks->kind = StmtKind::For;
-      chunks->var = chunk;
-      chunks->extent = chunk->extent;
-      chunks->body = {element(Affine(chunk) * width + Affine(lane), lane, width)};
-      row.push_back(chunks);
+    std::vector<StmtPtr> chunks;
+    Var chunk = var(last->name + "o", extent[rank - 1] / width), lane = var(last->name + "i", width);
+    auto whole = std::make_shared<Stmt>();
+    whole->kind = StmtKind::For;
+    whole->var = chunk;
+    whole->extent = chunk->extent;
+    whole->body = {element(Affine(chunk) * width + Affine(lane), lane, width)};
+    chunks.push_back(whole);
+    if (const std::int64_t rest = extent[rank - 1] % width) {
+      Var rest_lane = var(last->name + "r", rest);
+      chunks.push_back(element(Affine(extent[rank - 1] - rest) + Affine(rest_lane), rest_lane, rest));
     }
-    if (rest) row.push_back(element(Affine(extent[rank - 1] - rest) + Affine(rest_lane), rest_lane, rest));
-    StmtPtr body = block(std::move(row));
-    if (!guard->index.empty()) {
-      guard->body = {body};
-      body = guard;
-    }
-    for (std::size_t d = rank - 1; d-- > 0;) {
-      auto loop = std::make_shared<Stmt>();
-      loop->kind = StmtKind::For;
-      loop->var = t[d];
-      loop->extent = extent[d];
-      loop->body = {body};
-      body = loop;
-    }
-    return {body};
+    return {block(std::move(chunks))};
+  }
+  // The largest value `a` takes over its variables' extents.
+  static std::int64_t max_value(const Affine& a) {
+    std::int64_t m = a.offset;
+    for (const auto& term : a.terms) m += std::max<std::int64_t>(0, term.second * (term.first->extent - 1));
+    return m;
   }
   static Affine substitute(const Affine& a, const std::map<const VarNode*, Affine>& with) {
     Affine out(a.offset);

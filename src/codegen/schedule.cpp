@@ -100,7 +100,8 @@ void Schedule::stage_shared(const Buffer& b, const Var& at) {
   stages_.push_back({b, at, nullptr});
 }
 
-void Schedule::stage_shared(const Buffer& b, const Var& at, const Compute& producer) {
+void Schedule::stage_shared(const Buffer& b, const Var& at, const Compute& producer, std::int64_t chunk) {
+  if (chunk < 1) throw std::invalid_argument(compute_.name + ": a stage's chunk must be positive");
   if (!producer.reduce.empty() || !producer.body || producer.epilogue)
     throw std::invalid_argument(compute_.name + ": the producer of '" + b->name + "' must be element-wise");
   if (producer.output->dims != b->dims || producer.axes.size() != b->dims.size())
@@ -115,6 +116,7 @@ void Schedule::stage_shared(const Buffer& b, const Var& at, const Compute& produ
         throw std::invalid_argument(compute_.name + ": the producer's axis '" + v->name + "' is a loop of this schedule; give it its own");
   stage_shared(b, at);
   stages_.back().producer = std::make_shared<const Compute>(producer);
+  stages_.back().chunk = chunk;
 }
 
 const StageRecord* Schedule::stage_of(const BufferNode* b) const {

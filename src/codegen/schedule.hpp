@@ -62,6 +62,7 @@ struct StageRecord {
   Buffer original;  // an input
   Var at;           // the reduction loop whose iterations copy it
   std::shared_ptr<const Compute> producer;  // computes the tile's elements; null: copied from b
+  std::int64_t chunk = 64;  // a CPU thread's producer: values of the last dimension computed at a time
 };
 
 struct PackRecord {
@@ -83,7 +84,10 @@ class Schedule {
   void bind_thread(const Var& v) { kind(v, LoopKind::GpuThread); }
   void pack(const Buffer& b, const Var& v);
   void stage_shared(const Buffer& b, const Var& at);
-  void stage_shared(const Buffer& b, const Var& at, const Compute& producer);
+  // `chunk`: on the CPU, how many values of the tile's last dimension the producer computes at
+  // every point of the others before the next (one SIMD vector keeps what it reads along that
+  // dimension alone in registers).
+  void stage_shared(const Buffer& b, const Var& at, const Compute& producer, std::int64_t chunk = 64);
 
   const Compute& compute() const { return compute_; }
   const std::vector<Loop>& loops() const { return loops_; }

@@ -12,6 +12,14 @@
 //     channels_last      int 0|1: X, Z and Y are NCHW (0) or NHWC (1). W stays in ONNX's OIHW.
 //   Z (the residual) has Y's shape.
 //
+// DepthwisePointwiseConv(X, W_dw, B_dw, W_pw, B_pw, [Z]) -> Y
+//   Y = FusedConv(FusedConv(X, W_dw, B_dw), W_pw, B_pw, Z), X and Y NHWC: a depthwise convolution
+//   (W_dw [C, 1, kh, kw], group C) and the pointwise one (W_pw [O, C, 1, 1]) that alone reads it,
+//   a depth-first group whose kernels need not store the depthwise output. The Conv attributes
+//   (dilations, group, kernel_shape, pads, strides), activation and activation_params are the
+//   depthwise conv's; pointwise_activation and pointwise_activation_params the pointwise one's.
+//   channels_last = 1. graph/depthwise_pointwise.hpp splits it into the two FusedConvs.
+//
 // FusedMatMul(A, B, [Bias], [Z]) -> Y
 //   Y = act(MatMul(A, B) + Bias + Z), MatMul with numpy batching; Bias broadcasts to Y
 //   (typically [N]); Z has Y's shape. activation / activation_params as above.

@@ -49,6 +49,7 @@ const std::vector<PassEntry>& pass_table() {
       {"fuse_qlinear_conv_add", OptimizationLevel::All, passes::fuse_qlinear_conv_add},
       {"fuse_concat_batchnorm", OptimizationLevel::All, passes::fuse_concat_batchnorm},
       {"split_conv_over_concat", OptimizationLevel::All, passes::split_conv_over_concat},
+      {"fuse_depthwise_pointwise", OptimizationLevel::All, passes::fuse_depthwise_pointwise},
       {"dead_code", OptimizationLevel::Basic, passes::eliminate_dead_code},
   };
   return table;

@@ -77,6 +77,13 @@ search::Workload estimate_workload(const Node& node, const InputShapes& shapes) 
     double stride = 1;
     for (std::int64_t s : node.attr_ints("strides", {1, 1})) stride *= static_cast<double>(std::max<std::int64_t>(1, s));
     w.flops = 2 * elements(*x) / std::max(1.0, in_channels) * elements(*b) / stride;
+  } else if (op == "DepthwisePointwiseConv" && x && b && x->size() == 4 && b->size() == 4 && shapes.size() > 3 && shapes[3] &&
+             !shapes[3]->empty()) {
+    // The depthwise output's elements take kH x kW products each, then C_out each.
+    double stride = 1;
+    for (std::int64_t s : node.attr_ints("strides", {1, 1})) stride *= static_cast<double>(std::max<std::int64_t>(1, s));
+    const double between = elements(*x) / stride;
+    w.flops = 2 * between * static_cast<double>((*b)[2] * (*b)[3] + shapes[3]->front());
   } else if ((op == "MatMul" || op == "FusedMatMul" || op == "Gemm" || op == "MatMulIntegerToFloat") && x && b &&
              !x->empty() && !b->empty()) {
     const bool trans_b = op == "Gemm" && node.attr_int("transB", 0) == 1 && b->size() == 2;

@@ -10,80 +10,14 @@
 #include <mutex>
 
 #include "backends/generated/conv_expr.hpp"
+#include "backends/generated/depthwise_pointwise.hpp"
+#include "backends/generated/kernel_support.hpp"
 #include "backends/generated/matmul_expr.hpp"
-#include "codegen/cpp_printer.hpp"
-#include "codegen/jit/kernel_store.hpp"
-#include "core/cpu_features.hpp"
-#include "runtime/cache_key.hpp"
 
 namespace wpk::gen {
 namespace {
 
 using codegen::CpuTarget;
-
-// The widest target this CPU runs: which ISA a kernel uses is the CPU's answer, its tile the
-// search's.
-CpuTarget widest_target() {
-  const CpuFeatures& cpu = cpu_features();
-  if (cpu.avx512_core() && cpu.fma) return CpuTarget::Avx512;
-  if (cpu.avx2_fma()) return CpuTarget::Avx2;
-  return CpuTarget::Scalar;
-}
-
-int vector_registers(CpuTarget t) { return t == CpuTarget::Avx512 ? 32 : 16; }
-
-// "f32_matmul__avx512_8x32_pcols": the op, the ISA, rows (or pixels) x columns (or channels) of
-// the register tile, and the loop the threads share.
-std::string kernel_name(const std::string& op, const MatMulConfig& c, CpuTarget target) {
-  const int lanes = codegen::vector_lanes(target);
-  return "f32_" + op + "__" + codegen::target_name(target) + "_" + std::to_string(c.rows) + "x" +
-         std::to_string(c.vectors * lanes) + (c.parallel_cols ? "_pcols" : "_prows");
-}
-
-// Packed copies of constant weights, shared by the kernels that pack the same tensor into the same
-// panels (tuning prepares every configuration; the packing depends only on the panel width). Keyed
-// by address, size, layout and a hash of the bytes: another tensor later at the same address is
-// never taken for this one.
-std::shared_ptr<const std::vector<float>> packed_weights(const codegen::PackRecord& p, const codegen::Schedule& s,
-                                                         const Tensor& w) {
-  std::string key = std::to_string(reinterpret_cast<std::uintptr_t>(w.raw())) + ":" + std::to_string(w.nbytes()) + ":" +
-                    std::to_string(p.dim) + ":" +
-                    std::to_string(hash_memory(w.raw(), w.nbytes()));
-  for (std::int64_t d : p.packed->dims) key += "," + std::to_string(d);
-  static std::mutex mutex;
-  static std::map<std::string, std::weak_ptr<const std::vector<float>>> shared;
-  std::lock_guard<std::mutex> lock(mutex);
-  for (auto it = shared.begin(); it != shared.end();) it = it->second.expired() ? shared.erase(it) : std::next(it);
-  if (auto known = shared[key].lock()) return known;
-  auto made = std::make_shared<const std::vector<float>>(codegen::pack_input(p, s, w.data<float>()));
-  shared[key] = made;
-  return made;
-}
-
-// A kernel's recipe (codegen/jit/kernel_store.hpp): every input of its schedule and printer that
-// is not wpk's own code. prepare() builds the schedule from the spec, the config, the vector width
-// and whether B is packed; the printer adds the target and the kernel's name.
-class RecipeText {
- public:
-  RecipeText& add(const char* key, std::int64_t v) { return add(key, std::to_string(v)); }
-  RecipeText& add(const char* key, const std::string& v) {
-    text_ += std::string(key) + "=" + std::to_string(v.size()) + ":" + v + ";";
-    return *this;
-  }
-  RecipeText& add(const Epilogue& e) {
-    std::string params;
-    for (float f : e.params) {
-      std::uint32_t bits;
-      std::memcpy(&bits, &f, sizeof bits);
-      params += std::to_string(bits) + ",";
-    }
-    return add("bias", e.bias).add("residual", e.residual).add("activation", e.activation).add("params", params);
-  }
-  const std::string& text() const { return text_; }
-
- private:
-  std::string text_;
-};
 
 std::string matmul_recipe(const MatMulSpec& s, const MatMulConfig& c, int lanes, bool pack_b, CpuTarget target) {
   return RecipeText()
@@ -122,18 +56,17 @@ struct Layout {
 
 // A kernel compiled from generated source: input 0 as Layout says, input 1 the weights (packed
 // here when constant, else read as `b_shape`), then the epilogue's bias and residual.
-class GeneratedKernel : public Kernel {
+class GeneratedKernel : public CompiledKernel {
  public:
   GeneratedKernel(std::string name, const codegen::Schedule& schedule, CpuTarget target, Layout layout,
                   const Epilogue& epilogue, Shape b_shape, const Tensor* constant_b, std::string recipe)
-      : name_(std::move(name)), vector_bits_(32 * codegen::vector_lanes(target)), layout_(std::move(layout)),
-        epilogue_(epilogue), b_shape_(std::move(b_shape)), schedule_(schedule), target_(target),
-        recipe_{name_, std::move(recipe)} {
+      : CompiledKernel(std::move(name), schedule, target, std::move(recipe)), layout_(std::move(layout)),
+        epilogue_(epilogue), b_shape_(std::move(b_shape)) {
     if (constant_b && !schedule.packs().empty()) packed_b_ = packed_weights(schedule.packs().front(), schedule, *constant_b);
   }
 
   void run(KernelContext& ctx) const override {
-    if (!code_) ctx.fail(ErrorCode::Internal, "generated kernel " + name_ + " ran without its code");
+    const Entry code = entry(ctx);
     const Tensor& x = ctx.input(0);
     check_f32(ctx, x, "the input");
     const std::size_t tail = layout_.in_tail.size(), rank = static_cast<std::size_t>(x.rank());
@@ -168,39 +101,12 @@ class GeneratedKernel : public Kernel {
     Tensor& y = ctx.allocate_output(0, DType::Float32, y_shape);
     if (extent == 0) return;
     args.push_back(y.data<float>());
-    using Entry = void (*)(float* const*, const std::int64_t*, int);
-    reinterpret_cast<Entry>(code_->entry)(args.data(), &extent, omp_get_max_threads());
+    code(args.data(), &extent, omp_get_max_threads());
   }
 
-  // For shapes describe() cannot see (an input of unknown rank): a low share, left to measurement.
-  KernelProfile profile() const override { return {name_, vector_bits_, 0.2}; }
   bool owns_input(std::size_t i) const override { return i == 1 && packed_b_; }
-  const codegen::KernelRecipe* recipe() const override { return code_ ? nullptr : &recipe_; }
-  const codegen::KernelSource* source() const override {
-    if (code_) return nullptr;
-    std::call_once(printed_, [this] { source_ = print(); });
-    return &source_;
-  }
-  void set_code(std::shared_ptr<const codegen::LoadedKernel> code) override { code_ = std::move(code); }
 
  private:
-  // The source: printed once with a placeholder symbol, which then becomes a hash of that text, so
-  // kernels compiled into one unit never clash (a 64-bit hash is plenty among a unit's few; the
-  // store's key hashes the whole source).
-  codegen::KernelSource print() const {
-    const std::string placeholder = "wpk_gen_" + std::string(16, '0');
-    codegen::PrintedKernel printed =
-        codegen::print_cpp(codegen::lower(schedule_), target_, placeholder, "gen backend, " + name_);
-    char digest[17];
-    std::snprintf(digest, sizeof digest, "%016llx", static_cast<unsigned long long>(fnv1a64(printed.source)));
-    const std::string symbol = std::string("wpk_gen_") + digest;
-    const std::size_t at = printed.source.find(placeholder);
-    if (at == std::string::npos) throw Error(ErrorCode::Internal, "generated kernel " + name_ + " printed no entry point");
-    printed.source.replace(at, placeholder.size(), symbol);
-    return {name_, symbol, std::move(printed.prelude), std::move(printed.source), codegen::target_flags(target_),
-            codegen::target_name(target_), recipe_.text};
-  }
-
   // The packed copy of constant weights, else the run's, checked against the generated shape.
   const float* weights(const KernelContext& ctx) const {
     if (packed_b_) return packed_b_->data();
@@ -212,23 +118,10 @@ class GeneratedKernel : public Kernel {
     return b.data<float>();
   }
 
-  static void check_f32(const KernelContext& ctx, const Tensor& t, const char* what) {
-    if (t.dtype() != DType::Float32)
-      ctx.fail(ErrorCode::InvalidArgument, std::string(what) + " must be float32, got " + dtype_name(t.dtype()));
-  }
-
-  std::string name_;
-  int vector_bits_;
   Layout layout_;
   Epilogue epilogue_;
   Shape b_shape_;
-  codegen::Schedule schedule_;
-  CpuTarget target_;
-  codegen::KernelRecipe recipe_;
-  mutable std::once_flag printed_;
-  mutable codegen::KernelSource source_;
   std::shared_ptr<const std::vector<float>> packed_b_;  // panels of the tile's columns
-  std::shared_ptr<const codegen::LoadedKernel> code_;
 };
 
 // The node as one of this backend's kernels: a product (pointwise convs included) first, else a
@@ -236,11 +129,16 @@ class GeneratedKernel : public Kernel {
 struct Plan {
   std::optional<MatMulSpec> product;
   std::optional<ConvSpec> conv;
-  explicit operator bool() const { return product || conv; }
+  std::optional<DepthwisePointwiseSpec> group;
+  explicit operator bool() const { return product || conv || group; }
 };
 
 Plan plan_of(const Node& node, const Graph& graph, std::string& why) {
   Plan p;
+  if (node.op_type == "DepthwisePointwiseConv") {
+    p.group = depthwise_pointwise_spec(node, graph, why);
+    return p;
+  }
   p.product = matmul_spec(node, graph, why);
   if (p.product) return p;
   std::string conv_why;
@@ -272,6 +170,10 @@ std::vector<std::string> GeneratedBackend::configs(const Node& node, const Graph
   const Plan plan = plan_of(node, graph, why);
   if (!plan) return {""};
   std::vector<std::string> out;
+  if (plan.group) {
+    for (const GroupConfig& c : depthwise_pointwise_configs(*plan.group, widest_target())) out.push_back(c.text());
+    return out.empty() ? std::vector<std::string>{""} : out;
+  }
   for (const MatMulConfig& c : matmul_configs(vector_registers(widest_target())))
     // A conv's tile spans at least 4 output pixels: fewer reload each weight vector too often to
     // be worth compiling.
@@ -287,6 +189,15 @@ std::unique_ptr<Kernel> GeneratedBackend::prepare(const Node& node, const Graph&
   std::string why;
   const Plan plan = plan_of(node, graph, why);
   if (!plan) throw Error(ErrorCode::Unsupported, node_label(node) + why);
+  if (plan.group) {
+    const std::optional<GroupConfig> g = GroupConfig::parse(config.empty() ? configs(node, graph).front() : config);
+    if (!g) throw Error(ErrorCode::Internal, node_label(node) + "the gen backend has no configuration '" + config + "'");
+    try {
+      return make_depthwise_pointwise(node, graph, *plan.group, *g);
+    } catch (const std::invalid_argument& e) {
+      throw Error(ErrorCode::Unsupported, node_label(node) + "no generated kernel in configuration '" + config + "': " + e.what());
+    }
+  }
   const std::optional<MatMulConfig> c = MatMulConfig::parse(config.empty() ? configs(node, graph).front() : config);
   if (!c) throw Error(ErrorCode::Internal, node_label(node) + "the gen backend has no configuration '" + config + "'");
   const CpuTarget target = widest_target();
@@ -318,7 +229,8 @@ std::optional<KernelProfile> GeneratedBackend::describe(const Node& node, const 
                                                         const InputShapes& shapes, int threads) const {
   std::string why;
   const Plan plan = plan_of(node, graph, why);
-  const std::optional<MatMulConfig> c = MatMulConfig::parse(config);
+  const std::optional<GroupConfig> group_config = plan.group ? GroupConfig::parse(config) : std::nullopt;
+  const std::optional<MatMulConfig> c = group_config ? group_config->tile() : MatMulConfig::parse(config);
   if (!plan || !c) return std::nullopt;
   const CpuTarget target = widest_target();
   const int lanes = codegen::vector_lanes(target);
@@ -332,7 +244,15 @@ std::optional<KernelProfile> GeneratedBackend::describe(const Node& node, const 
   // pay, and so does a depthwise tile, which loads every input it multiplies.
   const double fmas = c->rows * c->vectors, loads = c->rows + c->vectors;
   std::int64_t columns = 0, tiles = 0;
-  if (plan.product) {
+  if (plan.group) {
+    if (!dynamic_extent(shapes, 3)) return std::nullopt;
+    p.name = depthwise_pointwise_name(*group_config, target);
+    // The pointwise product's tile, as a conv's; the depthwise output costs no memory traffic.
+    p.efficiency = 0.36 * std::min(1.0, fmas / loads);
+    p.extra_bytes = 0;
+    columns = plan.group->o;
+    tiles = plan.group->depthwise.oh;
+  } else if (plan.product) {
     const MatMulSpec& s = *plan.product;
     const std::optional<std::int64_t> rows = dynamic_extent(shapes, 1);
     if (!rows) return std::nullopt;

@@ -14,6 +14,7 @@
 
 #include "backends/reference/common.hpp"
 #include "backends/reference/registry.hpp"
+#include "graph/depthwise_pointwise.hpp"
 #include "graph/fused_ops.hpp"
 
 namespace wpk::reference {
@@ -193,6 +194,21 @@ void fused_conv(KernelContext& ctx) {
   if (nhwc) y = to_channels_last(y);
   apply_epilogue(ctx, y, 3);
   ctx.set_output(0, std::move(y));
+}
+
+void depthwise_pointwise_conv(KernelContext& ctx) {
+  if (!channels_last(ctx)) ctx.fail(ErrorCode::InvalidModel, "DepthwisePointwiseConv reads NHWC (channels_last = 1) only");
+  const DepthwisePointwiseParts parts = split_depthwise_pointwise(ctx.node(), kNoValue);
+  auto optional = [&](std::size_t i) { return ctx.has_input(i) ? &ctx.input(i) : nullptr; };
+  KernelContext depthwise(parts.depthwise, {&ctx.input(0), &ctx.input(1), optional(2)});
+  depthwise.set_opset(ctx.opset());
+  depthwise.set_limits(ctx.limits());
+  fused_conv(depthwise);
+  KernelContext pointwise(parts.pointwise, {&depthwise.outputs()[0], &ctx.input(3), optional(4), optional(5)});
+  pointwise.set_opset(ctx.opset());
+  pointwise.set_limits(ctx.limits());
+  fused_conv(pointwise);
+  ctx.set_output(0, std::move(pointwise.outputs()[0]));
 }
 
 void fused_matmul(KernelContext& ctx) {
@@ -395,6 +411,7 @@ void register_fused(OpTable& t) {
   plain.qlinear_add = entry("com.wpk:QLinearAdd").fn;
   t.add("com.wpk:FusedConv", {fused_conv, 2, 4, 1});
   t.add("com.wpk:FusedMatMul", {fused_matmul, 2, 4, 1});
+  t.add("com.wpk:DepthwisePointwiseConv", {depthwise_pointwise_conv, 4, 6, 1});
   t.add("com.wpk:Gelu", {gelu_kernel, 1, 1, 1});
   t.add("Gelu", {gelu_kernel, 1, 1, 20});  // ONNX's, for sessions that skip the optimizer
   t.add("com.wpk:MatMulIntegerToFloat", {matmul_integer_to_float, 6, 8, 1});

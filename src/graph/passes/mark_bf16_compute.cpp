@@ -17,7 +17,7 @@ int mark_bf16_compute(Graph& g) {
     const bool onnx = n.domain.empty() || n.domain == "ai.onnx";
     const bool wpk_op = n.domain == kWpkDomain;
     const bool product = (onnx && (n.op_type == "Conv" || n.op_type == "MatMul" || n.op_type == "Gemm")) ||
-                         (wpk_op && (n.op_type == "FusedConv" || n.op_type == "FusedMatMul"));
+                         (wpk_op && (n.op_type == "FusedConv" || n.op_type == "FusedMatMul" || n.op_type == "DepthwisePointwiseConv"));
     // Constant weights (input 1): products of two activations (attention's) stay float32.
     if (!product || n.inputs.size() < 2 || n.outputs.empty() || !g.initializer(n.inputs[1]) ||
         g.value(n.outputs[0]).dtype != DType::Float32)

@@ -364,6 +364,11 @@ void StaticShapes::infer(const Graph& g, const Node& n) {
     if (op == "FusedMatMul" || op == "MatMulIntegerToFloat") set_dims(out, matmul_dims(in(0), in(1)));
     if (op == "FusedConv" && in(1) && !in(1)->empty()) set_dims(out, window_dims(n, in(0), in(1), (*in(1))[0]));
     if (op == "QLinearConvAdd" && in(3) && !in(3)->empty()) set_dims(out, window_dims(n, in(0), in(3), (*in(3))[0]));
+    if (op == "DepthwisePointwiseConv" && in(1) && !in(1)->empty() && in(3) && !in(3)->empty())
+      if (auto dims = window_dims(n, in(0), in(1), (*in(1))[0]); dims && dims->size() == 4) {
+        dims->back() = (*in(3))[0];  // NHWC: the pointwise conv's channels
+        set_dims(out, dims);
+      }
     if (op == "ConcatBatchNorm") set_dims(out, concat_batchnorm_dims(n, [&](std::size_t i) { return in(i); }));
     if (op == "Attention" && in(0) && in(1) && in(2) && rank0 >= 2 && rank(n.inputs[1]) >= 2 &&
         rank(n.inputs[2]) >= 2)

@@ -53,6 +53,25 @@ std::vector<SweepCase> conv_cases() {
                      .attr("group", std::int64_t{32}).attr("pads", std::vector<std::int64_t>{1, 1, 1, 1})
                      .attr("channels_last", std::int64_t{1}).seed(seed++),
                  1e-4, 1e-4});
+  // Depthwise + pointwise groups: pixel tiles with and without remainders, channels below, at and
+  // past the 64 a depthwise tile is computed in, stride 2, a residual and both activations.
+  struct Group {
+    std::int64_t batch, hw, c, o, stride;
+    const char *depthwise_act, *pointwise_act;
+    bool residual;
+  };
+  for (const Group& g : {Group{1, 7, 15, 17, 1, "Clip", "", false}, Group{1, 9, 16, 24, 2, "Relu", "", false},
+                         Group{2, 6, 64, 16, 1, "Relu", "Relu", true}, Group{1, 5, 70, 9, 1, "", "", true}}) {
+    const std::int64_t out_hw = (g.hw - 1) / g.stride + 1;
+    OpCase op = OpCase("DepthwisePointwiseConv", "com.wpk").input("X", {g.batch, g.hw, g.hw, g.c}).constant("Wd", {g.c, 1, 3, 3})
+                    .constant("Bd", {g.c}).constant("Wp", {g.o, g.c, 1, 1}).constant("Bp", {g.o});
+    if (g.residual) op.input("Z", {g.batch, out_hw, out_hw, g.o});
+    op.attr("group", g.c).attr("pads", std::vector<std::int64_t>{1, 1, 1, 1}).attr("strides", std::vector<std::int64_t>{g.stride, g.stride})
+        .attr("channels_last", std::int64_t{1}).activation(g.depthwise_act).seed(seed++);
+    if (*g.pointwise_act) op.attr("pointwise_activation", std::string(g.pointwise_act));
+    // Every generated config where the tiles leave remainders (15 and 70 channels, 7 and 5 pixels).
+    out.push_back({op, 1e-4, 1e-4, g.c == 15 || g.c == 70});
+  }
   out.push_back({OpCase("Conv").input("X", {1, 16, 14, 14}).constant("W", {16, 16, 3, 3})
                      .attr("pads", std::vector<std::int64_t>{1, 1, 1, 1}).seed(seed++),
                  1e-4, 1e-4});
@@ -336,11 +355,13 @@ TEST_CASE("every candidate of every registered backend matches the reference at 
   for (const char* op : {"QLinearConv", "com.wpk.QLinearConvAdd", "com.wpk.MatMulIntegerToFloat"})
     CHECK(ops_checked["cpu"].count(op) == (wpk::cpu_features().avx2 ? 1u : 0u));
   CHECK(checked["gen(rows=4,vectors=2,parallel=rows)"] > 0);  // products, on every CPU
+  CHECK(ops_checked["gen"].count("com.wpk.DepthwisePointwiseConv") == 1);
 #ifdef WPK_WITH_ONEDNN
   CHECK(checked["onednn"] > 0);
   CHECK(checked["onednn(algorithm=direct)"] > 0);
   CHECK(ops_checked["onednn"].count("Transpose") == 1);
   CHECK(ops_checked["onednn"].count("MaxPool") == 1);
+  CHECK(ops_checked["onednn"].count("com.wpk.DepthwisePointwiseConv") == 1);  // its two convs, one after the other
   // QLinearConv(Add) and MatMulIntegerToFloat in float arithmetic on every CPU, in int8 (their cases
   // have weights past [-64, 64]) where oneDNN runs AVX-512 VNNI or AMX (exact_int8_products).
   CHECK(checked["onednn(arithmetic=float)"] > 0);

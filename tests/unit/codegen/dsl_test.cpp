@@ -323,11 +323,14 @@ Compute strided_depthwise_producer(const Buffer& in, const Buffer& wd, const Buf
 TEST_CASE("a depth-first group staged per pixel tile computes its producer in vectors, remainders included", "[codegen]") {
   // The producer's tile is every channel of `rows` pixels, computed at the top of each pixel tile
   // and read by all the output channels' tiles; channel counts below, at and above the chunk the
-  // tile is computed in (64), pixel tiles with and without a remainder, strides 1 and 2.
+  // tile is computed in (one vector, or 64 values), pixel tiles with and without a remainder,
+  // strides 1 and 2.
   struct Shape {
     std::int64_t h, w, c, oc, stride, rows;
+    bool chunk_of_a_vector;
   };
-  for (const Shape& sh : {Shape{5, 7, 12, 20, 1, 4}, Shape{6, 9, 64, 9, 2, 3}, Shape{3, 8, 70, 24, 1, 4}, Shape{4, 5, 136, 16, 2, 6}})
+  for (const Shape& sh : {Shape{5, 7, 12, 20, 1, 4, true}, Shape{6, 9, 64, 9, 2, 3, false}, Shape{3, 8, 70, 24, 1, 4, false},
+                          Shape{4, 5, 136, 16, 2, 6, false}, Shape{5, 6, 70, 24, 2, 4, true}})
     for (CpuTarget target : runnable_targets()) {
       Buffer in = buffer("in", {1, sh.h, sh.w, sh.c}), wd = buffer("wd", {3, 3, sh.c}), bd = buffer("bd", {sh.c});
       const Compute depthwise = strided_depthwise_producer(in, wd, bd, sh.stride);
@@ -345,8 +348,9 @@ TEST_CASE("a depth-first group staged per pixel tile computes its producer in ve
       s.unroll(xi);
       s.vectorize(oi);
       s.pack(wp, vo);
-      s.stage_shared(d, xo, depthwise);
-      INFO("h " << sh.h << " w " << sh.w << " c " << sh.c << " oc " << sh.oc << " stride " << sh.stride << ", target "
+      s.stage_shared(d, xo, depthwise, sh.chunk_of_a_vector ? vector_lanes(target) : 64);
+      INFO("h " << sh.h << " w " << sh.w << " c " << sh.c << " oc " << sh.oc << " stride " << sh.stride << ", chunk "
+                << s.stages()[0].chunk << ", target "
                 << target_name(target) << ": " << s.describe());
       const std::string ir = dump(lower(s).body);
       INFO(ir);

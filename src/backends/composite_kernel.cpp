@@ -1,0 +1,70 @@
+#include "backends/composite_kernel.hpp"
+
+#include <algorithm>
+#include <unordered_map>
+
+namespace wpk {
+
+CompositeKernel::CompositeKernel(Graph graph, std::vector<ValueId> node_inputs, std::vector<std::unique_ptr<Kernel>> parts,
+                                 KernelProfile profile)
+    : graph_(std::move(graph)), node_inputs_(std::move(node_inputs)), parts_(std::move(parts)), profile_(std::move(profile)) {
+  if (parts_.size() != graph_.nodes().size() || parts_.empty())
+    throw Error(ErrorCode::Internal, "a composite kernel needs one kernel per node of its graph");
+}
+
+namespace {
+
+// The values between the parts live in buffers of the calling thread, shared by every composite
+// kernel it runs: a run's nodes run one after another on one thread, so the next group finds the
+// buffer in cache, as it would the run's arena, and a thread keeps only the largest it needed.
+std::shared_ptr<std::vector<float>> thread_scratch(std::size_t slot, std::size_t floats) {
+  thread_local std::vector<std::shared_ptr<std::vector<float>>> buffers;
+  if (buffers.size() <= slot) buffers.resize(slot + 1);
+  std::shared_ptr<std::vector<float>>& b = buffers[slot];
+  // A tensor of an earlier run still holding it (an error path's) keeps that one to itself.
+  if (!b || b.use_count() > 1 || b->size() < floats) b = std::make_shared<std::vector<float>>(floats);
+  return b;
+}
+
+}  // namespace
+
+void CompositeKernel::run(KernelContext& ctx) const {
+  std::unordered_map<ValueId, Tensor> values;
+  for (std::size_t i = 0; i < node_inputs_.size(); ++i)
+    if (node_inputs_[i] != kNoValue && ctx.has_input(i)) values[node_inputs_[i]] = ctx.input(i);
+  std::size_t slots = 0;
+  for (std::size_t p = 0; p < parts_.size(); ++p) {
+    const Node& n = graph_.nodes()[p];
+    std::vector<const Tensor*> inputs;
+    for (std::size_t j = 0; j < n.inputs.size(); ++j) {
+      const ValueId v = n.inputs[j];
+      const Tensor* t = nullptr;
+      if (v != kNoValue && !parts_[p]->owns_input(j)) {
+        const auto known = values.find(v);
+        t = known != values.end() ? &known->second : graph_.initializer(v);
+      }
+      inputs.push_back(t);
+    }
+    KernelContext part(n, inputs);
+    part.set_opset(ctx.opset());
+    part.set_limits(ctx.limits());
+    const bool last = p + 1 == parts_.size();
+    part.set_output_allocator([&](std::size_t o, DType dtype, const Shape& shape) -> Tensor {
+      if (last) return ctx.allocate_output(o, dtype, shape);
+      if (dtype != DType::Float32) ctx.fail(ErrorCode::Internal, "a composite kernel keeps float32 values between its parts");
+      auto buffer = thread_scratch(slots++, static_cast<std::size_t>(std::max<std::int64_t>(1, shape_numel(shape))));
+      return Tensor::wrap(buffer, buffer->data(), dtype, shape);
+    });
+    parts_[p]->run(part);
+    for (std::size_t o = 0; o < n.outputs.size() && o < part.outputs().size(); ++o) {
+      if (last) {
+        if (ctx.outputs().size() <= o || ctx.outputs()[o].raw() != part.outputs()[o].raw())
+          ctx.set_output(o, std::move(part.outputs()[o]));
+      } else {
+        values[n.outputs[o]] = std::move(part.outputs()[o]);
+      }
+    }
+  }
+}
+
+}  // namespace wpk

@@ -1,0 +1,29 @@
+#pragma once
+// A kernel made of other kernels: a small graph's nodes run one after another, each by a kernel a
+// backend prepared for it, the values between them in scratch memory of the calling thread that
+// later runs reuse. How a backend runs a com.wpk group (a depth-first group, say) as the ops it stands for, so
+// that the group's own kernel competes with the parts' kernels for the node.
+#include <memory>
+#include <vector>
+
+#include "backends/kernel.hpp"
+
+namespace wpk {
+
+class CompositeKernel : public Kernel {
+ public:
+  // `node_inputs`: the values of `graph` that the node's inputs are, in order (kNoValue where the
+  // node omits one); parts[i] runs graph.nodes()[i], and the last node writes the node's output.
+  CompositeKernel(Graph graph, std::vector<ValueId> node_inputs, std::vector<std::unique_ptr<Kernel>> parts,
+                  KernelProfile profile);
+  void run(KernelContext& ctx) const override;
+  KernelProfile profile() const override { return profile_; }
+
+ private:
+  Graph graph_;
+  std::vector<ValueId> node_inputs_;
+  std::vector<std::unique_ptr<Kernel>> parts_;
+  KernelProfile profile_;
+};
+
+}  // namespace wpk
