@@ -95,17 +95,21 @@ inline bool has_fused_residual(const Node& node) {
          node.inputs.size() > 3 && node.inputs[3] != kNoValue;
 }
 
-// MatMulIntegerToFloat's optional epilogue inputs; QLinearConvAdd's residual codes.
-constexpr std::size_t kIntegerProductBias = 6, kIntegerProductResidual = 7, kQLinearConvAddResidual = 9;
+// MatMulIntegerToFloat's optional epilogue inputs; QLinearConvAdd's residual codes;
+// DepthwisePointwiseConv's residual.
+constexpr std::size_t kIntegerProductBias = 6, kIntegerProductResidual = 7, kQLinearConvAddResidual = 9,
+                      kDepthwisePointwiseResidual = 5;
 
 // The input that holds a fused op's residual (FusedConv and FusedMatMul: Z, 3;
-// MatMulIntegerToFloat: Z, 7; QLinearConvAdd: R, 9), or -1 when the node has none.
+// MatMulIntegerToFloat: Z, 7; QLinearConvAdd: R, 9; DepthwisePointwiseConv: Z, 5), or -1 when
+// the node has none.
 inline int fused_residual_input(const Node& node) {
   if (has_fused_residual(node)) return 3;
   if (node.domain != kWpkDomain) return -1;
-  const std::size_t at = node.op_type == "MatMulIntegerToFloat" ? kIntegerProductResidual
-                         : node.op_type == "QLinearConvAdd"     ? kQLinearConvAddResidual
-                                                                : 0;
+  const std::size_t at = node.op_type == "MatMulIntegerToFloat"     ? kIntegerProductResidual
+                         : node.op_type == "QLinearConvAdd"         ? kQLinearConvAddResidual
+                         : node.op_type == "DepthwisePointwiseConv" ? kDepthwisePointwiseResidual
+                                                                    : 0;
   return at && node.inputs.size() > at && node.inputs[at] != kNoValue ? static_cast<int>(at) : -1;
 }
 
