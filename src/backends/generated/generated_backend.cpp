@@ -13,6 +13,7 @@
 #include "backends/generated/depthwise_pointwise.hpp"
 #include "backends/generated/kernel_support.hpp"
 #include "backends/generated/matmul_expr.hpp"
+#include "graph/fused_ops.hpp"
 
 namespace wpk::gen {
 namespace {
@@ -164,6 +165,8 @@ std::string GeneratedBackend::why_unsupported(const Node& node, const Graph& gra
   plan_of(node, graph, why);
   return why;
 }
+
+bool GeneratedBackend::accumulates_into_residual(const Node& node) const { return fused_residual_input(node) >= 0; }
 
 std::vector<std::string> GeneratedBackend::configs(const Node& node, const Graph& graph) const {
   std::string why;

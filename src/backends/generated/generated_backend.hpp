@@ -24,6 +24,8 @@ class GeneratedBackend : public Backend {
   }
   std::string version() const override { return "1"; }
   bool generates_code() const override { return true; }
+  // Every kernel's store reads the residual's element just before it writes the output's.
+  bool accumulates_into_residual(const Node& node) const override;
 };
 
 }  // namespace wpk::gen
