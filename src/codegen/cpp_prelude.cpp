@@ -71,9 +71,10 @@ static inline V v_add(V a, V b) { return _mm256_add_ps(a, b); }
 static inline V v_sub(V a, V b) { return _mm256_sub_ps(a, b); }
 static inline V v_mul(V a, V b) { return _mm256_mul_ps(a, b); }
 static inline V v_div(V a, V b) { return _mm256_div_ps(a, b); }
-// a > b ? a : b, as the scalar s_max (and the reference) decide it, NaN included.
-static inline V v_max(V a, V b) { return _mm256_blendv_ps(b, a, _mm256_cmp_ps(a, b, _CMP_GT_OQ)); }
-static inline V v_min(V a, V b) { return _mm256_blendv_ps(b, a, _mm256_cmp_ps(a, b, _CMP_LT_OQ)); }
+// a > b ? a : b, as the scalar s_max (and the reference) decide it, NaN included: MAXPS returns
+// its second operand unless the first is greater (equal, unordered), and MINPS likewise.
+static inline V v_max(V a, V b) { return _mm256_max_ps(a, b); }
+static inline V v_min(V a, V b) { return _mm256_min_ps(a, b); }
 static inline V v_fma(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
 static inline V v_neg(V a) { return _mm256_xor_ps(a, _mm256_set1_ps(-0.0f)); }
 static inline V v_abs(V a) { return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), a); }
@@ -124,9 +125,9 @@ static inline V v_add(V a, V b) { return _mm512_add_ps(a, b); }
 static inline V v_sub(V a, V b) { return _mm512_sub_ps(a, b); }
 static inline V v_mul(V a, V b) { return _mm512_mul_ps(a, b); }
 static inline V v_div(V a, V b) { return _mm512_div_ps(a, b); }
-// a > b ? a : b, as the scalar s_max (and the reference) decide it, NaN included.
-static inline V v_max(V a, V b) { return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(a, b, _CMP_GT_OQ), b, a); }
-static inline V v_min(V a, V b) { return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(a, b, _CMP_LT_OQ), b, a); }
+// a > b ? a : b, as the scalar s_max (and the reference) decide it, NaN included (see the AVX2 ones).
+static inline V v_max(V a, V b) { return _mm512_max_ps(a, b); }
+static inline V v_min(V a, V b) { return _mm512_min_ps(a, b); }
 static inline V v_fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
 static inline V v_neg(V a) { return _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(a), _mm512_set1_epi32((int)0x80000000u))); }
 static inline V v_abs(V a) { return _mm512_abs_ps(a); }
