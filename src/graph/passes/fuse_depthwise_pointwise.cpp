@@ -60,9 +60,6 @@ bool fuse_depthwise_pointwise(Graph& g, const PassContext& ctx) {
     pair.outputs = pw.outputs;
     if (const Attribute* a = pw.find_attr("activation")) pair.attributes.insert_or_assign("pointwise_activation", *a);
     if (const Attribute* a = pw.find_attr("activation_params")) pair.attributes.insert_or_assign("pointwise_activation_params", *a);
-    pair.fused_from = dw.fused_from.empty() ? std::vector<std::string>{"Conv"} : dw.fused_from;
-    const std::vector<std::string> pw_from = pw.fused_from.empty() ? std::vector<std::string>{"Conv"} : pw.fused_from;
-    pair.fused_from.insert(pair.fused_from.end(), pw_from.begin(), pw_from.end());
     rewriter.replace(matched, {std::move(pair)});
   });
 }
