@@ -1,5 +1,7 @@
 #include "graph/depthwise_pointwise.hpp"
 
+#include <algorithm>
+
 #include "graph/fused_ops.hpp"
 #include "graph/passes/static_shapes.hpp"
 
@@ -30,6 +32,14 @@ DepthwisePointwiseParts split_depthwise_pointwise(const Node& pair, ValueId betw
   if (const Attribute* a = pair.find_attr("pointwise_activation_params")) pw.attributes.insert_or_assign("activation_params", *a);
   if (const Attribute* a = pair.find_attr("compute_precision")) pw.attributes.insert_or_assign("compute_precision", *a);
   return parts;
+}
+
+bool pointwise_conv_attributes(const Node& conv) {
+  auto all = [](const std::vector<std::int64_t>& v, std::int64_t x) {
+    return std::all_of(v.begin(), v.end(), [x](std::int64_t e) { return e == x; });
+  };
+  return conv.attr_int("group", 1) == 1 && all(conv.attr_ints("strides", {1, 1}), 1) &&
+         all(conv.attr_ints("pads", {0, 0, 0, 0}), 0) && all(conv.attr_ints("dilations", {1, 1}), 1);
 }
 
 Graph depthwise_pointwise_graph(const Node& pair, const Graph& graph, std::vector<ValueId>* pair_inputs) {

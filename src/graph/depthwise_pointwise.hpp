@@ -14,6 +14,10 @@ struct DepthwisePointwiseParts {
 };
 DepthwisePointwiseParts split_depthwise_pointwise(const Node& pair, ValueId between);
 
+// True when the conv's attributes make it a group's pointwise part: ungrouped, unit strides and
+// dilations, no padding (its weights' 1x1 shape is for the caller to check).
+bool pointwise_conv_attributes(const Node& conv);
+
 // The pair as a graph of its own: the pair's inputs as graph inputs (constants as initializers,
 // shared with `graph`'s), the depthwise output as a value of known dims, then the two nodes;
 // `pair_inputs` gets the values there that the pair's inputs are. Throws Error(InvalidModel) when

@@ -14,10 +14,6 @@ namespace {
 
 using namespace codegen;
 
-bool all_equal(const std::vector<std::int64_t>& v, std::int64_t x) {
-  return std::all_of(v.begin(), v.end(), [x](std::int64_t e) { return e == x; });
-}
-
 // act(bd[c] + the depthwise taps) at every point of the depthwise output of one image; its
 // weights read as [kh, kw, C], so that a vector of channels loads them contiguously.
 Compute depthwise_producer(const ConvSpec& s) {
@@ -140,8 +136,7 @@ std::optional<DepthwisePointwiseSpec> depthwise_pointwise_spec(const Node& node,
   const Node& pw = parts.nodes()[1];
   const Tensor* w = pw.inputs.size() > 1 ? parts.initializer(pw.inputs[1]) : nullptr;
   if (!w || w->dtype() != DType::Float32 || w->rank() != 4 || w->shape()[1] != d->c || w->shape()[2] != 1 ||
-      w->shape()[3] != 1 || w->shape()[0] < 1 || pw.attr_int("group", 1) != 1 || !all_equal(pw.attr_ints("strides", {1, 1}), 1) ||
-      !all_equal(pw.attr_ints("pads", {0, 0, 0, 0}), 0) || !all_equal(pw.attr_ints("dilations", {1, 1}), 1)) {
+      w->shape()[3] != 1 || w->shape()[0] < 1 || !pointwise_conv_attributes(pw)) {
     why = "the second conv of a depthwise + pointwise group must be pointwise (1x1, stride 1, unpadded) with constant float32 weights";
     return std::nullopt;
   }

@@ -3,6 +3,7 @@
 // (graph/fused_ops.hpp). Forming it decides nothing about speed: its candidates include kernels
 // that run the two convs one after the other as before, beside one that computes the depthwise
 // output tile by tile inside the pointwise product, and the cost model or a measurement picks.
+#include "graph/depthwise_pointwise.hpp"
 #include "graph/fused_ops.hpp"
 #include "graph/passes/match.hpp"
 
@@ -23,12 +24,6 @@ bool constant_weights(const Graph& g, ValueId v, const std::vector<std::int64_t>
   return true;
 }
 
-bool all_equal(const std::vector<std::int64_t>& v, std::int64_t x) {
-  for (std::int64_t e : v)
-    if (e != x) return false;
-  return true;
-}
-
 }  // namespace
 
 bool fuse_depthwise_pointwise(Graph& g, const PassContext& ctx) {
@@ -44,9 +39,8 @@ bool fuse_depthwise_pointwise(Graph& g, const PassContext& ctx) {
     const int r = index.sole_reader_index(dw.outputs[0]);
     if (r < 0) return;
     const Node& pw = g.nodes()[r];
-    if (!nhwc_fused_conv(pw) || pw.inputs[0] != dw.outputs[0] || pw.attr_int("group", 1) != 1 ||
-        !all_equal(pw.attr_ints("strides", {1, 1}), 1) || !all_equal(pw.attr_ints("pads", {0, 0, 0, 0}), 0) ||
-        !all_equal(pw.attr_ints("dilations", {1, 1}), 1) || !constant_weights(g, pw.inputs[1], {-1, c, 1, 1}))
+    if (!nhwc_fused_conv(pw) || pw.inputs[0] != dw.outputs[0] || !pointwise_conv_attributes(pw) ||
+        !constant_weights(g, pw.inputs[1], {-1, c, 1, 1}))
       return;
     const std::int64_t o = g.initializer(pw.inputs[1])->shape()[0];
     if (!constant_weights(g, pw.inputs[2], {o})) return;
