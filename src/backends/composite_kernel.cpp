@@ -5,11 +5,26 @@
 
 namespace wpk {
 
-CompositeKernel::CompositeKernel(Graph graph, std::vector<ValueId> node_inputs, std::vector<std::unique_ptr<Kernel>> parts,
+CompositeKernel::CompositeKernel(Graph graph, std::vector<ValueId> node_inputs, std::vector<Alternatives> parts,
                                  KernelProfile profile)
     : graph_(std::move(graph)), node_inputs_(std::move(node_inputs)), parts_(std::move(parts)), profile_(std::move(profile)) {
-  if (parts_.size() != graph_.nodes().size() || parts_.empty())
-    throw Error(ErrorCode::Internal, "a composite kernel needs one kernel per node of its graph");
+  bool each_has_one = !parts_.empty();
+  for (const Alternatives& a : parts_) each_has_one = each_has_one && !a.empty();
+  if (parts_.size() != graph_.nodes().size() || !each_has_one)
+    throw Error(ErrorCode::Internal, "a composite kernel needs a kernel for each node of its graph");
+  owned_.assign(node_inputs_.size(), false);
+  for (std::size_t i = 0; i < node_inputs_.size(); ++i) {
+    const ValueId v = node_inputs_[i];
+    if (v == kNoValue || !graph_.is_initializer(v)) continue;
+    bool owned = true;
+    for (std::size_t p = 0; p < parts_.size(); ++p)
+      for (std::size_t j = 0; j < graph_.nodes()[p].inputs.size(); ++j)
+        if (graph_.nodes()[p].inputs[j] == v)
+          for (const auto& k : parts_[p]) owned = owned && k->owns_input(j);
+    owned_[i] = owned;
+  }
+  for (std::size_t i = 0; i < node_inputs_.size(); ++i)
+    if (owned_[i] && graph_.is_initializer(node_inputs_[i])) graph_.erase_initializer(node_inputs_[i]);
 }
 
 namespace {
@@ -35,16 +50,27 @@ void CompositeKernel::run(KernelContext& ctx) const {
   std::size_t slots = 0;
   for (std::size_t p = 0; p < parts_.size(); ++p) {
     const Node& n = graph_.nodes()[p];
+    // Inputs the kernels own are not passed (only owned constants leave the graph).
     std::vector<const Tensor*> inputs;
     for (std::size_t j = 0; j < n.inputs.size(); ++j) {
       const ValueId v = n.inputs[j];
       const Tensor* t = nullptr;
-      if (v != kNoValue && !parts_[p]->owns_input(j)) {
+      if (v != kNoValue) {
         const auto known = values.find(v);
         t = known != values.end() ? &known->second : graph_.initializer(v);
       }
       inputs.push_back(t);
     }
+    const Kernel* kernel = nullptr;
+    for (const auto& k : parts_[p])
+      if (k->runs(inputs)) {
+        kernel = k.get();
+        break;
+      }
+    if (!kernel)
+      ctx.fail(ErrorCode::Unsupported, "no kernel of its part " + n.op_type + " runs these shapes (" + profile_.name + ")");
+    for (std::size_t j = 0; j < n.inputs.size(); ++j)
+      if (kernel->owns_input(j)) inputs[j] = nullptr;
     KernelContext part(n, inputs);
     part.set_opset(ctx.opset());
     part.set_limits(ctx.limits());
@@ -55,7 +81,7 @@ void CompositeKernel::run(KernelContext& ctx) const {
       auto buffer = thread_scratch(slots++, static_cast<std::size_t>(std::max<std::int64_t>(1, shape_numel(shape))));
       return Tensor::wrap(buffer, buffer->data(), dtype, shape);
     });
-    parts_[p]->run(part);
+    kernel->run(part);
     for (std::size_t o = 0; o < n.outputs.size() && o < part.outputs().size(); ++o) {
       if (last) {
         if (ctx.outputs().size() <= o || ctx.outputs()[o].raw() != part.outputs()[o].raw())

@@ -12,18 +12,23 @@ namespace wpk {
 
 class CompositeKernel : public Kernel {
  public:
+  // One kernel or more per part: the first that runs a part's inputs (Kernel::runs) runs it.
+  using Alternatives = std::vector<std::unique_ptr<Kernel>>;
   // `node_inputs`: the values of `graph` that the node's inputs are, in order (kNoValue where the
   // node omits one); parts[i] runs graph.nodes()[i], and the last node writes the node's output.
-  CompositeKernel(Graph graph, std::vector<ValueId> node_inputs, std::vector<std::unique_ptr<Kernel>> parts,
-                  KernelProfile profile);
+  CompositeKernel(Graph graph, std::vector<ValueId> node_inputs, std::vector<Alternatives> parts, KernelProfile profile);
   void run(KernelContext& ctx) const override;
   KernelProfile profile() const override { return profile_; }
+  // A constant input every kernel that reads it keeps its own copy of (packed weights): the
+  // composite's graph drops it, and the session may free it too.
+  bool owns_input(std::size_t i) const override { return i < owned_.size() && owned_[i]; }
 
  private:
   Graph graph_;
   std::vector<ValueId> node_inputs_;
-  std::vector<std::unique_ptr<Kernel>> parts_;
+  std::vector<Alternatives> parts_;
   KernelProfile profile_;
+  std::vector<bool> owned_;  // per node input
 };
 
 }  // namespace wpk

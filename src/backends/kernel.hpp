@@ -110,6 +110,9 @@ struct KernelProfile {
   double call_seconds = 0;
   // Splits its work over the node's threads; false: runs on the calling thread alone.
   bool multithreaded = true;
+  // Set by a kernel made of other kernels: the sum of its parts' predicted seconds, which the
+  // cost model takes instead of its own estimate for the node's workload.
+  double predicted_seconds = 0;
 };
 
 // Each input's shape, as the graph declares it (symbolic dims as 1) or as a run passes it;

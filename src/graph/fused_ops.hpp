@@ -18,7 +18,15 @@
 //   a depth-first group whose kernels need not store the depthwise output. The Conv attributes
 //   (dilations, group, kernel_shape, pads, strides), activation and activation_params are the
 //   depthwise conv's; pointwise_activation and pointwise_activation_params the pointwise one's.
-//   channels_last = 1. graph/depthwise_pointwise.hpp splits it into the two FusedConvs.
+//   channels_last = 1. graph/group_parts.hpp splits it into the two FusedConvs.
+//
+// ScaledPointwiseConv(X, S, W, [B], [Z]) -> Y
+//   Y = FusedConv(Mul(X, S), W, B, Z), X and Y NHWC: a pointwise convolution (W [O, C, 1, 1]) of
+//   its input scaled per image and channel (S [N, 1, 1, C] or [1, 1, 1, C], multiplied with numpy
+//   broadcasting), the Mul output read by nothing else: a squeeze-and-excitation block's gate and
+//   the projection after it, a depth-first group whose kernels need not store the scaled input.
+//   Attributes: FusedConv's (unit strides and dilations, no padding, one group), channels_last = 1.
+//   graph/group_parts.hpp splits it into the Mul and the FusedConv.
 //
 // FusedMatMul(A, B, [Bias], [Z]) -> Y
 //   Y = act(MatMul(A, B) + Bias + Z), MatMul with numpy batching; Bias broadcasts to Y
@@ -96,19 +104,20 @@ inline bool has_fused_residual(const Node& node) {
 }
 
 // MatMulIntegerToFloat's optional epilogue inputs; QLinearConvAdd's residual codes;
-// DepthwisePointwiseConv's residual.
+// DepthwisePointwiseConv's and ScaledPointwiseConv's residuals.
 constexpr std::size_t kIntegerProductBias = 6, kIntegerProductResidual = 7, kQLinearConvAddResidual = 9,
-                      kDepthwisePointwiseResidual = 5;
+                      kDepthwisePointwiseResidual = 5, kScaledPointwiseResidual = 4;
 
 // The input that holds a fused op's residual (FusedConv and FusedMatMul: Z, 3;
-// MatMulIntegerToFloat: Z, 7; QLinearConvAdd: R, 9; DepthwisePointwiseConv: Z, 5), or -1 when
-// the node has none.
+// MatMulIntegerToFloat: Z, 7; QLinearConvAdd: R, 9; DepthwisePointwiseConv: Z, 5;
+// ScaledPointwiseConv: Z, 4), or -1 when the node has none.
 inline int fused_residual_input(const Node& node) {
   if (has_fused_residual(node)) return 3;
   if (node.domain != kWpkDomain) return -1;
   const std::size_t at = node.op_type == "MatMulIntegerToFloat"     ? kIntegerProductResidual
                          : node.op_type == "QLinearConvAdd"         ? kQLinearConvAddResidual
                          : node.op_type == "DepthwisePointwiseConv" ? kDepthwisePointwiseResidual
+                         : node.op_type == "ScaledPointwiseConv"    ? kScaledPointwiseResidual
                                                                     : 0;
   return at && node.inputs.size() > at && node.inputs[at] != kNoValue ? static_cast<int>(at) : -1;
 }

@@ -6,6 +6,7 @@
 #include "backends/reference/reference_backend.hpp"
 #include "runtime/control_flow.hpp"
 #include "runtime/execution_plan.hpp"
+#include "runtime/group_parts_backend.hpp"
 #ifdef WPK_WITH_ONEDNN
 #include "backends/onednn/onednn_backend.hpp"
 #endif
@@ -29,6 +30,8 @@ std::vector<const Backend*> registered_backends() {
   static const cuda::CudaBackend cuda_backend;
   all.push_back(&cuda_backend);
 #endif
+  static const GroupPartsBackend parts_backend;
+  all.push_back(&parts_backend);
   all.push_back(&reference_backend);
   return all;
 }

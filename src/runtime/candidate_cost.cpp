@@ -21,7 +21,9 @@ double predicted_seconds(const KernelProfile& k, const std::string& identity, co
                          int threads, const CostCalibration* calibration) {
   const search::KernelTraits traits{k.vector_bits,     k.efficiency,   k.work_scale, k.extra_bytes,
                                     k.overlaps_memory, k.call_seconds, k.multithreaded};
-  const double seconds = search::predict_seconds(estimate_workload(node, shapes), traits, search::Machine{threads});
+  const double seconds = k.predicted_seconds > 0 ? k.predicted_seconds
+                                                : search::predict_seconds(estimate_workload(node, shapes), traits,
+                                                                          search::Machine{threads});
   return calibration ? seconds * calibration->factor(identity) : seconds;
 }
 

@@ -14,6 +14,7 @@
 #include "graph/subgraph.hpp"
 #include "runtime/candidate_cost.hpp"
 #include "runtime/control_flow.hpp"
+#include "runtime/group_parts_backend.hpp"
 #include "runtime/kernel_compilation.hpp"
 #include "runtime/logging.hpp"
 #include "runtime/run_pool.hpp"
@@ -109,8 +110,6 @@ std::vector<std::string> resolve_disabled_kernels(const std::vector<std::string>
   return all;
 }
 
-namespace {
-
 // `name` ("backend" or "backend:kernel") is listed itself, or its kernel's family is
 // ("gen:f32_matmul" for "gen:f32_matmul__avx512_4x32_prows").
 bool listed(const std::vector<std::string>& disabled, const std::string& name) {
@@ -123,8 +122,6 @@ bool listed(const std::vector<std::string>& disabled, const std::string& name) {
 bool kernel_disabled(const std::vector<std::string>& disabled, const Backend& backend, const std::string& kernel) {
   return !kernel.empty() && listed(disabled, backend.name() + ":" + kernel);
 }
-
-}  // namespace
 
 const Kernel* DeferredKernel::get(const Backend& backend, const std::string& config) const {
   if (const Kernel* k = ready_.load(std::memory_order_acquire)) return k;
@@ -347,8 +344,14 @@ PreparedNode prepare_node(const Graph& graph, std::size_t i, const std::vector<c
 
 }  // namespace
 
-void ExecutionPlan::prepare_steps(const Graph& graph, const std::vector<const Backend*>& backends, Graph* release_from,
+void ExecutionPlan::prepare_steps(const Graph& graph, const std::vector<const Backend*>& given, Graph* release_from,
                                   const PlanOptions& options) {
+  std::vector<const Backend*> backends = given;
+  for (const Backend*& b : backends)
+    if (dynamic_cast<const GroupPartsBackend*>(b)) {
+      parts_backend_ = std::make_shared<GroupPartsBackend>(given, options.disabled, options.threads, options.calibration);
+      b = parts_backend_.get();
+    }
   const std::vector<std::string>& disabled = options.disabled;
   // Readers of each constant not yet known to own it; 0 means it can go.
   std::vector<int> unowned_readers(graph.values().size(), 0);

@@ -143,10 +143,19 @@ class ExecutionPlan {
   std::vector<bool> released_;
   std::size_t released_bytes_ = 0;
   double compile_seconds_ = 0;
+  // The parts backend (runtime/group_parts_backend.hpp) bound to this plan's backends and
+  // options, standing in for the registry's unbound one; candidates point at it.
+  std::shared_ptr<const Backend> parts_backend_;
 };
 
 // The backends this build registers, in order of preference (explicit, no static registration).
 std::vector<const Backend*> registered_backends();
+
+// `name` ("backend" or "backend:kernel") is listed in `disabled` itself, or its kernel's family
+// is ("gen:f32_matmul" for "gen:f32_matmul__avx512_4x32_prows").
+bool listed(const std::vector<std::string>& disabled, const std::string& name);
+// Whether `disabled` leaves out `kernel` (a profile's name; "" names none) of `backend`.
+bool kernel_disabled(const std::vector<std::string>& disabled, const Backend& backend, const std::string& kernel);
 
 // SessionOptions::disabled_kernels and $WPK_DISABLE_KERNELS (comma-separated) together; throws
 // InvalidArgument for an entry whose backend part names no backend of `backends`.

@@ -50,6 +50,7 @@ const std::vector<PassEntry>& pass_table() {
       {"fuse_concat_batchnorm", OptimizationLevel::All, passes::fuse_concat_batchnorm},
       {"split_conv_over_concat", OptimizationLevel::All, passes::split_conv_over_concat},
       {"fuse_depthwise_pointwise", OptimizationLevel::All, passes::fuse_depthwise_pointwise},
+      {"fuse_scaled_pointwise", OptimizationLevel::All, passes::fuse_scaled_pointwise},
       {"dead_code", OptimizationLevel::Basic, passes::eliminate_dead_code},
   };
   return table;

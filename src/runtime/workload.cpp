@@ -84,6 +84,9 @@ search::Workload estimate_workload(const Node& node, const InputShapes& shapes) 
     for (std::int64_t s : node.attr_ints("strides", {1, 1})) stride *= static_cast<double>(std::max<std::int64_t>(1, s));
     const double between = elements(*x) / stride;
     w.flops = 2 * between * static_cast<double>((*b)[2] * (*b)[3] + shapes[3]->front());
+  } else if (op == "ScaledPointwiseConv" && x && shapes.size() > 2 && shapes[2] && !shapes[2]->empty()) {
+    // A product per input element (the scale), then C_out products each.
+    w.flops = elements(*x) * static_cast<double>(1 + 2 * shapes[2]->front());
   } else if ((op == "MatMul" || op == "FusedMatMul" || op == "Gemm" || op == "MatMulIntegerToFloat") && x && b &&
              !x->empty() && !b->empty()) {
     const bool trans_b = op == "Gemm" && node.attr_int("transB", 0) == 1 && b->size() == 2;

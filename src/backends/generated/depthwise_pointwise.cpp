@@ -6,7 +6,7 @@
 #include <cstdio>
 
 #include "backends/generated/kernel_support.hpp"
-#include "graph/depthwise_pointwise.hpp"
+#include "graph/group_parts.hpp"
 #include "graph/fused_ops.hpp"
 
 namespace wpk::gen {
@@ -59,17 +59,9 @@ class DepthwisePointwiseKernel : public CompiledKernel {
                                                std::to_string(d.w) + ", " + std::to_string(d.c) + "], as the kernel was generated for");
     const std::int64_t batch = x.shape()[0];
     const Shape y_shape{batch, d.oh, d.ow, spec_.o};
-    const float* depthwise_bias = d.bias ? vector_input(ctx, 2, d.c, "depthwise bias") : nullptr;
-    const float* pointwise_bias = spec_.pointwise.bias ? vector_input(ctx, 4, spec_.o, "pointwise bias") : nullptr;
-    const float* z = nullptr;
-    if (spec_.pointwise.residual) {
-      const Tensor& t = ctx.input(5);
-      check_f32(ctx, t, "residual input");
-      if (t.shape() != y_shape)
-        ctx.fail(ErrorCode::InvalidArgument,
-                 "residual input has shape " + shape_to_string(t.shape()) + ", expected " + shape_to_string(y_shape));
-      z = t.data<float>();
-    }
+    const float* depthwise_bias = d.bias ? channel_input(ctx, 2, d.c, "depthwise bias") : nullptr;
+    const float* pointwise_bias = spec_.pointwise.bias ? channel_input(ctx, 4, spec_.o, "pointwise bias") : nullptr;
+    const float* z = spec_.pointwise.residual ? residual_input(ctx, kDepthwisePointwiseResidual, y_shape) : nullptr;
     Tensor& y = ctx.allocate_output(0, DType::Float32, y_shape);
     const std::int64_t in_image = d.h * d.w * d.c, out_image = d.oh * d.ow * spec_.o;
     const int threads = omp_get_max_threads();
@@ -87,15 +79,6 @@ class DepthwisePointwiseKernel : public CompiledKernel {
   bool owns_input(std::size_t i) const override { return i == 1 || i == 3; }
 
  private:
-  static const float* vector_input(const KernelContext& ctx, std::size_t i, std::int64_t n, const char* what) {
-    const Tensor& t = ctx.input(i);
-    check_f32(ctx, t, what);
-    if (t.numel() != n)
-      ctx.fail(ErrorCode::InvalidArgument, std::string(what) + " " + shape_to_string(t.shape()) + " does not have " +
-                                               std::to_string(n) + " channels");
-    return t.data<float>();
-  }
-
   DepthwisePointwiseSpec spec_;
   std::shared_ptr<const std::vector<float>> depthwise_weights_, pointwise_weights_;
 };
@@ -114,17 +97,9 @@ std::string recipe(const DepthwisePointwiseSpec& spec, const GroupConfig& c, int
 }  // namespace
 
 std::optional<DepthwisePointwiseSpec> depthwise_pointwise_spec(const Node& node, const Graph& graph, std::string& why) {
-  if (node.domain != kWpkDomain || node.op_type != "DepthwisePointwiseConv") {
-    why = "the gen backend does not write " + node.op_type;
-    return std::nullopt;
-  }
-  Graph parts;
-  try {
-    parts = depthwise_pointwise_graph(node, graph);
-  } catch (const Error& e) {
-    why = e.what();
-    return std::nullopt;
-  }
+  const std::optional<Graph> group = group_parts_of(node, graph, "DepthwisePointwiseConv", why);
+  if (!group) return std::nullopt;
+  const Graph& parts = *group;
   DepthwisePointwiseSpec s;
   std::optional<ConvSpec> d = conv_spec(parts.nodes()[0], parts, why);
   if (!d) return std::nullopt;
@@ -145,65 +120,15 @@ std::optional<DepthwisePointwiseSpec> depthwise_pointwise_spec(const Node& node,
   return s;
 }
 
-std::string GroupConfig::text() const {
-  return "rows=" + std::to_string(rows) + ",vectors=" + std::to_string(vectors) + ",stage=" + (vector_stage ? "vector" : "wide");
-}
-
-std::optional<GroupConfig> GroupConfig::parse(const std::string& text) {
-  GroupConfig c;
-  char stage[8] = {};
-  int used = 0;
-  if (std::sscanf(text.c_str(), "rows=%d,vectors=%d,stage=%6[a-z]%n", &c.rows, &c.vectors, stage, &used) != 3 ||
-      static_cast<std::size_t>(used) != text.size())
-    return std::nullopt;
-  const std::string kind = stage;
-  if ((kind != "vector" && kind != "wide") || c.rows < 1 || c.rows > 16 || c.vectors < 1 || c.vectors > 8) return std::nullopt;
-  c.vector_stage = kind == "vector";
-  return c;
-}
-
-std::vector<GroupConfig> depthwise_pointwise_configs(const DepthwisePointwiseSpec& spec, CpuTarget target) {
-  std::vector<GroupConfig> out;
-  for (bool vector_stage : {true, false})
-    for (const MatMulConfig& c : matmul_configs(vector_registers(target)))
-      // Tiles of at least 3 pixels (fewer reload each weight vector too often); the depthwise tile
-      // (rows x every channel) must fit the stack array a thread keeps it in.
-      if (!c.parallel_cols && c.rows >= 3 &&
-          std::min<std::int64_t>(c.rows, spec.depthwise.ow) * spec.depthwise.c * 4 <= kMaxSharedBytes)
-        out.push_back({c.rows, c.vectors, vector_stage});
-  return out;
-}
-
-std::string depthwise_pointwise_name(const GroupConfig& config, CpuTarget target) {
-  return kernel_name("depthwise_pointwise_nhwc", config.tile(), target) + (config.vector_stage ? "_vstage" : "_wstage");
-}
-
 Schedule depthwise_pointwise_schedule(const DepthwisePointwiseSpec& spec, const GroupConfig& config, int lanes) {
-  const ConvSpec& d = spec.depthwise;
-  const Compute producer = depthwise_producer(d);
-  Var n = var("n", 1), y = var("y", d.oh), x = var("x", d.ow), o = var("o", spec.o), c = var("c", d.c);
-  Buffer between = producer.output, weights = buffer("w", {spec.o, d.c});
-  std::vector<Buffer> inputs = {between, weights};
-  const Expr epilogue = epilogue_expr(spec.pointwise, o, {n, y, x, o}, {1, d.oh, d.ow, spec.o}, inputs);
-  const Compute group = compute("depthwise_pointwise", buffer("y", {1, d.oh, d.ow, spec.o}), {n, y, x, o}, {c},
-                                load(between, {n, y, x, c}) * load(weights, {o, c}), epilogue, inputs);
-  Schedule s(group);
-  const auto [xo, xi] = s.split(x, std::min<std::int64_t>(config.rows, d.ow));
-  const auto [oo, oi] = s.split(o, std::min<std::int64_t>(std::int64_t{config.vectors} * lanes, spec.o));
-  s.reorder({n, y, xo, oo, c, xi, oi});
-  s.parallel(y);
-  s.unroll(xi);
-  s.vectorize(oi);
-  s.pack(weights, o);
-  s.stage_shared(between, xo, producer, config.vector_stage ? lanes : 64);
-  return s;
+  return staged_pointwise_schedule("depthwise_pointwise", depthwise_producer(spec.depthwise), spec.o, spec.pointwise, config, lanes);
 }
 
 std::unique_ptr<Kernel> make_depthwise_pointwise(const Node& node, const Graph& graph, const DepthwisePointwiseSpec& spec,
                                                  const GroupConfig& config) {
   const CpuTarget target = widest_target();
   const int lanes = vector_lanes(target);
-  return std::make_unique<DepthwisePointwiseKernel>(depthwise_pointwise_name(config, target),
+  return std::make_unique<DepthwisePointwiseKernel>(group_kernel_name("depthwise_pointwise_nhwc", config, target),
                                                     depthwise_pointwise_schedule(spec, config, lanes), target, spec,
                                                     *graph.initializer(node.inputs[1]), *graph.initializer(node.inputs[3]),
                                                     recipe(spec, config, lanes, target));

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "backends/generated/conv_expr.hpp"
+#include "backends/generated/staged_group.hpp"
 #include "backends/kernel.hpp"
 #include "codegen/cpp_printer.hpp"
 
@@ -22,27 +23,11 @@ struct DepthwisePointwiseSpec {
   Epilogue pointwise;  // its bias (input 4), residual (input 5) and activation
 };
 
-// A register tile of `rows` pixels by `vectors` SIMD vectors of output channels (the threads share
-// the output rows), and how the depthwise tile is computed: one SIMD vector of channels at every
-// pixel before the next vector (its weights stay in registers over the pixels), or 64 channels at
-// a time. "rows=4,vectors=2,stage=vector" or "...,stage=wide".
-struct GroupConfig {
-  int rows = 4, vectors = 2;
-  bool vector_stage = true;
-  MatMulConfig tile() const { return {rows, vectors, false}; }
-  std::string text() const;
-  static std::optional<GroupConfig> parse(const std::string& text);
-};
-
 // The node as this backend's group kernel, or why not (`why` set).
 std::optional<DepthwisePointwiseSpec> depthwise_pointwise_spec(const Node& node, const Graph& graph, std::string& why);
-// The configs whose accumulators fit the target's registers and whose depthwise tile fits a stack
-// array; the usual favourite first.
-std::vector<GroupConfig> depthwise_pointwise_configs(const DepthwisePointwiseSpec& spec, codegen::CpuTarget target);
-// "f32_depthwise_pointwise_nhwc__avx2_4x16_prows_vstage".
-std::string depthwise_pointwise_name(const GroupConfig& config, codegen::CpuTarget target);
-// The group as a tensor expression and its schedule: the pointwise product reading the depthwise
-// compute's output, staged at the pixel tile (exposed for tests).
+// The configs (group_configs) and kernel name ("f32_depthwise_pointwise_nhwc__avx2_4x16_prows_vstage")
+// live in staged_group.hpp. The group as a tensor expression and its schedule: the pointwise
+// product reading the depthwise compute's output, staged at the pixel tile (exposed for tests).
 codegen::Schedule depthwise_pointwise_schedule(const DepthwisePointwiseSpec& spec, const GroupConfig& config, int lanes);
 // The kernel for `config`, its weights packed from the graph's constants.
 std::unique_ptr<Kernel> make_depthwise_pointwise(const Node& node, const Graph& graph, const DepthwisePointwiseSpec& spec,

@@ -13,6 +13,7 @@
 #include "backends/generated/depthwise_pointwise.hpp"
 #include "backends/generated/kernel_support.hpp"
 #include "backends/generated/matmul_expr.hpp"
+#include "backends/generated/scaled_pointwise.hpp"
 #include "graph/fused_ops.hpp"
 
 namespace wpk::gen {
@@ -131,13 +132,18 @@ struct Plan {
   std::optional<MatMulSpec> product;
   std::optional<ConvSpec> conv;
   std::optional<DepthwisePointwiseSpec> group;
-  explicit operator bool() const { return product || conv || group; }
+  std::optional<ScaledPointwiseSpec> scaled;
+  explicit operator bool() const { return product || conv || group || scaled; }
 };
 
 Plan plan_of(const Node& node, const Graph& graph, std::string& why) {
   Plan p;
   if (node.op_type == "DepthwisePointwiseConv") {
     p.group = depthwise_pointwise_spec(node, graph, why);
+    return p;
+  }
+  if (node.op_type == "ScaledPointwiseConv") {
+    p.scaled = scaled_pointwise_spec(node, graph, why);
     return p;
   }
   p.product = matmul_spec(node, graph, why);
@@ -173,8 +179,10 @@ std::vector<std::string> GeneratedBackend::configs(const Node& node, const Graph
   const Plan plan = plan_of(node, graph, why);
   if (!plan) return {""};
   std::vector<std::string> out;
-  if (plan.group) {
-    for (const GroupConfig& c : depthwise_pointwise_configs(*plan.group, widest_target())) out.push_back(c.text());
+  if (plan.group || plan.scaled) {
+    for (const GroupConfig& c : plan.group ? group_configs(plan.group->depthwise.ow, plan.group->depthwise.c, widest_target())
+                                           : group_configs(plan.scaled->w, plan.scaled->c, widest_target()))
+      out.push_back(c.text());
     return out.empty() ? std::vector<std::string>{""} : out;
   }
   for (const MatMulConfig& c : matmul_configs(vector_registers(widest_target())))
@@ -192,10 +200,11 @@ std::unique_ptr<Kernel> GeneratedBackend::prepare(const Node& node, const Graph&
   std::string why;
   const Plan plan = plan_of(node, graph, why);
   if (!plan) throw Error(ErrorCode::Unsupported, node_label(node) + why);
-  if (plan.group) {
+  if (plan.group || plan.scaled) {
     const std::optional<GroupConfig> g = GroupConfig::parse(config.empty() ? configs(node, graph).front() : config);
     if (!g) throw Error(ErrorCode::Internal, node_label(node) + "the gen backend has no configuration '" + config + "'");
     try {
+      if (plan.scaled) return make_scaled_pointwise(node, graph, *plan.scaled, *g);
       return make_depthwise_pointwise(node, graph, *plan.group, *g);
     } catch (const std::invalid_argument& e) {
       throw Error(ErrorCode::Unsupported, node_label(node) + "no generated kernel in configuration '" + config + "': " + e.what());
@@ -232,7 +241,7 @@ std::optional<KernelProfile> GeneratedBackend::describe(const Node& node, const 
                                                         const InputShapes& shapes, int threads) const {
   std::string why;
   const Plan plan = plan_of(node, graph, why);
-  const std::optional<GroupConfig> group_config = plan.group ? GroupConfig::parse(config) : std::nullopt;
+  const std::optional<GroupConfig> group_config = plan.group || plan.scaled ? GroupConfig::parse(config) : std::nullopt;
   const std::optional<MatMulConfig> c = group_config ? group_config->tile() : MatMulConfig::parse(config);
   if (!plan || !c) return std::nullopt;
   const CpuTarget target = widest_target();
@@ -249,12 +258,20 @@ std::optional<KernelProfile> GeneratedBackend::describe(const Node& node, const 
   std::int64_t columns = 0, tiles = 0;
   if (plan.group) {
     if (!dynamic_extent(shapes, 3)) return std::nullopt;
-    p.name = depthwise_pointwise_name(*group_config, target);
+    p.name = group_kernel_name("depthwise_pointwise_nhwc", *group_config, target);
     // The pointwise product's tile, as a conv's; the depthwise output costs no memory traffic.
     p.efficiency = 0.36 * std::min(1.0, fmas / loads);
     p.extra_bytes = 0;
     columns = plan.group->o;
     tiles = plan.group->depthwise.oh;
+  } else if (plan.scaled) {
+    if (!dynamic_extent(shapes, 3)) return std::nullopt;
+    p.name = group_kernel_name("scaled_pointwise_nhwc", *group_config, target);
+    // The pointwise product's tile, as a conv's; the scaled input costs no memory traffic.
+    p.efficiency = 0.36 * std::min(1.0, fmas / loads);
+    p.extra_bytes = 0;
+    columns = plan.scaled->o;
+    tiles = plan.scaled->h;
   } else if (plan.product) {
     const MatMulSpec& s = *plan.product;
     const std::optional<std::int64_t> rows = dynamic_extent(shapes, 1);

@@ -1,7 +1,7 @@
 #pragma once
 // The gen backend: kernels wpk writes from tensor expressions (src/codegen) for the node's shapes
-// (products, pointwise, dense and depthwise NHWC convs: matmul_expr.hpp, conv_expr.hpp; depthwise +
-// pointwise pairs as one depth-first kernel: depthwise_pointwise.hpp)
+// (products, pointwise, dense and depthwise NHWC convs: matmul_expr.hpp, conv_expr.hpp; the
+// optimizer's depth-first groups as one kernel each: staged_group.hpp)
 // and compiles at load with the host compiler, one candidate per schedule config beside the
 // hand-written and library ones. Preparing builds the source only; the plan compiles every
 // prepared kernel's source in one batch (Kernel::source) or finds it in the kernel store.
@@ -20,7 +20,8 @@ class GeneratedBackend : public Backend {
                                         const InputShapes& shapes, int threads) const override;
   // Families: "gen:f32_matmul" leaves out every generated product, whatever its tile and ISA.
   std::vector<std::string> kernel_names() const override {
-    return {"f32_matmul", "f32_conv1x1_nhwc", "f32_conv_nhwc", "f32_depthwise_conv_nhwc", "f32_depthwise_pointwise_nhwc"};
+    return {"f32_matmul", "f32_conv1x1_nhwc", "f32_conv_nhwc", "f32_depthwise_conv_nhwc", "f32_depthwise_pointwise_nhwc",
+            "f32_scaled_pointwise_nhwc"};
   }
   std::string version() const override { return "1"; }
   bool generates_code() const override { return true; }

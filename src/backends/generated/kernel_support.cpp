@@ -96,4 +96,22 @@ void CompiledKernel::check_f32(const KernelContext& ctx, const Tensor& t, const 
     ctx.fail(ErrorCode::InvalidArgument, std::string(what) + " must be float32, got " + dtype_name(t.dtype()));
 }
 
+const float* CompiledKernel::channel_input(const KernelContext& ctx, std::size_t i, std::int64_t n, const char* what) {
+  const Tensor& t = ctx.input(i);
+  check_f32(ctx, t, what);
+  if (t.numel() != n)
+    ctx.fail(ErrorCode::InvalidArgument,
+             std::string(what) + " " + shape_to_string(t.shape()) + " does not have " + std::to_string(n) + " channels");
+  return t.data<float>();
+}
+
+const float* CompiledKernel::residual_input(const KernelContext& ctx, std::size_t i, const Shape& y_shape) {
+  const Tensor& t = ctx.input(i);
+  check_f32(ctx, t, "residual input");
+  if (t.shape() != y_shape)
+    ctx.fail(ErrorCode::InvalidArgument,
+             "residual input has shape " + shape_to_string(t.shape()) + ", expected " + shape_to_string(y_shape));
+  return t.data<float>();
+}
+
 }  // namespace wpk::gen

@@ -66,6 +66,10 @@ class CompiledKernel : public Kernel {
   const std::string& name() const { return name_; }
   const codegen::Schedule& schedule() const { return schedule_; }
   static void check_f32(const KernelContext& ctx, const Tensor& t, const char* what);
+  // Input i's floats, checked to be float32 with `n` elements (a bias: one per channel).
+  static const float* channel_input(const KernelContext& ctx, std::size_t i, std::int64_t n, const char* what);
+  // Input i's floats, checked to be float32 of the output's shape (a residual).
+  static const float* residual_input(const KernelContext& ctx, std::size_t i, const Shape& y_shape);
 
  private:
   codegen::KernelSource print() const;

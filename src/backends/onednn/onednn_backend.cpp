@@ -2,20 +2,17 @@
 
 #include "backends/onednn/onednn_common.hpp"
 #include "backends/onednn/onednn_kernels.hpp"
-#include "backends/composite_kernel.hpp"
-#include "graph/depthwise_pointwise.hpp"
 #include "graph/fused_ops.hpp"
 
 namespace wpk::onednn {
 namespace {
 
-enum class Family { None, Conv, ConvPair, QLinearConv, MatMulInteger, MatMul, Pool, Transpose, Attention, LayerNorm, Binary, BatchNorm, Eltwise, Softmax, Concat };
+enum class Family { None, Conv, QLinearConv, MatMulInteger, MatMul, Pool, Transpose, Attention, LayerNorm, Binary, BatchNorm, Eltwise, Softmax, Concat };
 
 Family family_of(const Node& node) {
   const bool onnx = node.domain.empty() || node.domain == "ai.onnx";
   const bool wpk_op = node.domain == kWpkDomain;
   if ((onnx && node.op_type == "Conv") || (wpk_op && node.op_type == "FusedConv")) return Family::Conv;
-  if (wpk_op && node.op_type == "DepthwisePointwiseConv") return Family::ConvPair;
   if ((onnx && (node.op_type == "MatMul" || node.op_type == "Gemm")) || (wpk_op && node.op_type == "FusedMatMul"))
     return Family::MatMul;
   if (onnx && node.op_type == "QLinearConv") return Family::QLinearConv;
@@ -35,32 +32,6 @@ Family family_of(const Node& node) {
   if (onnx && node.op_type == "Softmax") return Family::Softmax;
   if (onnx && node.op_type == "Concat") return Family::Concat;
   return Family::None;
-}
-
-// A depthwise + pointwise pair as oneDNN's two convolutions, the depthwise output kept between
-// them: the pair's candidate that stores it, against the gen backend's that does not.
-std::string conv_pair_unsupported(const Node& node, const Graph& graph) {
-  try {
-    const Graph parts = depthwise_pointwise_graph(node, graph);
-    for (const Node& n : parts.nodes())
-      if (std::string why = conv_unsupported(n, parts); !why.empty()) return why;
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
-
-std::unique_ptr<Kernel> make_conv_pair(const Node& node, const Graph& graph) {
-  std::vector<ValueId> inputs;
-  Graph parts = depthwise_pointwise_graph(node, graph, &inputs);
-  std::vector<std::unique_ptr<Kernel>> kernels;
-  for (const Node& n : parts.nodes()) kernels.push_back(make_conv(n, parts, ""));
-  // The pointwise conv does most of the arithmetic; the depthwise output is written and read back.
-  KernelProfile profile = kernels.back()->profile();
-  profile.call_seconds = 2 * kPrimitiveCallSeconds;
-  if (const auto between = static_shape(parts, parts.nodes()[0].outputs[0]))
-    profile.extra_bytes = 2.0 * 4.0 * static_cast<double>(shape_numel(*between));
-  return std::make_unique<CompositeKernel>(std::move(parts), std::move(inputs), std::move(kernels), profile);
 }
 
 }  // namespace
@@ -97,7 +68,6 @@ std::string OneDnnBackend::why_unsupported(const Node& node, const Graph& graph)
   if (node.inputs.empty() || node.inputs[0] == kNoValue) return "no input";
   switch (family_of(node)) {
     case Family::Conv: return conv_unsupported(node, graph);
-    case Family::ConvPair: return conv_pair_unsupported(node, graph);
     case Family::QLinearConv: return qlinear_conv_unsupported(node, graph);
     case Family::MatMulInteger: return matmul_integer_unsupported(node, graph);
     case Family::MatMul: return matmul_unsupported(node, graph);
@@ -129,7 +99,6 @@ std::unique_ptr<Kernel> OneDnnBackend::prepare(const Node& node, const Graph& gr
   if (!why.empty()) throw Error(ErrorCode::Unsupported, node_label(node) + why);
   switch (family_of(node)) {
     case Family::Conv: return make_conv(node, graph, "");
-    case Family::ConvPair: return make_conv_pair(node, graph);
     case Family::QLinearConv: return make_qlinear_conv(node, graph, "");
     case Family::MatMulInteger: return make_matmul_integer(node, graph, "");
     case Family::MatMul: return make_matmul(node, graph);

@@ -14,7 +14,7 @@
 
 #include "backends/reference/common.hpp"
 #include "backends/reference/registry.hpp"
-#include "graph/depthwise_pointwise.hpp"
+#include "graph/group_parts.hpp"
 #include "graph/fused_ops.hpp"
 
 namespace wpk::reference {
@@ -25,7 +25,7 @@ namespace {
 struct PlainKernels {
   KernelFn conv = nullptr, matmul = nullptr, softmax = nullptr, concat = nullptr;
   KernelFn max_pool = nullptr, average_pool = nullptr, global_average_pool = nullptr, batch_norm = nullptr;
-  KernelFn qlinear_conv = nullptr, matmul_integer = nullptr, qlinear_add = nullptr;
+  KernelFn qlinear_conv = nullptr, matmul_integer = nullptr, qlinear_add = nullptr, mul = nullptr;
 };
 PlainKernels plain;
 
@@ -196,19 +196,33 @@ void fused_conv(KernelContext& ctx) {
   ctx.set_output(0, std::move(y));
 }
 
-void depthwise_pointwise_conv(KernelContext& ctx) {
-  if (!channels_last(ctx)) ctx.fail(ErrorCode::InvalidModel, "DepthwisePointwiseConv reads NHWC (channels_last = 1) only");
-  const DepthwisePointwiseParts parts = split_depthwise_pointwise(ctx.node(), kNoValue);
-  auto optional = [&](std::size_t i) { return ctx.has_input(i) ? &ctx.input(i) : nullptr; };
-  KernelContext depthwise(parts.depthwise, {&ctx.input(0), &ctx.input(1), optional(2)});
-  depthwise.set_opset(ctx.opset());
-  depthwise.set_limits(ctx.limits());
-  fused_conv(depthwise);
-  KernelContext pointwise(parts.pointwise, {&depthwise.outputs()[0], &ctx.input(3), optional(4), optional(5)});
-  pointwise.set_opset(ctx.opset());
-  pointwise.set_limits(ctx.limits());
-  fused_conv(pointwise);
-  ctx.set_output(0, std::move(pointwise.outputs()[0]));
+// A depth-first group (graph/group_parts.hpp): its parts one after the other, as the graph
+// before the optimizer formed it computed them.
+void group_of_parts(KernelContext& ctx) {
+  if (!channels_last(ctx)) ctx.fail(ErrorCode::InvalidModel, ctx.node().op_type + " reads NHWC (channels_last = 1) only");
+  // The group's inputs named by position, the value between the parts after them.
+  Node positional = ctx.node();
+  for (std::size_t i = 0; i < positional.inputs.size(); ++i)
+    if (positional.inputs[i] != kNoValue) positional.inputs[i] = static_cast<ValueId>(i);
+  const ValueId between = static_cast<ValueId>(positional.inputs.size());
+  const std::vector<Node> parts = split_group(positional, between);
+  Tensor carried;
+  for (std::size_t p = 0; p < parts.size(); ++p) {
+    const Node& part = parts[p];
+    std::vector<const Tensor*> inputs;
+    for (ValueId v : part.inputs)
+      inputs.push_back(v == between                                              ? &carried
+                       : v != kNoValue && ctx.has_input(static_cast<std::size_t>(v)) ? &ctx.input(static_cast<std::size_t>(v))
+                                                                                  : nullptr);
+    KernelContext inner(part, inputs);
+    inner.set_opset(ctx.opset());
+    inner.set_limits(ctx.limits());
+    if (part.op_type == "FusedConv") fused_conv(inner);
+    else if (part.op_type == "Mul") plain.mul(inner);
+    else ctx.fail(ErrorCode::Internal, "no reference kernel for a group's " + part.op_type);
+    if (p + 1 == parts.size()) ctx.set_output(0, std::move(inner.outputs()[0]));
+    else carried = std::move(inner.outputs()[0]);
+  }
 }
 
 void fused_matmul(KernelContext& ctx) {
@@ -409,9 +423,11 @@ void register_fused(OpTable& t) {
   plain.concat = entry("Concat").fn;
   plain.matmul_integer = entry("MatMulInteger").fn;
   plain.qlinear_add = entry("com.wpk:QLinearAdd").fn;
+  plain.mul = entry("Mul").fn;
   t.add("com.wpk:FusedConv", {fused_conv, 2, 4, 1});
   t.add("com.wpk:FusedMatMul", {fused_matmul, 2, 4, 1});
-  t.add("com.wpk:DepthwisePointwiseConv", {depthwise_pointwise_conv, 4, 6, 1});
+  t.add("com.wpk:DepthwisePointwiseConv", {group_of_parts, 4, 6, 1});
+  t.add("com.wpk:ScaledPointwiseConv", {group_of_parts, 3, 5, 1});
   t.add("com.wpk:Gelu", {gelu_kernel, 1, 1, 1});
   t.add("Gelu", {gelu_kernel, 1, 1, 20});  // ONNX's, for sessions that skip the optimizer
   t.add("com.wpk:MatMulIntegerToFloat", {matmul_integer_to_float, 6, 8, 1});

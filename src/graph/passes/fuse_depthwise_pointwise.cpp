@@ -3,7 +3,7 @@
 // (graph/fused_ops.hpp). Forming it decides nothing about speed: its candidates include kernels
 // that run the two convs one after the other as before, beside one that computes the depthwise
 // output tile by tile inside the pointwise product, and the cost model or a measurement picks.
-#include "graph/depthwise_pointwise.hpp"
+#include "graph/group_parts.hpp"
 #include "graph/fused_ops.hpp"
 #include "graph/passes/match.hpp"
 

@@ -17,9 +17,12 @@ int mark_bf16_compute(Graph& g) {
     const bool onnx = n.domain.empty() || n.domain == "ai.onnx";
     const bool wpk_op = n.domain == kWpkDomain;
     const bool product = (onnx && (n.op_type == "Conv" || n.op_type == "MatMul" || n.op_type == "Gemm")) ||
-                         (wpk_op && (n.op_type == "FusedConv" || n.op_type == "FusedMatMul" || n.op_type == "DepthwisePointwiseConv"));
-    // Constant weights (input 1): products of two activations (attention's) stay float32.
-    if (!product || n.inputs.size() < 2 || n.outputs.empty() || !g.initializer(n.inputs[1]) ||
+                         (wpk_op && (n.op_type == "FusedConv" || n.op_type == "FusedMatMul" ||
+                                     n.op_type == "DepthwisePointwiseConv" || n.op_type == "ScaledPointwiseConv"));
+    // Constant weights (input 1; the scaled conv's input 2): products of two activations
+    // (attention's) stay float32.
+    const std::size_t weights = wpk_op && n.op_type == "ScaledPointwiseConv" ? 2 : 1;
+    if (!product || n.inputs.size() <= weights || n.outputs.empty() || !g.initializer(n.inputs[weights]) ||
         g.value(n.outputs[0]).dtype != DType::Float32)
       continue;
     n.attributes.insert_or_assign("compute_precision", Attribute(std::string("bf16")));

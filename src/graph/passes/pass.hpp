@@ -60,5 +60,6 @@ bool fuse_concat_batchnorm(Graph& g, const PassContext& ctx);  // fuse_concat_ba
 bool fuse_qlinear_conv_add(Graph& g, const PassContext& ctx);  // fuse_qlinear_conv_add.cpp
 bool split_conv_over_concat(Graph& g, const PassContext& ctx);  // split_conv_over_concat.cpp
 bool fuse_depthwise_pointwise(Graph& g, const PassContext& ctx);  // fuse_depthwise_pointwise.cpp
+bool fuse_scaled_pointwise(Graph& g, const PassContext& ctx);     // fuse_scaled_pointwise.cpp
 
 }  // namespace wpk::passes

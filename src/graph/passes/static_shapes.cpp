@@ -369,6 +369,11 @@ void StaticShapes::infer(const Graph& g, const Node& n) {
         dims->back() = (*in(3))[0];  // NHWC: the pointwise conv's channels
         set_dims(out, dims);
       }
+    if (op == "ScaledPointwiseConv" && in(0) && in(0)->size() == 4 && in(2) && !in(2)->empty()) {
+      DimList dims = *in(0);
+      dims.back() = (*in(2))[0];
+      set_dims(out, dims);
+    }
     if (op == "ConcatBatchNorm") set_dims(out, concat_batchnorm_dims(n, [&](std::size_t i) { return in(i); }));
     if (op == "Attention" && in(0) && in(1) && in(2) && rank0 >= 2 && rank(n.inputs[1]) >= 2 &&
         rank(n.inputs[2]) >= 2)

@@ -72,6 +72,21 @@ std::vector<SweepCase> conv_cases() {
     // Every generated config where the tiles leave remainders (15 and 70 channels, 7 and 5 pixels).
     out.push_back({op, 1e-4, 1e-4, g.c == 15 || g.c == 70});
   }
+  // Scaled pointwise groups: the gate per image or one for the batch, pixel tiles with and
+  // without remainders, channels below, at and past the 64 a scaled tile is computed in.
+  struct Scaled {
+    std::int64_t batch, gate_batch, h, w, c, o;
+    const char* act;
+    bool residual;
+  };
+  for (const Scaled& g : {Scaled{1, 1, 7, 7, 15, 17, "", false}, Scaled{2, 2, 5, 6, 64, 24, "Relu", true},
+                          Scaled{2, 1, 3, 9, 70, 9, "", true}}) {
+    OpCase op = OpCase("ScaledPointwiseConv", "com.wpk").input("X", {g.batch, g.h, g.w, g.c}).input("S", {g.gate_batch, 1, 1, g.c})
+                    .constant("W", {g.o, g.c, 1, 1}).constant("B", {g.o});
+    if (g.residual) op.input("Z", {g.batch, g.h, g.w, g.o});
+    op.attr("channels_last", std::int64_t{1}).activation(g.act).seed(seed++);
+    out.push_back({op, 1e-4, 1e-4, g.c != 64});
+  }
   out.push_back({OpCase("Conv").input("X", {1, 16, 14, 14}).constant("W", {16, 16, 3, 3})
                      .attr("pads", std::vector<std::int64_t>{1, 1, 1, 1}).seed(seed++),
                  1e-4, 1e-4});
@@ -355,13 +370,16 @@ TEST_CASE("every candidate of every registered backend matches the reference at 
   for (const char* op : {"QLinearConv", "com.wpk.QLinearConvAdd", "com.wpk.MatMulIntegerToFloat"})
     CHECK(ops_checked["cpu"].count(op) == (wpk::cpu_features().avx2 ? 1u : 0u));
   CHECK(checked["gen(rows=4,vectors=2,parallel=rows)"] > 0);  // products, on every CPU
-  CHECK(ops_checked["gen"].count("com.wpk.DepthwisePointwiseConv") == 1);
+  // Depth-first groups: the generated kernel of the whole group, and the parts on their own kernels.
+  for (const char* op : {"com.wpk.DepthwisePointwiseConv", "com.wpk.ScaledPointwiseConv"}) {
+    CHECK(ops_checked["gen"].count(op) == 1);
+    CHECK(ops_checked["parts"].count(op) == 1);
+  }
 #ifdef WPK_WITH_ONEDNN
   CHECK(checked["onednn"] > 0);
   CHECK(checked["onednn(algorithm=direct)"] > 0);
   CHECK(ops_checked["onednn"].count("Transpose") == 1);
   CHECK(ops_checked["onednn"].count("MaxPool") == 1);
-  CHECK(ops_checked["onednn"].count("com.wpk.DepthwisePointwiseConv") == 1);  // its two convs, one after the other
   // QLinearConv(Add) and MatMulIntegerToFloat in float arithmetic on every CPU, in int8 (their cases
   // have weights past [-64, 64]) where oneDNN runs AVX-512 VNNI or AMX (exact_int8_products).
   CHECK(checked["onednn(arithmetic=float)"] > 0);

@@ -34,7 +34,7 @@ Graph inverted_residual(std::int64_t stride, std::int64_t out, bool residual, bo
   return g;
 }
 
-// The optimized graph's outputs, run by a session (its groups on oneDNN's pair, then on the
+// The optimized graph's outputs, run by a session (its groups as their parts, then on the
 // generated group kernel alone: the output may take the residual's bytes) and on the reference,
 // equal the unoptimized graph's.
 void check_same_outputs(const Graph& g, const Graph& opt, const std::vector<std::string>& outputs) {

@@ -1,0 +1,173 @@
+#include "runtime/group_parts_backend.hpp"
+
+#include <algorithm>
+#include <thread>
+
+#include "backends/composite_kernel.hpp"
+#include "graph/fused_ops.hpp"
+#include "graph/group_parts.hpp"
+#include "runtime/candidate_cost.hpp"
+#include "runtime/execution_plan.hpp"
+#include "runtime/workload.hpp"
+
+namespace wpk {
+namespace {
+
+// The parts' input shapes from the group's: its inputs by position; the value between the parts
+// with its dims in the parts graph, a symbolic one taken from the group's first input.
+std::vector<InputShapes> part_shapes(const Graph& parts, const std::vector<ValueId>& group_inputs, const InputShapes& shapes) {
+  const ValueId between = parts.nodes().front().outputs.at(0);
+  std::optional<Shape> between_shape;
+  if (const auto& dims = parts.value(between).dims) {
+    between_shape = Shape{};
+    for (std::size_t d = 0; d < dims->size(); ++d) {
+      const bool from_input = !(*dims)[d].is_static() && !shapes.empty() && shapes[0] && d < shapes[0]->size();
+      between_shape->push_back((*dims)[d].is_static() ? (*dims)[d].value : from_input ? (*shapes[0])[d] : 1);
+    }
+  }
+  std::vector<InputShapes> out;
+  for (const Node& n : parts.nodes()) {
+    InputShapes s;
+    for (ValueId v : n.inputs) {
+      if (v == between) {
+        s.push_back(between_shape);
+        continue;
+      }
+      const auto at = std::find(group_inputs.begin(), group_inputs.end(), v);
+      const std::size_t i = static_cast<std::size_t>(at - group_inputs.begin());
+      s.push_back(v != kNoValue && at != group_inputs.end() && i < shapes.size() ? shapes[i] : std::nullopt);
+    }
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+int machine_threads() { return std::max(1, static_cast<int>(std::thread::hardware_concurrency())); }
+
+}  // namespace
+
+GroupPartsBackend::GroupPartsBackend(std::vector<const Backend*> backends, std::vector<std::string> disabled, int threads,
+                                     const CostCalibration* calibration)
+    : backends_(std::move(backends)), disabled_(std::move(disabled)), threads_(threads), calibration_(calibration) {}
+
+std::vector<const Backend*> GroupPartsBackend::part_backends() const {
+  std::vector<const Backend*> out;
+  for (const Backend* b : backends_.empty() ? registered_backends() : backends_)
+    if (b->name() != name() && b->name() != "control" && b->name() != "reference" && !b->generates_code() &&
+        !listed(disabled_, b->name()))
+      out.push_back(b);
+  return out;
+}
+
+std::vector<GroupPartsBackend::Choice> GroupPartsBackend::ranked(const Node& part, const Graph& parts, const InputShapes& shapes,
+                                                                 int threads, std::string& why) const {
+  std::vector<Choice> out;
+  for (const Backend* b : part_backends()) {
+    if (std::string reason = b->why_unsupported(part, parts); !reason.empty()) {
+      why = reason;
+      continue;
+    }
+    std::vector<std::string> configs = b->configs(part, parts);
+    if (configs.empty()) configs = {""};
+    for (const std::string& c : configs) {
+      const KernelProfile profile = candidate_profile(*b, c, part, parts, shapes, threads);
+      if (kernel_disabled(disabled_, *b, profile.name)) continue;
+      const std::string identity = candidate_identity(*b, c);
+      out.push_back({b, c, identity + (profile.name.empty() ? "" : ":" + profile.name),
+                     predicted_seconds_on_best_threads(*b, profile, identity, part, shapes, threads, calibration_)});
+    }
+  }
+  std::stable_sort(out.begin(), out.end(), [](const Choice& a, const Choice& b) { return a.seconds < b.seconds; });
+  if (out.empty() && why.empty()) why = "no backend but the reference runs " + part.op_type;
+  return out;
+}
+
+std::string GroupPartsBackend::why_unsupported(const Node& node, const Graph& graph) const {
+  if (!is_group(node)) return "the parts backend runs the optimizer's depth-first groups only";
+  try {
+    const Graph parts = group_graph(node, graph);
+    for (const Node& part : parts.nodes()) {
+      std::string why;
+      if (ranked(part, parts, *shapes_with_symbolic_dims_as(part, parts, 1), 1, why).empty())
+        return "its part " + part.op_type + ": " + why;
+    }
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+std::optional<KernelProfile> GroupPartsBackend::describe(const Node& node, const Graph& graph, const std::string& /*config*/,
+                                                         const InputShapes& shapes, int threads) const {
+  if (!is_group(node)) return std::nullopt;
+  try {
+    std::vector<ValueId> inputs;
+    const Graph parts = group_graph(node, graph, &inputs);
+    const std::vector<InputShapes> each = part_shapes(parts, inputs, shapes);
+    KernelProfile p;
+    for (std::size_t i = 0; i < parts.nodes().size(); ++i) {
+      std::string why;
+      const std::vector<Choice> choices = ranked(parts.nodes()[i], parts, each[i], threads, why);
+      if (choices.empty()) return std::nullopt;
+      p.predicted_seconds += choices.front().seconds;
+      p.name += (p.name.empty() ? "" : "+") + choices.front().label;
+    }
+    return p;
+  } catch (const Error&) {
+    return std::nullopt;
+  }
+}
+
+std::unique_ptr<Kernel> GroupPartsBackend::prepare(const Node& node, const Graph& graph) const {
+  if (!is_group(node)) throw Error(ErrorCode::Unsupported, node_label(node) + why_unsupported(node, graph));
+  std::vector<ValueId> inputs;
+  Graph parts = group_graph(node, graph, &inputs);
+  const int threads = threads_ > 0 ? threads_ : machine_threads();
+  std::vector<CompositeKernel::Alternatives> kernels;
+  std::vector<const Backend*> chosen;
+  const Backend* reference = nullptr;
+  for (const Backend* b : backends_.empty() ? registered_backends() : backends_)
+    if (b->name() == "reference" && !listed(disabled_, b->name())) reference = b;
+  KernelProfile profile;
+  for (const Node& part : parts.nodes()) {
+    std::string why;
+    const std::size_t had = kernels.size();
+    const InputShapes shapes = *shapes_with_symbolic_dims_as(part, parts, 1);
+    for (const Choice& c : ranked(part, parts, shapes, threads, why)) {
+      try {
+        std::unique_ptr<Kernel> k = c.backend->prepare(part, parts, c.config);
+        const std::string kernel_name = k->profile().name;
+        if (kernel_disabled(disabled_, *c.backend, kernel_name)) continue;
+        profile.predicted_seconds += c.seconds;
+        profile.name += (profile.name.empty() ? "" : "+") + candidate_identity(*c.backend, c.config) +
+                        (kernel_name.empty() ? "" : ":" + kernel_name);
+        // A kernel packing none of the part's inputs may decline a shape (Kernel::runs): the
+        // reference's then runs it. One that packs weights keeps the only copy of them.
+        bool owns_any = false;
+        for (std::size_t j = 0; j < part.inputs.size(); ++j) owns_any = owns_any || k->owns_input(j);
+        kernels.emplace_back();
+        kernels.back().push_back(std::move(k));
+        if (!owns_any && reference) kernels.back().push_back(reference->prepare(part, parts));
+        chosen.push_back(c.backend);
+        break;
+      } catch (const Error& e) {
+        why = e.what();
+      }
+    }
+    if (kernels.size() == had)
+      throw Error(ErrorCode::Unsupported, node_label(node) + "no kernel for its part " + part.op_type + ": " + why);
+  }
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    accumulates_[node.name] = chosen.back()->accumulates_into_residual(parts.nodes().back());
+  }
+  return std::make_unique<CompositeKernel>(std::move(parts), std::move(inputs), std::move(kernels), profile);
+}
+
+bool GroupPartsBackend::accumulates_into_residual(const Node& node) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const auto it = accumulates_.find(node.name);
+  return it != accumulates_.end() && it->second && fused_residual_input(node) >= 0;
+}
+
+}  // namespace wpk
