@@ -22,7 +22,8 @@ enum class StmtKind {
   Alloc,  // buffer: a register buffer, live for the rest of the enclosing block
   Store,  // buffer[index] = value
   Guard,  // body[0] where index[d] lies in [0, bounds[d]) for every d (a whole-tile remainder's
-          // points that exist)
+          // points that exist; a tile whose reads all stay inside their buffers), else body[1]
+          // when there is one
   Barrier,  // every thread of the block waits for the others (CUDA's __syncthreads)
   Stage,    // buffer (a staged tile) [t] = source[index + t] for every t within buffer's dims, 0
             // where that leaves source; a CUDA block's threads share the copy. With `value`: the

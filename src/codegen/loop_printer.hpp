@@ -288,7 +288,10 @@ class LoopPrinter {
       bool runtime = at.vector_coefficient != 0;
       for (const auto& t : at.terms) runtime = runtime || t.second != 0;
       if (!runtime) {
-        if (at.constant < 0 || at.constant >= s->bounds[d]) return;
+        if (at.constant < 0 || at.constant >= s->bounds[d]) {
+          if (s->body.size() > 1) statement(s->body[1], depth);
+          return;
+        }
         continue;
       }
       if (vector_mode()) throw std::invalid_argument(k_.name + ": a whole-tile guard inside a vectorized loop");
@@ -300,6 +303,10 @@ class LoopPrinter {
     }
     line(depth, "if (" + all + ") {");
     statement(s->body[0], depth + 1);
+    if (s->body.size() > 1) {
+      line(depth, "} else {");
+      statement(s->body[1], depth + 1);
+    }
     line(depth, "}");
   }
 

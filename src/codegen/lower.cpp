@@ -343,7 +343,7 @@ class Lowering {
     };
     const Var& last = t[rank - 1];
     const std::int64_t width = std::min<std::int64_t>(extent[rank - 1], std::max<std::int64_t>(1, r.chunk));
-    auto element = [&](const Affine& last_index, const Var& vector_var, std::int64_t count) {
+    auto element = [&](const Affine& last_index, const Var& vector_var, std::int64_t count, bool interior) {
       std::map<const VarNode*, Affine> point = at;
       point[producer.axes[rank - 1].get()] = origin[rank - 1] + last_index;
       std::vector<Affine> index;
@@ -354,22 +354,107 @@ class Lowering {
       inner->var = vector_var;
       inner->extent = count;
       inner->loop = LoopKind::Vectorized;
-      inner->body = {store(tile, index, substitute(producer.body, point))};
+      const Expr value = substitute(producer.body, point);
+      inner->body = {store(tile, index, interior ? without_bounds_checks(value) : value)};
       return at_every_point(inner);
     };
-    std::vector<StmtPtr> chunks;
-    Var chunk = var(last->name + "o", extent[rank - 1] / width), lane = var(last->name + "i", width);
-    auto whole = std::make_shared<Stmt>();
-    whole->kind = StmtKind::For;
-    whole->var = chunk;
-    whole->extent = chunk->extent;
-    whole->body = {element(Affine(chunk) * width + Affine(lane), lane, width)};
-    chunks.push_back(whole);
-    if (const std::int64_t rest = extent[rank - 1] % width) {
-      Var rest_lane = var(last->name + "r", rest);
-      chunks.push_back(element(Affine(extent[rank - 1] - rest) + Affine(rest_lane), rest_lane, rest));
+    auto nest = [&](bool interior) {
+      std::vector<StmtPtr> chunks;
+      Var chunk = var(last->name + "o", extent[rank - 1] / width), lane = var(last->name + "i", width);
+      auto whole = std::make_shared<Stmt>();
+      whole->kind = StmtKind::For;
+      whole->var = chunk;
+      whole->extent = chunk->extent;
+      whole->body = {element(Affine(chunk) * width + Affine(lane), lane, width, interior)};
+      chunks.push_back(whole);
+      if (const std::int64_t rest = extent[rank - 1] % width) {
+        Var rest_lane = var(last->name + "r", rest);
+        chunks.push_back(element(Affine(extent[rank - 1] - rest) + Affine(rest_lane), rest_lane, rest, interior));
+      }
+      return block(std::move(chunks));
+    };
+    // A tile whose every read lies inside the producer's inputs (a depthwise conv's pixels away
+    // from the padding: most of them) takes a copy of the nest without the per-read checks.
+    auto inside = std::make_shared<Stmt>();
+    inside->kind = StmtKind::Guard;
+    if (!interior_condition(substitute(producer.body, at), t, *inside)) return {nest(false)};
+    inside->body = {nest(true), nest(false)};
+    return {inside};
+  }
+  // The condition that every read of a zero_outside load in `value` lies inside its buffer for
+  // every value of the tile's variables `local`: per buffer dimension and combination of the
+  // other (outer) variables, the least index at least 0 and the greatest below the dimension,
+  // written as Guard entries in `guard`. False when there are no such reads or some tile never
+  // stays inside.
+  static bool interior_condition(const Expr& value, const std::vector<Var>& local, Stmt& guard) {
+    std::vector<const ExprNode*> loads;
+    collect_checked_loads(value, loads);
+    struct Range {
+      Affine outer;
+      std::int64_t dim, lo, hi;
+    };
+    std::vector<Range> ranges;
+    for (const ExprNode* l : loads)
+      for (std::size_t d = 0; d < l->index.size(); ++d) {
+        if (d >= l->may_leave.size() || !l->may_leave[d]) continue;
+        Affine outer(0);
+        std::int64_t lo = l->index[d].offset, hi = lo;
+        for (const auto& term : l->index[d].terms) {
+          const bool is_local = std::any_of(local.begin(), local.end(), [&](const Var& v) { return v.get() == term.first.get(); });
+          if (!is_local) {
+            outer = outer + Affine(term.first) * term.second;
+            continue;
+          }
+          const std::int64_t reach = term.second * (term.first->extent - 1);
+          lo += std::min<std::int64_t>(0, reach);
+          hi += std::max<std::int64_t>(0, reach);
+        }
+        const std::int64_t dim = l->buffer->dims[d];
+        auto it = std::find_if(ranges.begin(), ranges.end(), [&](const Range& r) { return r.dim == dim && same({r.outer}, {outer}); });
+        if (it == ranges.end()) {
+          ranges.push_back({outer, dim, lo, hi});
+        } else {
+          it->lo = std::min(it->lo, lo);
+          it->hi = std::max(it->hi, hi);
+        }
+      }
+    for (const Range& r : ranges) {
+      const Affine index = r.outer + Affine(r.lo);
+      const std::int64_t bound = r.dim - (r.hi - r.lo);
+      if (!may_lie_within(index, bound)) return false;
+      guard.index.push_back(index);
+      guard.bounds.push_back(bound);
     }
-    return {block(std::move(chunks))};
+    return !ranges.empty();
+  }
+  // Whether `index` takes a value in [0, bound) for some values of its variables: tried value by
+  // value for one variable, by its range for more.
+  static bool may_lie_within(const Affine& index, std::int64_t bound) {
+    if (bound <= 0) return false;
+    for (const auto& term : index.terms)
+      if (term.first->dynamic()) return true;
+    if (index.terms.size() == 1) {
+      for (std::int64_t v = 0; v < index.terms[0].first->extent; ++v) {
+        const std::int64_t at = index.offset + index.terms[0].second * v;
+        if (at >= 0 && at < bound) return true;
+      }
+      return false;
+    }
+    std::int64_t least = index.offset;
+    for (const auto& term : index.terms) least += std::min<std::int64_t>(0, term.second * (term.first->extent - 1));
+    return least < bound && max_value(index) >= 0;
+  }
+  static void collect_checked_loads(const Expr& e, std::vector<const ExprNode*>& out) {
+    if (!e) return;
+    if (e->op == Op::Load && e->zero_outside) out.push_back(e.get());
+    for (const Expr& a : e->args) collect_checked_loads(a, out);
+  }
+  static Expr without_bounds_checks(const Expr& e) {
+    auto out = std::make_shared<ExprNode>(*e);
+    out->zero_outside = false;
+    out->may_leave.clear();
+    for (Expr& a : out->args) a = without_bounds_checks(a);
+    return out;
   }
   // The largest value `a` takes over its variables' extents.
   static std::int64_t max_value(const Affine& a) {
@@ -561,6 +646,10 @@ void dump_into(const StmtPtr& s, int depth, std::string& out) {
         cond += (d ? " && " : "") + affine_text(s->index[d]) + " < " + std::to_string(s->bounds[d]);
       out += pad + "if " + cond + "\n";
       dump_into(s->body[0], depth + 1, out);
+      if (s->body.size() > 1) {
+        out += pad + "else\n";
+        dump_into(s->body[1], depth + 1, out);
+      }
       return;
     }
     case StmtKind::Barrier: out += pad + "barrier\n"; return;

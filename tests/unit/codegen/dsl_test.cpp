@@ -324,13 +324,16 @@ TEST_CASE("a depth-first group staged per pixel tile computes its producer in ve
   // The producer's tile is every channel of `rows` pixels, computed at the top of each pixel tile
   // and read by all the output channels' tiles; channel counts below, at and above the chunk the
   // tile is computed in (one vector, or 64 values), pixel tiles with and without a remainder,
-  // strides 1 and 2.
+  // strides 1 and 2. Images wide enough to have tiles away from the padding take those tiles
+  // through a copy of the producer's nest without the per-read checks.
   struct Shape {
     std::int64_t h, w, c, oc, stride, rows;
-    bool chunk_of_a_vector;
+    bool chunk_of_a_vector, interior_tiles;
   };
-  for (const Shape& sh : {Shape{5, 7, 12, 20, 1, 4, true}, Shape{6, 9, 64, 9, 2, 3, false}, Shape{3, 8, 70, 24, 1, 4, false},
-                          Shape{4, 5, 136, 16, 2, 6, false}, Shape{5, 6, 70, 24, 2, 4, true}})
+  for (const Shape& sh : {Shape{5, 7, 12, 20, 1, 4, true, false}, Shape{6, 9, 64, 9, 2, 3, false, false},
+                          Shape{3, 8, 70, 24, 1, 4, false, false}, Shape{4, 5, 136, 16, 2, 6, false, false},
+                          Shape{5, 6, 70, 24, 2, 4, true, false}, Shape{6, 14, 24, 16, 1, 4, true, true},
+                          Shape{7, 17, 16, 8, 2, 3, false, true}})
     for (CpuTarget target : runnable_targets()) {
       Buffer in = buffer("in", {1, sh.h, sh.w, sh.c}), wd = buffer("wd", {3, 3, sh.c}), bd = buffer("bd", {sh.c});
       const Compute depthwise = strided_depthwise_producer(in, wd, bd, sh.stride);
@@ -355,6 +358,13 @@ TEST_CASE("a depth-first group staged per pixel tile computes its producer in ve
       const std::string ir = dump(lower(s).body);
       INFO(ir);
       CHECK(ir.find("vectorized") < ir.find("for c <"));  // the tile in vectors, before the product reads it
+      // Each tap reads a weight and a checked input; the copy for interior tiles reads its inputs unchecked.
+      const auto count = [&ir](const std::string& what) {
+        std::size_t n = 0;
+        for (std::size_t at = ir.find(what); at != std::string::npos; at = ir.find(what, at + 1)) ++n;
+        return n;
+      };
+      CHECK((count("wd[") > count("]?0")) == sh.interior_tiles);
       std::string why;
       const auto kernel = build(s, target, &why);
       INFO(why);
