@@ -497,11 +497,24 @@ class Lowering {
     throw std::invalid_argument(c_.name + ": '" + v->name + "' is not a loop");
   }
 
-  // The innermost part: an element-wise store, or the reduction with its register tile.
+  // The innermost part: an element-wise store, or the reduction with its register tile. A CPU
+  // tile whose reads all lie inside their buffers (a padded conv's pixels away from the border:
+  // most of them) takes a copy of the reduction without the per-read checks.
   StmtPtr section(const Extents& extents) {
     if (first_reduction_ == loops_.size())
       return nest(first_reduction_, loops_.size(), extents,
                   [this](const Extents&) { return output_store(rewrite(c_.body, nullptr, true)); });
+    StmtPtr checked = reduction_section(extents, false);
+    if (block_threads_ || whole_tiles_) return checked;
+    std::vector<Var> local;
+    for (std::size_t i = first_reduction_; i < loops_.size(); ++i) local.push_back(loops_[i].var);
+    auto inside = std::make_shared<Stmt>();
+    inside->kind = StmtKind::Guard;
+    if (!interior_condition(rewrite(c_.body, nullptr, true), local, *inside)) return checked;
+    inside->body = {reduction_section(extents, true), checked};
+    return inside;
+  }
+  StmtPtr reduction_section(const Extents& extents, bool unchecked) {
     auto tile = std::make_shared<BufferNode>();
     tile->name = "acc";
     tile->registers = true;
@@ -523,7 +536,10 @@ class Lowering {
     };
     return block({alloc, tile_nest(extents, constant(0.0f), false),
                   nest(first_reduction_, first_tile_, extents,
-                       [&](const Extents& e) { return tile_nest(e, sum + rewrite(c_.body, nullptr, true), false); }),
+                       [&](const Extents& e) {
+                         const Expr term = rewrite(c_.body, nullptr, true);
+                         return tile_nest(e, sum + (unchecked ? without_bounds_checks(term) : term), false);
+                       }),
                   tile_nest(extents, rewrite(c_.epilogue, sum), true)});
   }
 
