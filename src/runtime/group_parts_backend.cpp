@@ -124,7 +124,7 @@ std::unique_ptr<Kernel> GroupPartsBackend::prepare(const Node& node, const Graph
   Graph parts = group_graph(node, graph, &inputs);
   const int threads = threads_ > 0 ? threads_ : machine_threads();
   std::vector<CompositeKernel::Alternatives> kernels;
-  std::vector<const Backend*> chosen;
+  const Backend* last = nullptr;  // the backend of the last part's kernel
   const Backend* reference = nullptr;
   for (const Backend* b : backends_.empty() ? registered_backends() : backends_)
     if (b->name() == "reference" && !listed(disabled_, b->name())) reference = b;
@@ -148,7 +148,7 @@ std::unique_ptr<Kernel> GroupPartsBackend::prepare(const Node& node, const Graph
         kernels.emplace_back();
         kernels.back().push_back(std::move(k));
         if (!owns_any && reference) kernels.back().push_back(reference->prepare(part, parts));
-        chosen.push_back(c.backend);
+        last = c.backend;
         break;
       } catch (const Error& e) {
         why = e.what();
@@ -159,7 +159,7 @@ std::unique_ptr<Kernel> GroupPartsBackend::prepare(const Node& node, const Graph
   }
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    accumulates_[node.name] = chosen.back()->accumulates_into_residual(parts.nodes().back());
+    accumulates_[node.name] = last->accumulates_into_residual(parts.nodes().back());
   }
   return std::make_unique<CompositeKernel>(std::move(parts), std::move(inputs), std::move(kernels), profile);
 }
