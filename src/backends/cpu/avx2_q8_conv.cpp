@@ -111,17 +111,21 @@ WPK_AVX2 void int16_tile(const TileArgs<std::int16_t>& t, std::int32_t* sums) {
     const std::int16_t* p[MR];
     if (!gather_tap<MR>(t.a, t.taps, tap, t.zeros, p)) continue;  // the whole tile reads padding here
     const std::int16_t* w = t.w + tap * t.steps * 32;
-#pragma GCC unroll 2
     for (std::int64_t i = 0; i < t.steps; ++i, w += 32) {
       const __m256i w0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w));
       const __m256i w1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + 16));
 #pragma GCC unroll 6
       for (int r = 0; r < MR; ++r) {
-        std::int32_t pair;
-        std::memcpy(&pair, p[r] + 2 * i, sizeof pair);
-        const __m256i v = _mm256_set1_epi32(pair);
-        acc[r][0] = _mm256_add_epi32(acc[r][0], _mm256_madd_epi16(v, w0));
-        acc[r][1] = _mm256_add_epi32(acc[r][1], _mm256_madd_epi16(v, w1));
+        // One statement per row: left to itself the compiler broadcasts every row's pair first,
+        // needs more than 16 registers and keeps sums on the stack, which halves the speed.
+        __m256i v, product;
+        __asm__("vpbroadcastd %[pair], %[v]\n\t"
+                "vpmaddwd %[w0], %[v], %[product]\n\t"
+                "vpaddd %[product], %[acc0], %[acc0]\n\t"
+                "vpmaddwd %[w1], %[v], %[v]\n\t"
+                "vpaddd %[v], %[acc1], %[acc1]"
+                : [acc0] "+x"(acc[r][0]), [acc1] "+x"(acc[r][1]), [v] "=&x"(v), [product] "=&x"(product)
+                : [pair] "m"(*reinterpret_cast<const std::int32_t*>(p[r] + 2 * i)), [w0] "x"(w0), [w1] "x"(w1));
       }
     }
   }
