@@ -88,13 +88,13 @@ std::unique_ptr<Kernel> CpuBackend::prepare(const Node& node, const Graph& graph
 
 KernelProfile CpuBackend::undescribed_profile(const Node& /*node*/) const { return {"", clones_vector_bits(), 0.5}; }
 
-std::optional<KernelProfile> CpuBackend::describe(const Node& node, const Graph& /*graph*/, const std::string& config,
+std::optional<KernelProfile> CpuBackend::describe(const Node& node, const Graph& graph, const std::string& config,
                                                   const InputShapes& shapes, int threads) const {
   if (family_of(node) == Family::Conv) return describe_conv(node, config, shapes, threads);
   if (family_of(node) == Family::MatMul) return describe_matmul(node, config, shapes, threads);
   if (family_of(node) == Family::Attention) return describe_attention(config);
-  if (family_of(node) == Family::QuantizedConv) return describe_quantized_conv(config, shapes);
-  if (family_of(node) == Family::QuantizedProduct) return describe_quantized_product(config, shapes);
+  if (family_of(node) == Family::QuantizedConv) return describe_quantized_conv(node, graph, config, shapes);
+  if (family_of(node) == Family::QuantizedProduct) return describe_quantized_product(node, graph, config, shapes);
   return std::nullopt;
 }
 

@@ -54,10 +54,12 @@ std::vector<std::string> quantized_kernel_names();
 std::vector<std::string> quantized_configs();
 std::string quantized_conv_unsupported(const Node& node, const Graph& graph);
 std::unique_ptr<Kernel> make_quantized_conv(const Node& node, const Graph& graph, const std::string& config);
-std::optional<KernelProfile> describe_quantized_conv(const std::string& config, const InputShapes& shapes);
+std::optional<KernelProfile> describe_quantized_conv(const Node& node, const Graph& graph, const std::string& config,
+                                                    const InputShapes& shapes);
 std::string quantized_product_unsupported(const Node& node, const Graph& graph);
 std::unique_ptr<Kernel> make_quantized_product(const Node& node, const Graph& graph, const std::string& config);
-std::optional<KernelProfile> describe_quantized_product(const std::string& config, const InputShapes& shapes);
+std::optional<KernelProfile> describe_quantized_product(const Node& node, const Graph& graph, const std::string& config,
+                                                       const InputShapes& shapes);
 
 std::string concat_unsupported(const Node& node, const Graph& graph);  // concat_kernel.cpp
 std::unique_ptr<Kernel> make_concat(const Node& node, const Graph& graph);

@@ -3,7 +3,8 @@
 // or per output channel scales), ungrouped. The products are 1x1 convolutions of their rows.
 // Their values are the reference's to the bit: integer sums exact, then the reference's own
 // rounding steps (q8_conv_epilogues.hpp). The kernel's arithmetic is the config:
-// arithmetic=float (FMAs) or arithmetic=int16 (vpmaddwd).
+// arithmetic=float (FMAs), arithmetic=int16 (vpmaddwd) or arithmetic=int8 (vpmaddubsw on the
+// codes' low 7 bits).
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -31,19 +32,21 @@ enum ProductInput : std::size_t { A = 0, B, AScale, BScale, AZero, BZero };
 bool is_8bit(DType t) { return t == DType::UInt8 || t == DType::Int8; }
 
 const std::vector<std::string>& arithmetic_configs() {
-  static const std::vector<std::string> configs = {"arithmetic=float", "arithmetic=int16"};
+  static const std::vector<std::string> configs = {"arithmetic=float", "arithmetic=int16", "arithmetic=int8"};
   return configs;
 }
 
 std::optional<Q8Arithmetic> parse_arithmetic(const std::string& config) {
   if (config.empty() || config == "arithmetic=float") return Q8Arithmetic::Float32;
   if (config == "arithmetic=int16") return Q8Arithmetic::Int16;
+  if (config == "arithmetic=int8") return Q8Arithmetic::Int8;
   return std::nullopt;
 }
 
 // "q8_conv__avx2_f32_6x16": op, ISA, arithmetic, tile.
 std::string kernel_name(const char* op, Q8Arithmetic a) {
-  return std::string("q8_") + op + "__avx2_" + (a == Q8Arithmetic::Int16 ? "i16" : "f32") + "_6x16";
+  const char* arithmetic = a == Q8Arithmetic::Int16 ? "i16" : a == Q8Arithmetic::Int8 ? "i8" : "f32";
+  return std::string("q8_") + op + "__avx2_" + arithmetic + "_6x16";
 }
 
 Q8Arithmetic arithmetic_of(const Node& node, const std::string& config) {
@@ -202,18 +205,38 @@ class QuantizedProductKernel : public Kernel {
   StreamConvEpilogue epilogue_;
 };
 
+// The share of input codes the Int8 arithmetic meets at 128 and above (moved to unsigned), each
+// adding a weight row afterwards. A constant zero point at the type's lowest code is a one-sided
+// tensor (a ReLU's output), where those are the tail of the range: a few in a hundred in the
+// models measured. Any other zero point (or one computed at run time) centres the codes: half.
+double high_code_share(const Node& node, const Graph& graph, std::size_t zero_input) {
+  const Tensor* zero = node.inputs.size() > zero_input && node.inputs[zero_input] != kNoValue
+                           ? constant_input(node, graph, zero_input) : nullptr;
+  if (!zero || zero->numel() != 1 || !is_8bit(zero->dtype())) return 0.5;
+  const std::int32_t lowest = zero->dtype() == DType::Int8 ? -128 : 0;
+  return code_of(*zero) == lowest ? 0.03 : 0.5;
+}
+
 // How the kernel computes a conv or product with `input_elements` codes in and `channels` input
 // channels a tap, for the cost model. int16: a vpmaddwd does two multiply-adds a 32-bit lane, and
-// an add follows it; float: an FMA does one. A tap's loop runs over its channel steps (pairs or
-// channels): a stem conv's 3 channels leave the tile mostly loop overhead. Each widens its input
-// first (read 1 byte, write and read 2 or 4).
-KernelProfile q8_profile(const std::string& name, Q8Arithmetic a, double input_elements, double channels) {
+// an add follows it; int8: a vpmaddubsw and a vpmaddwd do four, and an add follows them, and each
+// high code (`high_share` of them) adds its weight row at about five times a multiply-add's cost;
+// float: an FMA does one. A tap's loop runs over its channel steps (pairs, quads or channels): a
+// stem conv's 3 channels leave the tile mostly loop overhead. Each widens its input first (read 1
+// byte, write and read 2 or 4; int8 splits it: write and read 1, and lists the high codes).
+KernelProfile q8_profile(const std::string& name, Q8Arithmetic a, double input_elements, double channels,
+                         double high_share) {
   KernelProfile p{name, 256, 0.6};
-  const double steps = a == Q8Arithmetic::Int16 ? std::ceil(channels / 2) : channels;
+  const double steps = a == Q8Arithmetic::Int16 ? std::ceil(channels / 2)
+                       : a == Q8Arithmetic::Int8 ? std::ceil(channels / 4) : channels;
   if (a == Q8Arithmetic::Int16) {
     p.work_scale = 0.5;
-    p.efficiency = 0.3;
+    p.efficiency = 0.36;
     p.extra_bytes = 5 * input_elements;
+  } else if (a == Q8Arithmetic::Int8) {
+    p.work_scale = 0.25 + 5 * high_share;
+    p.efficiency = 0.32;
+    p.extra_bytes = 4 * input_elements;
   } else {
     p.extra_bytes = 9 * input_elements;
   }
@@ -232,7 +255,7 @@ double elements_of(const Shape& s) {
 std::vector<std::string> quantized_kernel_names() {
   std::vector<std::string> names;
   for (const char* op : {"conv", "matmul"})
-    for (Q8Arithmetic a : {Q8Arithmetic::Float32, Q8Arithmetic::Int16}) names.push_back(kernel_name(op, a));
+    for (Q8Arithmetic a : {Q8Arithmetic::Float32, Q8Arithmetic::Int16, Q8Arithmetic::Int8}) names.push_back(kernel_name(op, a));
   return names;
 }
 
@@ -259,11 +282,13 @@ std::unique_ptr<Kernel> make_quantized_conv(const Node& node, const Graph& graph
   return std::make_unique<QuantizedConvKernel>(node, graph, arithmetic_of(node, config));
 }
 
-std::optional<KernelProfile> describe_quantized_conv(const std::string& config, const InputShapes& shapes) {
+std::optional<KernelProfile> describe_quantized_conv(const Node& node, const Graph& graph, const std::string& config,
+                                                    const InputShapes& shapes) {
   const std::optional<Q8Arithmetic> a = parse_arithmetic(config);
   if (!a || shapes.size() <= W || !shapes[0] || !shapes[W] || shapes[W]->size() != 4) return std::nullopt;
   const Shape& ws = *shapes[W];
-  return q8_profile(kernel_name("conv", *a), *a, elements_of(*shapes[0]), static_cast<double>(ws[1]));
+  return q8_profile(kernel_name("conv", *a), *a, elements_of(*shapes[0]), static_cast<double>(ws[1]),
+                    high_code_share(node, graph, XZero));
 }
 
 std::string quantized_product_unsupported(const Node& node, const Graph& graph) {
@@ -290,10 +315,12 @@ std::unique_ptr<Kernel> make_quantized_product(const Node& node, const Graph& gr
   return std::make_unique<QuantizedProductKernel>(node, graph, arithmetic_of(node, config));
 }
 
-std::optional<KernelProfile> describe_quantized_product(const std::string& config, const InputShapes& shapes) {
+std::optional<KernelProfile> describe_quantized_product(const Node& node, const Graph& graph, const std::string& config,
+                                                       const InputShapes& shapes) {
   const std::optional<Q8Arithmetic> a = parse_arithmetic(config);
   if (!a || shapes.size() <= B || !shapes[0] || !shapes[B] || shapes[B]->size() != 2) return std::nullopt;
-  return q8_profile(kernel_name("matmul", *a), *a, elements_of(*shapes[0]), static_cast<double>((*shapes[B])[0]));
+  return q8_profile(kernel_name("matmul", *a), *a, elements_of(*shapes[0]), static_cast<double>((*shapes[B])[0]),
+                    high_code_share(node, graph, AZero));
 }
 
 }  // namespace wpk::cpu

@@ -1,8 +1,8 @@
 // wpk's exact 8-bit kernels (backends/cpu/avx2_q8_conv.hpp: QLinearConv, QLinearConvAdd,
-// MatMulIntegerToFloat on the cpu backend), in each arithmetic the backend offers (int16 pairs,
-// float32 sums moved to int32 every 512 products), against the reference to the bit: tiles of 1-6
-// pixels, output channels off the 16-channel blocks, odd input channel counts (a pair's second
-// half padded), padding, strides, dilation, batches, uint8 and int8 codes and outputs,
+// MatMulIntegerToFloat on the cpu backend), in each arithmetic the backend offers (8-bit pairs on
+// the codes' low 7 bits with the high codes added back, int16 pairs, float32 sums moved to int32
+// every 512 products), against the reference to the bit: tiles of 1-6 pixels, output channels off
+// the 16-channel blocks, input channel counts off pairs and quads (padded), padding, strides, dilation, batches, uint8 and int8 codes and outputs,
 // per-tensor and per-channel scales, saturation, residual codes, and integer sums far past 2^24
 // (where float32 arithmetic would round); at 1, 2 and 3 threads. Guard bytes around the outputs
 // (the tester's) catch stores past a row's end.
@@ -153,6 +153,43 @@ TEST_CASE("wpk's exact 8-bit conv keeps integer sums exact past float32's 2^24",
       .input("AS", Tensor::scalar(1.0f)).constant("BS", Tensor::scalar(1.0f)).input("AZ", Tensor::scalar(std::uint8_t{255}))
       .constant("BZ", Tensor::scalar(std::int8_t{0}));
   CHECK(check_every_arithmetic(product) == "");
+}
+
+TEST_CASE("wpk's exact 8-bit conv adds back the high codes vpmaddubsw would saturate on", "[cpu][int8][avx2]") {
+  if (!wpk::cpu::avx2_kernels_available()) return;
+  // Every code 255 against weights of 127 (and -128): a pair of products is 64770 (-65280), past
+  // int16, so only the split into low bits and added-back high codes gets the sums right (output
+  // scale: the largest sum ~100 codes from the zero point); zero points 0 and 200 (the weights'
+  // sums over the taps inside the image come off), 3x3 with padding (border pixels read fewer
+  // taps), and the same through int8 codes (moved by 128).
+  for (const bool negative : {false, true})
+    for (const int zero : {0, 200}) {
+      const std::int64_t c = 37, co = 18;
+      OpCase op("QLinearConv");
+      op.input("X", filled<std::uint8_t>({1, 5, 4, c}, 255)).constant("XS", Tensor::scalar(1.0f))
+          .constant("XZ", Tensor::scalar(static_cast<std::uint8_t>(zero)))
+          .constant("W", filled<std::int8_t>({co, c, 3, 3}, negative ? std::int8_t{-128} : std::int8_t{127}))
+          .constant("WS", Tensor::scalar(1.0f)).constant("WZ", Tensor::scalar(std::int8_t{0}))
+          .constant("YS", Tensor::scalar(1.1e5f)).constant("YZ", Tensor::scalar(std::uint8_t{128}))
+          .attr("pads", std::vector<std::int64_t>{1, 1, 1, 1}).attr("channels_last", std::int64_t{1});
+      INFO("weights " << (negative ? -128 : 127) << ", zero point " << zero);
+      CHECK(check_every_arithmetic(op) == "");
+      OpCase signed_op("QLinearConv");
+      signed_op.input("X", filled<std::int8_t>({1, 5, 4, c}, 127)).constant("XS", Tensor::scalar(1.0f))
+          .constant("XZ", Tensor::scalar(static_cast<std::int8_t>(zero - 128)))
+          .constant("W", filled<std::int8_t>({co, c, 3, 3}, negative ? std::int8_t{-128} : std::int8_t{127}))
+          .constant("WS", Tensor::scalar(1.0f)).constant("WZ", Tensor::scalar(std::int8_t{0}))
+          .constant("YS", Tensor::scalar(1.1e5f)).constant("YZ", Tensor::scalar(std::int8_t{0}))
+          .attr("pads", std::vector<std::int64_t>{1, 1, 1, 1}).attr("channels_last", std::int64_t{1});
+      CHECK(check_every_arithmetic(signed_op) == "");
+      // The product's float output shows every bit of the sums.
+      OpCase product("MatMulIntegerToFloat", "com.wpk");
+      product.input("A", filled<std::uint8_t>({7, 301}, 255))
+          .constant("B", filled<std::int8_t>({301, 17}, negative ? std::int8_t{-128} : std::int8_t{127}))
+          .input("AS", Tensor::scalar(1.0f)).constant("BS", Tensor::scalar(1.0f))
+          .input("AZ", Tensor::scalar(static_cast<std::uint8_t>(zero))).constant("BZ", Tensor::scalar(std::int8_t{0}));
+      CHECK(check_every_arithmetic(product) == "");
+    }
 }
 
 TEST_CASE("wpk's exact 8-bit product matches the reference to the bit", "[cpu][int8][avx2]") {
