@@ -25,6 +25,30 @@ CompositeKernel::CompositeKernel(Graph graph, std::vector<ValueId> node_inputs, 
   }
   for (std::size_t i = 0; i < node_inputs_.size(); ++i)
     if (owned_[i] && graph_.is_initializer(node_inputs_[i])) graph_.erase_initializer(node_inputs_[i]);
+  // Values between the parts: who writes each, who reads it last; then slots by liveness.
+  const std::vector<Node>& nodes = graph_.nodes();
+  std::unordered_map<ValueId, std::size_t> writer, last_reader;
+  for (std::size_t p = 0; p + 1 < nodes.size(); ++p)
+    for (ValueId v : nodes[p].outputs) writer[v] = p;
+  for (std::size_t p = 0; p < nodes.size(); ++p)
+    for (ValueId v : nodes[p].inputs)
+      if (writer.count(v)) last_reader[v] = p;
+  last_reads_.assign(nodes.size(), {});
+  for (const auto& [v, p] : last_reader) last_reads_[p].push_back(v);
+  slot_.assign(nodes.size(), 0);
+  std::vector<bool> busy;
+  std::unordered_map<ValueId, std::size_t> slot_of;
+  for (std::size_t p = 0; p + 1 < nodes.size(); ++p) {
+    // The slots of values the part before read last are free now; this part's inputs are not.
+    if (p > 0)
+      for (ValueId v : last_reads_[p - 1]) busy[slot_of.at(v)] = false;
+    std::size_t s = 0;
+    while (s < busy.size() && busy[s]) ++s;
+    if (s == busy.size()) busy.push_back(false);
+    busy[s] = true;
+    slot_[p] = s;
+    for (ValueId v : nodes[p].outputs) slot_of[v] = s;
+  }
 }
 
 namespace {
@@ -47,7 +71,6 @@ void CompositeKernel::run(KernelContext& ctx) const {
   std::unordered_map<ValueId, Tensor> values;
   for (std::size_t i = 0; i < node_inputs_.size(); ++i)
     if (node_inputs_[i] != kNoValue && ctx.has_input(i)) values[node_inputs_[i]] = ctx.input(i);
-  std::size_t slots = 0;
   for (std::size_t p = 0; p < parts_.size(); ++p) {
     const Node& n = graph_.nodes()[p];
     // Inputs the kernels own are not passed (only owned constants leave the graph).
@@ -78,7 +101,7 @@ void CompositeKernel::run(KernelContext& ctx) const {
     part.set_output_allocator([&](std::size_t o, DType dtype, const Shape& shape) -> Tensor {
       if (last) return ctx.allocate_output(o, dtype, shape);
       if (dtype != DType::Float32) ctx.fail(ErrorCode::Internal, "a composite kernel keeps float32 values between its parts");
-      auto buffer = thread_scratch(slots++, static_cast<std::size_t>(std::max<std::int64_t>(1, shape_numel(shape))));
+      auto buffer = thread_scratch(slot_[p], static_cast<std::size_t>(std::max<std::int64_t>(1, shape_numel(shape))));
       return Tensor::wrap(buffer, buffer->data(), dtype, shape);
     });
     kernel->run(part);
@@ -90,6 +113,8 @@ void CompositeKernel::run(KernelContext& ctx) const {
         values[n.outputs[o]] = std::move(part.outputs()[o]);
       }
     }
+    // Their buffers go back to the thread's scratch for the parts after.
+    for (ValueId v : last_reads_[p]) values.erase(v);
   }
 }
 

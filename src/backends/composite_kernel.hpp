@@ -29,6 +29,11 @@ class CompositeKernel : public Kernel {
   std::vector<Alternatives> parts_;
   KernelProfile profile_;
   std::vector<bool> owned_;  // per node input
+  // Per part: the scratch slot its output takes (reused once every reader of a slot's value has
+  // run, so a long chain cycles through a few buffers that stay in cache), and the values it is
+  // the last reader of.
+  std::vector<std::size_t> slot_;
+  std::vector<std::vector<ValueId>> last_reads_;
 };
 
 }  // namespace wpk

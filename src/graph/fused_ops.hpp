@@ -28,6 +28,16 @@
 //   Attributes: FusedConv's (unit strides and dilations, no padding, one group), channels_last = 1.
 //   graph/group_parts.hpp splits it into the Mul and the FusedConv.
 //
+// ElementwiseChain(X0, X1, ...) -> Y
+//   Element-wise ONNX ops on float32 values, computed one after another as steps, each value
+//   between them read by one later step only: a depth-first group whose kernels need not store
+//   those values. Attributes ops (strings: the steps' op types, from Add, Sub, Mul, Div, Max,
+//   Min, Relu, Sigmoid, Tanh, Exp, Sqrt, Neg, Abs, Erf) and operands (ints, two a step: values
+//   numbered inputs first, X0 = 0, then the steps' results, step s = inputs + s; a step reads
+//   only inputs and earlier steps; the second is -1 for a unary op). Y is the last step's
+//   result; binary steps broadcast as their ONNX ops do. graph/group_parts.hpp splits it into
+//   the steps.
+//
 // FusedMatMul(A, B, [Bias], [Z]) -> Y
 //   Y = act(MatMul(A, B) + Bias + Z), MatMul with numpy batching; Bias broadcasts to Y
 //   (typically [N]); Z has Y's shape. activation / activation_params as above.

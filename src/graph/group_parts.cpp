@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "graph/elementwise_chain.hpp"
 #include "graph/fused_ops.hpp"
 #include "graph/passes/static_shapes.hpp"
 
@@ -52,21 +53,48 @@ std::vector<Node> split_scaled_pointwise(const Node& group, ValueId between) {
   return {std::move(mul), std::move(conv)};
 }
 
+std::vector<Node> split_chain(const Node& chain, const std::vector<ValueId>& between) {
+  const std::vector<ChainStep> steps = chain_steps(chain);
+  const auto inputs = static_cast<std::int64_t>(chain.inputs.size());
+  auto value = [&](std::int64_t v) {
+    return v < inputs ? chain.inputs[static_cast<std::size_t>(v)] : between[static_cast<std::size_t>(v - inputs)];
+  };
+  std::vector<Node> parts;
+  for (std::size_t s = 0; s < steps.size(); ++s) {
+    Node n;
+    n.name = chain.name + "/" + std::to_string(s) + "_" + steps[s].op;
+    n.op_type = steps[s].op;
+    n.inputs = {value(steps[s].first)};
+    if (steps[s].second >= 0) n.inputs.push_back(value(steps[s].second));
+    n.outputs = {s + 1 == steps.size() ? chain.outputs.at(0) : between[s]};
+    parts.push_back(std::move(n));
+  }
+  return parts;
+}
+
+bool is_chain(const Node& node) { return node.domain == kWpkDomain && node.op_type == "ElementwiseChain"; }
+
 }  // namespace
 
 bool is_group(const Node& node) {
-  return node.domain == kWpkDomain && (node.op_type == "DepthwisePointwiseConv" || node.op_type == "ScaledPointwiseConv");
+  return node.domain == kWpkDomain &&
+         (node.op_type == "DepthwisePointwiseConv" || node.op_type == "ScaledPointwiseConv" || is_chain(node));
 }
 
-std::vector<Node> split_group(const Node& group, ValueId between) {
+std::size_t group_part_count(const Node& group) { return is_chain(group) ? chain_steps(group).size() : 2; }
+
+std::vector<Node> split_group(const Node& group, const std::vector<ValueId>& between) {
+  if (between.size() + 1 != group_part_count(group))
+    throw Error(ErrorCode::Internal, label(group) + "split with " + std::to_string(between.size()) + " values between its parts");
+  if (is_chain(group)) return split_chain(group, between);
   // Inputs that are not optional: DepthwisePointwiseConv's X, W_dw, B_dw, W_pw;
   // ScaledPointwiseConv's X, S, W.
   const std::size_t required = group.op_type == "DepthwisePointwiseConv" ? 4 : 3;
   for (std::size_t i = 0; i < required; ++i)
     if (i >= group.inputs.size() || group.inputs[i] == kNoValue)
       throw Error(ErrorCode::InvalidModel, label(group) + "input " + std::to_string(i) + " is missing");
-  if (group.domain == kWpkDomain && group.op_type == "DepthwisePointwiseConv") return split_depthwise_pointwise(group, between);
-  if (group.domain == kWpkDomain && group.op_type == "ScaledPointwiseConv") return split_scaled_pointwise(group, between);
+  if (group.domain == kWpkDomain && group.op_type == "DepthwisePointwiseConv") return split_depthwise_pointwise(group, between[0]);
+  if (group.domain == kWpkDomain && group.op_type == "ScaledPointwiseConv") return split_scaled_pointwise(group, between[0]);
   throw Error(ErrorCode::Internal, label(group) + "is not a group of wpk's optimizer");
 }
 
@@ -97,10 +125,13 @@ Graph group_graph(const Node& group, const Graph& graph, std::vector<ValueId>* g
     sub.mutable_inputs().push_back(inputs.back());
   }
   if (group_inputs) *group_inputs = inputs;
-  ValueInfo between_info;
-  between_info.name = group.name + "/between";
-  between_info.dtype = DType::Float32;
-  const ValueId between = sub.add_value(between_info);
+  std::vector<ValueId> between;
+  for (std::size_t i = 0; i + 1 < group_part_count(group); ++i) {
+    ValueInfo info;
+    info.name = group.name + "/between" + (i ? std::to_string(i) : std::string());
+    info.dtype = DType::Float32;
+    between.push_back(sub.add_value(info));
+  }
   const ValueId out = sub.add_value(graph.value(group.outputs.at(0)));
   Node group_here = group;
   group_here.inputs = inputs;
@@ -108,10 +139,13 @@ Graph group_graph(const Node& group, const Graph& graph, std::vector<ValueId>* g
   for (Node& n : split_group(group_here, between)) sub.mutable_nodes().push_back(std::move(n));
   sub.mutable_outputs().push_back(out);
   const passes::StaticShapes shapes(sub);
-  const DimList* dims = shapes.dims(between);
-  if (!dims || dims->size() != 4)
-    throw Error(ErrorCode::InvalidModel, label(group) + "its input's dims make no input for its second part");
-  sub.mutable_value(between).dims = *dims;
+  for (ValueId v : between) {
+    const DimList* dims = shapes.dims(v);
+    // The conv groups' parts read NHWC images; a chain's steps take any shape they broadcast to.
+    if (!dims || (!is_chain(group) && dims->size() != 4))
+      throw Error(ErrorCode::InvalidModel, label(group) + "its input's dims make no input for its next part");
+    sub.mutable_value(v).dims = *dims;
+  }
   return sub;
 }
 

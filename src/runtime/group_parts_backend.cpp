@@ -1,9 +1,11 @@
 #include "runtime/group_parts_backend.hpp"
 
 #include <algorithm>
+#include <map>
 #include <thread>
 
 #include "backends/composite_kernel.hpp"
+#include "graph/elementwise_chain.hpp"
 #include "graph/fused_ops.hpp"
 #include "graph/group_parts.hpp"
 #include "runtime/candidate_cost.hpp"
@@ -13,30 +15,50 @@
 namespace wpk {
 namespace {
 
-// The parts' input shapes from the group's: its inputs by position; the value between the parts
-// with its dims in the parts graph, a symbolic one taken from the group's first input.
-std::vector<InputShapes> part_shapes(const Graph& parts, const std::vector<ValueId>& group_inputs, const InputShapes& shapes) {
-  const ValueId between = parts.nodes().front().outputs.at(0);
-  std::optional<Shape> between_shape;
-  if (const auto& dims = parts.value(between).dims) {
-    between_shape = Shape{};
-    for (std::size_t d = 0; d < dims->size(); ++d) {
-      const bool from_input = !(*dims)[d].is_static() && !shapes.empty() && shapes[0] && d < shapes[0]->size();
-      between_shape->push_back((*dims)[d].is_static() ? (*dims)[d].value : from_input ? (*shapes[0])[d] : 1);
-    }
+// Numpy broadcasting of two shapes, or nullopt when they do not broadcast.
+std::optional<Shape> broadcast(const Shape& a, const Shape& b) {
+  Shape out(std::max(a.size(), b.size()), 1);
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    const std::int64_t x = i < a.size() ? a[a.size() - 1 - i] : 1, y = i < b.size() ? b[b.size() - 1 - i] : 1;
+    if (x != y && x != 1 && y != 1) return std::nullopt;
+    out[out.size() - 1 - i] = x == 1 ? y : x;
   }
+  return out;
+}
+
+// The parts' input shapes from the group's: its inputs by position; a value between the parts
+// with its dims in the parts graph where they are numbers, else an element-wise step's the
+// broadcast of its inputs', else (a conv group's NHWC image) a symbolic dim taken from the
+// group's first input.
+std::vector<InputShapes> part_shapes(const Graph& parts, const std::vector<ValueId>& group_inputs, const InputShapes& shapes) {
+  std::map<ValueId, std::optional<Shape>> between;
   std::vector<InputShapes> out;
   for (const Node& n : parts.nodes()) {
     InputShapes s;
     for (ValueId v : n.inputs) {
-      if (v == between) {
-        s.push_back(between_shape);
+      if (const auto known = between.find(v); known != between.end()) {
+        s.push_back(known->second);
         continue;
       }
       const auto at = std::find(group_inputs.begin(), group_inputs.end(), v);
       const std::size_t i = static_cast<std::size_t>(at - group_inputs.begin());
       s.push_back(v != kNoValue && at != group_inputs.end() && i < shapes.size() ? shapes[i] : std::nullopt);
     }
+    const ValueId o = n.outputs.at(0);
+    std::optional<Shape> shape;
+    if (const auto& dims = parts.value(o).dims) {
+      shape = Shape{};
+      for (std::size_t d = 0; d < dims->size() && shape; ++d) {
+        const bool from_input = !(*dims)[d].is_static() && !shapes.empty() && shapes[0] && d < shapes[0]->size();
+        if (!(*dims)[d].is_static() && n.domain.empty() && chain_op(n.op_type)) shape.reset();
+        else shape->push_back((*dims)[d].is_static() ? (*dims)[d].value : from_input ? (*shapes[0])[d] : 1);
+      }
+    }
+    if (!shape && n.domain.empty() && chain_op(n.op_type) && !s.empty() && s[0]) {
+      shape = s[0];
+      if (s.size() > 1) shape = s[1] ? broadcast(*shape, *s[1]) : std::nullopt;
+    }
+    between[o] = shape;
     out.push_back(std::move(s));
   }
   return out;
@@ -78,6 +100,15 @@ std::vector<GroupPartsBackend::Choice> GroupPartsBackend::ranked(const Node& par
     }
   }
   std::stable_sort(out.begin(), out.end(), [](const Choice& a, const Choice& b) { return a.seconds < b.seconds; });
+  // A chain's step that only the reference runs ran there before the chain was formed: it may
+  // again (a conv group's parts never need it).
+  if (out.empty() && part.domain.empty() && chain_op(part.op_type))
+    for (const Backend* b : backends_.empty() ? registered_backends() : backends_)
+      if (b->name() == "reference" && !listed(disabled_, b->name()) && b->why_unsupported(part, parts).empty()) {
+        const KernelProfile profile = candidate_profile(*b, "", part, parts, shapes, threads);
+        const std::string identity = candidate_identity(*b, "");
+        out.push_back({b, "", identity, predicted_seconds_on_best_threads(*b, profile, identity, part, shapes, threads, calibration_)});
+      }
   if (out.empty() && why.empty()) why = "no backend but the reference runs " + part.op_type;
   return out;
 }

@@ -51,6 +51,7 @@ const std::vector<PassEntry>& pass_table() {
       {"split_conv_over_concat", OptimizationLevel::All, passes::split_conv_over_concat},
       {"fuse_depthwise_pointwise", OptimizationLevel::All, passes::fuse_depthwise_pointwise},
       {"fuse_scaled_pointwise", OptimizationLevel::All, passes::fuse_scaled_pointwise},
+      {"fuse_elementwise_chains", OptimizationLevel::All, passes::fuse_elementwise_chains},
       {"dead_code", OptimizationLevel::Basic, passes::eliminate_dead_code},
   };
   return table;

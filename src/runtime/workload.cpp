@@ -93,6 +93,8 @@ search::Workload estimate_workload(const Node& node, const InputShapes& shapes) 
     w.flops = 2 * elements(*x) * static_cast<double>(trans_b ? b->front() : b->back());
   } else if (op == "Attention" && x && b && !b->empty()) {
     w.flops = 4 * elements(*x) * elements(*b) / std::max<double>(1, static_cast<double>(b->back()));
+  } else if (op == "ElementwiseChain") {
+    w.flops = largest * static_cast<double>(std::max<std::size_t>(1, node.attr_ints("operands").size() / 2));
   } else if (op == "LayerNormalization" || op == "BatchNormalization" || op == "Softmax") {
     w.flops = 8 * largest;
   } else {

@@ -37,7 +37,8 @@ std::string json_field(const std::string& json, const std::string& key) {
 
 std::string small_model(const std::string& dir) {
   wpk::testing::OnnxModelBuilder b;
-  b.input("x", {-1, 64}).output("y", {-1, 64}).node("Relu", {"x"}, {"r"}).node("Sigmoid", {"r"}, {"y"});
+  // r is an output too: the two ops stay two nodes (else they become one ElementwiseChain).
+  b.input("x", {-1, 64}).output("y", {-1, 64}).output("r", {-1, 64}).node("Relu", {"x"}, {"r"}).node("Sigmoid", {"r"}, {"y"});
   return b.save(dir + "/small.onnx");
 }
 

@@ -11,6 +11,7 @@
 
 #include "backends/generated/conv_expr.hpp"
 #include "backends/generated/depthwise_pointwise.hpp"
+#include "backends/generated/elementwise_chain.hpp"
 #include "backends/generated/kernel_support.hpp"
 #include "backends/generated/matmul_expr.hpp"
 #include "backends/generated/scaled_pointwise.hpp"
@@ -133,7 +134,8 @@ struct Plan {
   std::optional<ConvSpec> conv;
   std::optional<DepthwisePointwiseSpec> group;
   std::optional<ScaledPointwiseSpec> scaled;
-  explicit operator bool() const { return product || conv || group || scaled; }
+  std::optional<ElementwiseChainSpec> chain;
+  explicit operator bool() const { return product || conv || group || scaled || chain; }
 };
 
 Plan plan_of(const Node& node, const Graph& graph, std::string& why) {
@@ -144,6 +146,10 @@ Plan plan_of(const Node& node, const Graph& graph, std::string& why) {
   }
   if (node.op_type == "ScaledPointwiseConv") {
     p.scaled = scaled_pointwise_spec(node, graph, why);
+    return p;
+  }
+  if (node.op_type == "ElementwiseChain") {
+    p.chain = elementwise_chain_spec(node, graph, why);
     return p;
   }
   p.product = matmul_spec(node, graph, why);
@@ -178,6 +184,7 @@ std::vector<std::string> GeneratedBackend::configs(const Node& node, const Graph
   std::string why;
   const Plan plan = plan_of(node, graph, why);
   if (!plan) return {""};
+  if (plan.chain) return elementwise_chain_configs();
   std::vector<std::string> out;
   if (plan.group || plan.scaled) {
     for (const GroupConfig& c : plan.group ? group_configs(plan.group->depthwise.ow, plan.group->depthwise.c, widest_target())
@@ -200,6 +207,13 @@ std::unique_ptr<Kernel> GeneratedBackend::prepare(const Node& node, const Graph&
   std::string why;
   const Plan plan = plan_of(node, graph, why);
   if (!plan) throw Error(ErrorCode::Unsupported, node_label(node) + why);
+  if (plan.chain) {
+    try {
+      return make_elementwise_chain(*plan.chain, config.empty() ? elementwise_chain_configs().front() : config);
+    } catch (const std::invalid_argument& e) {
+      throw Error(ErrorCode::Unsupported, node_label(node) + "no generated kernel in configuration '" + config + "': " + e.what());
+    }
+  }
   if (plan.group || plan.scaled) {
     const std::optional<GroupConfig> g = GroupConfig::parse(config.empty() ? configs(node, graph).front() : config);
     if (!g) throw Error(ErrorCode::Internal, node_label(node) + "the gen backend has no configuration '" + config + "'");
@@ -241,6 +255,18 @@ std::optional<KernelProfile> GeneratedBackend::describe(const Node& node, const 
                                                         const InputShapes& shapes, int threads) const {
   std::string why;
   const Plan plan = plan_of(node, graph, why);
+  if (plan.chain) {
+    // One pass over the data, the steps' results in registers: memory-bound where the steps are
+    // cheap (the workload's bytes are the inputs and the output), a vector op a step otherwise.
+    const std::vector<std::string> known = elementwise_chain_configs();
+    if (std::find(known.begin(), known.end(), config) == known.end()) return std::nullopt;
+    KernelProfile p;
+    p.name = elementwise_chain_kernel_name(config, widest_target());
+    p.vector_bits = 32 * codegen::vector_lanes(widest_target());
+    p.efficiency = 0.5;
+    p.extra_bytes = 0;
+    return p;
+  }
   const std::optional<GroupConfig> group_config = plan.group || plan.scaled ? GroupConfig::parse(config) : std::nullopt;
   const std::optional<MatMulConfig> c = group_config ? group_config->tile() : MatMulConfig::parse(config);
   if (!plan || !c) return std::nullopt;

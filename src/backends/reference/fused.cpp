@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <map>
 #include <numeric>
 #include <string>
 
@@ -26,6 +27,7 @@ struct PlainKernels {
   KernelFn conv = nullptr, matmul = nullptr, softmax = nullptr, concat = nullptr;
   KernelFn max_pool = nullptr, average_pool = nullptr, global_average_pool = nullptr, batch_norm = nullptr;
   KernelFn qlinear_conv = nullptr, matmul_integer = nullptr, qlinear_add = nullptr, mul = nullptr;
+  std::map<std::string, KernelFn> chain_ops;  // an ElementwiseChain's steps' (graph/elementwise_chain.hpp)
 };
 PlainKernels plain;
 
@@ -199,29 +201,36 @@ void fused_conv(KernelContext& ctx) {
 // A depth-first group (graph/group_parts.hpp): its parts one after the other, as the graph
 // before the optimizer formed it computed them.
 void group_of_parts(KernelContext& ctx) {
-  if (!channels_last(ctx)) ctx.fail(ErrorCode::InvalidModel, ctx.node().op_type + " reads NHWC (channels_last = 1) only");
-  // The group's inputs named by position, the value between the parts after them.
+  const bool chain = ctx.node().op_type == "ElementwiseChain";
+  if (!chain && !channels_last(ctx)) ctx.fail(ErrorCode::InvalidModel, ctx.node().op_type + " reads NHWC (channels_last = 1) only");
+  // The group's inputs named by position, the values between the parts after them.
   Node positional = ctx.node();
   for (std::size_t i = 0; i < positional.inputs.size(); ++i)
     if (positional.inputs[i] != kNoValue) positional.inputs[i] = static_cast<ValueId>(i);
-  const ValueId between = static_cast<ValueId>(positional.inputs.size());
+  std::vector<ValueId> between;
+  for (std::size_t i = 0; i + 1 < group_part_count(positional); ++i)
+    between.push_back(static_cast<ValueId>(positional.inputs.size() + i));
   const std::vector<Node> parts = split_group(positional, between);
-  Tensor carried;
+  std::vector<Tensor> carried(between.size());
   for (std::size_t p = 0; p < parts.size(); ++p) {
     const Node& part = parts[p];
     std::vector<const Tensor*> inputs;
-    for (ValueId v : part.inputs)
-      inputs.push_back(v == between                                              ? &carried
-                       : v != kNoValue && ctx.has_input(static_cast<std::size_t>(v)) ? &ctx.input(static_cast<std::size_t>(v))
-                                                                                  : nullptr);
+    for (ValueId v : part.inputs) {
+      const auto at = static_cast<std::size_t>(v);
+      inputs.push_back(v == kNoValue ? nullptr
+                       : at >= positional.inputs.size() ? &carried[at - positional.inputs.size()]
+                       : ctx.has_input(at) ? &ctx.input(at) : nullptr);
+    }
     KernelContext inner(part, inputs);
     inner.set_opset(ctx.opset());
     inner.set_limits(ctx.limits());
+    const auto chain_op = plain.chain_ops.find(part.op_type);
     if (part.op_type == "FusedConv") fused_conv(inner);
     else if (part.op_type == "Mul") plain.mul(inner);
+    else if (chain && chain_op != plain.chain_ops.end()) chain_op->second(inner);
     else ctx.fail(ErrorCode::Internal, "no reference kernel for a group's " + part.op_type);
     if (p + 1 == parts.size()) ctx.set_output(0, std::move(inner.outputs()[0]));
-    else carried = std::move(inner.outputs()[0]);
+    else carried[p] = std::move(inner.outputs()[0]);
   }
 }
 
@@ -424,10 +433,13 @@ void register_fused(OpTable& t) {
   plain.matmul_integer = entry("MatMulInteger").fn;
   plain.qlinear_add = entry("com.wpk:QLinearAdd").fn;
   plain.mul = entry("Mul").fn;
+  for (const char* op : {"Add", "Sub", "Mul", "Div", "Max", "Min", "Relu", "Sigmoid", "Tanh", "Exp", "Sqrt", "Neg", "Abs", "Erf"})
+    plain.chain_ops[op] = entry(op).fn;
   t.add("com.wpk:FusedConv", {fused_conv, 2, 4, 1});
   t.add("com.wpk:FusedMatMul", {fused_matmul, 2, 4, 1});
   t.add("com.wpk:DepthwisePointwiseConv", {group_of_parts, 4, 6, 1});
   t.add("com.wpk:ScaledPointwiseConv", {group_of_parts, 3, 5, 1});
+  t.add("com.wpk:ElementwiseChain", {group_of_parts, 1, -1, 1});
   t.add("com.wpk:Gelu", {gelu_kernel, 1, 1, 1});
   t.add("Gelu", {gelu_kernel, 1, 1, 20});  // ONNX's, for sessions that skip the optimizer
   t.add("com.wpk:MatMulIntegerToFloat", {matmul_integer_to_float, 6, 8, 1});

@@ -61,5 +61,6 @@ bool fuse_qlinear_conv_add(Graph& g, const PassContext& ctx);  // fuse_qlinear_c
 bool split_conv_over_concat(Graph& g, const PassContext& ctx);  // split_conv_over_concat.cpp
 bool fuse_depthwise_pointwise(Graph& g, const PassContext& ctx);  // fuse_depthwise_pointwise.cpp
 bool fuse_scaled_pointwise(Graph& g, const PassContext& ctx);     // fuse_scaled_pointwise.cpp
+bool fuse_elementwise_chains(Graph& g, const PassContext& ctx);   // fuse_elementwise_chains.cpp
 
 }  // namespace wpk::passes

@@ -375,6 +375,12 @@ void StaticShapes::infer(const Graph& g, const Node& n) {
       set_dims(out, dims);
     }
     if (op == "ConcatBatchNorm") set_dims(out, concat_batchnorm_dims(n, [&](std::size_t i) { return in(i); }));
+    if (op == "ElementwiseChain" && !n.inputs.empty()) {
+      // Steps broadcast only: the output is the broadcast of every input.
+      std::vector<const DimList*> ins;
+      for (std::size_t i = 0; i < n.inputs.size(); ++i) ins.push_back(in(i));
+      if (std::all_of(ins.begin(), ins.end(), [](const DimList* d) { return d != nullptr; })) set_dims(out, broadcast(ins));
+    }
     if (op == "Attention" && in(0) && in(1) && in(2) && rank0 >= 2 && rank(n.inputs[1]) >= 2 &&
         rank(n.inputs[2]) >= 2)
       set_dims(out, attention_dims(n, *in(0), *in(1), *in(2)));

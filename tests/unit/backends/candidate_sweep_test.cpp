@@ -87,6 +87,20 @@ std::vector<SweepCase> conv_cases() {
     op.attr("channels_last", std::int64_t{1}).activation(g.act).seed(seed++);
     out.push_back({op, 1e-4, 1e-4, g.c != 64});
   }
+  // Element-wise chains: broadcast along rows, columns and whole tensors (scalar, per channel,
+  // along the last axis), last dims off the vector and its multiples, every step op once.
+  using Strings = std::vector<std::string>;
+  using Ints = std::vector<std::int64_t>;
+  out.push_back({OpCase("ElementwiseChain", "com.wpk").input("X", {3, 37}).input("R", {37}).input("C", {3, 1})
+                     .attr("ops", Strings{"Mul", "Add", "Sigmoid", "Sub", "Relu", "Max"})
+                     .attr("operands", Ints{0, 1, 3, 2, 4, -1, 5, 0, 6, -1, 7, 1}).seed(seed++),
+                 1e-4, 1e-5});
+  out.push_back({OpCase("ElementwiseChain", "com.wpk").input("X", {2, 8, 5, 7}).constant("A", {8, 1, 1}).constant("B", {1})
+                     .input("Z", {2, 8, 5, 7})
+                     .attr("ops", Strings{"Tanh", "Mul", "Min", "Abs", "Sqrt", "Neg", "Exp", "Erf", "Add", "Div"})
+                     .attr("operands", Ints{0, -1, 4, 1, 5, 2, 6, -1, 7, -1, 3, -1, 9, -1, 10, -1, 11, 8, 8, 12})
+                     .seed(seed++),
+                 1e-4, 1e-5});
   out.push_back({OpCase("Conv").input("X", {1, 16, 14, 14}).constant("W", {16, 16, 3, 3})
                      .attr("pads", std::vector<std::int64_t>{1, 1, 1, 1}).seed(seed++),
                  1e-4, 1e-4});
@@ -371,7 +385,7 @@ TEST_CASE("every candidate of every registered backend matches the reference at 
     CHECK(ops_checked["cpu"].count(op) == (wpk::cpu_features().avx2 ? 1u : 0u));
   CHECK(checked["gen(rows=4,vectors=2,parallel=rows)"] > 0);  // products, on every CPU
   // Depth-first groups: the generated kernel of the whole group, and the parts on their own kernels.
-  for (const char* op : {"com.wpk.DepthwisePointwiseConv", "com.wpk.ScaledPointwiseConv"}) {
+  for (const char* op : {"com.wpk.DepthwisePointwiseConv", "com.wpk.ScaledPointwiseConv", "com.wpk.ElementwiseChain"}) {
     CHECK(ops_checked["gen"].count(op) == 1);
     CHECK(ops_checked["parts"].count(op) == 1);
   }
