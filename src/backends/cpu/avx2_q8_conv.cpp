@@ -176,9 +176,10 @@ WPK_AVX2 void int16_tile(const TileArgs<std::int16_t>& t, std::int32_t* sums) {
 alignas(32) constexpr std::int16_t kOnes[16] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
 
 // Int8's corrections to a tile's sums: 128 x the weight row of every high code the tile's taps
-// read, less the zero point times the weights' sums over the taps that read the image.
+// read, less the zero point times the weights' sums over the taps that read the image. Not
+// inlined: in the tile's function its loops made the compiler keep the tile's sums on the stack.
 template <int MR>
-WPK_AVX2_INLINE void correct_int8_sums(const TileArgs<std::uint8_t>& t, std::int32_t* sums) {
+__attribute__((noinline)) WPK_AVX2 void correct_int8_sums(const TileArgs<std::uint8_t>& t, std::int32_t* sums) {
   const SplitInput& in = *t.split;
   __m256i total[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
   if (t.zero != 0)
@@ -200,10 +201,15 @@ WPK_AVX2_INLINE void correct_int8_sums(const TileArgs<std::uint8_t>& t, std::int
       const std::int64_t pixel = (p - in.low) / in.ldc;
       const std::int32_t* listed = in.high + pixel * in.ic;
       const std::int8_t* rows = t.rows + static_cast<std::int64_t>(tap) * in.ic * 16;
-      for (std::int32_t k = 0, n = in.high_count[pixel]; k < n; ++k) {
-        const __m128i row = _mm_loadu_si128(reinterpret_cast<const __m128i*>(rows + listed[k] * 16));
-        high[0] = _mm256_add_epi32(high[0], _mm256_slli_epi32(_mm256_cvtepi8_epi32(row), 7));
-        high[1] = _mm256_add_epi32(high[1], _mm256_slli_epi32(_mm256_cvtepi8_epi32(_mm_srli_si128(row, 8)), 7));
+      // The rows summed in int16 (256 weights of at most 128 fit), moved into the int32 sums
+      // times 128 every 256 rows and at the end: two instructions a high code.
+      for (std::int32_t k = 0, n = in.high_count[pixel]; k < n;) {
+        __m256i rows16 = _mm256_setzero_si256();
+        for (const std::int32_t end = std::min(n, k + 256); k < end; ++k)
+          rows16 = _mm256_add_epi16(
+              rows16, _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rows + listed[k] * 16))));
+        high[0] = _mm256_add_epi32(high[0], _mm256_slli_epi32(_mm256_cvtepi16_epi32(_mm256_castsi256_si128(rows16)), 7));
+        high[1] = _mm256_add_epi32(high[1], _mm256_slli_epi32(_mm256_cvtepi16_epi32(_mm256_extracti128_si256(rows16, 1)), 7));
       }
     }
     for (int j = 0; j < 2; ++j) {
@@ -379,11 +385,16 @@ void run_conv(const StreamConvShape& s, const Q8ConvInput& x, const T* w, std::i
   // reuses the bytes instead of mapping fresh pages.
   thread_local std::vector<T> widened;
   thread_local std::vector<std::int32_t> high_counts, highs;
-  widened.resize(static_cast<std::size_t>(in_pixels * ldc));
+  // Grown, never shrunk: every element a run reads it writes first, and resizing up again after
+  // a smaller conv would zero the difference at every run.
+  const auto grow = [](auto& v, std::int64_t n) {
+    if (v.size() < static_cast<std::size_t>(n)) v.resize(static_cast<std::size_t>(n));
+  };
+  grow(widened, in_pixels * ldc);
   SplitInput split;
   if constexpr (kSplit) {
-    high_counts.resize(static_cast<std::size_t>(in_pixels));
-    highs.resize(static_cast<std::size_t>(in_pixels * s.ic));
+    grow(high_counts, in_pixels);
+    grow(highs, in_pixels * s.ic);
     split = {widened.data(), ldc, s.ic, high_counts.data(), highs.data()};
   }
   const std::vector<T> zeros(static_cast<std::size_t>(ldc), T(0));
