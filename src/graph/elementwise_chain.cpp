@@ -21,6 +21,19 @@ bool listed(const std::array<const char*, N>& list, const std::string& op) {
 bool chain_op_unary(const std::string& op_type) { return listed(kUnary, op_type); }
 bool chain_op(const std::string& op_type) { return listed(kBinary, op_type) || chain_op_unary(op_type); }
 
+std::optional<Shape> broadcast_shape(const std::vector<Shape>& shapes) {
+  Shape out;
+  for (const Shape& in : shapes) {
+    if (in.size() > out.size()) out.insert(out.begin(), in.size() - out.size(), 1);
+    for (std::size_t d = 0; d < in.size(); ++d) {
+      std::int64_t& o = out[out.size() - in.size() + d];
+      if (o == 1) o = in[d];
+      else if (in[d] != o && in[d] != 1) return std::nullopt;
+    }
+  }
+  return out;
+}
+
 std::vector<ChainStep> chain_steps(const Node& chain) {
   const std::string where = "node '" + chain.name + "' (ElementwiseChain): ";
   const Attribute* ops_attr = chain.find_attr("ops");

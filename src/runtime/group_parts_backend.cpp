@@ -15,17 +15,6 @@
 namespace wpk {
 namespace {
 
-// Numpy broadcasting of two shapes, or nullopt when they do not broadcast.
-std::optional<Shape> broadcast(const Shape& a, const Shape& b) {
-  Shape out(std::max(a.size(), b.size()), 1);
-  for (std::size_t i = 0; i < out.size(); ++i) {
-    const std::int64_t x = i < a.size() ? a[a.size() - 1 - i] : 1, y = i < b.size() ? b[b.size() - 1 - i] : 1;
-    if (x != y && x != 1 && y != 1) return std::nullopt;
-    out[out.size() - 1 - i] = x == 1 ? y : x;
-  }
-  return out;
-}
-
 // The parts' input shapes from the group's: its inputs by position; a value between the parts
 // with its dims in the parts graph where they are numbers, else an element-wise step's the
 // broadcast of its inputs', else (a conv group's NHWC image) a symbolic dim taken from the
@@ -56,7 +45,7 @@ std::vector<InputShapes> part_shapes(const Graph& parts, const std::vector<Value
     }
     if (!shape && n.domain.empty() && chain_op(n.op_type) && !s.empty() && s[0]) {
       shape = s[0];
-      if (s.size() > 1) shape = s[1] ? broadcast(*shape, *s[1]) : std::nullopt;
+      if (s.size() > 1) shape = s[1] ? broadcast_shape({*shape, *s[1]}) : std::nullopt;
     }
     between[o] = shape;
     out.push_back(std::move(s));

@@ -158,17 +158,12 @@ std::optional<ElementwiseChainSpec> elementwise_chain_spec(const Node& node, con
     spec.inputs.push_back(std::move(*s));
   }
   // The output is the broadcast of every input (the steps only broadcast).
-  for (const Shape& in : spec.inputs) {
-    if (in.size() > spec.output.size()) spec.output.insert(spec.output.begin(), in.size() - spec.output.size(), 1);
-    for (std::size_t d = 0; d < in.size(); ++d) {
-      std::int64_t& o = spec.output[spec.output.size() - in.size() + d];
-      if (o == 1) o = in[d];
-      else if (in[d] != o && in[d] != 1) {
-        why = "the chain's inputs do not broadcast: " + shape_to_string(in);
-        return std::nullopt;
-      }
-    }
+  const std::optional<Shape> out = broadcast_shape(spec.inputs);
+  if (!out) {
+    why = "the chain's inputs do not broadcast";
+    return std::nullopt;
   }
+  spec.output = *out;
   return spec;
 }
 

@@ -36,13 +36,18 @@ struct Chain {
 };
 
 // The chain ending at node i: node i, after the chainable producers of its operands that only
-// it reads, and theirs, depth first.
-void gather(const Graph& g, int i, const GraphIndex& index, const StaticShapes& shapes, Chain& chain) {
+// it reads, and theirs, depth first. `claimed` counts the nodes taken so far, those still being
+// gathered included (they join the list only after their producers): it bounds the steps, and
+// the recursion's depth with them.
+void gather(const Graph& g, int i, const GraphIndex& index, const StaticShapes& shapes, Chain& chain,
+            std::size_t& claimed) {
   for (ValueId v : g.nodes()[static_cast<std::size_t>(i)].inputs) {
     const int p = index.producer_index(v);
-    if (p >= 0 && chain.nodes.size() + 1 < kMostSteps && index.sole_reader_index(v) == i &&
-        chainable(g, g.nodes()[static_cast<std::size_t>(p)], shapes))
-      gather(g, p, index, shapes, chain);
+    if (p >= 0 && claimed < kMostSteps && index.sole_reader_index(v) == i &&
+        chainable(g, g.nodes()[static_cast<std::size_t>(p)], shapes)) {
+      ++claimed;
+      gather(g, p, index, shapes, chain, claimed);
+    }
   }
   chain.nodes.push_back(i);
 }
@@ -57,7 +62,8 @@ bool fuse_elementwise_chains(Graph& g, const PassContext& ctx) {
     const int reader = index.sole_reader_index(last.outputs[0]);
     if (reader >= 0 && chainable(g, g.nodes()[static_cast<std::size_t>(reader)], shapes)) return;
     Chain chain;
-    gather(g, static_cast<int>(i), index, shapes, chain);
+    std::size_t claimed = 1;
+    gather(g, static_cast<int>(i), index, shapes, chain, claimed);
     if (chain.nodes.size() < 2 || !rewriter.available(chain.nodes)) return;
     Node fused;
     fused.name = last.name;

@@ -379,7 +379,7 @@ void StaticShapes::infer(const Graph& g, const Node& n) {
       // Steps broadcast only: the output is the broadcast of every input.
       std::vector<const DimList*> ins;
       for (std::size_t i = 0; i < n.inputs.size(); ++i) ins.push_back(in(i));
-      if (std::all_of(ins.begin(), ins.end(), [](const DimList* d) { return d != nullptr; })) set_dims(out, broadcast(ins));
+      set_dims(out, broadcast(ins));  // nullopt where an input's dims are unknown
     }
     if (op == "Attention" && in(0) && in(1) && in(2) && rank0 >= 2 && rank(n.inputs[1]) >= 2 &&
         rank(n.inputs[2]) >= 2)

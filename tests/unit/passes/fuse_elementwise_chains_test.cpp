@@ -134,3 +134,22 @@ TEST_CASE("an ElementwiseChain whose attributes make no chain is refused at load
     }
   }
 }
+
+TEST_CASE("fuse_elementwise_chains makes chains of at most 16 steps of a long run of ops", "[passes][optimizer]") {
+  // 40 ops in a row: 16 + 16 + 8 steps, each chain's attributes within the bound.
+  Graph g;
+  g.add_input("x", DType::Float32, {3, 5});
+  std::string prev = "x";
+  for (int k = 0; k < 40; ++k) {
+    const std::string out = k == 39 ? "y" : "v" + std::to_string(k);
+    g.add_node(k % 2 ? "Neg" : "Tanh", {prev}, {out});
+    prev = out;
+  }
+  g.add_output("y");
+  const Graph opt = Optimizer().optimize(g);
+  CHECK(count_op(opt, "ElementwiseChain", kWpkDomain) == 3);
+  for (const Node& n : opt.nodes()) CHECK(n.attr_ints("operands").size() <= 32);
+  const TensorMap in{{"x", random_tensor({3, 5}, 4, -2, 2)}};
+  const TensorMap want = run_graph(g, OptimizationLevel::None, in);
+  CHECK(compare_allclose(run_graph(g, OptimizationLevel::All, in).at("y"), want.at("y"), 1e-5, 1e-6) == "");
+}
