@@ -114,7 +114,7 @@ class LoopPrinter {
 
   bool vector_mode() const { return vector_.var != nullptr; }
 
-  // For a zero_outside load: the condition that its index lies inside the buffer, over the
+  // For a checked load: the condition that its index lies inside the buffer, over the
   // dimensions whose index can leave it (ExprNode::may_leave); "" when none can. The vectorized
   // loop must not walk such a dimension: the condition is one for all lanes.
   std::string bounds_check(const ExprNode& e) {
@@ -160,9 +160,10 @@ class LoopPrinter {
           value = vector_.lanes == lanes_ ? "v_load(" + p + ")" : "v_load_n(" + p + ", " + std::to_string(vector_.lanes) + ")";
         else
           value = "v_gather_n(" + p + ", " + std::to_string(at.vector_coefficient) + ", " + std::to_string(vector_.lanes) + ")";
-        const std::string inside = e->zero_outside ? bounds_check(*e) : "";
+        const std::string inside = e->checked ? bounds_check(*e) : "";
         if (inside.empty()) return value;
-        return "(" + inside + " ? " + value + " : " + (vec ? "v_set1(0.0f)" : "0.0f") + ")";
+        const std::string outside = float_literal(e->outside);
+        return "(" + inside + " ? " + value + " : " + (vec ? "v_set1(" + outside + ")" : outside) + ")";
       }
       default: break;
     }

@@ -160,7 +160,7 @@ class Lowering {
       // The tile holds zeros where the index leaves the buffer: no check left to make.
       out->buffer = staged->second.tile;
       out->index = staged->second.index;
-      out->zero_outside = false;
+      out->checked = false;
       out->may_leave.clear();
     } else if (const PackRecord* p = e->op == Op::Load ? s_.pack_of(e->buffer.get()) : nullptr) {
       // [panel, the other dims..., lane] of the packed copy.
@@ -170,7 +170,7 @@ class Lowering {
       for (std::size_t d = 0; d < e->index.size(); ++d)
         if (d != p->dim) out->index.push_back(rewrite(e->index[d]));
       out->index.push_back(rewrite(Affine(split->inner)));
-      if (e->zero_outside) {
+      if (e->checked) {
         // The packed dimension is indexed by its variable alone: it never leaves.
         out->may_leave = {false};
         for (std::size_t d = 0; d < e->index.size(); ++d)
@@ -181,7 +181,7 @@ class Lowering {
       for (Affine& a : out->index) a = rewrite(a);
       if (e->op == Op::Load && body && whole_tiles_) {
         // Whole tiles compute points past the edges; their reads must stay inside the buffer.
-        out->zero_outside = true;
+        out->checked = true;
         out->may_leave.assign(out->index.size(), true);
       }
     }
@@ -237,6 +237,10 @@ class Lowering {
       throw std::invalid_argument(name + ": staged '" + r.original->name + "' is read by the epilogue, outside its loop");
     collect_loads(c_.body, r.original.get(), reads);
     if (reads.empty()) throw std::invalid_argument(name + ": staged '" + r.original->name + "' is never read");
+    for (const ExprNode* e : reads)
+      if (e->checked && e->outside != 0)
+        throw std::invalid_argument(name + ": staged '" + r.original->name + "' is read as " + std::to_string(e->outside) +
+                                    " outside it; a staged tile holds 0 there");
     std::vector<Affine> first;
     for (const ExprNode* e : reads) {
       std::vector<Affine> index;
@@ -381,7 +385,7 @@ class Lowering {
     inside->body = {nest(true), nest(false)};
     return {inside};
   }
-  // The condition that every read of a zero_outside load in `value` lies inside its buffer for
+  // The condition that every read of a checked load in `value` lies inside its buffer for
   // every value of the tile's variables `local`: per buffer dimension and combination of the
   // other (outer) variables, the least index at least 0 and the greatest below the dimension,
   // written as Guard entries in `guard`. False when there are no such reads or some tile never
@@ -446,12 +450,12 @@ class Lowering {
   }
   static void collect_checked_loads(const Expr& e, std::vector<const ExprNode*>& out) {
     if (!e) return;
-    if (e->op == Op::Load && e->zero_outside) out.push_back(e.get());
+    if (e->op == Op::Load && e->checked) out.push_back(e.get());
     for (const Expr& a : e->args) collect_checked_loads(a, out);
   }
   static Expr without_bounds_checks(const Expr& e) {
     auto out = std::make_shared<ExprNode>(*e);
-    out->zero_outside = false;
+    out->checked = false;
     out->may_leave.clear();
     for (Expr& a : out->args) a = without_bounds_checks(a);
     return out;
@@ -534,11 +538,11 @@ class Lowering {
         return to_output ? output_store(value) : store(acc_buffer, at, value);
       });
     };
-    return block({alloc, tile_nest(extents, constant(0.0f), false),
+    return block({alloc, tile_nest(extents, constant(reducer_identity(c_.reducer)), false),
                   nest(first_reduction_, first_tile_, extents,
                        [&](const Extents& e) {
                          const Expr term = rewrite(c_.body, nullptr, true);
-                         return tile_nest(e, sum + (unchecked ? without_bounds_checks(term) : term), false);
+                         return tile_nest(e, reducer_step(c_.reducer, sum, unchecked ? without_bounds_checks(term) : term), false);
                        }),
                   tile_nest(extents, rewrite(c_.epilogue, sum), true)});
   }

@@ -1,6 +1,7 @@
 #include "codegen/tensor_expr.hpp"
 
 #include <algorithm>
+#include <limits>
 #include <stdexcept>
 
 namespace wpk::codegen {
@@ -91,10 +92,13 @@ Expr load(Buffer b, std::vector<Affine> index) {
   return e;
 }
 
-Expr load_or_zero(Buffer b, std::vector<Affine> index) {
+Expr load_or_zero(Buffer b, std::vector<Affine> index) { return load_or(std::move(b), std::move(index), 0.0f); }
+
+Expr load_or(Buffer b, std::vector<Affine> index, float outside) {
   Expr e = load(std::move(b), std::move(index));
   auto node = std::const_pointer_cast<ExprNode>(e);
-  node->zero_outside = true;
+  node->checked = true;
+  node->outside = outside;
   // Over the variables' whole ranges (a dynamic one indexes its dimension alone: never leaves).
   for (std::size_t d = 0; d < node->index.size(); ++d) {
     std::int64_t lo = node->index[d].offset, hi = lo;
@@ -184,7 +188,7 @@ void check_loads(const Expr& e, const std::vector<Var>& known, bool in_epilogue,
         const std::int64_t span = t.second * (t.first->extent - 1);
         (span < 0 ? lo : hi) += span;
       }
-      if (!e->zero_outside && (lo < 0 || hi >= e->buffer->dims[d]))
+      if (!e->checked && (lo < 0 || hi >= e->buffer->dims[d]))
         throw std::invalid_argument(where + ": index " + affine_text(e->index[d]) + " of '" + e->buffer->name +
                                     "' leaves its dimension " + std::to_string(d) + " (size " +
                                     std::to_string(e->buffer->dims[d]) + ")");
@@ -195,8 +199,14 @@ void check_loads(const Expr& e, const std::vector<Var>& known, bool in_epilogue,
 
 }  // namespace
 
+float reducer_identity(Reducer r) { return r == Reducer::Max ? -std::numeric_limits<float>::infinity() : 0.0f; }
+
+Expr reducer_step(Reducer r, Expr acc, Expr term) {
+  return r == Reducer::Max ? max(std::move(acc), std::move(term)) : std::move(acc) + std::move(term);
+}
+
 Compute compute(std::string name, Buffer output, std::vector<Var> axes, std::vector<Var> reduce, Expr body,
-                Expr epilogue, std::vector<Buffer> inputs) {
+                Expr epilogue, std::vector<Buffer> inputs, Reducer reducer) {
   if (!output || !body) throw std::invalid_argument(name + ": a compute needs an output and a body");
   if (axes.size() != output->dims.size())
     throw std::invalid_argument(name + ": " + std::to_string(axes.size()) + " axes for an output of rank " +
@@ -221,8 +231,9 @@ Compute compute(std::string name, Buffer output, std::vector<Var> axes, std::vec
       throw std::invalid_argument(name + ": '" + b->name + "' is loaded but not among the inputs");
   if (std::find(inputs.begin(), inputs.end(), output) != inputs.end())
     throw std::invalid_argument(name + ": the output is also an input");
-  return Compute{std::move(name), std::move(output), std::move(axes), std::move(reduce), std::move(body),
-                 std::move(epilogue), std::move(inputs)};
+  if (reducer != Reducer::Sum && reduce.empty()) throw std::invalid_argument(name + ": a reducer without reduction variables");
+  return Compute{std::move(name),     std::move(output), std::move(axes),   std::move(reduce),
+                 std::move(body),     std::move(epilogue), std::move(inputs), reducer};
 }
 
 std::string to_string(const Expr& e) {
@@ -236,7 +247,8 @@ std::string to_string(const Expr& e) {
     case Op::Load: {
       std::string s = e->buffer->name + "[";
       for (std::size_t d = 0; d < e->index.size(); ++d) s += (d ? ", " : "") + affine_text(e->index[d]);
-      return s + (e->zero_outside ? "]?0" : "]");
+      if (!e->checked) return s + "]";
+      return s + "]?" + (e->outside == 0 ? std::string("0") : std::to_string(e->outside));
     }
     default: break;
   }

@@ -2,7 +2,7 @@
 // Tensor expressions: what a generated kernel computes, apart from how (schedule.hpp). An
 // expression reads buffers at affine indices of index variables and combines the values with
 // element-wise operators; a Compute writes it to an output buffer at every point of its axes,
-// optionally summed over reduction variables first and passed through an epilogue (bias,
+// optionally summed (or maximised) over reduction variables first and passed through an epilogue (bias,
 // residual, activation) after. Extents are fixed when the expression is built, but for dynamic
 // variables (a batch of rows): their extent is an argument of the kernel, and they may index only
 // the first dimension of buffers, which is then kDynamic.
@@ -67,8 +67,9 @@ struct ExprNode {
   float value = 0;             // Const
   Buffer buffer;               // Load
   std::vector<Affine> index;   // Load: one per buffer dimension
-  bool zero_outside = false;   // Load: 0 where the index leaves the buffer (a convolution's padding)
-  std::vector<bool> may_leave;  // zero_outside: per dimension, whether its index can leave it
+  bool checked = false;        // Load: `outside` where the index leaves the buffer (padding)
+  float outside = 0;           // checked: 0 for a convolution's padding, -inf for a max pool's
+  std::vector<bool> may_leave;  // checked: per dimension, whether its index can leave it
   std::vector<Expr> args;      // operators' operands
 };
 
@@ -77,6 +78,8 @@ Expr load(Buffer b, std::vector<Affine> index);
 // A load that reads 0 where the index leaves the buffer; the vectorized loop may not walk a
 // dimension that can leave it.
 Expr load_or_zero(Buffer b, std::vector<Affine> index);
+// The same, reading `outside` there (a max pool's padding is -inf).
+Expr load_or(Buffer b, std::vector<Affine> index, float outside);
 // The reduced value, inside a Compute's epilogue.
 Expr acc();
 Expr unary(Op op, Expr a);
@@ -91,6 +94,9 @@ Expr operator-(Expr a, Expr b);
 Expr operator*(Expr a, Expr b);
 Expr operator/(Expr a, Expr b);
 
+// How a Compute's reduction combines its terms: their sum (from 0) or their largest (from -inf).
+enum class Reducer { Sum, Max };
+
 struct Compute {
   std::string name;
   Buffer output;
@@ -99,13 +105,17 @@ struct Compute {
   Expr body;                // the value, or the summand
   Expr epilogue;            // applied to the sum, reading it as acc(); null: the sum itself
   std::vector<Buffer> inputs;  // the kernel's arguments in order; the output comes last
+  Reducer reducer = Reducer::Sum;
   std::vector<Var> dynamic() const;  // the dynamic variables, axes then reductions: the kernel's extents argument
 };
 
 // Checks the pieces fit (axes match the output, every load's rank and every variable known,
 // indices in bounds at the extents' corners) and throws std::invalid_argument naming the fault.
 Compute compute(std::string name, Buffer output, std::vector<Var> axes, std::vector<Var> reduce, Expr body,
-                Expr epilogue, std::vector<Buffer> inputs);
+                Expr epilogue, std::vector<Buffer> inputs, Reducer reducer = Reducer::Sum);
+// The reducer's starting value (0 or -inf) and its step combining `acc` with a term.
+float reducer_identity(Reducer r);
+Expr reducer_step(Reducer r, Expr acc, Expr term);
 
 // Every buffer a expression loads, each once, in first-seen order.
 void collect_loads(const Expr& e, std::vector<Buffer>& out);

@@ -105,7 +105,7 @@ Compute conv_compute(const ConvSpec& s) {
                  body, epilogue, inputs);
 }
 
-Schedule conv_schedule(const Compute& c, const MatMulConfig& config, int lanes) {
+Schedule window_schedule(const Compute& c, const MatMulConfig& config, int lanes) {
   Schedule s(c);
   const Var &n = c.axes[0], &y = c.axes[1], &x = c.axes[2], &o = c.axes[3];
   const auto [xo, xi] = s.split(x, std::min<std::int64_t>(config.rows, x->extent));
@@ -118,7 +118,12 @@ Schedule conv_schedule(const Compute& c, const MatMulConfig& config, int lanes) 
   s.parallel(config.parallel_cols ? oo : y);
   s.unroll(xi);
   s.vectorize(oi);
-  s.pack(c.inputs[1], o);
+  return s;
+}
+
+Schedule conv_schedule(const Compute& c, const MatMulConfig& config, int lanes) {
+  Schedule s = window_schedule(c, config, lanes);
+  s.pack(c.inputs[1], c.axes[3]);
   return s;
 }
 

@@ -27,7 +27,10 @@ std::optional<ConvSpec> conv_spec(const Node& node, const Graph& graph, std::str
 // The convolution as a tensor expression; its arguments: X, W, [bias], [residual], the output.
 codegen::Compute conv_compute(const ConvSpec& spec);
 // A tile of config.rows output pixels along a row by config.vectors vectors of channels; the
-// parallel loop over output rows or over channel tiles; W packed in panels of the tile's channels.
+// parallel loop over output rows or over channel tiles: for any compute over NHWC axes
+// {n, y, x, c} that reduces over a window (a conv, a pool).
+codegen::Schedule window_schedule(const codegen::Compute& c, const MatMulConfig& config, int lanes);
+// window_schedule with W packed in panels of the tile's channels.
 codegen::Schedule conv_schedule(const codegen::Compute& c, const MatMulConfig& config, int lanes);
 
 }  // namespace wpk::gen

@@ -86,11 +86,7 @@ class DepthwisePointwiseKernel : public CompiledKernel {
 std::string recipe(const DepthwisePointwiseSpec& spec, const GroupConfig& c, int lanes, CpuTarget target) {
   const ConvSpec& s = spec.depthwise;
   RecipeText r;
-  r.add("kind", "depthwise_pointwise").add(s, "depthwise_").add(spec.pointwise, "pointwise_").add("o", spec.o);
-  for (const auto& [key, v] : {std::pair<const char*, std::int64_t>{"h", s.h}, {"w", s.w}, {"c", s.c}, {"kh", s.kh},
-                               {"kw", s.kw}, {"sh", s.sh}, {"sw", s.sw}, {"dh", s.dh}, {"dw", s.dw},
-                               {"pad_top", s.pad_top}, {"pad_left", s.pad_left}, {"oh", s.oh}, {"ow", s.ow}})
-    r.add(key, v);
+  r.add("kind", "depthwise_pointwise").add(s, "depthwise_").add(spec.pointwise, "pointwise_").add("o", spec.o).add_window(s);
   return r.add("config", c.text()).add("lanes", lanes).add("target", target_name(target)).text();
 }
 

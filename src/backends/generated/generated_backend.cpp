@@ -14,6 +14,7 @@
 #include "backends/generated/elementwise_chain.hpp"
 #include "backends/generated/kernel_support.hpp"
 #include "backends/generated/matmul_expr.hpp"
+#include "backends/generated/pool_expr.hpp"
 #include "backends/generated/scaled_pointwise.hpp"
 #include "graph/fused_ops.hpp"
 
@@ -135,7 +136,8 @@ struct Plan {
   std::optional<DepthwisePointwiseSpec> group;
   std::optional<ScaledPointwiseSpec> scaled;
   std::optional<ElementwiseChainSpec> chain;
-  explicit operator bool() const { return product || conv || group || scaled || chain; }
+  std::optional<PoolSpec> pool;
+  explicit operator bool() const { return product || conv || group || scaled || chain || pool; }
 };
 
 Plan plan_of(const Node& node, const Graph& graph, std::string& why) {
@@ -150,6 +152,10 @@ Plan plan_of(const Node& node, const Graph& graph, std::string& why) {
   }
   if (node.op_type == "ElementwiseChain") {
     p.chain = elementwise_chain_spec(node, graph, why);
+    return p;
+  }
+  if (node.op_type == "MaxPool" || node.op_type == "AveragePool" || node.op_type == "GlobalAveragePool") {
+    p.pool = pool_spec(node, graph, why);
     return p;
   }
   p.product = matmul_spec(node, graph, why);
@@ -186,6 +192,12 @@ std::vector<std::string> GeneratedBackend::configs(const Node& node, const Graph
   if (!plan) return {""};
   if (plan.chain) return elementwise_chain_configs();
   std::vector<std::string> out;
+  if (plan.pool) {
+    const CpuTarget target = widest_target();
+    for (const MatMulConfig& c : pool_configs(*plan.pool, vector_registers(target), codegen::vector_lanes(target)))
+      out.push_back(c.text());
+    return out;
+  }
   if (plan.group || plan.scaled) {
     for (const GroupConfig& c : plan.group ? group_configs(plan.group->depthwise.ow, plan.group->depthwise.c, widest_target())
                                            : group_configs(plan.scaled->w, plan.scaled->c, widest_target()))
@@ -226,6 +238,13 @@ std::unique_ptr<Kernel> GeneratedBackend::prepare(const Node& node, const Graph&
   }
   const std::optional<MatMulConfig> c = MatMulConfig::parse(config.empty() ? configs(node, graph).front() : config);
   if (!c) throw Error(ErrorCode::Internal, node_label(node) + "the gen backend has no configuration '" + config + "'");
+  if (plan.pool) {
+    try {
+      return make_pool(*plan.pool, *c);
+    } catch (const std::invalid_argument& e) {
+      throw Error(ErrorCode::Unsupported, node_label(node) + "no generated kernel in configuration '" + config + "': " + e.what());
+    }
+  }
   const CpuTarget target = widest_target();
   const int lanes = codegen::vector_lanes(target);
   const Tensor* w = graph.initializer(node.inputs[1]);
@@ -298,6 +317,14 @@ std::optional<KernelProfile> GeneratedBackend::describe(const Node& node, const 
     p.extra_bytes = 0;
     columns = plan.scaled->o;
     tiles = plan.scaled->h;
+  } else if (plan.pool) {
+    if (!dynamic_extent(shapes, 3)) return std::nullopt;
+    p.name = kernel_name(plan.pool->op, *c, target);
+    // A load and a max (or add) a tap for each vector of the tile: bound by loads and by the
+    // memory the window reads, as the hand-written pool is, a share below it until measured.
+    p.efficiency = 0.45;
+    columns = plan.pool->c;
+    tiles = c->parallel_cols ? (plan.pool->c + c->vectors * lanes - 1) / (c->vectors * lanes) : plan.pool->oh;
   } else if (plan.product) {
     const MatMulSpec& s = *plan.product;
     const std::optional<std::int64_t> rows = dynamic_extent(shapes, 1);

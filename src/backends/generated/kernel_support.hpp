@@ -6,6 +6,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backends/generated/epilogue.hpp"
@@ -42,6 +43,16 @@ class RecipeText {
   // The epilogue's fields, their keys after `prefix` (a kernel with two epilogues names them apart).
   RecipeText& add(const Epilogue& e, const std::string& prefix = "");
   const std::string& text() const { return text_; }
+  // A sliding window's geometry (a conv's or a pool's spec: input h, w, c; kernel, strides,
+  // dilations, leading pads; output size).
+  template <typename Spec>
+  RecipeText& add_window(const Spec& s) {
+    for (const auto& [key, v] : {std::pair<const char*, std::int64_t>{"h", s.h}, {"w", s.w}, {"c", s.c}, {"kh", s.kh},
+                                 {"kw", s.kw}, {"sh", s.sh}, {"sw", s.sw}, {"dh", s.dh}, {"dw", s.dw},
+                                 {"pad_top", s.pad_top}, {"pad_left", s.pad_left}, {"oh", s.oh}, {"ow", s.ow}})
+      add(key, v);
+    return *this;
+  }
 
  private:
   std::string text_;

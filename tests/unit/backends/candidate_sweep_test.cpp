@@ -298,11 +298,34 @@ std::vector<SweepCase> other_cases() {
     out.push_back({OpCase("Attention", "com.wpk").input("Q", {2, 3, s, 8}).input("K", {2, 3, 19, 8})
                        .input("V", {2, 3, 19, 5}).input("M", {2, 1, 1, 19}).attr("scale", 0.35f).seed(seed++),
                    1e-4, 1e-5});
+  using Ints = std::vector<std::int64_t>;
   for (std::int64_t c : {15, 16, 17})
-    out.push_back({OpCase("MaxPool").input("X", {1, 9, 9, c}).attr("kernel_shape", std::vector<std::int64_t>{3, 3})
-                       .attr("strides", std::vector<std::int64_t>{2, 2}).attr("pads", std::vector<std::int64_t>{1, 1, 1, 1})
+    out.push_back({OpCase("MaxPool").input("X", {1, 9, 9, c}).attr("kernel_shape", Ints{3, 3})
+                       .attr("strides", Ints{2, 2}).attr("pads", Ints{1, 1, 1, 1})
                        .attr("channels_last", std::int64_t{1}).seed(seed++),
-                   0, 0});
+                   0, 0, c == 17});
+  // Pools at the generated tile's edges: windows past the end (ceil mode), dilated, uneven pads,
+  // averages counting the padding or not, and the global average.
+  out.push_back({OpCase("MaxPool").input("X", {2, 8, 8, 16}).attr("kernel_shape", Ints{3, 3}).attr("strides", Ints{2, 2})
+                     .attr("ceil_mode", std::int64_t{1}).attr("channels_last", std::int64_t{1}).seed(seed++),
+                 0, 0, false});
+  out.push_back({OpCase("MaxPool").input("X", {1, 11, 10, 9}).attr("kernel_shape", Ints{2, 3}).attr("dilations", Ints{2, 2})
+                     .attr("pads", Ints{1, 2, 0, 1}).attr("channels_last", std::int64_t{1}).seed(seed++),
+                 0, 0, false});
+  for (std::int64_t include_pad : {0, 1})
+    out.push_back({OpCase("AveragePool").input("X", {1, 7, 7, 17}).attr("kernel_shape", Ints{3, 3})
+                       .attr("pads", Ints{1, 1, 1, 1}).attr("count_include_pad", include_pad)
+                       .attr("channels_last", std::int64_t{1}).seed(seed++),
+                   1e-5, 1e-6, include_pad == 0});
+  out.push_back({OpCase("AveragePool").input("X", {2, 7, 7, 9}).attr("kernel_shape", Ints{2, 2}).attr("strides", Ints{2, 2})
+                     .attr("ceil_mode", std::int64_t{1}).attr("count_include_pad", std::int64_t{1})
+                     .attr("channels_last", std::int64_t{1}).seed(seed++),
+                 1e-5, 1e-6, false});
+  out.push_back({OpCase("AveragePool").input("X", {1, 8, 8, 24}).attr("kernel_shape", Ints{2, 2}).attr("strides", Ints{2, 2})
+                     .attr("channels_last", std::int64_t{1}).seed(seed++),
+                 1e-5, 1e-6, false});
+  out.push_back({OpCase("GlobalAveragePool").input("X", {2, 7, 7, 40}).attr("channels_last", std::int64_t{1}).seed(seed++),
+                 1e-5, 1e-6, false});
   for (std::int64_t c : {15, 16, 17})
     for (const char* op : {"Add", "Mul", "Div"})
       out.push_back({OpCase(op).input("A", {1, 7, 7, c}).input("B", {1, 1, 1, c}).seed(seed++), 0, 0});
@@ -389,6 +412,7 @@ TEST_CASE("every candidate of every registered backend matches the reference at 
     CHECK(ops_checked["gen"].count(op) == 1);
     CHECK(ops_checked["parts"].count(op) == 1);
   }
+  for (const char* op : {"MaxPool", "AveragePool", "GlobalAveragePool"}) CHECK(ops_checked["gen"].count(op) == 1);
 #ifdef WPK_WITH_ONEDNN
   CHECK(checked["onednn"] > 0);
   CHECK(checked["onednn(algorithm=direct)"] > 0);

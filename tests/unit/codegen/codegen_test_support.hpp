@@ -1,6 +1,7 @@
 #pragma once
 // For the codegen tests: a direct interpreter of tensor expressions (the oracle generated code is
 // compared with), the targets this CPU runs, and compiling a schedule into a callable kernel.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <map>
@@ -29,7 +30,7 @@ inline float eval(const Expr& e, const std::map<const VarNode*, std::int64_t>& a
       std::int64_t flat = 0;
       for (std::size_t d = 0; d < e->index.size(); ++d) {
         const std::int64_t i = index_of(e->index[d]);
-        if (e->zero_outside && e->buffer->dims[d] != kDynamic && (i < 0 || i >= e->buffer->dims[d])) return 0.0f;
+        if (e->checked && e->buffer->dims[d] != kDynamic && (i < 0 || i >= e->buffer->dims[d])) return e->outside;
         flat = flat * e->buffer->dims[d] + i;
       }
       return values.at(e->buffer.get()).at(static_cast<std::size_t>(flat));
@@ -78,14 +79,16 @@ inline std::vector<float> interpret(const Compute& c, const Values& values, std:
     } else {
       std::int64_t points = 1;
       for (const Var& r : c.reduce) points *= extent_of(r, rows);
-      double sum = 0;
+      const bool max = c.reducer == Reducer::Max;
+      double sum = max ? -HUGE_VAL : 0;
       for (std::int64_t p = 0; p < points; ++p) {
         std::int64_t left = p;
         for (std::size_t d = c.reduce.size(); d-- > 0;) {
           at[c.reduce[d].get()] = left % extent_of(c.reduce[d], rows);
           left /= extent_of(c.reduce[d], rows);
         }
-        sum += eval(c.body, at, values, 0);
+        const double term = eval(c.body, at, values, 0);
+        sum = max ? std::max(sum, term) : sum + term;
       }
       value = c.epilogue ? eval(c.epilogue, at, values, static_cast<float>(sum)) : static_cast<float>(sum);
     }

@@ -2,6 +2,7 @@
 // epilogues and element-wise chains, on every target this CPU runs, at and around tile edges.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -265,6 +266,55 @@ TEST_CASE("padded NHWC convolutions, dense and depthwise, match the interpreter 
         }
       }
   }
+}
+
+TEST_CASE("a max reduction reads its padding as -inf and matches the interpreter at the borders", "[codegen]") {
+  // A 3x3 max pool, pads 1, strides 1 and 2, over inputs that are all negative: padding read as 0
+  // (a sum's) would win every border window. The tile of 3 pixels leaves remainders, the channels a
+  // vector and a bit; the stride-1 middle tiles take the unchecked copy.
+  const std::int64_t h = 7, w = 7, c = 19;
+  for (std::int64_t stride : {1, 2}) {
+    const std::int64_t oh = (h + 2 - 3) / stride + 1, ow = (w + 2 - 3) / stride + 1;
+    Var n = dynamic_var("n"), y = var("y", oh), x = var("x", ow), ch = var("ch", c), ky = var("ky", 3), kx = var("kx", 3);
+    Buffer in = buffer("in", {kDynamic, h, w, c});
+    const Affine iy = Affine(y) * stride + Affine(ky) - 1, ix = Affine(x) * stride + Affine(kx) - 1;
+    const Compute pool = compute("maxpool", buffer("out", {kDynamic, oh, ow, c}), {n, y, x, ch}, {ky, kx},
+                                 load_or(in, {n, iy, ix, ch}, -std::numeric_limits<float>::infinity()), nullptr, {in},
+                                 Reducer::Max);
+    for (CpuTarget target : runnable_targets()) {
+      Schedule s(pool);
+      const auto [xo, xi] = s.split(x, 3);
+      const auto [co, ci] = s.split(ch, std::min<std::int64_t>(vector_lanes(target) * 2, c));
+      s.reorder({n, y, xo, co, ky, kx, xi, ci});
+      s.parallel(y);
+      s.unroll(xi);
+      s.vectorize(ci);
+      INFO("stride " << stride << ", target " << target_name(target) << ": " << s.describe());
+      std::string why;
+      const auto kernel = build(s, target, &why);
+      INFO(why);
+      REQUIRE(kernel);
+      for (std::int64_t batch : {1, 3}) {
+        Values v;
+        v[in.get()] = random_values(numel(in, batch), 43, -2.0f, -1.0f);
+        const std::vector<float> want = interpret(pool, v, batch);
+        bool guards = false;
+        const std::vector<float> got = run(kernel, pool, v, 2, &guards, batch);
+        CHECK(got == want);  // a max picks an input: exact
+        CHECK(guards);
+        CHECK(*std::max_element(got.begin(), got.end()) < 0.0f);
+      }
+    }
+  }
+  // A staged tile holds zeros where it leaves its buffer: a -inf padding cannot be staged.
+  Var y = var("y", 4), ky = var("ky", 3);
+  Buffer in = buffer("in", {4});
+  const Compute pool = compute("maxpool1d", buffer("out", {4}), {y}, {ky},
+                               load_or(in, {Affine(y) + Affine(ky) - 1}, -std::numeric_limits<float>::infinity()), nullptr,
+                               {in}, Reducer::Max);
+  Schedule s(pool);
+  s.stage_shared(in, y);
+  CHECK_THROWS_WITH(lower(s), Catch::Contains("a staged tile holds 0 there"));
 }
 
 // Runs a kernel of fixed extents on 2 threads with these inputs; returns its `count` outputs,
