@@ -95,7 +95,7 @@ class KernelContext {
 // How a kernel computes, for the cost model (search/cost_model.hpp) that picks among a node's
 // candidates before any is measured.
 struct KernelProfile {
-  std::string name;          // "f32_layernorm__avx2": dtype, op, ISA, tile; "" for a library's
+  std::string name;          // "f32_conv_nhwc__avx2_6x16": dtype, op, ISA, tile; "" for a library's
   int vector_bits = 32;      // the widest vectors its inner loops use
   double efficiency = 0.25;  // the share of those vectors' peak it sustains where compute-bound
   double work_scale = 1;     // the share of the op's arithmetic it does (a Winograd conv: under 1)

@@ -34,6 +34,7 @@ const char kScalar[] = R"(typedef float V;
 static const int W = 1;
 static inline V v_load(const float* p) { return *p; }
 static inline V v_load_n(const float* p, int) { return *p; }
+static inline V v_load_or(const float* p, std::int64_t n, float fill) { return n > 0 ? *p : fill; }
 static inline void v_store(float* p, V v) { *p = v; }
 static inline void v_store_n(float* p, V v, int) { *p = v; }
 static inline V v_set1(float x) { return x; }
@@ -60,6 +61,11 @@ static const int W = 8;
 static inline __m256i v_mask(int n) { return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)); }
 static inline V v_load(const float* p) { return _mm256_loadu_ps(p); }
 static inline V v_load_n(const float* p, int n) { return _mm256_maskload_ps(p, v_mask(n)); }
+// Lanes [0, n) from p, `fill` in the others (n may lie outside [0, 8]); reads no memory past them.
+static inline V v_load_or(const float* p, std::int64_t n, float fill) {
+  const __m256i m = v_mask(static_cast<int>(n < 0 ? 0 : n > 8 ? 8 : n));
+  return _mm256_blendv_ps(_mm256_set1_ps(fill), _mm256_maskload_ps(p, m), _mm256_castsi256_ps(m));
+}
 static inline void v_store(float* p, V v) { _mm256_storeu_ps(p, v); }
 static inline void v_store_n(float* p, V v, int n) { _mm256_maskstore_ps(p, v_mask(n), v); }
 static inline V v_set1(float x) { return _mm256_set1_ps(x); }
@@ -113,6 +119,9 @@ static const int W = 16;
 static inline __mmask16 v_mask(int n) { return (__mmask16)((1u << n) - 1u); }
 static inline V v_load(const float* p) { return _mm512_loadu_ps(p); }
 static inline V v_load_n(const float* p, int n) { return _mm512_maskz_loadu_ps(v_mask(n), p); }
+static inline V v_load_or(const float* p, std::int64_t n, float fill) {
+  return _mm512_mask_loadu_ps(_mm512_set1_ps(fill), v_mask(static_cast<int>(n < 0 ? 0 : n > 16 ? 16 : n)), p);
+}
 static inline void v_store(float* p, V v) { _mm512_storeu_ps(p, v); }
 static inline void v_store_n(float* p, V v, int n) { _mm512_mask_storeu_ps(p, v_mask(n), v); }
 static inline V v_set1(float x) { return _mm512_set1_ps(x); }

@@ -19,7 +19,8 @@ enum class StmtKind {
   For,    // var over [0, extent), kind; body[0]. With `dynamic`: over [0, ceil(dynamic / divisor))
   Tail,   // var < full ? body[0] : body[1] (a split's remainder). With `dynamic`: var < dynamic /
           // divisor ? body[0] : body[r] where r = dynamic % divisor (one body per remainder)
-  Alloc,  // buffer: a register buffer, live for the rest of the enclosing block
+  Alloc,  // buffer: a register buffer, or (not registers) an intermediate's array on the thread's
+          // stack, live for the rest of the enclosing block
   Store,  // buffer[index] = value
   Guard,  // body[0] where index[d] lies in [0, bounds[d]) for every d (a whole-tile remainder's
           // points that exist; a tile whose reads all stay inside their buffers), else body[1]
@@ -63,6 +64,20 @@ struct LoweredKernel {
 
 // Checks the schedule's rules (schedule.hpp) and lowers it; throws std::invalid_argument.
 LoweredKernel lower(const Schedule& schedule);
+
+// What one iteration of a kernel's shared loop may keep of its intermediates, in floats on the
+// thread's stack.
+constexpr std::int64_t kMaxLocalFloats = 16 * 1024;
+
+// Several schedules as one kernel (a softmax: the row's max, the sum of exponentials, the
+// quotients): each stage's first loop is the same variable, unsplit and of one kind (the loop
+// they share, parallel over rows, say), and one iteration of it runs the stages in order. A
+// buffer a stage writes and a later one reads is an intermediate: indexed first by the shared
+// variable alone, each iteration's part of it lives in an array on the thread's stack (an Alloc
+// of a buffer that is not registers), never in memory the caller sees. Arguments: the stages'
+// other inputs, each once in first-seen order, then the last stage's output. No stage may pack
+// or stage an input. Throws std::invalid_argument naming the fault.
+LoweredKernel lower(const std::vector<Schedule>& stages);
 
 // Indented text of the IR, for tests and `docs/`.
 std::string dump(const StmtPtr& s);

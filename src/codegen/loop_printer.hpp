@@ -115,16 +115,23 @@ class LoopPrinter {
   bool vector_mode() const { return vector_.var != nullptr; }
 
   // For a checked load: the condition that its index lies inside the buffer, over the
-  // dimensions whose index can leave it (ExprNode::may_leave); "" when none can. The vectorized
-  // loop must not walk such a dimension: the condition is one for all lanes.
-  std::string bounds_check(const ExprNode& e) {
+  // dimensions whose index can leave it (ExprNode::may_leave); "" when none can. The condition is
+  // one for all lanes: a dimension the vectorized loop walks is the last one, contiguously, and
+  // leaves only past its end, and its lanes are counted apart (`lanes_inside`: how many lie inside).
+  std::string bounds_check(const ExprNode& e, std::string* lanes_inside = nullptr) {
     std::string all;
     for (std::size_t d = 0; d < e.index.size(); ++d) {
       if (d >= e.may_leave.size() || !e.may_leave[d]) continue;
       const Evaluated at = evaluate(e.index[d], 1, Evaluated{});
-      if (at.vector_coefficient != 0)
-        throw std::invalid_argument(k_.name + ": the vectorized loop '" + vector_.var->name + "' walks dimension " +
-                                    std::to_string(d) + " of '" + e.buffer->name + "', which may leave it");
+      if (at.vector_coefficient != 0) {
+        std::int64_t least = e.index[d].offset;
+        for (const auto& t : e.index[d].terms) least += std::min<std::int64_t>(0, t.second * (t.first->extent - 1));
+        if (!lanes_inside || d + 1 != e.index.size() || at.vector_coefficient != 1 || least < 0)
+          throw std::invalid_argument(k_.name + ": the vectorized loop '" + vector_.var->name + "' walks dimension " +
+                                      std::to_string(d) + " of '" + e.buffer->name + "', which it may leave other than past its end");
+        *lanes_inside = std::to_string(e.buffer->dims[d]) + " - (" + at.text() + ")";
+        continue;
+      }
       all += std::string(all.empty() ? "" : " && ") + "(" + d_.uint64 + ")(" + at.text() + ") < " +
              std::to_string(e.buffer->dims[d]) + "u";
     }
@@ -139,7 +146,7 @@ class LoopPrinter {
       const bool last = d + 1 == index.size();
       if (!e.terms.empty() || (e.vector_coefficient != 0 && !(last && e.vector_coefficient == 1)))
         throw std::invalid_argument(k_.name + ": register buffer '" + b->name + "' indexed by a loop that is not written out");
-      name += "_" + std::to_string(last && vectors_in_registers_ ? e.constant / lanes_ : e.constant);
+      name += "_" + std::to_string(last && in_vectors(*b) ? e.constant / lanes_ : e.constant);
     }
     return name;
   }
@@ -160,9 +167,18 @@ class LoopPrinter {
           value = vector_.lanes == lanes_ ? "v_load(" + p + ")" : "v_load_n(" + p + ", " + std::to_string(vector_.lanes) + ")";
         else
           value = "v_gather_n(" + p + ", " + std::to_string(at.vector_coefficient) + ", " + std::to_string(vector_.lanes) + ")";
-        const std::string inside = e->checked ? bounds_check(*e) : "";
-        if (inside.empty()) return value;
+        std::string lanes_inside;
+        const std::string inside = e->checked ? bounds_check(*e, vec && at.vector_coefficient == 1 ? &lanes_inside : nullptr) : "";
         const std::string outside = float_literal(e->outside);
+        if (!lanes_inside.empty()) {
+          // The lanes past the buffer's end read `outside`, and no memory.
+          if (vector_.lanes != lanes_) {
+            const std::string n = std::to_string(vector_.lanes);
+            lanes_inside = "((" + lanes_inside + ") < " + n + " ? (" + lanes_inside + ") : " + n + ")";
+          }
+          value = "v_load_or(" + p + ", " + lanes_inside + ", " + outside + ")";
+        }
+        if (inside.empty()) return value;
         return "(" + inside + " ? " + value + " : " + (vec ? "v_set1(" + outside + ")" : outside) + ")";
       }
       default: break;
@@ -214,14 +230,25 @@ class LoopPrinter {
                                         : "v_store_n(" + p + ", " + value + ", " + std::to_string(vector_.lanes) + ");");
   }
 
+  bool in_vectors(const BufferNode& b) const { return b.vectors && lanes_ > 1; }
+
   void alloc(const StmtPtr& s, int depth) {
     const std::vector<std::int64_t>& dims = s->buffer->dims;
     std::vector<std::int64_t> counts = dims;
-    if (!counts.empty() && vectors_in_registers_) counts.back() = (counts.back() + lanes_ - 1) / lanes_;
+    if (!s->buffer->registers) {  // an intermediate's part, on the thread's stack
+      std::int64_t floats = 1;
+      for (std::int64_t c : counts) floats *= c;
+      if (d_.gpu) throw std::invalid_argument(k_.name + ": an intermediate array in a " + d_.name + " kernel");
+      arg_names_[s->buffer.get()] = s->buffer->name;
+      line(depth, "alignas(64) float " + s->buffer->name + "[" + std::to_string(floats) + "];");
+      return;
+    }
+    const bool vectors = in_vectors(*s->buffer);
+    if (!counts.empty() && vectors) counts.back() = (counts.back() + lanes_ - 1) / lanes_;
     std::int64_t total = 1;
     for (std::int64_t c : counts) total *= c;
     if (total > 1024) throw std::invalid_argument(k_.name + ": a register tile of " + std::to_string(total) + " variables");
-    const std::string type = vectors_in_registers_ ? "V" : "float";
+    const std::string type = vectors ? "V" : "float";
     for (std::int64_t flat_index = 0; flat_index < total; ++flat_index) {
       std::string name = "r_" + s->buffer->name;
       std::int64_t rest = flat_index, stride = total;
@@ -403,13 +430,6 @@ class LoopPrinter {
     throw std::invalid_argument(k_.name + ": '" + v->name + "' is not one of the kernel's dynamic variables");
   }
 
-  static bool has_vector_loop(const StmtPtr& s) {
-    if (s->kind == StmtKind::For && s->loop == LoopKind::Vectorized) return true;
-    for (const StmtPtr& b : s->body)
-      if (has_vector_loop(b)) return true;
-    return false;
-  }
-
  public:
   // A CUDA kernel's launch: each bound variable's iterations (the most any of its loops has) and
   // its place in the flattened block or thread index.
@@ -467,7 +487,6 @@ class LoopPrinter {
       b.stride = stride;
       stride *= b.extent;
     }
-    vectors_in_registers_ = lanes_ > 1 && has_vector_loop(k_.body);
   }
 
  private:
@@ -475,7 +494,6 @@ class LoopPrinter {
   const Dialect d_;
   const int lanes_;
   std::map<const VarNode*, Binding> bindings_;
-  bool vectors_in_registers_ = false;
   std::map<const BufferNode*, std::string> arg_names_;
   std::map<const VarNode*, std::string> var_names_;
   std::map<const VarNode*, std::int64_t> constants_;

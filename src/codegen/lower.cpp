@@ -28,7 +28,9 @@ StmtPtr store(Buffer b, std::vector<Affine> index, Expr value) {
 
 class Lowering {
  public:
-  explicit Lowering(const Schedule& s) : s_(s), c_(s.compute()), loops_(s.loops()) {}
+  // `acc`: the register tile's name (the stages of one kernel need their own).
+  explicit Lowering(const Schedule& s, std::string acc = "acc")
+      : s_(s), c_(s.compute()), loops_(s.loops()), acc_(std::move(acc)) {}
 
   LoweredKernel run() {
     check_rules();
@@ -520,8 +522,9 @@ class Lowering {
   }
   StmtPtr reduction_section(const Extents& extents, bool unchecked) {
     auto tile = std::make_shared<BufferNode>();
-    tile->name = "acc";
+    tile->name = acc_;
     tile->registers = true;
+    tile->vectors = loops_.back().kind == LoopKind::Vectorized;
     std::vector<Affine> at;
     for (std::size_t i = first_tile_; i < loops_.size(); ++i) {
       tile->dims.push_back(loops_[i].var->extent);
@@ -608,6 +611,7 @@ class Lowering {
   const Schedule& s_;
   const Compute& c_;
   const std::vector<Loop>& loops_;
+  const std::string acc_;
   std::size_t first_reduction_ = 0, first_tile_ = 0;
   bool block_threads_ = false;  // loops bound to a CUDA block's threads
   bool whole_tiles_ = false;    // spatial remainders computed as whole tiles (stages shared by threads)
@@ -687,6 +691,139 @@ void dump_into(const StmtPtr& s, int depth, std::string& out) {
 }  // namespace
 
 LoweredKernel lower(const Schedule& schedule) { return Lowering(schedule).run(); }
+
+namespace {
+
+// Loads and stores of a kernel's intermediates moved to their thread-local arrays: the first
+// index (the shared loop's variable) dropped.
+struct LocalRewrite {
+  std::map<const BufferNode*, Buffer> locals;
+
+  static std::vector<Affine> inner(const std::vector<Affine>& index) {
+    std::vector<Affine> out(index.begin() + 1, index.end());
+    if (out.empty()) out.emplace_back(0);
+    return out;
+  }
+  Expr expr(const Expr& e) const {
+    auto out = std::make_shared<ExprNode>(*e);
+    if (e->op == Op::Load) {
+      const auto local = locals.find(e->buffer.get());
+      if (local != locals.end()) {
+        out->buffer = local->second;
+        out->index = inner(e->index);
+        if (!out->may_leave.empty()) {
+          out->may_leave.erase(out->may_leave.begin());
+          if (out->may_leave.empty()) out->may_leave.push_back(false);
+        }
+      }
+    }
+    for (Expr& a : out->args) a = expr(a);
+    return out;
+  }
+  StmtPtr stmt(const StmtPtr& s) const {
+    auto out = std::make_shared<Stmt>(*s);
+    if (s->value) out->value = expr(s->value);
+    if (s->kind == StmtKind::Store) {
+      const auto local = locals.find(s->buffer.get());
+      if (local != locals.end()) {
+        out->buffer = local->second;
+        out->index = inner(s->index);
+      }
+    }
+    for (StmtPtr& b : out->body) b = stmt(b);
+    return out;
+  }
+};
+
+bool is_exactly(const Affine& a, const Var& v) {
+  return a.offset == 0 && a.terms.size() == 1 && a.terms[0].first == v && a.terms[0].second == 1;
+}
+
+void reads_of(const Expr& e, const BufferNode* b, std::vector<const ExprNode*>& out) {
+  if (!e) return;
+  if (e->op == Op::Load && e->buffer.get() == b) out.push_back(e.get());
+  for (const Expr& a : e->args) reads_of(a, b, out);
+}
+
+}  // namespace
+
+LoweredKernel lower(const std::vector<Schedule>& stages) {
+  if (stages.empty()) throw std::invalid_argument("a kernel of no computes");
+  if (stages.size() == 1) return lower(stages.front());
+  const std::string name = stages.front().compute().name + "+" + std::to_string(stages.size() - 1);
+  const Loop& first = stages.front().loops().front();
+  const Var shared = first.var;
+  LocalRewrite rewrite;
+  std::vector<StmtPtr> allocs;
+  for (std::size_t k = 0; k < stages.size(); ++k) {
+    const Schedule& s = stages[k];
+    const Compute& c = s.compute();
+    if (s.loops().empty() || s.loops().front().var != shared || s.loops().front().kind != first.kind ||
+        s.loops().front().reduction)
+      throw std::invalid_argument(name + ": stage '" + c.name + "' does not start with the loop over '" + shared->name +
+                                  "' the stages share (unsplit, of one kind, not a reduction)");
+    if (!s.packs().empty() || !s.stages().empty())
+      throw std::invalid_argument(name + ": stage '" + c.name + "' packs or stages an input; a kernel of several computes does neither");
+    for (const Buffer& in : c.inputs)
+      for (std::size_t later = k; later < stages.size(); ++later)
+        if (in == stages[later].compute().output)
+          throw std::invalid_argument(name + ": stage '" + c.name + "' reads '" + in->name + "', which stage '" +
+                                      stages[later].compute().name + "' writes only then");
+    if (k + 1 == stages.size()) break;
+    // An intermediate: each iteration of the shared loop writes and reads only its own part.
+    const Buffer& out = c.output;
+    if (c.axes.front() != shared)
+      throw std::invalid_argument(name + ": intermediate '" + out->name + "' is not indexed first by '" + shared->name + "'");
+    bool read = false;
+    for (std::size_t later = k + 1; later < stages.size(); ++later) {
+      const Compute& l = stages[later].compute();
+      std::vector<const ExprNode*> reads;
+      reads_of(l.body, out.get(), reads);
+      reads_of(l.epilogue, out.get(), reads);
+      for (const ExprNode* r : reads)
+        if (!is_exactly(r->index.front(), shared))
+          throw std::invalid_argument(name + ": stage '" + l.name + "' reads intermediate '" + out->name +
+                                      "' other than at the shared loop's own '" + shared->name + "'");
+      read = read || !reads.empty();
+    }
+    if (!read) throw std::invalid_argument(name + ": intermediate '" + out->name + "' is never read");
+    auto local = std::make_shared<BufferNode>();
+    local->name = "l" + std::to_string(k) + "_";
+    for (char ch : out->name) local->name += std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';
+    local->dims.assign(out->dims.begin() + 1, out->dims.end());
+    if (local->dims.empty()) local->dims.push_back(1);
+    std::int64_t floats = 1;
+    for (std::int64_t d : local->dims) floats *= d;
+    if (floats > kMaxLocalFloats)
+      throw std::invalid_argument(name + ": intermediate '" + out->name + "' takes " + std::to_string(floats) +
+                                  " floats an iteration, over " + std::to_string(kMaxLocalFloats));
+    rewrite.locals[out.get()] = local;
+    auto alloc = std::make_shared<Stmt>();
+    alloc->kind = StmtKind::Alloc;
+    alloc->buffer = local;
+    allocs.push_back(alloc);
+  }
+  LoweredKernel k;
+  k.name = name;
+  std::vector<StmtPtr> body = allocs;
+  StmtPtr loop;
+  for (std::size_t i = 0; i < stages.size(); ++i) {
+    const LoweredKernel part = Lowering(stages[i], "acc" + std::to_string(i)).run();
+    k.schedule += (i ? "; " : "") + part.schedule;
+    for (const Buffer& b : part.args)
+      if (!rewrite.locals.count(b.get()) && b != part.args.back() && std::find(k.args.begin(), k.args.end(), b) == k.args.end())
+        k.args.push_back(b);
+    for (const Var& v : part.dynamic)
+      if (std::find(k.dynamic.begin(), k.dynamic.end(), v) == k.dynamic.end()) k.dynamic.push_back(v);
+    if (!loop) loop = part.body;
+    body.push_back(rewrite.stmt(part.body->body[0]));
+  }
+  k.args.push_back(stages.back().compute().output);
+  auto shared_loop = std::make_shared<Stmt>(*loop);
+  shared_loop->body = {block(std::move(body))};
+  k.body = shared_loop;
+  return k;
+}
 
 std::string dump(const StmtPtr& s) {
   std::string out;

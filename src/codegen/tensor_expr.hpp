@@ -49,6 +49,7 @@ struct BufferNode {
   // Register buffers are the schedule's accumulators: the printer gives each element (each
   // vector of the last dimension) a variable of its own.
   bool registers = false;
+  bool vectors = false;  // registers: the last dimension held in SIMD vectors (the vectorized loop's)
   // Shared buffers are a CUDA block's staged tiles (Schedule::stage_shared).
   bool shared = false;
 };

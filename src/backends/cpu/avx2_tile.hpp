@@ -1,6 +1,6 @@
 #pragma once
 // The vector pieces wpk's AVX2 kernels share (avx2_conv.cpp, avx2_winograd.cpp,
-// avx2_attention.cpp, avx2_layernorm.cpp): lane masks and a row's tail vector, e^x and both
+// avx2_attention.cpp): lane masks and a row's tail vector, e^x and both
 // GELUs, and the register tile, MR output rows x 16 output channels summed over taps x input
 // channels, with bias, residual and activation applied before its one store (and, in the
 // product/conv kernel's instantiation, later weights prefetched on the way).

@@ -1,7 +1,7 @@
 #pragma once
 // The cpu backend's op families (cpu_backend.cpp dispatches to them): each says why it cannot
 // run a node ("" = it can) and builds the kernel. The kernels' own code lives beside them
-// (avx2_layernorm.hpp, max_pool_nhwc.hpp, row_broadcast.hpp, ...).
+// (max_pool_nhwc.hpp, row_broadcast.hpp, ...).
 #include <memory>
 #include <string>
 
@@ -67,8 +67,6 @@ std::unique_ptr<Kernel> make_concat(const Node& node, const Graph& graph);
 std::string concat_batchnorm_unsupported(const Node& node, const Graph& graph);  // concat_batchnorm.cpp
 std::unique_ptr<Kernel> make_concat_batchnorm(const Node& node, const Graph& graph);
 
-std::string layernorm_unsupported(const Node& node, const Graph& graph);  // layernorm_kernel.cpp
-std::unique_ptr<Kernel> make_layernorm(const Node& node, const Graph& graph);
 
 std::string max_pool_unsupported(const Node& node, const Graph& graph);  // max_pool_kernel.cpp
 std::unique_ptr<Kernel> make_max_pool(const Node& node, const Graph& graph);

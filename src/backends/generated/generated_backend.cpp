@@ -15,6 +15,7 @@
 #include "backends/generated/kernel_support.hpp"
 #include "backends/generated/matmul_expr.hpp"
 #include "backends/generated/pool_expr.hpp"
+#include "backends/generated/row_ops.hpp"
 #include "backends/generated/scaled_pointwise.hpp"
 #include "graph/fused_ops.hpp"
 
@@ -137,7 +138,8 @@ struct Plan {
   std::optional<ScaledPointwiseSpec> scaled;
   std::optional<ElementwiseChainSpec> chain;
   std::optional<PoolSpec> pool;
-  explicit operator bool() const { return product || conv || group || scaled || chain || pool; }
+  std::optional<RowOpSpec> row;
+  explicit operator bool() const { return product || conv || group || scaled || chain || pool || row; }
 };
 
 Plan plan_of(const Node& node, const Graph& graph, std::string& why) {
@@ -152,6 +154,10 @@ Plan plan_of(const Node& node, const Graph& graph, std::string& why) {
   }
   if (node.op_type == "ElementwiseChain") {
     p.chain = elementwise_chain_spec(node, graph, why);
+    return p;
+  }
+  if (node.op_type == "Softmax" || node.op_type == "LayerNormalization") {
+    p.row = row_op_spec(node, graph, why);
     return p;
   }
   if (node.op_type == "MaxPool" || node.op_type == "AveragePool" || node.op_type == "GlobalAveragePool") {
@@ -191,6 +197,7 @@ std::vector<std::string> GeneratedBackend::configs(const Node& node, const Graph
   const Plan plan = plan_of(node, graph, why);
   if (!plan) return {""};
   if (plan.chain) return elementwise_chain_configs();
+  if (plan.row) return row_op_configs();
   std::vector<std::string> out;
   if (plan.pool) {
     const CpuTarget target = widest_target();
@@ -222,6 +229,13 @@ std::unique_ptr<Kernel> GeneratedBackend::prepare(const Node& node, const Graph&
   if (plan.chain) {
     try {
       return make_elementwise_chain(*plan.chain, config.empty() ? elementwise_chain_configs().front() : config);
+    } catch (const std::invalid_argument& e) {
+      throw Error(ErrorCode::Unsupported, node_label(node) + "no generated kernel in configuration '" + config + "': " + e.what());
+    }
+  }
+  if (plan.row) {
+    try {
+      return make_row_op(*plan.row, config.empty() ? row_op_configs().front() : config);
     } catch (const std::invalid_argument& e) {
       throw Error(ErrorCode::Unsupported, node_label(node) + "no generated kernel in configuration '" + config + "': " + e.what());
     }
@@ -283,6 +297,18 @@ std::optional<KernelProfile> GeneratedBackend::describe(const Node& node, const 
     p.name = elementwise_chain_kernel_name(config, widest_target());
     p.vector_bits = 32 * codegen::vector_lanes(widest_target());
     p.efficiency = 0.5;
+    p.extra_bytes = 0;
+    return p;
+  }
+  if (plan.row) {
+    // Passes over a row that stays in cache: memory-bound on long rows, a few vector ops an
+    // element otherwise; a share below the hand-written layer norm's until measured.
+    const std::vector<std::string> known = row_op_configs();
+    if (std::find(known.begin(), known.end(), config) == known.end()) return std::nullopt;
+    KernelProfile p;
+    p.name = row_op_kernel_name(*plan.row, config, widest_target());
+    p.vector_bits = 32 * codegen::vector_lanes(widest_target());
+    p.efficiency = 0.45;
     p.extra_bytes = 0;
     return p;
   }

@@ -61,7 +61,10 @@ RecipeText& RecipeText::add(const Epilogue& e, const std::string& prefix) {
 }
 
 CompiledKernel::CompiledKernel(std::string name, const codegen::Schedule& schedule, CpuTarget target, std::string recipe)
-    : name_(std::move(name)), vector_bits_(32 * codegen::vector_lanes(target)), schedule_(schedule), target_(target),
+    : CompiledKernel(std::move(name), std::vector<codegen::Schedule>{schedule}, target, std::move(recipe)) {}
+
+CompiledKernel::CompiledKernel(std::string name, std::vector<codegen::Schedule> stages, CpuTarget target, std::string recipe)
+    : name_(std::move(name)), vector_bits_(32 * codegen::vector_lanes(target)), stages_(std::move(stages)), target_(target),
       recipe_{name_, std::move(recipe)} {}
 
 const codegen::KernelSource* CompiledKernel::source() const {
@@ -80,7 +83,7 @@ CompiledKernel::Entry CompiledKernel::entry(const KernelContext& ctx) const {
 // store's key hashes the whole source).
 codegen::KernelSource CompiledKernel::print() const {
   const std::string placeholder = "wpk_gen_" + std::string(16, '0');
-  codegen::PrintedKernel printed = codegen::print_cpp(codegen::lower(schedule_), target_, placeholder, "gen backend, " + name_);
+  codegen::PrintedKernel printed = codegen::print_cpp(codegen::lower(stages_), target_, placeholder, "gen backend, " + name_);
   char digest[17];
   std::snprintf(digest, sizeof digest, "%016llx", static_cast<unsigned long long>(fnv1a64(printed.source)));
   const std::string symbol = std::string("wpk_gen_") + digest;

@@ -64,6 +64,8 @@ class RecipeText {
 class CompiledKernel : public Kernel {
  public:
   CompiledKernel(std::string name, const codegen::Schedule& schedule, codegen::CpuTarget target, std::string recipe);
+  // A kernel of several computes sharing their first loop (codegen::lower of stages).
+  CompiledKernel(std::string name, std::vector<codegen::Schedule> stages, codegen::CpuTarget target, std::string recipe);
   // For shapes describe() cannot see (an input of unknown rank): a low share, left to measurement.
   KernelProfile profile() const override { return {name_, vector_bits_, 0.2}; }
   const codegen::KernelRecipe* recipe() const override { return code_ ? nullptr : &recipe_; }
@@ -75,7 +77,6 @@ class CompiledKernel : public Kernel {
   // The compiled entry point; fails the run when the plan gave the kernel no code.
   Entry entry(const KernelContext& ctx) const;
   const std::string& name() const { return name_; }
-  const codegen::Schedule& schedule() const { return schedule_; }
   static void check_f32(const KernelContext& ctx, const Tensor& t, const char* what);
   // Input i's floats, checked to be float32 with `n` elements (a bias: one per channel).
   static const float* channel_input(const KernelContext& ctx, std::size_t i, std::int64_t n, const char* what);
@@ -87,7 +88,7 @@ class CompiledKernel : public Kernel {
 
   std::string name_;
   int vector_bits_;
-  codegen::Schedule schedule_;
+  std::vector<codegen::Schedule> stages_;
   codegen::CpuTarget target_;
   codegen::KernelRecipe recipe_;
   mutable std::once_flag printed_;

@@ -294,6 +294,12 @@ std::vector<SweepCase> other_cases() {
     out.push_back({OpCase("LayerNormalization").input("X", {3, 5, c}).constant("S", {c}).constant("B", {c})
                        .attr("epsilon", 1e-5f).seed(seed++),
                    1e-4, 1e-5});
+  // Rows shorter than a vector, at a vector and a bit past, of several vectors; values far from 0
+  // (a softmax that forgot the row's max would overflow).
+  for (std::int64_t n : {1, 7, 16, 33, 128})
+    out.push_back({OpCase("Softmax").input("X", {3, 5, n}).attr("axis", std::int64_t{-1}).seed(seed++), 1e-5, 1e-6});
+  out.push_back({OpCase("Softmax").input("X", random_codes<float>({4, 37}, seed++, 80, 120)),
+                 1e-5, 1e-6});
   for (std::int64_t s : {1, 6, 7, 13})
     out.push_back({OpCase("Attention", "com.wpk").input("Q", {2, 3, s, 8}).input("K", {2, 3, 19, 8})
                        .input("V", {2, 3, 19, 5}).input("M", {2, 1, 1, 19}).attr("scale", 0.35f).seed(seed++),
@@ -412,7 +418,8 @@ TEST_CASE("every candidate of every registered backend matches the reference at 
     CHECK(ops_checked["gen"].count(op) == 1);
     CHECK(ops_checked["parts"].count(op) == 1);
   }
-  for (const char* op : {"MaxPool", "AveragePool", "GlobalAveragePool"}) CHECK(ops_checked["gen"].count(op) == 1);
+  for (const char* op : {"MaxPool", "AveragePool", "GlobalAveragePool", "Softmax", "LayerNormalization"})
+    CHECK(ops_checked["gen"].count(op) == 1);
 #ifdef WPK_WITH_ONEDNN
   CHECK(checked["onednn"] > 0);
   CHECK(checked["onednn(algorithm=direct)"] > 0);

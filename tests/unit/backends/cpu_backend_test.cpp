@@ -3,7 +3,6 @@
 // profiles name the kernel that ran.
 #include <catch2/catch.hpp>
 
-#include "backends/cpu/avx2_layernorm.hpp"
 #include "backends/cpu/cpu_backend.hpp"
 #include "support/backend_tester.hpp"
 #include "wpk/wpk.hpp"
@@ -147,15 +146,6 @@ TEST_CASE("cpu: ConcatBatchNorm matches the reference in both layouts", "[cpu][c
         expect_ok(op.attr("activation", act).attr("epsilon", 1e-3f).attr("channels_last", std::int64_t{channels_last})
                       .seed(seed++));
       }
-}
-
-TEST_CASE("cpu: layer normalization matches the reference", "[cpu][layer norm]") {
-  if (!wpk::cpu::avx2_layernorm_available()) {
-    WARN("no AVX2 and FMA here: the cpu backend has no layer norm kernel to test");
-    return;
-  }
-  for (std::int64_t c : {1, 16, 17, 768})
-    expect_ok(OpCase("LayerNormalization").input("X", {3, 5, c}).constant("S", {c}).constant("B", {c}).attr("epsilon", 1e-5f));
 }
 
 TEST_CASE("disabled_kernels leaves a backend, or one of its kernels, out", "[cpu][options]") {

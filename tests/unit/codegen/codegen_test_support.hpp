@@ -97,6 +97,12 @@ inline std::vector<float> interpret(const Compute& c, const Values& values, std:
   return out;
 }
 
+// Computes evaluated in order, each one's output a value the later ones read; the last's output.
+inline std::vector<float> interpret(const std::vector<Compute>& stages, Values values, std::int64_t rows = 0) {
+  for (const Compute& c : stages) values[c.output.get()] = interpret(c, values, rows);
+  return values.at(stages.back().output.get());
+}
+
 inline std::vector<CpuTarget> runnable_targets() {
   std::vector<CpuTarget> t = {CpuTarget::Scalar};
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) t.push_back(CpuTarget::Avx2);
@@ -114,6 +120,18 @@ inline std::shared_ptr<LoadedKernel> build(const Schedule& s, CpuTarget target, 
   const LoweredKernel lowered = lower(s);
   const PrintedKernel printed = print_cpp(lowered, target, "wpk_test_kernel", "codegen tests");
   KernelSource src{s.compute().name + "_" + target_name(target), printed.symbol, printed.prelude, printed.source,
+                   target_flags(target), target_name(target), ""};
+  Obtained got = store.obtain({src}, 1).front();
+  if (why) *why = got.why;
+  return got.kernel;
+}
+
+// A kernel of several stages (lower(std::vector<Schedule>)), printed, compiled and loaded.
+inline std::shared_ptr<LoadedKernel> build(const std::vector<Schedule>& stages, CpuTarget target, std::string* why = nullptr) {
+  static KernelStore store("", find_host_compiler());
+  const LoweredKernel lowered = lower(stages);
+  const PrintedKernel printed = print_cpp(lowered, target, "wpk_test_kernel", "codegen tests");
+  KernelSource src{lowered.name + "_" + target_name(target), printed.symbol, printed.prelude, printed.source,
                    target_flags(target), target_name(target), ""};
   Obtained got = store.obtain({src}, 1).front();
   if (why) *why = got.why;

@@ -317,6 +317,94 @@ TEST_CASE("a max reduction reads its padding as -inf and matches the interpreter
   CHECK_THROWS_WITH(lower(s), Catch::Contains("a staged tile holds 0 there"));
 }
 
+// Softmax over rows of n floats as five computes in one kernel: per row the max in vectors of
+// partial maxima (the lanes past the row read -inf), their max, the sum of exponentials the same
+// way, and the quotients; the row's intermediates live on the thread's stack.
+std::vector<Compute> softmax_stages(std::int64_t n, std::int64_t width) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const std::int64_t steps = (n + width - 1) / width;
+  Var i = dynamic_var("i");
+  Buffer x = buffer("x", {kDynamic, n});
+  Buffer part_max = buffer("part_max", {kDynamic, width}), row_max = buffer("row_max", {kDynamic});
+  Buffer part_sum = buffer("part_sum", {kDynamic, width}), row_sum = buffer("row_sum", {kDynamic});
+  Var l1 = var("l1", width), s1 = var("s1", steps), r1 = var("r1", width);
+  Var l2 = var("l2", width), s2 = var("s2", steps), r2 = var("r2", width), j = var("j", n);
+  return {compute("part_max", part_max, {i, l1}, {s1}, load_or(x, {i, Affine(s1) * width + Affine(l1)}, -inf), nullptr, {x},
+                  Reducer::Max),
+          compute("row_max", row_max, {i}, {r1}, load(part_max, {i, r1}), nullptr, {part_max}, Reducer::Max),
+          compute("part_sum", part_sum, {i, l2}, {s2},
+                  exp(load_or(x, {i, Affine(s2) * width + Affine(l2)}, -inf) - load(row_max, {i})), nullptr, {x, row_max}),
+          compute("row_sum", row_sum, {i}, {r2}, load(part_sum, {i, r2}), nullptr, {part_sum}),
+          compute("softmax", buffer("y", {kDynamic, n}), {i, j}, {}, exp(load(x, {i, j}) - load(row_max, {i})) / load(row_sum, {i}),
+                  nullptr, {x, row_max, row_sum})};
+}
+
+TEST_CASE("a kernel of several computes runs them per row with the intermediates on the stack", "[codegen]") {
+  for (CpuTarget target : runnable_targets())
+    for (std::int64_t n : {1, 5, 8, 13, 37}) {
+      const int lanes = vector_lanes(target);
+      const std::vector<Compute> stages = softmax_stages(n, 2 * lanes);
+      std::vector<Schedule> schedules;
+      for (const Compute& c : stages) {
+        Schedule s(c);
+        s.parallel(c.axes[0]);
+        if (c.reduce.empty()) {  // the quotients: vectors along the row, the last one masked
+          const auto [jo, ji] = s.split(c.axes[1], std::min<std::int64_t>(lanes, n));
+          s.vectorize(ji);
+        } else if (c.axes.size() == 2) {  // partial results: one lane of the width each
+          s.reorder({c.axes[0], c.reduce[0], c.axes[1]});
+          s.vectorize(c.axes[1]);
+        }
+        schedules.push_back(std::move(s));
+      }
+      const LoweredKernel lowered = lower(schedules);
+      INFO("n " << n << ", target " << target_name(target) << "\n" << dump(lowered.body));
+      REQUIRE(lowered.args.size() == 2);  // x, y: the intermediates are not arguments
+      std::string why;
+      const auto kernel = build(schedules, target, &why);
+      INFO(why);
+      REQUIRE(kernel);
+      for (std::int64_t rows : {1, 3, 7}) {
+        Values v;
+        v[stages[0].inputs[0].get()] = random_values(static_cast<std::size_t>(rows * n), 51, -4.0f, 4.0f);
+        const std::vector<float> want = interpret(stages, v, rows);
+        bool guards = false;
+        std::vector<float*> args = {v[stages[0].inputs[0].get()].data()};
+        std::vector<float> out(static_cast<std::size_t>(rows * n) + 64, 12345.0f);
+        args.push_back(out.data());
+        reinterpret_cast<Entry>(kernel->entry)(args.data(), &rows, 2);
+        guards = std::all_of(out.begin() + rows * n, out.end(), [](float f) { return f == 12345.0f; });
+        out.resize(static_cast<std::size_t>(rows * n));
+        check_close(out, want, 1e-5f);
+        CHECK(guards);
+      }
+    }
+}
+
+TEST_CASE("a kernel of several computes refuses stages that do not share their loop or their rows", "[codegen]") {
+  const std::vector<Compute> stages = softmax_stages(13, 8);
+  auto scheduled = [&](std::vector<Compute> cs) {
+    std::vector<Schedule> out;
+    for (const Compute& c : cs) out.emplace_back(c);
+    return out;
+  };
+  // Stages out of order: the quotients read the max before it is written.
+  CHECK_THROWS_WITH(lower(scheduled({stages[4], stages[0], stages[1], stages[2], stages[3]})),
+                    Catch::Contains("writes only then"));
+  // A stage whose first loop is not the shared one.
+  std::vector<Schedule> swapped = scheduled(stages);
+  swapped[2].reorder({swapped[2].compute().reduce[0], swapped[2].compute().axes[0], swapped[2].compute().axes[1]});
+  CHECK_THROWS_WITH(lower(swapped), Catch::Contains("does not start with the loop"));
+  // An intermediate nobody reads.
+  CHECK_THROWS_WITH(lower(scheduled({stages[0], stages[3]})), Catch::Contains("is never read"));
+  // An intermediate read at another row than the iteration's own.
+  Var k = var("k", 4), m = var("m", 4);
+  Buffer a = buffer("a", {4, 4}), mid = buffer("mid", {4, 4});
+  const Compute first = compute("first", mid, {k, m}, {}, load(a, {k, m}), nullptr, {a});
+  const Compute second = compute("second", buffer("b", {4, 4}), {k, m}, {}, load(mid, {m, k}), nullptr, {mid});
+  CHECK_THROWS_WITH(lower(scheduled({first, second})), Catch::Contains("other than at the shared loop"));
+}
+
 // Runs a kernel of fixed extents on 2 threads with these inputs; returns its `count` outputs,
 // checking that it wrote nothing past them.
 std::vector<float> run_fixed(const LoadedKernel& kernel, std::vector<float*> args, std::size_t count) {
