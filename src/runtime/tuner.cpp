@@ -140,10 +140,14 @@ bool runs(const Candidate& c, const std::vector<const Tensor*>& inputs) {
 
 }  // namespace
 
-StepChoice Tuner::predicted_best(std::size_t s, const std::vector<const Tensor*>& inputs) const {
+StepChoice Tuner::predicted_best(std::size_t s, const std::vector<const Tensor*>& inputs, bool as_untuned_session) const {
   const PlanStep& step = plan_.steps()[s];
   const bool threaded = threads_ > 1 && !step.candidates.empty() && step.candidates[0].backend->uses_host_threads();
   if (step.candidates.size() < 2 && !threaded) return {};
+  bool only_generated = true;
+  for (const Candidate& c : step.candidates)
+    only_generated = only_generated && (c.backend->generates_code() || c.backend->name() == "reference");
+  const bool skip_generated = as_untuned_session && !only_generated;
   const Node& node = graph_.nodes()[step.node_index];
   const InputShapes shapes = run_input_shapes(node, graph_, inputs);
   // A deferred candidate is ranked by its description; picked, it is prepared, and one that then
@@ -155,7 +159,7 @@ StepChoice Tuner::predicted_best(std::size_t s, const std::vector<const Tensor*>
     double best_seconds = 0;
     for (std::size_t c = 0; c < step.candidates.size(); ++c) {
       const Candidate& cand = step.candidates[c];
-      if (out[c] || (cand.kernel && !cand.kernel->runs(inputs))) continue;
+      if (out[c] || (cand.kernel && !cand.kernel->runs(inputs)) || (skip_generated && cand.backend->generates_code())) continue;
       std::vector<int> counts = {threads_};
       if (threads_ > 1 && cand.backend->uses_host_threads()) counts.push_back(1);
       for (const int t : counts) {
@@ -226,9 +230,9 @@ StepChoice Tuner::choose(std::size_t s, const std::vector<const Tensor*>& inputs
                    node_label(graph_.nodes()[step.node_index]), backend);
   }
   // After the record: ranking may prepare a deferred candidate, which a record makes needless.
-  const StepChoice untuned = predicted_best(s, inputs);
-  if (!measuring_ || seconds_until(deadline_) <= 0) return untuned;
-  return search_node(s, inputs, key, untuned);
+  if (!measuring_ || seconds_until(deadline_) <= 0) return predicted_best(s, inputs);
+  // The search starts from, and its winner must beat, what the node runs on without tuning.
+  return search_node(s, inputs, key, predicted_best(s, inputs, true));
 }
 
 std::vector<int> tuning_thread_counts(int threads) {

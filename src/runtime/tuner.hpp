@@ -61,7 +61,10 @@ class Tuner {
   int tuned_nodes() const;
 
  private:
-  StepChoice predicted_best(std::size_t step, const std::vector<const Tensor*>& inputs) const;
+  // The cost model's choice among the step's candidates. as_untuned_session: among those a
+  // session that does not tune would have (no generated kernel where another backend runs the
+  // node: such a session compiles none), the baseline a tuned choice must beat.
+  StepChoice predicted_best(std::size_t step, const std::vector<const Tensor*>& inputs, bool as_untuned_session = false) const;
   // The threads a choice runs on: its own count, or all the session's (0).
   int threads_of(StepChoice c) const { return c.threads > 0 ? c.threads : threads_; }
   StepChoice search_node(std::size_t step, const std::vector<const Tensor*>& inputs, const std::string& key,

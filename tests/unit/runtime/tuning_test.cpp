@@ -133,6 +133,33 @@ TEST_CASE("tuning at load picks the fastest correct configuration and a warm dat
   }
 }
 
+namespace {
+
+// Correct and fast, and a generated-code backend: a session that does not tune compiles none of
+// its kernels where another backend runs the node.
+class GeneratingBackend : public runtime_test::WrappingBackend {
+ public:
+  GeneratingBackend() : WrappingBackend("generating", [](KernelContext&) {}) {}
+  bool generates_code() const override { return true; }
+};
+
+}  // namespace
+
+TEST_CASE("tuning measures its winner against the cost model's best candidate that is not generated code", "[tuning]") {
+  // The cost model ranks "generating" first (registered first, alike otherwise), but a session
+  // that does not tune would run "slow": that is the baseline the report shows and the winner beats.
+  static const GeneratingBackend generating;
+  SessionOptions o;
+  o.tuning = true;
+  o.cache_dir = wpk::testing::temp_dir("tune-baseline");
+  const Session s = SessionFactory::create(relu_graph(), o, {&generating, &runtime_test::slow_backend(), &runtime_test::reference_backend()});
+  const std::vector<TunedNode> report = s.tuning_report();
+  REQUIRE(report.size() == 1);
+  CHECK(report[0].untuned == "slow threads=1");
+  CHECK(report[0].winner.rfind("slow", 0) == std::string::npos);
+  CHECK(report[0].winner_us < report[0].untuned_us);
+}
+
 TEST_CASE("tuning at load tunes the fixed dims, within its trials and its time", "[tuning]") {
   const std::string dir = wpk::testing::temp_dir("tune_fixed");
   SessionOptions o;
