@@ -17,6 +17,11 @@ using namespace codegen;
 // Windows past this many taps are left to the other backends: a hostile kernel_shape must not
 // become a reduction of billions of steps in generated code.
 constexpr std::int64_t kMaxTaps = std::int64_t{1} << 20;
+// Nor may a hostile model's static dims or pads size the tables built at load: rows and columns
+// in and out (the per-row and per-column tap counts) and an average's output positions (its
+// divisors).
+constexpr std::int64_t kMaxSide = std::int64_t{1} << 20;
+constexpr std::int64_t kMaxPositions = std::int64_t{1} << 24;
 
 std::int64_t floor_div(std::int64_t a, std::int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
 
@@ -93,6 +98,10 @@ std::optional<PoolSpec> pool_spec(const Node& node, const Graph& graph, std::str
       why = "generated pools need the input's rows, columns and channels at load";
       return std::nullopt;
     }
+  if ((*x.dims)[1].value > kMaxSide || (*x.dims)[2].value > kMaxSide) {
+    why = "generated pools take images of at most 2^20 rows and columns";
+    return std::nullopt;
+  }
   PoolSpec s;
   s.max = node.op_type == "MaxPool";
   s.op = s.max ? "maxpool_nhwc" : global ? "global_avgpool_nhwc" : "avgpool_nhwc";
@@ -135,8 +144,16 @@ std::optional<PoolSpec> pool_spec(const Node& node, const Graph& graph, std::str
       return std::nullopt;
     }
   }
+  if (s.oh > kMaxSide || s.ow > kMaxSide) {
+    why = "generated pools write outputs of at most 2^20 rows and columns";
+    return std::nullopt;
+  }
   if (s.kh > kMaxTaps / s.kw) {
     why = "generated pools take windows of at most 2^20 taps";
+    return std::nullopt;
+  }
+  if (!s.max && s.oh > kMaxPositions / s.ow) {
+    why = "generated average pools take outputs of at most 2^24 positions an image";
     return std::nullopt;
   }
   std::vector<std::int64_t> inside_h(static_cast<std::size_t>(s.oh)), inside_w(static_cast<std::size_t>(s.ow)),
