@@ -26,6 +26,13 @@ StmtPtr store(Buffer b, std::vector<Affine> index, Expr value) {
   return s;
 }
 
+// Every load of buffer b in e.
+void loads_of(const Expr& e, const BufferNode* b, std::vector<const ExprNode*>& out) {
+  if (!e) return;
+  if (e->op == Op::Load && e->buffer.get() == b) out.push_back(e.get());
+  for (const Expr& a : e->args) loads_of(a, b, out);
+}
+
 class Lowering {
  public:
   // `acc`: the register tile's name (the stages of one kernel need their own).
@@ -234,10 +241,10 @@ class Lowering {
                                   "': a CUDA block stages at a reduction loop");
     if (s_.pack_of(r.original.get())) throw std::invalid_argument(name + ": '" + r.original->name + "' is packed and staged");
     std::vector<const ExprNode*> reads;
-    collect_loads(c_.epilogue, r.original.get(), reads);
+    loads_of(c_.epilogue, r.original.get(), reads);
     if (!reads.empty())
       throw std::invalid_argument(name + ": staged '" + r.original->name + "' is read by the epilogue, outside its loop");
-    collect_loads(c_.body, r.original.get(), reads);
+    loads_of(c_.body, r.original.get(), reads);
     if (reads.empty()) throw std::invalid_argument(name + ": staged '" + r.original->name + "' is never read");
     for (const ExprNode* e : reads)
       if (e->checked && e->outside != 0)
@@ -483,11 +490,6 @@ class Lowering {
     return out;
   }
 
-  static void collect_loads(const Expr& e, const BufferNode* b, std::vector<const ExprNode*>& out) {
-    if (!e) return;
-    if (e->op == Op::Load && e->buffer.get() == b) out.push_back(e.get());
-    for (const Expr& a : e->args) collect_loads(a, b, out);
-  }
   static bool same(const std::vector<Affine>& a, const std::vector<Affine>& b) {
     if (a.size() != b.size()) return false;
     for (std::size_t d = 0; d < a.size(); ++d) {
@@ -739,12 +741,6 @@ bool is_exactly(const Affine& a, const Var& v) {
   return a.offset == 0 && a.terms.size() == 1 && a.terms[0].first == v && a.terms[0].second == 1;
 }
 
-void reads_of(const Expr& e, const BufferNode* b, std::vector<const ExprNode*>& out) {
-  if (!e) return;
-  if (e->op == Op::Load && e->buffer.get() == b) out.push_back(e.get());
-  for (const Expr& a : e->args) reads_of(a, b, out);
-}
-
 }  // namespace
 
 LoweredKernel lower(const std::vector<Schedule>& stages) {
@@ -778,8 +774,8 @@ LoweredKernel lower(const std::vector<Schedule>& stages) {
     for (std::size_t later = k + 1; later < stages.size(); ++later) {
       const Compute& l = stages[later].compute();
       std::vector<const ExprNode*> reads;
-      reads_of(l.body, out.get(), reads);
-      reads_of(l.epilogue, out.get(), reads);
+      loads_of(l.body, out.get(), reads);
+      loads_of(l.epilogue, out.get(), reads);
       for (const ExprNode* r : reads)
         if (!is_exactly(r->index.front(), shared))
           throw std::invalid_argument(name + ": stage '" + l.name + "' reads intermediate '" + out->name +

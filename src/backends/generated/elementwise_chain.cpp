@@ -84,12 +84,6 @@ Compute chain_compute(const ElementwiseChainSpec& s) {
   return compute("elementwise_chain", buffer("y", w.dims), axes, {}, values.back(), nullptr, inputs);
 }
 
-std::optional<int> vectors_of(const std::string& config) {
-  for (int v : {1, 2, 4})
-    if (config == "vectors=" + std::to_string(v)) return v;
-  return std::nullopt;
-}
-
 class ElementwiseChainKernel : public CompiledKernel {
  public:
   ElementwiseChainKernel(std::string name, const Schedule& schedule, CpuTarget target, ElementwiseChainSpec spec,
@@ -170,7 +164,7 @@ std::optional<ElementwiseChainSpec> elementwise_chain_spec(const Node& node, con
 std::vector<std::string> elementwise_chain_configs() { return {"vectors=1", "vectors=2", "vectors=4"}; }
 
 Schedule elementwise_chain_schedule(const ElementwiseChainSpec& spec, const std::string& config, int lanes) {
-  const std::optional<int> vectors = vectors_of(config);
+  const std::optional<int> vectors = vectors_config(config);
   if (!vectors) throw std::invalid_argument("no elementwise chain configuration '" + config + "'");
   Schedule s(chain_compute(spec));
   const std::vector<Var> axes = s.compute().axes;
@@ -182,7 +176,7 @@ Schedule elementwise_chain_schedule(const ElementwiseChainSpec& spec, const std:
 }
 
 std::string elementwise_chain_kernel_name(const std::string& config, CpuTarget target) {
-  const std::optional<int> vectors = vectors_of(config);
+  const std::optional<int> vectors = vectors_config(config);
   return std::string("f32_elementwise_chain__") + target_name(target) + "_v" + std::to_string(vectors ? *vectors : 0);
 }
 

@@ -60,6 +60,12 @@ RecipeText& RecipeText::add(const Epilogue& e, const std::string& prefix) {
       .add((prefix + "params").c_str(), params);
 }
 
+std::optional<int> vectors_config(const std::string& config) {
+  for (int v : {1, 2, 4})
+    if (config == "vectors=" + std::to_string(v)) return v;
+  return std::nullopt;
+}
+
 CompiledKernel::CompiledKernel(std::string name, const codegen::Schedule& schedule, CpuTarget target, std::string recipe)
     : CompiledKernel(std::move(name), std::vector<codegen::Schedule>{schedule}, target, std::move(recipe)) {}
 

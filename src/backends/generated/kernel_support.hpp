@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -25,6 +26,10 @@ int vector_registers(codegen::CpuTarget t);
 // "f32_matmul__avx512_8x32_pcols": the op, the ISA, rows (or pixels) x columns (or channels) of
 // the register tile, and the loop the threads share.
 std::string kernel_name(const std::string& op, const MatMulConfig& c, codegen::CpuTarget target);
+
+// N of a config "vectors=N" (N 1, 2 or 4: the SIMD vectors an iteration of a row kernel takes), or
+// nullopt for any other text.
+std::optional<int> vectors_config(const std::string& config);
 
 // Packed copies of constant weights, shared by the kernels that pack the same tensor into the same
 // panels (tuning prepares every configuration; the packing depends only on the panel width). Keyed

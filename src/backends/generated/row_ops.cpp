@@ -15,12 +15,6 @@ namespace {
 
 using namespace codegen;
 
-std::optional<int> vectors_of(const std::string& config) {
-  for (int v : {1, 2, 4})
-    if (config == "vectors=" + std::to_string(v)) return v;
-  return std::nullopt;
-}
-
 // The row's values in partial results of `width` lanes: lane l sums (or maximises) x[i, s * width
 // + l] over the steps s, the lanes past the row's end reading `outside`.
 struct Partial {
@@ -193,7 +187,7 @@ std::optional<RowOpSpec> row_op_spec(const Node& node, const Graph& graph, std::
 std::vector<std::string> row_op_configs() { return {"vectors=2", "vectors=1", "vectors=4"}; }
 
 std::vector<Schedule> row_op_stages(const RowOpSpec& spec, const std::string& config, int lanes) {
-  const std::optional<int> vectors = vectors_of(config);
+  const std::optional<int> vectors = vectors_config(config);
   if (!vectors) throw std::invalid_argument("no row op configuration '" + config + "'");
   const std::int64_t width = std::int64_t{*vectors} * lanes;
   std::vector<Schedule> stages;
@@ -213,7 +207,7 @@ std::vector<Schedule> row_op_stages(const RowOpSpec& spec, const std::string& co
 }
 
 std::string row_op_kernel_name(const RowOpSpec& spec, const std::string& config, CpuTarget target) {
-  const std::optional<int> vectors = vectors_of(config);
+  const std::optional<int> vectors = vectors_config(config);
   return std::string("f32_") + (spec.softmax ? "softmax" : "layernorm") + "__" + target_name(target) + "_v" +
          std::to_string(vectors ? *vectors : 0);
 }
