@@ -365,10 +365,9 @@ std::optional<KernelProfile> describe_conv(const Node& node, const std::string& 
       break;
   }
   if (computes_bf16(node)) {
-    // bf16 dot products do two multiply-adds a lane per instruction: the instructions of half
-    // the float32 work. The input is rounded into staging first (read 4 bytes, write 2, the
-    // conv reads 2); the weights are read at 2 bytes.
-    p.work_scale *= 0.5;
+    // The input is rounded into staging first (read 4 bytes, write 2, the conv reads 2); the
+    // weights are read at 2 bytes.
+    p.work_scale *= reduced_precision_work_share(dnnl::memory::data_type::bf16);
     p.extra_bytes += activation_bytes - weight_bytes / 2;
   }
   return p;

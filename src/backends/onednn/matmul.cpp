@@ -218,9 +218,8 @@ std::optional<KernelProfile> describe_matmul(const Node& node, const Graph& /*gr
     p.extra_bytes = 2 * 4.0 * static_cast<double>((*shapes[1])[0] * (*shapes[1])[1]);
   }
   if (computes_bf16(node)) {
-    // Two multiply-adds a lane per instruction (the instructions of half the work); A rounded
-    // into staging first; B read at 2 bytes.
-    p.work_scale *= 0.5;
+    // A rounded into staging first; B read at 2 bytes.
+    p.work_scale *= reduced_precision_work_share(dnnl::memory::data_type::bf16);
     double a = 0;
     if (shapes[0]) {
       a = 1;

@@ -295,6 +295,14 @@ bool exact_int8_products(const Tensor& weights, bool signed_input) {
   return true;
 }
 
+double reduced_precision_work_share(dnnl::memory::data_type type) {
+  using DT = dnnl::memory::data_type;
+  const bool amx = dnnl::get_effective_cpu_isa() == dnnl::cpu_isa::avx512_core_amx;
+  if (type == DT::bf16) return amx ? 1.0 / 16 : 0.5;
+  if (type == DT::u8 || type == DT::s8) return amx ? 1.0 / 32 : has_8bit_dot_products() ? 0.25 : 0.5;
+  return 1;
+}
+
 Tensor integers_as_float(const Tensor& t) {
   Tensor f = Tensor::zeros(DType::Float32, t.shape());
   for (std::int64_t i = 0; i < t.numel(); ++i)
@@ -330,9 +338,8 @@ std::optional<KernelProfile> describe_integer_arithmetic(const std::string& conf
   const CpuFeatures& cpu = cpu_features();
   KernelProfile p{"", cpu.avx512_core() ? 512 : cpu.avx2_fma() ? 256 : 128, 0.55};
   if (config == "arithmetic=int8") {
-    // A 32-bit lane takes four 8-bit products per instruction with VNNI or AMX; without, pairs
-    // summed in 16 bits and widened take two instructions for four.
-    p.work_scale = has_8bit_dot_products() ? 0.25 : 0.5;
+    // Without 8-bit dot products, pairs summed in 16 bits and widened take two instructions for four.
+    p.work_scale = reduced_precision_work_share(dnnl::memory::data_type::s8);
   } else {
     // The codes reordered into float32 staging (read 1 byte, write 4, the kernel reads 4).
     p.extra_bytes = 9 * input;

@@ -198,6 +198,11 @@ class ShapeCache {
 // products in 16 bits, which saturates unless every weight lies in [-64, 64], and int8 inputs
 // have their weights halved (odd weights round): those are never exact there.
 bool exact_int8_products(const Tensor& weights, bool signed_input);
+// The share of float32's multiply-add instructions that oneDNN's products in `type` (bf16, or
+// an 8-bit type) take here, by the ISA oneDNN dispatches to: dot products do two bf16 or four
+// 8-bit multiply-adds a 32-bit lane; AMX's tile instructions sum a 16x16 block over 32 bf16 or 64
+// 8-bit pairs in the time of 16 AVX-512 multiply-adds (1/16, 1/32). 1 for float32.
+double reduced_precision_work_share(dnnl::memory::data_type type);
 // An int8 or int32 tensor's integers as float32 (exact for |v| <= 2^24: weights' codes, biases):
 // the weights and bias of the integer kernels' arithmetic=float config.
 Tensor integers_as_float(const Tensor& t);

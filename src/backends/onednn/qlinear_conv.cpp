@@ -112,8 +112,8 @@ class QLinearConvKernel : public OneDnnKernel {
                    {DNNL_ARG_WEIGHTS, plan->weights},
                    {DNNL_ARG_DST, wrap_arg(plan->primitive, DNNL_ARG_DST, plan->dst, y)}};
       if (!bias_.empty()) args.emplace(DNNL_ARG_BIAS, wrap_arg(plan->primitive, DNNL_ARG_BIAS, plan->bias, bias_));
-      args.emplace(DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, int32_scalar_memory(x_zero_));
-      args.emplace(DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_DST, int32_scalar_memory(y_zero_));
+      if (x_zero_ != 0) args.emplace(DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, int32_scalar_memory(x_zero_));
+      if (y_zero_ != 0) args.emplace(DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_DST, int32_scalar_memory(y_zero_));
       execute(plan->primitive, args);
     });
   }
@@ -245,8 +245,10 @@ class QLinearConvKernel : public OneDnnKernel {
     }
     dnnl::primitive_attr attr = make_attr();
     attr.set_output_scales(scales_.size() > 1 ? 1 << 1 : 0, scales_);
-    attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
-    attr.set_zero_points(DNNL_ARG_DST, 0, {DNNL_RUNTIME_S32_VAL});
+    // A zero point of 0 (a Relu's codes: most of a quantized CNN's) is left out: oneDNN then
+    // packs the weights without the zero point's compensation and skips applying it.
+    if (x_zero_ != 0) attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
+    if (y_zero_ != 0) attr.set_zero_points(DNNL_ARG_DST, 0, {DNNL_RUNTIME_S32_VAL});
     if (residual_) {
       dnnl::post_ops ops;
       append_code_to_sum(ops);

@@ -168,9 +168,12 @@ std::vector<SweepCase> quantized_cases() {
   struct Conv {
     std::int64_t c, co, hw, k, stride, group;
     bool signed_input;
+    bool zero_points = false;  // X and Y codes with zero point 0 (a Relu's: most of a quantized CNN's)
   };
   for (const Conv& v : {Conv{15, 16, 7, 3, 1, 1, false}, Conv{17, 33, 6, 3, 2, 1, false}, Conv{16, 32, 5, 1, 1, 1, true},
-                        Conv{64, 64, 9, 3, 1, 1, false}, Conv{32, 32, 7, 3, 1, 32, false}, Conv{3, 16, 11, 7, 2, 1, false}}) {
+                        Conv{64, 64, 9, 3, 1, 1, false}, Conv{32, 32, 7, 3, 1, 32, false}, Conv{3, 16, 11, 7, 2, 1, false},
+                        Conv{17, 33, 6, 3, 2, 1, false, true}, Conv{64, 64, 9, 1, 1, 1, false, true},
+                        Conv{16, 32, 5, 1, 1, 1, true, true}, Conv{32, 32, 7, 3, 1, 32, false, true}}) {
     const std::int64_t pad = v.k / 2;
     const std::vector<float> ws = [&] {
       std::vector<float> s;
@@ -188,14 +191,14 @@ std::vector<SweepCase> quantized_cases() {
     OpCase op = residual ? OpCase("QLinearConvAdd", "com.wpk") : OpCase("QLinearConv");
     if (v.signed_input)
       op.input("X", random_codes<std::int8_t>({1, v.hw, v.hw, v.c}, seed++, -128, 127)).constant("XS", Tensor::scalar(0.04f))
-          .constant("XZ", Tensor::scalar(std::int8_t{-7}));
+          .constant("XZ", Tensor::scalar(static_cast<std::int8_t>(v.zero_points ? 0 : -7)));
     else
       op.input("X", random_codes<std::uint8_t>({1, v.hw, v.hw, v.c}, seed++, 0, 255)).constant("XS", Tensor::scalar(0.04f))
-          .constant("XZ", Tensor::scalar(std::uint8_t{9}));
+          .constant("XZ", Tensor::scalar(static_cast<std::uint8_t>(v.zero_points ? 0 : 9)));
     op.constant("W", random_codes<std::int8_t>({v.co, v.c / v.group, v.k, v.k}, seed++, -127, 127))
         .constant("WS", Tensor::from_vector(ws, {v.co}))
         .constant("WZ", Tensor::from_vector(std::vector<std::int8_t>(static_cast<std::size_t>(v.co), 0), {v.co}))
-        .constant("YS", Tensor::scalar(0.5f)).constant("YZ", Tensor::scalar(std::uint8_t{60}))
+        .constant("YS", Tensor::scalar(0.5f)).constant("YZ", Tensor::scalar(static_cast<std::uint8_t>(v.zero_points ? 0 : 60)))
         .constant("B", Tensor::from_vector(bias, {v.co}))
         .attr("pads", std::vector<std::int64_t>{pad, pad, pad, pad}).attr("strides", std::vector<std::int64_t>{v.stride, v.stride})
         .attr("group", v.group).attr("channels_last", std::int64_t{1});
