@@ -90,6 +90,10 @@
 //   MatMul, Gemm and FusedMatMul under SessionOptions::precision = BF16: "bf16" lets a kernel
 //   round the inputs and weights to bfloat16 and accumulate in float32; a kernel that computes
 //   in float32 is still right. The reference computes in float32.
+//   Between two such nodes the session may also make the value bfloat16 (passes::
+//   keep_bf16_between_products): the producer writes it rounded, the reader takes it as it is.
+//   Only a backend that says so (Backend::takes_bf16_activations) runs a node with a bfloat16
+//   input 0 or output 0 (has_bf16_activations).
 //
 // The layout pass also sets channels_last = 1 on ONNX ops it moves to NHWC (MaxPool,
 // AveragePool, GlobalAveragePool, inference BatchNormalization, QLinearConv), with the same
@@ -111,6 +115,14 @@ constexpr const char* kWpkDomain = "com.wpk";
 inline bool has_fused_residual(const Node& node) {
   return node.domain == kWpkDomain && (node.op_type == "FusedConv" || node.op_type == "FusedMatMul") &&
          node.inputs.size() > 3 && node.inputs[3] != kNoValue;
+}
+
+// A node marked compute_precision = "bf16" whose input 0 or output 0 is a bfloat16 value.
+inline bool has_bf16_activations(const Node& node, const Graph& graph) {
+  auto bf16 = [&](const std::vector<ValueId>& vs) {
+    return !vs.empty() && vs[0] != kNoValue && graph.value(vs[0]).dtype == DType::BFloat16;
+  };
+  return node.attr_string("compute_precision", "") == "bf16" && (bf16(node.inputs) || bf16(node.outputs));
 }
 
 // MatMulIntegerToFloat's optional epilogue inputs; QLinearConvAdd's residual codes;

@@ -11,6 +11,7 @@
 #include <set>
 #include <thread>
 
+#include "graph/fused_ops.hpp"
 #include "graph/subgraph.hpp"
 #include "runtime/candidate_cost.hpp"
 #include "runtime/control_flow.hpp"
@@ -218,9 +219,14 @@ PreparedNode prepare_node(const Graph& graph, std::size_t i, const std::vector<c
   std::vector<Option> options_offered;
   const InputShapes declared = *shapes_with_symbolic_dims_as(n, graph, 1);
   const std::optional<InputShapes> large = shapes_with_symbolic_dims_as(n, graph, kLargeBatch);
+  const bool bf16_activations = has_bf16_activations(n, graph);
   for (const Backend* b : backends) {
     if (listed(disabled, b->name())) {
       if (why.empty()) why = "every backend that could run it is disabled (disabled_kernels)";
+      continue;
+    }
+    if (bf16_activations && !b->takes_bf16_activations(n, graph)) {
+      why = b->name() + " does not take bfloat16 activations";
       continue;
     }
     const std::string reason = b->why_unsupported(n, graph);

@@ -227,9 +227,15 @@ Session::Session(Graph graph, SessionOptions options, const std::vector<const Ba
   passes::clear_compute_precision(impl_->graph);
   if (options.precision == Precision::BF16) {
     const CpuFeatures& cpu = cpu_features();
-    if (cpu.avx512_bf16 || cpu.amx_bf16)
+    if (cpu.avx512_bf16 || cpu.amx_bf16) {
       logger().debug("bf16: {} convolutions and products may compute in bf16", passes::mark_bf16_compute(impl_->graph));
-    else
+      const Graph& g = impl_->graph;
+      const int kept = passes::keep_bf16_between_products(impl_->graph, [&](const Node& n) {
+        return std::any_of(backends.begin(), backends.end(),
+                           [&](const Backend* b) { return !listed(disabled, b->name()) && b->takes_bf16_activations(n, g); });
+      });
+      logger().debug("bf16: {} values between them kept in bf16", kept);
+    } else
       logger().warn("precision bf16 asked for, but this CPU has neither AVX-512 BF16 nor AMX: running float32");
   }
   if (gpu) {

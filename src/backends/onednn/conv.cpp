@@ -9,7 +9,9 @@
 //                                     [N*H*W, C_in] x [C_in, C_out] over the same bytes
 // Which runs is the cost model's call (describe_conv below), or tuning's. A node marked
 // compute_precision = "bf16" (SessionOptions::precision) runs direct only, its input rounded to
-// bf16 in per-thread staging, bf16 weights, float32 accumulation and output.
+// bf16 in per-thread staging, bf16 weights, float32 accumulation and output; where the graph
+// keeps its input or output in bf16 (passes::keep_bf16_between_products) it reads or writes
+// that as it is.
 #include <omp.h>
 
 #include <algorithm>
@@ -113,16 +115,21 @@ dnnl::memory::desc loaded_weights_desc(const Shape& ws, std::int64_t group, bool
 
 class ConvKernel : public OneDnnKernel {
  public:
-  ConvKernel(const Node& node, const Tensor& w, Tensor b, Algorithm algorithm)
-      : algorithm_(algorithm), weights_(w, loaded_weights_desc(w.shape(), node.attr_int("group", 1), false)),
+  ConvKernel(const Node& node, const Graph& graph, const Tensor& w, Tensor b, Algorithm algorithm)
+      : x_type_(graph.value(node.inputs[0]).dtype == DType::BFloat16 ? DType::BFloat16 : DType::Float32),
+        y_type_(graph.value(node.outputs[0]).dtype == DType::BFloat16 ? DType::BFloat16 : DType::Float32),
+        algorithm_(algorithm), weights_(w, loaded_weights_desc(w.shape(), node.attr_int("group", 1), false)),
         b_(std::move(b)), act_(read_activation(node)), channels_last_(node.attr_int("channels_last", 0) == 1),
         group_(node.attr_int("group", 1)), has_residual_(has_fused_residual(node)), bf16_(computes_bf16(node)) {}
 
   void run(KernelContext& ctx) const override {
     guarded(ctx, [&] {
-      const Tensor& x = image_input(ctx);
+      const Tensor& x = ctx.input(0);
+      if (x.rank() != 4 || x.dtype() != x_type_)
+        ctx.fail(ErrorCode::InvalidArgument, std::string("expects a 4-D ") + dtype_name(x_type_) + " input, got " +
+                                                 dtype_name(x.dtype()) + " " + shape_to_string(x.shape()));
       auto plan = cache_.get(shape_key({&x.shape()}), [&] { return build(ctx, x.shape()); });
-      Tensor& y = ctx.allocate_output(0, DType::Float32, plan->y_shape);
+      Tensor& y = ctx.allocate_output(0, y_type_, plan->y_shape);
       const dnnl::memory x_mem = wrap_arg(plan->primitive, DNNL_ARG_SRC, plan->src, x),
                          y_mem = wrap_arg(plan->primitive, DNNL_ARG_DST, plan->dst, y);
       dnnl::memory src = x_mem, dst = y_mem;
@@ -197,9 +204,12 @@ class ConvKernel : public OneDnnKernel {
     plan.bias = f32_desc({ws[0]}, Tag::x);
     const auto bias_desc = b_.empty() ? dnnl::memory::desc() : plan.bias;
     if (bf16_) {
-      plan.bf16 = true;
       plan.bf16_src = dnnl::memory::desc(src_dims, dnnl::memory::data_type::bf16, act_tag);
-      plan.to_bf16 = dnnl::reorder(dnnl::reorder::primitive_desc(engine(), plan.src, engine(), plan.bf16_src, make_attr()));
+      if (x_type_ == DType::BFloat16) plan.src = plan.bf16_src;
+      if (y_type_ == DType::BFloat16) plan.dst = dnnl::memory::desc(dst_dims, dnnl::memory::data_type::bf16, act_tag);
+      plan.bf16 = x_type_ != DType::BFloat16;
+      if (plan.bf16)
+        plan.to_bf16 = dnnl::reorder(dnnl::reorder::primitive_desc(engine(), plan.src, engine(), plan.bf16_src, make_attr()));
       const dnnl::convolution_forward::primitive_desc pd(
           conv_forward_desc(dnnl::algorithm::convolution_direct, plan.bf16_src, plan.dst, w_dims, bias_desc, win,
                             dnnl::memory::data_type::bf16),
@@ -245,6 +255,8 @@ class ConvKernel : public OneDnnKernel {
     plan.blocked_layout = blk.inner_nblks == 1 && blk.inner_blks[0] == 8 ? "nChw8c" : "nChw16c";
   }
 
+  // Float32, or bf16 where the graph keeps the value so (a bf16 node only).
+  DType x_type_, y_type_;
   Algorithm algorithm_;
   PackedWeights weights_;
   Tensor b_;
@@ -270,7 +282,8 @@ std::string conv_unsupported(const Node& node, const Graph& graph) {
   }
   if (!activation_supported(read_activation(node))) return "activation " + read_activation(node).kind + " has no oneDNN post-op";
   const ValueInfo& x = graph.value(node.inputs[0]);
-  if (x.dtype != DType::Float32 && x.dtype != DType::Undefined) return "input is not float32";
+  if (x.dtype != DType::Float32 && x.dtype != DType::Undefined && !(x.dtype == DType::BFloat16 && computes_bf16(node)))
+    return "input is not float32";
   return "";
 }
 
@@ -379,7 +392,7 @@ std::unique_ptr<Kernel> make_conv(const Node& node, const Graph& graph, const st
   if (!algorithm || (!config.empty() && std::find(offered.begin(), offered.end(), config) == offered.end()))
     throw Error(ErrorCode::Internal, node_label(node) + "onednn has no conv configuration '" + config + "'");
   const Tensor* b = node.inputs.size() > 2 && node.inputs[2] != kNoValue ? graph.initializer(node.inputs[2]) : nullptr;
-  auto kernel = std::make_unique<ConvKernel>(node, *graph.initializer(node.inputs[1]), b ? *b : Tensor(), *algorithm);
+  auto kernel = std::make_unique<ConvKernel>(node, graph, *graph.initializer(node.inputs[1]), b ? *b : Tensor(), *algorithm);
   if (auto shape = static_shape(graph, node.inputs[0]); shape && shape->size() == 4)
     try_warm_up([&] { kernel->warm_up(node, *shape, fully_static(graph, node.inputs[0])); });
   return kernel;

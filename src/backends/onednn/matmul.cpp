@@ -3,7 +3,8 @@
 //                          residual add and activation fused as post-ops.
 //   variable B:            batched product over equal leading dims (attention's Q·Kᵀ, P·V).
 // A constant-B node marked compute_precision = "bf16" (SessionOptions::precision) rounds A into
-// bf16 staging, packs B in bf16 and accumulates and writes float32.
+// bf16 staging, packs B in bf16 and accumulates and writes float32; where the graph keeps A or
+// the output in bf16 (passes::keep_bf16_between_products) it reads or writes that as it is.
 #include "backends/onednn/onednn_kernels.hpp"
 #include "core/cpu_features.hpp"
 #include "graph/fused_ops.hpp"
@@ -52,8 +53,11 @@ class MatMulKernel : public OneDnnKernel {
   // `b` empty = variable B (input 1). `transposed_b`: B is stored [N, K] (Gemm transB=1).
   // `fallback` (the reference kernel) runs variable-B products oneDNN's matmul has no form for
   // (broadcast batch dims).
-  MatMulKernel(const Node& node, const Tensor& b, bool transposed_b, Tensor bias, std::unique_ptr<Kernel> fallback)
-      : fallback_(std::move(fallback)), b_(b.empty() ? PackedWeights() : PackedWeights(b, loaded_b_desc(b.shape(), transposed_b))), transposed_b_(transposed_b), bias_(std::move(bias)), act_(read_activation(node)),
+  MatMulKernel(const Node& node, const Graph& graph, const Tensor& b, bool transposed_b, Tensor bias,
+               std::unique_ptr<Kernel> fallback)
+      : a_type_(graph.value(node.inputs[0]).dtype == DType::BFloat16 ? DType::BFloat16 : DType::Float32),
+        y_type_(graph.value(node.outputs[0]).dtype == DType::BFloat16 ? DType::BFloat16 : DType::Float32),
+        fallback_(std::move(fallback)), b_(b.empty() ? PackedWeights() : PackedWeights(b, loaded_b_desc(b.shape(), transposed_b))), transposed_b_(transposed_b), bias_(std::move(bias)), act_(read_activation(node)),
         has_residual_(has_fused_residual(node)), bf16_(computes_bf16(node) && !b.empty()) {}
 
   void run(KernelContext& ctx) const override {
@@ -62,13 +66,14 @@ class MatMulKernel : public OneDnnKernel {
     if (b && (a.dtype() != DType::Float32 || b->dtype() != DType::Float32)) return fallback_->run(ctx);
     std::shared_ptr<const MatMulPlan> plan;
     guarded(ctx, [&] {
-      require_f32(ctx, a, "A");
+      if (a.dtype() != a_type_)
+        ctx.fail(ErrorCode::InvalidArgument, std::string("A must be ") + dtype_name(a_type_) + ", got " + dtype_name(a.dtype()));
       plan = cache_.get(shape_key({&a.shape(), b ? &b->shape() : nullptr}),
                         [&] { return b ? build_batched(a.shape(), b->shape()) : build_const(ctx, a.shape()); });
     });
     if (!plan->supported) return fallback_->run(ctx);
     guarded(ctx, [&] {
-      Tensor& y = ctx.allocate_output(0, DType::Float32, plan->y_shape);
+      Tensor& y = ctx.allocate_output(0, y_type_, plan->y_shape);
       dnnl::memory src = wrap_arg(plan->primitive, DNNL_ARG_SRC, plan->a, a);
       if (plan->bf16) {
         const dnnl::memory f32_a = src;
@@ -116,9 +121,12 @@ class MatMulKernel : public OneDnnKernel {
     plan.dst = f32_desc({rows, n}, Tag::ab);
     if (!bias_.empty()) plan.bias = f32_desc({1, n}, Tag::ab);
     if (bf16_) {
-      plan.bf16 = true;
       plan.bf16_a = dnnl::memory::desc({rows, k}, dnnl::memory::data_type::bf16, Tag::ab);
-      plan.to_bf16 = dnnl::reorder(dnnl::reorder::primitive_desc(engine(), plan.a, engine(), plan.bf16_a, make_attr()));
+      if (a_type_ == DType::BFloat16) plan.a = plan.bf16_a;
+      if (y_type_ == DType::BFloat16) plan.dst = dnnl::memory::desc({rows, n}, dnnl::memory::data_type::bf16, Tag::ab);
+      plan.bf16 = a_type_ != DType::BFloat16;
+      if (plan.bf16)
+        plan.to_bf16 = dnnl::reorder(dnnl::reorder::primitive_desc(engine(), plan.a, engine(), plan.bf16_a, make_attr()));
       const dnnl::matmul::primitive_desc pd(
           dnnl::matmul::desc(plan.bf16_a, dnnl::memory::desc({k, n}, dnnl::memory::data_type::bf16, Tag::any), plan.bias,
                              plan.dst),
@@ -165,6 +173,8 @@ class MatMulKernel : public OneDnnKernel {
     return plan;
   }
 
+  // Float32, or bf16 where the graph keeps the value so (a bf16 node with constant B only).
+  DType a_type_, y_type_;
   std::unique_ptr<Kernel> fallback_;
   PackedWeights b_;
   bool transposed_b_;
@@ -181,10 +191,14 @@ bool has_input(const Node& node, std::size_t i) { return i < node.inputs.size() 
 }  // namespace
 
 std::string matmul_unsupported(const Node& node, const Graph& graph) {
-  for (ValueId v : node.inputs)
-    if (v != kNoValue && graph.value(v).dtype != DType::Float32 && graph.value(v).dtype != DType::Undefined)
-      return "inputs are not float32";
   const Tensor* b = constant_input(node, graph, 1);
+  for (std::size_t i = 0; i < node.inputs.size(); ++i) {
+    const ValueId v = node.inputs[i];
+    if (v == kNoValue) continue;
+    const DType t = graph.value(v).dtype;
+    if (t != DType::Float32 && t != DType::Undefined && !(i == 0 && t == DType::BFloat16 && b && computes_bf16(node)))
+      return "inputs are not float32";
+  }
   if (b && (b->dtype() != DType::Float32 || b->rank() != 2)) return "constant B is not a float32 matrix";
   if (node.op_type == "Gemm") {
     if (!b) return "Gemm needs a constant B";
@@ -235,7 +249,7 @@ std::unique_ptr<Kernel> make_matmul(const Node& node, const Graph& graph) {
   const Tensor* bias = node.op_type != "MatMul" ? constant_input(node, graph, 2) : nullptr;
   const bool transposed = node.op_type == "Gemm" && node.attr_int("transB", 0) == 1;
   auto fallback = b ? nullptr : reference::ReferenceBackend().prepare(node, graph);
-  auto kernel = std::make_unique<MatMulKernel>(node, b ? *b : Tensor(), transposed, bias ? *bias : Tensor(), std::move(fallback));
+  auto kernel = std::make_unique<MatMulKernel>(node, graph, b ? *b : Tensor(), transposed, bias ? *bias : Tensor(), std::move(fallback));
   if (auto shape = static_shape(graph, node.inputs[0]); b && shape && shape->size() >= 2)
     try_warm_up([&] { kernel->warm_up(node, *shape); });
   return kernel;

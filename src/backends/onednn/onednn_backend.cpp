@@ -94,6 +94,13 @@ bool OneDnnBackend::accumulates_into_residual(const Node& node) const {
   return fused_residual_input(node) >= 0;
 }
 
+bool OneDnnBackend::takes_bf16_activations(const Node& node, const Graph& graph) const {
+  // The bf16 convolution and the bf16 product with constant B (conv.cpp, matmul.cpp).
+  const Family f = family_of(node);
+  return (f == Family::Conv || (f == Family::MatMul && constant_input(node, graph, 1))) &&
+         node.attr_string("compute_precision", "") == "bf16" && why_unsupported(node, graph).empty();
+}
+
 std::unique_ptr<Kernel> OneDnnBackend::prepare(const Node& node, const Graph& graph) const {
   const std::string why = why_unsupported(node, graph);
   if (!why.empty()) throw Error(ErrorCode::Unsupported, node_label(node) + why);

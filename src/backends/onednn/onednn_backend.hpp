@@ -21,6 +21,7 @@ class OneDnnBackend : public Backend {
   std::string version() const override;
   // Conv and MatMul residual adds are sum post-ops (onednn_common.hpp).
   bool accumulates_into_residual(const Node& node) const override;
+  bool takes_bf16_activations(const Node& node, const Graph& graph) const override;
 };
 
 }  // namespace wpk::onednn

@@ -45,6 +45,11 @@ bool fold_qdq(Graph& g, const PassContext& ctx);              // fold_qdq.cpp
 // BF16 on a CPU that computes in bf16. Marks float32 convolutions and matrix products with
 // constant weights compute_precision = "bf16" (graph/fused_ops.hpp); returns how many.
 int mark_bf16_compute(Graph& g);                                // mark_bf16_compute.cpp
+// Also after the passes, under BF16: makes bfloat16 each float32 value written by a marked node
+// (no fused residual) and read only as input 0 by marked nodes, where `takes_bf16` says the
+// kernels of both ends read and write bfloat16 (Backend::takes_bf16_activations); returns how
+// many values. Not graph outputs: those keep the model's dtype.
+int keep_bf16_between_products(Graph& g, const std::function<bool(const Node&)>& takes_bf16);  // mark_bf16_compute.cpp
 // Removes compute_precision wherever a model file set it: only the session's options decide.
 void clear_compute_precision(Graph& g);                         // mark_bf16_compute.cpp
 bool fuse_matmul_integer(Graph& g, const PassContext& ctx);   // fuse_matmul_integer.cpp

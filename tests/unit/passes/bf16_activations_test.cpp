@@ -1,0 +1,105 @@
+// keep_bf16_between_products: under SessionOptions::precision = BF16 the values that pass only
+// between bf16 convolutions and products become bfloat16, and a session that keeps them runs
+// them on the backend that says it takes them, near the float32 result.
+#include "core/cpu_features.hpp"
+#include "graph/dtype_inference.hpp"
+#include "graph/passes/pass.hpp"
+#include "pass_test_util.hpp"
+
+using namespace wpk;
+using namespace wpk::testing;
+
+namespace {
+
+std::map<std::string, Attribute> padded() { return {{"pads", Attribute(std::vector<std::int64_t>{1, 1, 1, 1})}}; }
+
+// x -> conv1 -> c1 -> conv2 -> c2 -+-> conv3 -> c3 -> Relu -> r (output)
+//                                  \-> conv4 (FusedConv, c2 also its residual) -> c4 -> conv5 -> y (output)
+Graph chain() {
+  Graph g;
+  g.add_input("x", DType::Float32, {1, 8, 6, 6});
+  for (int i = 1; i <= 5; ++i) g.add_initializer("w" + std::to_string(i), random_tensor({8, 8, 3, 3}, static_cast<unsigned>(i), -0.3f, 0.3f));
+  g.add_node("Conv", {"x", "w1"}, {"c1"}, padded(), "conv1");
+  g.add_node("Conv", {"c1", "w2"}, {"c2"}, padded(), "conv2");
+  g.add_node("Conv", {"c2", "w3"}, {"c3"}, padded(), "conv3");
+  g.add_node("Relu", {"c3"}, {"r"});
+  Node& fused = g.add_node("FusedConv", {"c2", "w4", "", "c2"}, {"c4"}, padded(), "conv4");
+  fused.domain = kWpkDomain;
+  g.add_node("Conv", {"c4", "w5"}, {"y"}, padded(), "conv5");
+  g.add_output("r");
+  g.add_output("y");
+  infer_dtypes(g);
+  return g;
+}
+
+DType dtype_of(const Graph& g, const std::string& value) { return g.value(g.value_id(value)).dtype; }
+
+}  // namespace
+
+TEST_CASE("keep_bf16_between_products keeps in bf16 only what bf16 products alone read as their input", "[passes][bf16]") {
+  Graph g = chain();
+  REQUIRE(passes::mark_bf16_compute(g) == 5);
+  CHECK(passes::keep_bf16_between_products(g, [](const Node&) { return true; }) == 1);
+  CHECK(dtype_of(g, "c1") == DType::BFloat16);  // conv1 -> conv2 only
+  CHECK(dtype_of(g, "c2") == DType::Float32);   // also conv4's residual
+  CHECK(dtype_of(g, "c3") == DType::Float32);   // read by the Relu
+  CHECK(dtype_of(g, "c4") == DType::Float32);   // written with a residual
+  CHECK(dtype_of(g, "y") == DType::Float32);    // a graph output
+  CHECK(has_bf16_activations(g.nodes()[0], g));
+  CHECK(has_bf16_activations(g.nodes()[1], g));
+  CHECK_FALSE(has_bf16_activations(g.nodes()[2], g));
+}
+
+TEST_CASE("keep_bf16_between_products leaves a value alone where either end's backend does not take bf16", "[passes][bf16]") {
+  for (const std::string refused : {"conv1", "conv2"}) {
+    Graph g = chain();
+    passes::mark_bf16_compute(g);
+    CHECK(passes::keep_bf16_between_products(g, [&](const Node& n) { return n.name != refused; }) == 0);
+    CHECK(dtype_of(g, "c1") == DType::Float32);
+  }
+  Graph unmarked = chain();  // nothing marked: nothing kept, whatever the backends take
+  CHECK(passes::keep_bf16_between_products(unmarked, [](const Node&) { return true; }) == 0);
+  CHECK(dtype_of(unmarked, "c1") == DType::Float32);
+}
+
+TEST_CASE("a bf16 session keeps conv-to-conv values in bf16 on oneDNN, near the float32 result", "[passes][bf16][onednn]") {
+  const CpuFeatures& cpu = cpu_features();
+  if (!cpu.avx512_bf16 && !cpu.amx_bf16) {
+    SUCCEED("this CPU computes no bf16: the session runs float32 (model_test checks that)");
+    return;
+  }
+  // Three convs in a row on NHWC: the two values between them are kept.
+  Graph g;
+  g.add_input("x", DType::Float32, {1, 16, 9, 9});
+  for (int i = 1; i <= 3; ++i) g.add_initializer("w" + std::to_string(i), random_tensor({16, 16, 3, 3}, static_cast<unsigned>(i), -0.2f, 0.2f));
+  g.add_initializer("b2", random_tensor({16}, 7));
+  g.add_node("Conv", {"x", "w1"}, {"c1"}, padded());
+  g.add_node("Conv", {"c1", "w2", "b2"}, {"c2"}, padded());
+  g.add_node("Relu", {"c2"}, {"r2"});
+  g.add_node("Conv", {"r2", "w3"}, {"y"}, padded());
+  g.add_output("y");
+  const Tensor x = random_tensor({1, 16, 9, 9}, 11);
+
+  SessionOptions fp32;
+  const Tensor want = Session(g, fp32).run({{"x", x}}).at("y");
+  SessionOptions bf16;
+  bf16.precision = Precision::BF16;
+  bf16.profile = true;
+  Session s(g, bf16);
+  const Tensor got = s.run({{"x", x}}).at("y");
+  int kept = 0;
+  for (const ValueInfo& v : s.graph().values()) kept += v.dtype == DType::BFloat16;
+  CHECK(kept == 2);
+  for (const StepProfile& step : s.last_profile().steps)
+    if (step.op.find("Conv") != std::string::npos) CHECK(step.backend.rfind("onednn", 0) == 0);
+  const double err = relative_l2_error(got, want);
+  INFO("relative L2 to float32: " << err);
+  CHECK(err > 1e-5);  // bf16 rounding shows
+  CHECK(err < 2e-2);
+
+  // oneDNN left out: nothing can take bf16 values, so none is kept and the rest still runs.
+  bf16.disabled_kernels = {"onednn"};
+  Session without(g, bf16);
+  for (const ValueInfo& v : without.graph().values()) CHECK(v.dtype != DType::BFloat16);
+  CHECK(relative_l2_error(without.run({{"x", x}}).at("y"), want) < 2e-2);
+}
