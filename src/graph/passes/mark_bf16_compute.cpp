@@ -36,28 +36,45 @@ int mark_bf16_compute(Graph& g) {
 
 int keep_bf16_between_products(Graph& g, const std::function<bool(const Node&)>& takes_bf16) {
   const std::vector<Node>& nodes = g.nodes();
-  auto marked = [&](const Node& n) { return n.attr_string("compute_precision", "") == "bf16" && takes_bf16(n); };
-  // Per value: whether every reader is a marked node reading it as input 0, and how many read it.
+  std::vector<bool> marked(nodes.size());
+  for (std::size_t i = 0; i < nodes.size(); ++i)
+    marked[i] = nodes[i].attr_string("compute_precision", "") == "bf16" && takes_bf16(nodes[i]);
+  // Per value: whether every read is a marked node's input 0 or residual, and how many there are.
   std::vector<bool> only_products(g.values().size(), true);
   std::vector<int> readers(g.values().size(), 0);
-  for (const Node& n : nodes)
-    for (std::size_t i = 0; i < n.inputs.size(); ++i) {
-      const ValueId v = n.inputs[i];
+  for (std::size_t n = 0; n < nodes.size(); ++n)
+    for (std::size_t i = 0; i < nodes[n].inputs.size(); ++i) {
+      const ValueId v = nodes[n].inputs[i];
       if (v == kNoValue) continue;
       ++readers[static_cast<std::size_t>(v)];
-      if (i != 0 || !marked(n)) only_products[static_cast<std::size_t>(v)] = false;
+      const bool residual = has_fused_residual(nodes[n]) && i == 3;
+      if (!marked[n] || (i != 0 && !residual)) only_products[static_cast<std::size_t>(v)] = false;
     }
   for (ValueId v : g.outputs()) only_products[static_cast<std::size_t>(v)] = false;
-  int kept = 0;
-  for (const Node& n : nodes) {
-    // A residual stays float32: it is added to the sums in full precision.
-    if (!marked(n) || has_fused_residual(n) || n.outputs.empty() || n.outputs[0] == kNoValue) continue;
-    const ValueId y = n.outputs[0];
-    const auto at = static_cast<std::size_t>(y);
-    if (readers[at] == 0 || !only_products[at] || g.value(y).dtype != DType::Float32) continue;
-    g.mutable_value(y).dtype = DType::BFloat16;
-    ++kept;
+  std::vector<bool> keep(g.values().size(), false);
+  for (std::size_t n = 0; n < nodes.size(); ++n) {
+    if (!marked[n] || nodes[n].outputs.empty() || nodes[n].outputs[0] == kNoValue) continue;
+    const auto y = static_cast<std::size_t>(nodes[n].outputs[0]);
+    keep[y] = readers[y] > 0 && only_products[y] && g.values()[y].dtype == DType::Float32;
   }
+  // A residual and the output it is added into share a dtype (the kernel copies the one into the
+  // other, then adds the sums): where one stays float32 so does the other, until nothing changes.
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (std::size_t n = 0; n < nodes.size(); ++n) {
+      if (!marked[n] || !has_fused_residual(nodes[n])) continue;
+      const auto z = static_cast<std::size_t>(nodes[n].inputs[3]), y = static_cast<std::size_t>(nodes[n].outputs[0]);
+      if (keep[z] == keep[y]) continue;
+      keep[z] = keep[y] = false;
+      changed = true;
+    }
+  }
+  int kept = 0;
+  for (std::size_t v = 0; v < keep.size(); ++v)
+    if (keep[v]) {
+      g.mutable_value(static_cast<ValueId>(v)).dtype = DType::BFloat16;
+      ++kept;
+    }
   return kept;
 }
 

@@ -46,9 +46,10 @@ bool fold_qdq(Graph& g, const PassContext& ctx);              // fold_qdq.cpp
 // constant weights compute_precision = "bf16" (graph/fused_ops.hpp); returns how many.
 int mark_bf16_compute(Graph& g);                                // mark_bf16_compute.cpp
 // Also after the passes, under BF16: makes bfloat16 each float32 value written by a marked node
-// (no fused residual) and read only as input 0 by marked nodes, where `takes_bf16` says the
-// kernels of both ends read and write bfloat16 (Backend::takes_bf16_activations); returns how
-// many values. Not graph outputs: those keep the model's dtype.
+// and read only by marked nodes, as input 0 or as a fused residual whose node's output is kept
+// too (a residual stream stays in one dtype), where `takes_bf16` says the kernels of both ends
+// read and write bfloat16 (Backend::takes_bf16_activations); returns how many values. Not graph
+// outputs: those keep the model's dtype.
 int keep_bf16_between_products(Graph& g, const std::function<bool(const Node&)>& takes_bf16);  // mark_bf16_compute.cpp
 // Removes compute_precision wherever a model file set it: only the session's options decide.
 void clear_compute_precision(Graph& g);                         // mark_bf16_compute.cpp

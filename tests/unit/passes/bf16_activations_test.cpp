@@ -23,8 +23,7 @@ Graph chain() {
   g.add_node("Conv", {"c1", "w2"}, {"c2"}, padded(), "conv2");
   g.add_node("Conv", {"c2", "w3"}, {"c3"}, padded(), "conv3");
   g.add_node("Relu", {"c3"}, {"r"});
-  Node& fused = g.add_node("FusedConv", {"c2", "w4", "", "c2"}, {"c4"}, padded(), "conv4");
-  fused.domain = kWpkDomain;
+  g.add_node("FusedConv", {"c2", "w4", "", "c2"}, {"c4"}, padded(), "conv4").domain = kWpkDomain;
   g.add_node("Conv", {"c4", "w5"}, {"y"}, padded(), "conv5");
   g.add_output("r");
   g.add_output("y");
@@ -32,29 +31,59 @@ Graph chain() {
   return g;
 }
 
+// A residual stream: x -> conv1 -> a -> block(a) -> b -> block(b) -> c -> `tail` -> out, each
+// block a FusedConv adding its input as the residual; the tail a Relu or a Conv.
+Graph residual_stream(const std::string& tail) {
+  Graph g;
+  g.add_input("x", DType::Float32, {1, 8, 6, 6});
+  for (int i = 1; i <= 4; ++i) g.add_initializer("w" + std::to_string(i), random_tensor({8, 8, 3, 3}, static_cast<unsigned>(i), -0.3f, 0.3f));
+  g.add_node("Conv", {"x", "w1"}, {"a"}, padded());
+  g.add_node("FusedConv", {"a", "w2", "", "a"}, {"b"}, padded()).domain = kWpkDomain;
+  g.add_node("FusedConv", {"b", "w3", "", "b"}, {"c"}, padded()).domain = kWpkDomain;
+  if (tail == "Relu") g.add_node("Relu", {"c"}, {"out"});
+  else g.add_node("Conv", {"c", "w4"}, {"out"}, padded());
+  g.add_output("out");
+  infer_dtypes(g);
+  return g;
+}
+
 DType dtype_of(const Graph& g, const std::string& value) { return g.value(g.value_id(value)).dtype; }
+
+int keep_all(Graph& g) {
+  passes::mark_bf16_compute(g);
+  return passes::keep_bf16_between_products(g, [](const Node&) { return true; });
+}
 
 }  // namespace
 
-TEST_CASE("keep_bf16_between_products keeps in bf16 only what bf16 products alone read as their input", "[passes][bf16]") {
+TEST_CASE("keep_bf16_between_products keeps in bf16 only what bf16 products alone read", "[passes][bf16]") {
   Graph g = chain();
-  REQUIRE(passes::mark_bf16_compute(g) == 5);
-  CHECK(passes::keep_bf16_between_products(g, [](const Node&) { return true; }) == 1);
+  CHECK(keep_all(g) == 3);
   CHECK(dtype_of(g, "c1") == DType::BFloat16);  // conv1 -> conv2 only
-  CHECK(dtype_of(g, "c2") == DType::Float32);   // also conv4's residual
+  CHECK(dtype_of(g, "c2") == DType::BFloat16);  // conv3's and conv4's input, conv4's residual
+  CHECK(dtype_of(g, "c4") == DType::BFloat16);  // written with a bf16 residual, read by conv5
   CHECK(dtype_of(g, "c3") == DType::Float32);   // read by the Relu
-  CHECK(dtype_of(g, "c4") == DType::Float32);   // written with a residual
   CHECK(dtype_of(g, "y") == DType::Float32);    // a graph output
   CHECK(has_bf16_activations(g.nodes()[0], g));
-  CHECK(has_bf16_activations(g.nodes()[1], g));
-  CHECK_FALSE(has_bf16_activations(g.nodes()[2], g));
+  CHECK(has_bf16_activations(g.nodes()[2], g));
+  CHECK_FALSE(has_bf16_activations(g.nodes()[3], g));  // the Relu is not marked
+}
+
+TEST_CASE("keep_bf16_between_products keeps a residual stream in one dtype from end to end", "[passes][bf16]") {
+  Graph into_conv = residual_stream("Conv");
+  CHECK(keep_all(into_conv) == 3);
+  for (const char* v : {"a", "b", "c"}) CHECK(dtype_of(into_conv, v) == DType::BFloat16);
+  // c is read by a Relu, so it stays float32; b is c's residual, a is b's: both stay too.
+  Graph into_relu = residual_stream("Relu");
+  CHECK(keep_all(into_relu) == 0);
+  for (const char* v : {"a", "b", "c"}) CHECK(dtype_of(into_relu, v) == DType::Float32);
 }
 
 TEST_CASE("keep_bf16_between_products leaves a value alone where either end's backend does not take bf16", "[passes][bf16]") {
   for (const std::string refused : {"conv1", "conv2"}) {
     Graph g = chain();
     passes::mark_bf16_compute(g);
-    CHECK(passes::keep_bf16_between_products(g, [&](const Node& n) { return n.name != refused; }) == 0);
+    passes::keep_bf16_between_products(g, [&](const Node& n) { return n.name != refused; });
     CHECK(dtype_of(g, "c1") == DType::Float32);
   }
   Graph unmarked = chain();  // nothing marked: nothing kept, whatever the backends take
@@ -68,14 +97,16 @@ TEST_CASE("a bf16 session keeps conv-to-conv values in bf16 on oneDNN, near the 
     SUCCEED("this CPU computes no bf16: the session runs float32 (model_test checks that)");
     return;
   }
-  // Three convs in a row on NHWC: the two values between them are kept.
+  // Three convs in a row on NHWC, the second adding the first one's output as its residual: the
+  // two values between them are kept, the residual added in bf16.
   Graph g;
   g.add_input("x", DType::Float32, {1, 16, 9, 9});
   for (int i = 1; i <= 3; ++i) g.add_initializer("w" + std::to_string(i), random_tensor({16, 16, 3, 3}, static_cast<unsigned>(i), -0.2f, 0.2f));
   g.add_initializer("b2", random_tensor({16}, 7));
   g.add_node("Conv", {"x", "w1"}, {"c1"}, padded());
   g.add_node("Conv", {"c1", "w2", "b2"}, {"c2"}, padded());
-  g.add_node("Relu", {"c2"}, {"r2"});
+  g.add_node("Add", {"c2", "c1"}, {"s2"});
+  g.add_node("Relu", {"s2"}, {"r2"});
   g.add_node("Conv", {"r2", "w3"}, {"y"}, padded());
   g.add_output("y");
   const Tensor x = random_tensor({1, 16, 9, 9}, 11);
@@ -90,6 +121,9 @@ TEST_CASE("a bf16 session keeps conv-to-conv values in bf16 on oneDNN, near the 
   int kept = 0;
   for (const ValueInfo& v : s.graph().values()) kept += v.dtype == DType::BFloat16;
   CHECK(kept == 2);
+  int residuals = 0;
+  for (const Node& n : s.graph().nodes()) residuals += has_fused_residual(n) && has_bf16_activations(n, s.graph());
+  CHECK(residuals == 1);
   for (const StepProfile& step : s.last_profile().steps)
     if (step.op.find("Conv") != std::string::npos) CHECK(step.backend.rfind("onednn", 0) == 0);
   const double err = relative_l2_error(got, want);
