@@ -87,6 +87,7 @@
 //   and Gelu, or bias and the residual before LayerNorm).
 //
 // compute_precision (string attribute; absent = "fp32"), set by the session on Conv, FusedConv,
+//   Attention (its two products),
 //   MatMul, Gemm and FusedMatMul under SessionOptions::precision = BF16: "bf16" lets a kernel
 //   round the inputs and weights to bfloat16 and accumulate in float32; a kernel that computes
 //   in float32 is still right. The reference computes in float32.

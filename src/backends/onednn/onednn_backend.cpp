@@ -150,6 +150,13 @@ std::optional<KernelProfile> OneDnnBackend::describe(const Node& node, const Gra
   else if (family_of(node) == Family::MatMul) p = describe_matmul(node, graph, shapes);
   else if (family_of(node) == Family::QLinearConv || family_of(node) == Family::MatMulInteger)
     p = describe_integer_arithmetic(config, shapes);
+  else if (family_of(node) == Family::Attention && node.attr_string("compute_precision", "") == "bf16") {
+    // Both products in bf16; Q, K and V rounded into copies first (read 4 bytes, write 2).
+    p = primitive_profile();
+    p->work_scale = reduced_precision_work_share(dnnl::memory::data_type::bf16);
+    for (std::size_t i = 0; i < 3 && i < shapes.size(); ++i)
+      if (shapes[i]) p->extra_bytes += 2.0 * static_cast<double>(shape_numel(*shapes[i]));
+  }
   if (p) p->call_seconds = kPrimitiveCallSeconds;
   return p;
 }

@@ -272,6 +272,17 @@ std::vector<SweepCase> bf16_cases() {
   out.push_back({OpCase("Gemm").input("A", {3, 17}).constant("B", {24, 17}).constant("C", {24})
                      .attr("transB", std::int64_t{1}).attr("compute_precision", bf16).seed(seed++),
                  2e-2, 1e-2 * std::sqrt(17.0)});
+  // Attention's two products in bf16: the scores' sums over d, then Y's over the keys (weights
+  // under 1 that add up to 1, so its error stays near the scores').
+  for (std::int64_t s : {1, 7, 13})
+    out.push_back({OpCase("Attention", "com.wpk").input("Q", {2, 3, s, 8}).input("K", {2, 3, 19, 8})
+                       .input("V", {2, 3, 19, 5}).input("M", {2, 1, 1, 19}).attr("scale", 0.35f)
+                       .attr("compute_precision", bf16).seed(seed++),
+                   2e-2, 1e-2 * std::sqrt(8.0)});
+  out.push_back({OpCase("Attention", "com.wpk").input("Q", {1, 9, 2, 16}).input("K", {1, 11, 2, 16})
+                     .input("V", {1, 11, 2, 16}).attr("scale", 0.25f).attr("interleaved_heads", std::vector<std::int64_t>{1, 1, 1, 1})
+                     .attr("compute_precision", bf16).seed(seed++),
+                 2e-2, 1e-2 * std::sqrt(16.0)});
   return out;
 }
 
