@@ -58,7 +58,7 @@ std::vector<DType> rule(const Node& n, const std::vector<DType>& in) {
   if (n.domain == "com.wpk") {  // fused ops compute in their first input's type, but for these
     if (op == "QLinearAdd") all(input(7));  // the output zero point's
     else if (op == "QLinearConvAdd") all(input(13));
-    else if (op == "MatMulIntegerToFloat") all(DType::Float32);
+    else if (op == "MatMulIntegerToFloat" || op == "ConvIntegerToFloat") all(DType::Float32);
     else all(input(0));
     return out;
   }

@@ -85,6 +85,11 @@
 //   with an epilogue: Y = act(the above + Bias + Z), Bias float32 [N], Z of Y's shape, and
 //   activation / activation_params as FusedConv's (a transformer's quantized linear layer: bias
 //   and Gelu, or bias and the residual before LayerNorm).
+// ConvIntegerToFloat(X, W, X_scale, W_scale, X_zero, W_zero) -> Y
+//   Y = Cast<float32>(ConvInteger(X, W, X_zero, W_zero)) * (X_scale * W_scale), the scales'
+//   product in float32: X 8-bit NCHW with a one-element scale and zero point, W a constant 8-bit
+//   [C_out, C_in / group, kH, kW] with a one-element scale and zero point; ConvInteger's
+//   attributes. What dynamic quantization writes as ConvInteger -> Cast -> Mul(X_scale * W_scale).
 //
 // compute_precision (string attribute; absent = "fp32"), set by the session on Conv, FusedConv,
 //   Attention (its two products),

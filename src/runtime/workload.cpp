@@ -70,7 +70,8 @@ search::Workload estimate_workload(const Node& node, const InputShapes& shapes) 
   const bool quantized_conv = op == "QLinearConv" || op == "QLinearConvAdd";
   const std::size_t weights = quantized_conv ? 3 : 1;
   const Shape* b = shapes.size() > weights && shapes[weights] ? &*shapes[weights] : nullptr;
-  if ((op == "Conv" || op == "FusedConv" || quantized_conv) && x && b && b->size() == 4 && x->size() == 4) {
+  if ((op == "Conv" || op == "FusedConv" || op == "ConvIntegerToFloat" || quantized_conv) && x && b && b->size() == 4 &&
+      x->size() == 4) {
     // Each output pixel of each output channel takes C_in/group x kH x kW products; output
     // pixels taken as input pixels over the strides.
     const double in_channels = static_cast<double>((*b)[1] * node.attr_int("group", 1));

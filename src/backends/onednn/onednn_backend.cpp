@@ -7,7 +7,7 @@
 namespace wpk::onednn {
 namespace {
 
-enum class Family { None, Conv, QLinearConv, MatMulInteger, MatMul, Pool, Transpose, Attention, LayerNorm, Binary, BatchNorm, Eltwise, Softmax, Concat };
+enum class Family { None, Conv, QLinearConv, MatMulInteger, ConvInteger, MatMul, Pool, Transpose, Attention, LayerNorm, Binary, BatchNorm, Eltwise, Softmax, Concat };
 
 Family family_of(const Node& node) {
   const bool onnx = node.domain.empty() || node.domain == "ai.onnx";
@@ -18,6 +18,7 @@ Family family_of(const Node& node) {
   if (onnx && node.op_type == "QLinearConv") return Family::QLinearConv;
   if (wpk_op && node.op_type == "QLinearConvAdd") return Family::QLinearConv;
   if (wpk_op && node.op_type == "MatMulIntegerToFloat") return Family::MatMulInteger;
+  if (wpk_op && node.op_type == "ConvIntegerToFloat") return Family::ConvInteger;
   if (onnx && (node.op_type == "MaxPool" || node.op_type == "AveragePool" || node.op_type == "GlobalAveragePool"))
     return Family::Pool;
   if (onnx && node.op_type == "Transpose") return Family::Transpose;
@@ -70,6 +71,7 @@ std::string OneDnnBackend::why_unsupported(const Node& node, const Graph& graph)
     case Family::Conv: return conv_unsupported(node, graph);
     case Family::QLinearConv: return qlinear_conv_unsupported(node, graph);
     case Family::MatMulInteger: return matmul_integer_unsupported(node, graph);
+    case Family::ConvInteger: return conv_integer_unsupported(node, graph);
     case Family::MatMul: return matmul_unsupported(node, graph);
     case Family::Pool: return pool_unsupported(node, graph);
     case Family::Transpose: return transpose_unsupported(node, graph);
@@ -108,6 +110,7 @@ std::unique_ptr<Kernel> OneDnnBackend::prepare(const Node& node, const Graph& gr
     case Family::Conv: return make_conv(node, graph, "");
     case Family::QLinearConv: return make_qlinear_conv(node, graph, "");
     case Family::MatMulInteger: return make_matmul_integer(node, graph, "");
+    case Family::ConvInteger: return make_conv_integer(node, graph, "");
     case Family::MatMul: return make_matmul(node, graph);
     case Family::Pool: return make_pool(node, graph);
     case Family::Transpose: return make_transpose(node, graph);
@@ -128,18 +131,21 @@ std::vector<std::string> OneDnnBackend::configs(const Node& node, const Graph& g
   if (family_of(node) == Family::Conv) return conv_configs(node, graph);
   if (family_of(node) == Family::QLinearConv) return qlinear_conv_configs(node, graph);
   if (family_of(node) == Family::MatMulInteger) return matmul_integer_configs(node, graph);
+  if (family_of(node) == Family::ConvInteger) return conv_integer_configs(node, graph);
   return {""};
 }
 
 std::unique_ptr<Kernel> OneDnnBackend::prepare(const Node& node, const Graph& graph, const std::string& config) const {
   if (config.empty()) return prepare(node, graph);
   const Family family = family_of(node);
-  if (family != Family::Conv && family != Family::QLinearConv && family != Family::MatMulInteger)
+  if (family != Family::Conv && family != Family::QLinearConv && family != Family::MatMulInteger &&
+      family != Family::ConvInteger)
     throw Error(ErrorCode::Internal, node_label(node) + "onednn has no configuration '" + config + "'");
   const std::string why = why_unsupported(node, graph);
   if (!why.empty()) throw Error(ErrorCode::Unsupported, node_label(node) + why);
   if (family == Family::Conv) return make_conv(node, graph, config);
   if (family == Family::QLinearConv) return make_qlinear_conv(node, graph, config);
+  if (family == Family::ConvInteger) return make_conv_integer(node, graph, config);
   return make_matmul_integer(node, graph, config);
 }
 
@@ -148,7 +154,8 @@ std::optional<KernelProfile> OneDnnBackend::describe(const Node& node, const Gra
   std::optional<KernelProfile> p;
   if (family_of(node) == Family::Conv) p = describe_conv(node, config, shapes, threads);
   else if (family_of(node) == Family::MatMul) p = describe_matmul(node, graph, shapes);
-  else if (family_of(node) == Family::QLinearConv || family_of(node) == Family::MatMulInteger)
+  else if (family_of(node) == Family::QLinearConv || family_of(node) == Family::MatMulInteger ||
+           family_of(node) == Family::ConvInteger)
     p = describe_integer_arithmetic(config, shapes);
   else if (family_of(node) == Family::Attention && node.attr_string("compute_precision", "") == "bf16") {
     // Both products in bf16; Q, K and V rounded into copies first (read 4 bytes, write 2).

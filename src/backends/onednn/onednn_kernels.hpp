@@ -49,6 +49,11 @@ std::string matmul_integer_unsupported(const Node& node, const Graph& graph);  /
 std::vector<std::string> matmul_integer_configs(const Node& node, const Graph& graph);
 std::unique_ptr<Kernel> make_matmul_integer(const Node& node, const Graph& graph, const std::string& config);
 
+std::string conv_integer_unsupported(const Node& node, const Graph& graph);  // conv_integer.cpp
+// As qlinear_conv_configs: "arithmetic=int8" where exact here, then "arithmetic=float".
+std::vector<std::string> conv_integer_configs(const Node& node, const Graph& graph);
+std::unique_ptr<Kernel> make_conv_integer(const Node& node, const Graph& graph, const std::string& config);
+
 std::string matmul_unsupported(const Node& node, const Graph& graph);  // matmul.cpp
 std::unique_ptr<Kernel> make_matmul(const Node& node, const Graph& graph);
 // How its matmul computes a product with constant B, for the cost model; nullopt otherwise.

@@ -26,7 +26,7 @@ namespace {
 struct PlainKernels {
   KernelFn conv = nullptr, matmul = nullptr, softmax = nullptr, concat = nullptr;
   KernelFn max_pool = nullptr, average_pool = nullptr, global_average_pool = nullptr, batch_norm = nullptr;
-  KernelFn qlinear_conv = nullptr, matmul_integer = nullptr, qlinear_add = nullptr, mul = nullptr;
+  KernelFn qlinear_conv = nullptr, matmul_integer = nullptr, conv_integer = nullptr, qlinear_add = nullptr, mul = nullptr;
   std::map<std::string, KernelFn> chain_ops;  // an ElementwiseChain's steps' (graph/elementwise_chain.hpp)
 };
 PlainKernels plain;
@@ -400,6 +400,24 @@ void matmul_integer_to_float(KernelContext& ctx) {
   apply_epilogue(ctx, y, kIntegerProductResidual);
 }
 
+// ConvIntegerToFloat: ConvInteger, then each int32 element times X_scale * W_scale.
+void conv_integer_to_float(KernelContext& ctx) {
+  Node plain_node = ctx.node();
+  plain_node.op_type = "ConvInteger";
+  plain_node.domain.clear();
+  const Tensor& xs = ctx.input(2);
+  const Tensor& ws = ctx.input(3);
+  if (xs.dtype() != DType::Float32 || ws.dtype() != DType::Float32) ctx.fail(ErrorCode::Unsupported, "scales must be float32");
+  if (xs.numel() != 1 || ws.numel() != 1)
+    ctx.fail(ErrorCode::InvalidArgument, "X_scale and W_scale must have one element, got shapes " + shape_to_string(xs.shape()) +
+                                             " and " + shape_to_string(ws.shape()));
+  const Tensor acc = run_plain(plain.conv_integer, plain_node, {&ctx.input(0), &ctx.input(1), &ctx.input(4), &ctx.input(5)},
+                               ctx.opset());
+  Tensor& y = ctx.allocate_output(0, DType::Float32, acc.shape());
+  const float scale = xs.data<float>()[0] * ws.data<float>()[0];
+  for (std::int64_t i = 0; i < acc.numel(); ++i) y.data<float>()[i] = static_cast<float>(acc.data<std::int32_t>()[i]) * scale;
+}
+
 // com.wpk QLinearConvAdd: the QLinearConv of its first nine inputs, in either layout, then the
 // QLinearAdd of its codes and the residual's (graph/fused_ops.hpp).
 void qlinear_conv_add(KernelContext& ctx) {
@@ -431,6 +449,7 @@ void register_fused(OpTable& t) {
   plain.softmax = entry("Softmax").fn;
   plain.concat = entry("Concat").fn;
   plain.matmul_integer = entry("MatMulInteger").fn;
+  plain.conv_integer = entry("ConvInteger").fn;
   plain.qlinear_add = entry("com.wpk:QLinearAdd").fn;
   plain.mul = entry("Mul").fn;
   for (const char* op : {"Add", "Sub", "Mul", "Div", "Max", "Min", "Relu", "Sigmoid", "Tanh", "Exp", "Sqrt", "Neg", "Abs", "Erf"})
@@ -443,6 +462,7 @@ void register_fused(OpTable& t) {
   t.add("com.wpk:Gelu", {gelu_kernel, 1, 1, 1});
   t.add("Gelu", {gelu_kernel, 1, 1, 20});  // ONNX's, for sessions that skip the optimizer
   t.add("com.wpk:MatMulIntegerToFloat", {matmul_integer_to_float, 6, 8, 1});
+  t.add("com.wpk:ConvIntegerToFloat", {conv_integer_to_float, 6, 6, 1});
   t.add("com.wpk:Attention", {attention, 3, 4, 1});
   t.add("com.wpk:QLinearConvAdd", {qlinear_conv_add, 14, 14, 1});
   // fuse_layernorm's op for models older than opset 17: the same kernel.

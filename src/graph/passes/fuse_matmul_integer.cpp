@@ -6,6 +6,10 @@
 // [K, N]; A_scale one element (DynamicQuantizeLinear's scale, or known to have one element);
 // B_scale and B_zero constants of one or N elements. The DynamicQuantizeLinear that makes A
 // stays: the products that read one quantized input share it.
+// A convolution as dynamic quantization writes it, Mul(Cast<float>(ConvInteger(X, W, X_zero,
+// W_zero)), Mul(X_scale, W_scale)), becomes com.wpk ConvIntegerToFloat(X, W, X_scale, W_scale,
+// X_zero, W_zero) alike, W a constant 8-bit 4-D tensor with one scale and zero point (per-channel
+// ones would not broadcast along an NCHW result's channels).
 // QLinearMatMul with such a B (the QOperator form) becomes the same op and a QuantizeLinear at
 // its y_scale and y_zero_point: the integer product scaled in float32 and requantized, where the
 // definition requantizes a double product (one code apart at most, as QLinearConv's kernels).
@@ -82,12 +86,13 @@ bool fuse_matmul_integer(Graph& g, const PassContext& ctx) {
                                        Rewriter& rewriter) {
     if (is_onnx_op(&g.nodes()[i], "QLinearMatMul")) return fold_qlinear_matmul(g, g.nodes()[i], static_cast<int>(i), rewriter);
     const Node& mmi = g.nodes()[i];
-    if (!is_onnx_op(&mmi, "MatMulInteger") || mmi.inputs.size() != 4 || mmi.outputs.size() != 1) return;
+    const bool conv = is_onnx_op(&mmi, "ConvInteger");
+    if ((!conv && !is_onnx_op(&mmi, "MatMulInteger")) || mmi.inputs.size() != 4 || mmi.outputs.size() != 1) return;
     for (ValueId v : mmi.inputs)
       if (v == kNoValue) return;
     const Tensor* b = g.initializer(mmi.inputs[1]);
-    if (!b || !is_8bit(b->dtype()) || b->rank() != 2) return;
-    const std::int64_t n = b->dim(1);
+    if (!b || !is_8bit(b->dtype()) || b->rank() != (conv ? 4 : 2)) return;
+    const std::int64_t n = conv ? 1 : b->dim(1);
     const Node* cast = index.sole_reader(mmi.outputs[0]);
     if (!is_onnx_op(cast, "Cast") || cast->attr_int("to", 0) != static_cast<std::int64_t>(DType::Float32)) return;
     const Node* mul = index.sole_reader(cast->outputs[0]);
@@ -107,9 +112,10 @@ bool fuse_matmul_integer(Graph& g, const PassContext& ctx) {
     if (index.sole_reader(scales->outputs[0]) == mul) matched.push_back(index.producer_index(scales->outputs[0]));
     if (!rewriter.available(matched)) return;
     Node fused;
-    fused.op_type = "MatMulIntegerToFloat";
+    fused.op_type = conv ? "ConvIntegerToFloat" : "MatMulIntegerToFloat";
     fused.domain = kWpkDomain;
     fused.name = mmi.name;
+    if (conv) fused.attributes = mmi.attributes;  // the convolution's window
     fused.inputs = {mmi.inputs[0], mmi.inputs[1], a_scale, b_scale, mmi.inputs[2], mmi.inputs[3]};
     fused.outputs = {mul->outputs[0]};
     rewriter.replace(matched, {std::move(fused)});

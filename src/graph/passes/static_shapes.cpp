@@ -362,7 +362,8 @@ void StaticShapes::infer(const Graph& g, const Node& n) {
   if (n.domain == kWpkDomain) {
     if (keeps_shape(n) && in(0)) set_dims(out, *in(0));
     if (op == "FusedMatMul" || op == "MatMulIntegerToFloat") set_dims(out, matmul_dims(in(0), in(1)));
-    if (op == "FusedConv" && in(1) && !in(1)->empty()) set_dims(out, window_dims(n, in(0), in(1), (*in(1))[0]));
+    if ((op == "FusedConv" || op == "ConvIntegerToFloat") && in(1) && !in(1)->empty())
+      set_dims(out, window_dims(n, in(0), in(1), (*in(1))[0]));
     if (op == "QLinearConvAdd" && in(3) && !in(3)->empty()) set_dims(out, window_dims(n, in(0), in(3), (*in(3))[0]));
     if (op == "DepthwisePointwiseConv" && in(1) && !in(1)->empty() && in(3) && !in(3)->empty())
       if (auto dims = window_dims(n, in(0), in(1), (*in(1))[0]); dims && dims->size() == 4) {

@@ -212,6 +212,22 @@ std::vector<SweepCase> quantized_cases() {
     }
   }
   for (std::int64_t n : {31, 100}) out.push_back({OpCase("DynamicQuantizeLinear").input("X", {n}).seed(seed++), 0, 0});
+  // Dynamic quantization's convolutions: the float result to the bit (NCHW, uint8 and int8 X,
+  // strides, padding, groups, a 1x1).
+  for (const Conv& v : {Conv{15, 16, 7, 3, 1, 1, false}, Conv{17, 33, 6, 3, 2, 1, true}, Conv{16, 32, 5, 1, 1, 1, false},
+                        Conv{32, 32, 7, 3, 1, 4, false}}) {
+    OpCase op("ConvIntegerToFloat", "com.wpk");
+    const Tensor x = v.signed_input ? random_codes<std::int8_t>({1, v.c, v.hw, v.hw}, seed++, -128, 127)
+                                    : random_codes<std::uint8_t>({1, v.c, v.hw, v.hw}, seed++, 0, 255);
+    const Tensor xz = v.signed_input ? Tensor::scalar(std::int8_t{-5}) : Tensor::scalar(std::uint8_t{131});
+    const std::int64_t pad = v.k / 2;
+    out.push_back({op.input("X", x).constant("W", random_codes<std::int8_t>({v.co, v.c / v.group, v.k, v.k}, seed++, -127, 127))
+                       .input("XS", Tensor::scalar(0.02f)).constant("WS", Tensor::scalar(0.004f))
+                       .input("XZ", xz).constant("WZ", Tensor::scalar(std::int8_t{0}))
+                       .attr("pads", std::vector<std::int64_t>{pad, pad, pad, pad})
+                       .attr("strides", std::vector<std::int64_t>{v.stride, v.stride}).attr("group", v.group),
+                   0, 0});
+  }
   // Dynamic quantization's products: the float result to the bit.
   for (std::int64_t rows : {1, 7, 33})
     for (std::int64_t k : {16, 17, 64})
@@ -439,10 +455,11 @@ TEST_CASE("every candidate of every registered backend matches the reference at 
   CHECK(checked["onednn(algorithm=direct)"] > 0);
   CHECK(ops_checked["onednn"].count("Transpose") == 1);
   CHECK(ops_checked["onednn"].count("MaxPool") == 1);
-  // QLinearConv(Add) and MatMulIntegerToFloat in float arithmetic on every CPU, in int8 (their cases
-  // have weights past [-64, 64]) where oneDNN runs AVX-512 VNNI or AMX (exact_int8_products).
+  // QLinearConv(Add), MatMulIntegerToFloat and ConvIntegerToFloat in float arithmetic on every
+  // CPU, in int8 (their cases have weights past [-64, 64]) where oneDNN runs AVX-512 VNNI or AMX
+  // (exact_int8_products).
   CHECK(checked["onednn(arithmetic=float)"] > 0);
-  for (const char* op : {"QLinearConv", "com.wpk.QLinearConvAdd", "com.wpk.MatMulIntegerToFloat"})
+  for (const char* op : {"QLinearConv", "com.wpk.QLinearConvAdd", "com.wpk.MatMulIntegerToFloat", "com.wpk.ConvIntegerToFloat"})
     CHECK(ops_checked["onednn"].count(op) == 1);
   const wpk::CpuFeatures& cpu = wpk::cpu_features();
   CHECK((checked["onednn(arithmetic=int8)"] > 0) == (cpu.avx512_vnni || cpu.amx_int8));

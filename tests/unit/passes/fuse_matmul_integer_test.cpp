@@ -119,3 +119,51 @@ TEST_CASE("fuse_matmul_epilogue gives a quantized product its bias, Gelu and res
     check_unchanged(g, in, "fuse_matmul_epilogue");
   }
 }
+
+namespace {
+
+// x [N, 6, 9, 9] -> DynamicQuantizeLinear -> ConvInteger(W [8, 6 / group, 3, 3], stride 2,
+// pads 1) -> Cast -> Mul(X_scale * W_scale) -> Add(bias [1, 8, 1, 1]) -> y, as ONNX Runtime's
+// dynamic quantizer writes a Conv.
+Graph dynamic_conv_graph(std::int64_t group, bool per_channel_scale = false) {
+  Graph g;
+  g.add_input("x", DType::Float32, {Dim("N"), 6, 9, 9});
+  std::vector<std::int8_t> w(static_cast<std::size_t>(8 * (6 / group) * 9));
+  for (std::size_t i = 0; i < w.size(); ++i) w[i] = static_cast<std::int8_t>(static_cast<int>(i * 41 % 255) - 127);
+  g.add_initializer("w", Tensor::from_vector(w, {8, 6 / group, 3, 3}));
+  g.add_initializer("ws", per_channel_scale ? random_tensor({8, 1, 1}, 4, 0.002f, 0.004f) : Tensor::scalar(0.003f));
+  g.add_initializer("wz", Tensor::scalar(std::int8_t{0}));
+  g.add_initializer("bias", random_tensor({1, 8, 1, 1}, 5));
+  g.add_node("DynamicQuantizeLinear", {"x"}, {"xq", "xs", "xz"});
+  g.add_node("ConvInteger", {"xq", "w", "xz", "wz"}, {"acc"},
+             {{"group", Attribute(group)}, {"strides", Attribute(std::vector<std::int64_t>{2, 2})},
+              {"pads", Attribute(std::vector<std::int64_t>{1, 1, 1, 1})}});
+  g.add_node("Cast", {"acc"}, {"accf"}, {{"to", Attribute(std::int64_t(DType::Float32))}});
+  g.add_node("Mul", {"xs", "ws"}, {"s"});
+  g.add_node("Mul", {"accf", "s"}, {"m"});
+  g.add_node("Add", {"m", "bias"}, {"y"});
+  g.add_output("y");
+  return g;
+}
+
+}  // namespace
+
+TEST_CASE("fuse_matmul_integer makes dynamic quantization's convolution one op with the same floats",
+          "[optimizer][passes][int8]") {
+  for (std::int64_t group : {1, 2}) {
+    const Graph g = dynamic_conv_graph(group);
+    const Graph opt = optimized(g);
+    CHECK(count_op(opt, "ConvIntegerToFloat", kWpkDomain) == 1);
+    CHECK(count_op(opt, "ConvInteger") == 0);
+    CHECK(count_op(opt, "Cast") == 0);
+    CHECK(count_op(opt, "Mul") == 0);
+    const TensorMap in = {{"x", random_tensor({2, 6, 9, 9}, 9, -2.0f, 3.0f)}};
+    check_unchanged(g, in, "fuse_matmul_integer", 0, 0);
+    // Every backend's kernel for it, in a whole session, near the graph as written (the float
+    // arithmetic config rounds sums past 2^24, which these stay below).
+    const Tensor want = run_on_reference(g, in).at("y");
+    CHECK(relative_l2_error(Session(g).run(in).at("y"), want) < 1e-6);
+  }
+  // A W_scale per channel ([C_out, 1, 1]) is not the fused op's: the graph stays as written.
+  CHECK(count_op(optimized(dynamic_conv_graph(1, true)), "ConvIntegerToFloat", kWpkDomain) == 0);
+}
