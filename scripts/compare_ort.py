@@ -9,7 +9,8 @@ LIST is comma-separated: NAME (its default rows) or NAME:BATCH, or `all` (every 
 folder at batch 1). The default rows are resnet50:1, mobilenet_v2:1, bert_base:1 (seq 128),
 resnet50:8, and the int8 rows resnet50_int8:1 and bert_base_int8:1; a NAME with no default row runs
 at batch 1. Models come from scripts/export_models.py (build/models), exported on first use; the
-int8 ones from scripts/quantize_ort.py (ONNX Runtime's quantization tool), made on first use.
+int8 ones from scripts/quantize_ort.py (ONNX Runtime's quantization tool), made on first use
+(resnet18_int8_dynamic, not a default row: ResNet-18 quantized dynamically, its convs ConvInteger).
 
 --peer openvino measures OpenVINO (scripts/bench_openvino.py: its CPU defaults, so bf16 where the
 CPU has AMX or AVX-512 BF16) in place of ONNX Runtime; --precision bf16 runs wpk with
@@ -43,7 +44,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_ROWS = [("resnet50", 1), ("mobilenet_v2", 1), ("bert_base", 1), ("resnet50", 8),
                 ("resnet50_int8", 1), ("bert_base_int8", 1)]
 EXPORTABLE = ["resnet18", "resnet50", "mobilenet_v2", "bert_base"]
-QUANTIZED = {"resnet50_int8": "resnet50", "bert_base_int8": "bert_base"}  # made by scripts/quantize_ort.py
+# made by scripts/quantize_ort.py
+QUANTIZED = {"resnet50_int8": "resnet50", "bert_base_int8": "bert_base", "resnet18_int8_dynamic": "resnet18"}
 FIELDS = ["model", "runtime", "threads", "batch", "load_ms", "median_ms", "p90_ms", "min_ms", "peak_rss_mb"]
 
 

@@ -7,6 +7,7 @@ Usage: quantize_ort.py MODELS_DIR NAME ...
   resnet50_int8  QDQ, static: int8 weights per output channel, uint8 activations, calibrated on
                  the stored PyTorch input and 7 normal inputs from a fixed seed
   bert_base_int8 dynamic: int8 weights, activations quantized at run time
+  resnet18_int8_dynamic  dynamic, as bert_base_int8: its convs become ConvInteger
 Each NAME.onnx is written next to its float model (exported first: scripts/export_models.py);
 one already there is left alone.
 """
@@ -20,7 +21,8 @@ from onnxruntime.quantization import (CalibrationDataReader, QuantFormat, QuantT
                                       quantize_static)
 from onnxruntime.quantization.shape_inference import quant_pre_process
 
-QUANTIZED = {"resnet50_int8": ("resnet50", "static"), "bert_base_int8": ("bert_base", "dynamic")}
+QUANTIZED = {"resnet50_int8": ("resnet50", "static"), "bert_base_int8": ("bert_base", "dynamic"),
+             "resnet18_int8_dynamic": ("resnet18", "dynamic")}
 
 
 class Calibration(CalibrationDataReader):
