@@ -116,3 +116,16 @@ graph = helper.make_graph([
      q8("bs", 0.01, np.float32), q8("qs", 0.1, np.float32), q8("qz", 100, np.uint8)])
 model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)])
 onnx.save(model, f"{OUT}/dynamic_and_contrib.onnx")
+
+# A dynamically quantized convolution (ConvInteger -> Cast -> Mul, fuse_matmul_integer's conv
+# pattern) with its bias added after, as ONNX Runtime's quantize_dynamic writes it.
+save("dynamic_conv", [
+    helper.make_node("DynamicQuantizeLinear", ["x"], ["xq", "xs", "xz"]),
+    helper.make_node("ConvInteger", ["xq", "w", "xz", "wz"], ["acc"], pads=[1, 1, 1, 1], strides=[2, 2]),
+    helper.make_node("Cast", ["acc"], ["accf"], to=TensorProto.FLOAT),
+    helper.make_node("Mul", ["xs", "ws"], ["s"]),
+    helper.make_node("Mul", ["accf", "s"], ["m"]),
+    helper.make_node("Add", ["m", "b"], ["y"]),
+], [tensor("x", ["N", 8, 7, 7])], [tensor("y", ["N", 16, 4, 4])],
+    [numpy_helper.from_array(rng.integers(-127, 128, [16, 8, 3, 3]).astype(np.int8), "w"), q8("wz", 0, np.int8),
+     q8("ws", 0.004, np.float32), const("b", [1, 16, 1, 1])])
