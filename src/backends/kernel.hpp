@@ -186,8 +186,8 @@ class Backend {
   // writes the product first and adds Z afterwards would read overwritten bytes.
   virtual bool accumulates_into_residual(const Node& /*node*/) const { return false; }
   // True when its kernel for `node` (marked compute_precision = "bf16") reads a bfloat16 input 0
-  // and writes a bfloat16 output 0 where the graph's values are so (graph/fused_ops.hpp): only
-  // such backends are offered a node with bfloat16 activations.
+  // or fused residual and writes a bfloat16 output 0 where the graph's values are so
+  // (graph/fused_ops.hpp): only such backends are offered a node with bfloat16 activations.
   virtual bool takes_bf16_activations(const Node& /*node*/, const Graph& /*graph*/) const { return false; }
   // True when its kernels come as source to compile (Kernel::source) before they can run: the
   // plan then prepares none only to stand by as a fallback (preparing one prints its source and

@@ -9,6 +9,7 @@
 #include "fuzz/run_model.hpp"
 #include "support/expect_error.hpp"
 #include "support/onnx_model_builder.hpp"
+#include "support/tensor_compare.hpp"
 #include "wpk/wpk.hpp"
 
 using namespace wpk;
@@ -341,6 +342,35 @@ TEST_CASE("a model file cannot switch its convolutions to bf16: only SessionOpti
   const Tensor marked = Session(model(true)).run(in).at("y");
   REQUIRE(plain.numel() == marked.numel());
   for (std::int64_t i = 0; i < plain.numel(); ++i) CHECK(marked.data<float>()[i] == plain.data<float>()[i]);
+}
+
+TEST_CASE("a model declaring a conv's or product's output bf16 gets float32 kernels, not a bf16-sized output", "[errors][bf16]") {
+  // x -> Conv -> c -> Relu -> r -> MatMul -> m -> Relu -> y, c and m declared bfloat16 by the
+  // model (value_info can say anything): no kernel may take them for bf16 activations.
+  Graph g;
+  g.add_input("x", DType::Float32, {1, 8, 6, 6});
+  std::vector<float> w(8 * 8 * 9), b(6 * 5);
+  for (std::size_t i = 0; i < w.size(); ++i) w[i] = static_cast<float>((i * 37) % 101) / 101.0f - 0.5f;
+  for (std::size_t i = 0; i < b.size(); ++i) b[i] = static_cast<float>((i * 13) % 17) / 17.0f - 0.5f;
+  g.add_initializer("w", Tensor::from_vector(w, {8, 8, 3, 3}));
+  g.add_initializer("b", Tensor::from_vector(b, {6, 5}));
+  g.add_node("Conv", {"x", "w"}, {"c"}, {{"pads", Attribute(std::vector<std::int64_t>{1, 1, 1, 1})}});
+  g.add_node("Relu", {"c"}, {"r"});
+  g.add_node("MatMul", {"r", "b"}, {"m"});
+  g.add_node("Relu", {"m"}, {"y"});
+  g.add_output("y");
+  std::vector<float> x(8 * 36);
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>((i * 53) % 97) / 97.0f - 0.5f;
+  const TensorMap in = {{"x", Tensor::from_vector(x, {1, 8, 6, 6})}};
+  const Tensor want = Session(g).run(in).at("y");
+  for (const char* v : {"c", "m"}) g.mutable_value(g.value_id(v)).dtype = DType::BFloat16;
+  for (Precision precision : {Precision::FP32, Precision::BF16}) {
+    SessionOptions options;
+    options.precision = precision;
+    const Tensor got = Session(g, options).run(in).at("y");
+    REQUIRE(got.dtype() == DType::Float32);
+    CHECK(wpk::testing::relative_l2_error(got, want) < (precision == Precision::FP32 ? 1e-6 : 2e-2));
+  }
 }
 
 TEST_CASE("an integer product with an empty inner dimension gives zeros, not a crash", "[errors][int8]") {

@@ -5,7 +5,9 @@
 // compute_precision = "bf16", Q, K and V are rounded into bf16 copies (the same reorders), the
 // softmax writes the probabilities in bf16, and both products accumulate in float32; the scores,
 // the mask and Y stay float32.
+#include <algorithm>
 #include <array>
+#include <cstdint>
 #include <memory>
 #include <utility>
 
@@ -32,6 +34,9 @@ struct AttentionPlan {
   std::array<dnnl::memory::desc, 4> lies, plain;
   std::array<dnnl::reorder, 4> reorders;
 };
+
+// The most staging a thread keeps between runs for attention (see run_primitives).
+constexpr std::size_t kHeldStagingBytes = std::size_t(32) << 20;
 
 // scores[b, i, j] += mask, row by row.
 void add_mask(const AttentionShape& sh, const AttentionOperand& mask, float* scores) {
@@ -75,7 +80,9 @@ class AttentionKernel : public OneDnnKernel {
                       Tensor& y) const {
     const AttentionShape& sh = plan.geometry.shape;
     // One staging block of the calling thread holds the staged operands' copies, the scores and
-    // (bf16) the probabilities: a fresh allocation per run faulted its pages in every time.
+    // (bf16) the probabilities: a fresh allocation per run faulted its pages in every time. A
+    // block past kHeldStagingBytes (long sequences: the scores grow with their square) is the
+    // run's own, so that no thread keeps it after the run.
     std::size_t total = 0;
     const auto reserve = [&total](std::size_t bytes) {
       const std::size_t at = total;
@@ -87,9 +94,16 @@ class AttentionKernel : public OneDnnKernel {
       if (plan.staged[o]) copy_at[o] = reserve(plan.plain[o].get_size());
     const std::size_t s_at = reserve(plan.s.get_size());
     const std::size_t p_at = plan.p != plan.s ? reserve(plan.p.get_size()) : s_at;
-    const dnnl::memory block = thread_memory(
-        0, dnnl::memory::desc({static_cast<std::int64_t>(std::max<std::size_t>(total, 64))}, dnnl::memory::data_type::u8, Tag::a));
-    char* base = static_cast<char*>(block.get_data_handle());
+    std::unique_ptr<char[]> own;
+    char* base = nullptr;
+    if (total > kHeldStagingBytes) {
+      own.reset(new char[total + 64]);
+      base = reinterpret_cast<char*>((reinterpret_cast<std::uintptr_t>(own.get()) + 63) & ~std::uintptr_t(63));
+    } else {
+      const dnnl::memory block = thread_memory(
+          0, dnnl::memory::desc({static_cast<std::int64_t>(std::max<std::size_t>(total, 64))}, dnnl::memory::data_type::u8, Tag::a));
+      base = static_cast<char*>(block.get_data_handle());
+    }
 
     std::array<dnnl::memory, 4> mem;
     const std::array<const dnnl::memory::desc*, 4> descs = {&plan.q, &plan.k_t, &plan.v, &plan.y};

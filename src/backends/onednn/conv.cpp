@@ -47,8 +47,6 @@ struct ConvPlan {
   dnnl::reorder to_bf16;
 };
 
-// The node may compute in bf16 (graph/fused_ops.hpp; set only on CPUs that do).
-bool computes_bf16(const Node& node) { return node.attr_string("compute_precision", "") == "bf16"; }
 
 enum class Algorithm { Direct, DirectBlocked, Winograd, MatMul };
 
@@ -116,8 +114,8 @@ dnnl::memory::desc loaded_weights_desc(const Shape& ws, std::int64_t group, bool
 class ConvKernel : public OneDnnKernel {
  public:
   ConvKernel(const Node& node, const Graph& graph, const Tensor& w, Tensor b, Algorithm algorithm)
-      : x_type_(graph.value(node.inputs[0]).dtype == DType::BFloat16 ? DType::BFloat16 : DType::Float32),
-        y_type_(graph.value(node.outputs[0]).dtype == DType::BFloat16 ? DType::BFloat16 : DType::Float32),
+      : x_type_(bf16_activation(node, graph, node.inputs[0]) ? DType::BFloat16 : DType::Float32),
+        y_type_(bf16_activation(node, graph, node.outputs[0]) ? DType::BFloat16 : DType::Float32),
         algorithm_(algorithm), weights_(w, loaded_weights_desc(w.shape(), node.attr_int("group", 1), false)),
         b_(std::move(b)), act_(read_activation(node)), channels_last_(node.attr_int("channels_last", 0) == 1),
         group_(node.attr_int("group", 1)), has_residual_(has_fused_residual(node)), bf16_(computes_bf16(node)) {}
@@ -281,9 +279,12 @@ std::string conv_unsupported(const Node& node, const Graph& graph) {
     if (!b || b->dtype() != DType::Float32 || b->numel() != w->shape()[0]) return "bias is not a constant float32 [C_out]";
   }
   if (!activation_supported(read_activation(node))) return "activation " + read_activation(node).kind + " has no oneDNN post-op";
-  const ValueInfo& x = graph.value(node.inputs[0]);
-  if (x.dtype != DType::Float32 && x.dtype != DType::Undefined && !(x.dtype == DType::BFloat16 && computes_bf16(node)))
-    return "input is not float32";
+  const ValueId residual = has_fused_residual(node) ? node.inputs[3] : kNoValue;
+  for (ValueId v : {node.inputs[0], residual, node.outputs.empty() ? kNoValue : node.outputs[0]}) {
+    const DType t = v == kNoValue ? DType::Undefined : graph.value(v).dtype;
+    if (t != DType::Float32 && t != DType::Undefined && !bf16_activation(node, graph, v))
+      return "input or output is not float32";
+  }
   return "";
 }
 

@@ -25,7 +25,6 @@ struct MatMulPlan {
   dnnl::reorder to_bf16;
 };
 
-bool computes_bf16(const Node& node) { return node.attr_string("compute_precision", "") == "bf16"; }
 
 std::int64_t rows_of(const Shape& a) {
   std::int64_t rows = 1;
@@ -55,8 +54,8 @@ class MatMulKernel : public OneDnnKernel {
   // (broadcast batch dims).
   MatMulKernel(const Node& node, const Graph& graph, const Tensor& b, bool transposed_b, Tensor bias,
                std::unique_ptr<Kernel> fallback)
-      : a_type_(graph.value(node.inputs[0]).dtype == DType::BFloat16 ? DType::BFloat16 : DType::Float32),
-        y_type_(graph.value(node.outputs[0]).dtype == DType::BFloat16 ? DType::BFloat16 : DType::Float32),
+      : a_type_(bf16_activation(node, graph, node.inputs[0]) && !b.empty() ? DType::BFloat16 : DType::Float32),
+        y_type_(bf16_activation(node, graph, node.outputs[0]) && !b.empty() ? DType::BFloat16 : DType::Float32),
         fallback_(std::move(fallback)), b_(b.empty() ? PackedWeights() : PackedWeights(b, loaded_b_desc(b.shape(), transposed_b))), transposed_b_(transposed_b), bias_(std::move(bias)), act_(read_activation(node)),
         has_residual_(has_fused_residual(node)), bf16_(computes_bf16(node) && !b.empty()) {}
 
@@ -192,12 +191,14 @@ bool has_input(const Node& node, std::size_t i) { return i < node.inputs.size() 
 
 std::string matmul_unsupported(const Node& node, const Graph& graph) {
   const Tensor* b = constant_input(node, graph, 1);
-  for (std::size_t i = 0; i < node.inputs.size(); ++i) {
-    const ValueId v = node.inputs[i];
+  // bf16 only as the marked product's A, residual Z (input 3, in its output's dtype) or output.
+  for (std::size_t i = 0; i <= node.inputs.size(); ++i) {
+    const ValueId v = i < node.inputs.size() ? node.inputs[i] : node.outputs.empty() ? kNoValue : node.outputs[0];
     if (v == kNoValue) continue;
     const DType t = graph.value(v).dtype;
-    if (t != DType::Float32 && t != DType::Undefined && !(i == 0 && t == DType::BFloat16 && b && computes_bf16(node)))
-      return "inputs are not float32";
+    const bool may_be_bf16 = b && (i == 0 || (i == 3 && has_fused_residual(node)) || i == node.inputs.size());
+    if (t != DType::Float32 && t != DType::Undefined && !(may_be_bf16 && bf16_activation(node, graph, v)))
+      return "inputs or output are not float32";
   }
   if (b && (b->dtype() != DType::Float32 || b->rank() != 2)) return "constant B is not a float32 matrix";
   if (node.op_type == "Gemm") {

@@ -184,7 +184,7 @@ void accumulate_residual_into(const KernelContext& ctx, std::size_t index, Tenso
 
 namespace {
 
-constexpr int kScratchpadSlot = 2;  // slots 0 and 1 are thread_memory's
+constexpr int kScratchpadSlot = 3;  // slots 0 to 2 are thread_memory's
 
 // Buffer `slot` of the calling thread, 64-byte aligned, grown to at least `bytes`; it lives as
 // long as the thread.
@@ -301,6 +301,12 @@ double reduced_precision_work_share(dnnl::memory::data_type type) {
   if (type == DT::bf16) return amx ? 1.0 / 16 : 0.5;
   if (type == DT::u8 || type == DT::s8) return amx ? 1.0 / 32 : has_8bit_dot_products() ? 0.25 : 0.5;
   return 1;
+}
+
+bool computes_bf16(const Node& node) { return node.attr_string("compute_precision", "") == "bf16"; }
+
+bool bf16_activation(const Node& node, const Graph& graph, ValueId v) {
+  return v != kNoValue && computes_bf16(node) && graph.value(v).dtype == DType::BFloat16;
 }
 
 Tensor integers_as_float(const Tensor& t) {

@@ -115,8 +115,9 @@ const Tensor& residual_input(const KernelContext& ctx, std::size_t index, const 
 // thread that created it, while Session::run executes kernels on whichever thread calls it.
 dnnl::primitive_attr make_attr();
 
-// A dnnl::memory of `desc` over this thread's buffer number `slot` (0 or 1), which grows as
+// A dnnl::memory of `desc` over this thread's buffer number `slot` (0, 1 or 2), which grows as
 // needed and lives as long as the thread: staging space for one step, never kept across steps.
+// The primitives' scratchpad has a buffer of its own (execute).
 dnnl::memory thread_memory(int slot, const dnnl::memory::desc& desc);
 
 // Whether a primitive descriptor's implementation (impl_info_str) is oneDNN's reference code,
@@ -203,6 +204,12 @@ bool exact_int8_products(const Tensor& weights, bool signed_input);
 // 8-bit multiply-adds a 32-bit lane; AMX's tile instructions sum a 16x16 block over 32 bf16 or 64
 // 8-bit pairs in the time of 16 AVX-512 multiply-adds (1/16, 1/32). 1 for float32.
 double reduced_precision_work_share(dnnl::memory::data_type type);
+// The node may compute in bf16 (compute_precision, graph/fused_ops.hpp; set only on CPUs that do).
+bool computes_bf16(const Node& node);
+// v, one of the node's values, is a bf16 activation: the node may compute in bf16 and the graph
+// keeps v in bf16 (passes::keep_bf16_between_products). Anything else a model declares bf16 is
+// not one: the kernels refuse it rather than write float32 into a bf16-sized output.
+bool bf16_activation(const Node& node, const Graph& graph, ValueId v);
 // An int8 or int32 tensor's integers as float32 (exact for |v| <= 2^24: weights' codes, biases):
 // the weights and bias of the integer kernels' arithmetic=float config.
 Tensor integers_as_float(const Tensor& t);

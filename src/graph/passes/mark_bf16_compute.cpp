@@ -3,6 +3,7 @@
 // weights, where the bf16 dot-product instructions double the work per instruction, and fused
 // attention's two products. Everything else (norms, softmax, elementwise) keeps float32. keep_bf16_between_products then makes the values
 // that pass only between such nodes bfloat16, so they are rounded once, where they are written.
+#include <algorithm>
 #include <vector>
 
 #include "graph/fused_ops.hpp"
@@ -39,11 +40,11 @@ int mark_bf16_compute(Graph& g) {
   return marked;
 }
 
-int keep_bf16_between_products(Graph& g, const std::function<bool(const Node&)>& takes_bf16) {
+namespace {
+
+// The values keep_bf16_between_products would make bf16 with `marked` nodes (see pass.hpp).
+std::vector<bool> bf16_values(const Graph& g, const std::vector<bool>& marked) {
   const std::vector<Node>& nodes = g.nodes();
-  std::vector<bool> marked(nodes.size());
-  for (std::size_t i = 0; i < nodes.size(); ++i)
-    marked[i] = nodes[i].attr_string("compute_precision", "") == "bf16" && takes_bf16(nodes[i]);
   // Per value: whether every read is a marked node's input 0 or residual, and how many there are.
   std::vector<bool> only_products(g.values().size(), true);
   std::vector<int> readers(g.values().size(), 0);
@@ -74,13 +75,35 @@ int keep_bf16_between_products(Graph& g, const std::function<bool(const Node&)>&
       changed = true;
     }
   }
-  int kept = 0;
-  for (std::size_t v = 0; v < keep.size(); ++v)
-    if (keep[v]) {
-      g.mutable_value(static_cast<ValueId>(v)).dtype = DType::BFloat16;
-      ++kept;
-    }
-  return kept;
+  return keep;
+}
+
+void set_dtypes(Graph& g, const std::vector<bool>& values, DType dtype) {
+  for (std::size_t v = 0; v < values.size(); ++v)
+    if (values[v]) g.mutable_value(static_cast<ValueId>(v)).dtype = dtype;
+}
+
+}  // namespace
+
+int keep_bf16_between_products(Graph& g, const std::function<bool(const Node&)>& takes_bf16) {
+  const std::vector<Node>& nodes = g.nodes();
+  std::vector<bool> marked(nodes.size());
+  for (std::size_t i = 0; i < nodes.size(); ++i)
+    marked[i] = nodes[i].attr_string("compute_precision", "") == "bf16" && takes_bf16(nodes[i]);
+  // Asked again once the values are bf16: a node its backend no longer takes so (a bf16 operand
+  // it does not read in bf16) leaves the set, and the values are worked out again without it.
+  for (;;) {
+    const std::vector<bool> keep = bf16_values(g, marked);
+    set_dtypes(g, keep, DType::BFloat16);
+    bool dropped = false;
+    for (std::size_t n = 0; n < nodes.size(); ++n)
+      if (marked[n] && has_bf16_activations(nodes[n], g) && !takes_bf16(nodes[n])) {
+        marked[n] = false;
+        dropped = true;
+      }
+    if (!dropped) return static_cast<int>(std::count(keep.begin(), keep.end(), true));
+    set_dtypes(g, keep, DType::Float32);
+  }
 }
 
 }  // namespace wpk::passes

@@ -43,13 +43,15 @@ bool fold_pad(Graph& g, const PassContext& ctx);              // fold_pad.cpp
 bool fold_qdq(Graph& g, const PassContext& ctx);              // fold_qdq.cpp
 // Not in the pass table: the session runs it after the passes when SessionOptions::precision is
 // BF16 on a CPU that computes in bf16. Marks float32 convolutions and matrix products with
-// constant weights compute_precision = "bf16" (graph/fused_ops.hpp); returns how many.
+// constant weights, and fused attention, compute_precision = "bf16" (graph/fused_ops.hpp);
+// returns how many.
 int mark_bf16_compute(Graph& g);                                // mark_bf16_compute.cpp
 // Also after the passes, under BF16: makes bfloat16 each float32 value written by a marked node
 // and read only by marked nodes, as input 0 or as a fused residual whose node's output is kept
 // too (a residual stream stays in one dtype), where `takes_bf16` says the kernels of both ends
 // read and write bfloat16 (Backend::takes_bf16_activations); returns how many values. Not graph
-// outputs: those keep the model's dtype.
+// outputs: those keep the model's dtype. A node its backend declines once its values are bf16
+// is left out, and the values are worked out again without it.
 int keep_bf16_between_products(Graph& g, const std::function<bool(const Node&)>& takes_bf16);  // mark_bf16_compute.cpp
 // Removes compute_precision wherever a model file set it: only the session's options decide.
 void clear_compute_precision(Graph& g);                         // mark_bf16_compute.cpp

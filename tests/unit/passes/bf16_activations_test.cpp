@@ -47,6 +47,14 @@ Graph residual_stream(const std::string& tail) {
   return g;
 }
 
+// Sessions keep bf16 values only on CPUs with AVX-512 BF16 or AMX; elsewhere they run float32
+// (model_test checks that).
+bool cpu_computes_bf16() {
+  const CpuFeatures& cpu = cpu_features();
+  if (!cpu.avx512_bf16 && !cpu.amx_bf16) SUCCEED("this CPU computes no bf16");
+  return cpu.avx512_bf16 || cpu.amx_bf16;
+}
+
 DType dtype_of(const Graph& g, const std::string& value) { return g.value(g.value_id(value)).dtype; }
 
 int keep_all(Graph& g) {
@@ -92,11 +100,7 @@ TEST_CASE("keep_bf16_between_products leaves a value alone where either end's ba
 }
 
 TEST_CASE("a bf16 session keeps conv-to-conv values in bf16 on oneDNN, near the float32 result", "[passes][bf16][onednn]") {
-  const CpuFeatures& cpu = cpu_features();
-  if (!cpu.avx512_bf16 && !cpu.amx_bf16) {
-    SUCCEED("this CPU computes no bf16: the session runs float32 (model_test checks that)");
-    return;
-  }
+  if (!cpu_computes_bf16()) return;
   // Three convs in a row on NHWC, the second adding the first one's output as its residual: the
   // two values between them are kept, the residual added in bf16.
   Graph g;
@@ -136,4 +140,30 @@ TEST_CASE("a bf16 session keeps conv-to-conv values in bf16 on oneDNN, near the 
   Session without(g, bf16);
   for (const ValueInfo& v : without.graph().values()) CHECK(v.dtype != DType::BFloat16);
   CHECK(relative_l2_error(without.run({{"x", x}}).at("y"), want) < 2e-2);
+}
+
+TEST_CASE("a bf16 session keeps a product's residual stream in bf16 and runs it", "[passes][bf16][onednn]") {
+  if (!cpu_computes_bf16()) return;
+  // h = x W0; h2 = h W1 + b + h (a FusedMatMul with h as its residual); y = h2 W2.
+  Graph g;
+  g.add_input("x", DType::Float32, {5, 32});
+  for (int i = 0; i < 3; ++i) g.add_initializer("w" + std::to_string(i), random_tensor({32, 32}, static_cast<unsigned>(20 + i), -0.2f, 0.2f));
+  g.add_initializer("b", random_tensor({32}, 30));
+  g.add_node("MatMul", {"x", "w0"}, {"h"});
+  g.add_node("MatMul", {"h", "w1"}, {"p"});
+  g.add_node("Add", {"p", "b"}, {"pb"});
+  g.add_node("Add", {"pb", "h"}, {"h2"});
+  g.add_node("MatMul", {"h2", "w2"}, {"y"});
+  g.add_output("y");
+  const Tensor x = random_tensor({5, 32}, 31);
+  const Tensor want = Session(g).run({{"x", x}}).at("y");
+  SessionOptions bf16;
+  bf16.precision = Precision::BF16;
+  Session s(g, bf16);
+  int kept = 0, residuals = 0;
+  for (const ValueInfo& v : s.graph().values()) kept += v.dtype == DType::BFloat16;
+  for (const Node& n : s.graph().nodes()) residuals += has_fused_residual(n) && has_bf16_activations(n, s.graph());
+  CHECK(kept == 2);
+  CHECK(residuals == 1);
+  CHECK(relative_l2_error(s.run({{"x", x}}).at("y"), want) < 2e-2);
 }
