@@ -167,7 +167,7 @@ std::string conv_integer_unsupported(const Node& node, const Graph& graph) {
 }
 
 std::vector<std::string> conv_integer_configs(const Node& node, const Graph& graph) {
-  return integer_arithmetic_configs(constant_input(node, graph, W), graph.value(node.inputs[X]).dtype == DType::Int8);
+  return integer_arithmetic_configs(node, graph, X, W);
 }
 
 std::unique_ptr<Kernel> make_conv_integer(const Node& node, const Graph& graph, const std::string& config) {

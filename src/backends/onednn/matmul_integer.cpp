@@ -208,7 +208,7 @@ std::string matmul_integer_unsupported(const Node& node, const Graph& graph) {
 }
 
 std::vector<std::string> matmul_integer_configs(const Node& node, const Graph& graph) {
-  return integer_arithmetic_configs(constant_input(node, graph, B), graph.value(node.inputs[A]).dtype == DType::Int8);
+  return integer_arithmetic_configs(node, graph, A, B);
 }
 
 std::unique_ptr<Kernel> make_matmul_integer(const Node& node, const Graph& graph, const std::string& config) {

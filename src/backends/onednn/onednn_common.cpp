@@ -325,8 +325,11 @@ dnnl::memory int32_scalar_memory(std::int32_t z) {
   return dnnl::memory({{1}, dnnl::memory::data_type::s32, Tag::x}, engine(), &values[next]);
 }
 
-std::vector<std::string> integer_arithmetic_configs(const Tensor* weights, bool signed_input) {
-  if (weights && exact_int8_products(*weights, signed_input)) return {"arithmetic=int8", "arithmetic=float"};
+std::vector<std::string> integer_arithmetic_configs(const Node& node, const Graph& graph, std::size_t input,
+                                                    std::size_t weights) {
+  const Tensor* w = constant_input(node, graph, weights);
+  const bool signed_input = graph.value(node.inputs[input]).dtype == DType::Int8;
+  if (w && exact_int8_products(*w, signed_input)) return {"arithmetic=int8", "arithmetic=float"};
   return {"arithmetic=float"};
 }
 

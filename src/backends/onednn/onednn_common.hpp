@@ -219,7 +219,9 @@ dnnl::memory int32_scalar_memory(std::int32_t z);
 
 // The arithmetic configs of an integer kernel (QLinearConv, MatMulIntegerToFloat):
 // {"arithmetic=int8", "arithmetic=float"} where exact_int8_products, else {"arithmetic=float"}.
-std::vector<std::string> integer_arithmetic_configs(const Tensor* weights, bool signed_input);
+// `input` and `weights` are the node's 8-bit input and constant weights.
+std::vector<std::string> integer_arithmetic_configs(const Node& node, const Graph& graph, std::size_t input,
+                                                    std::size_t weights);
 // True when `config` ("" = the first offered) is arithmetic=float; an Internal error naming the
 // node when it is not one of `offered`.
 bool chooses_float_arithmetic(const Node& node, const std::vector<std::string>& offered, const std::string& config);

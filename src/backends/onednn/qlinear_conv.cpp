@@ -293,7 +293,7 @@ std::string qlinear_conv_unsupported(const Node& node, const Graph& graph) {
 }
 
 std::vector<std::string> qlinear_conv_configs(const Node& node, const Graph& graph) {
-  return integer_arithmetic_configs(constant_input(node, graph, W), graph.value(node.inputs[X]).dtype == DType::Int8);
+  return integer_arithmetic_configs(node, graph, X, W);
 }
 
 std::unique_ptr<Kernel> make_qlinear_conv(const Node& node, const Graph& graph, const std::string& config) {
