@@ -369,19 +369,24 @@ void qlinear_conv(KernelContext& ctx) {
   for (std::size_t i = 1; i < ctx.num_inputs(); ++i) ins.push_back(ctx.has_input(i) ? &ctx.input(i) : nullptr);
   ctx.set_output(0, to_channels_last(run_plain(plain.qlinear_conv, ctx.node(), ins, ctx.opset())));
 }
+// The int32 sums of MatMulIntegerToFloat's or ConvIntegerToFloat's plain integer op (`op`, run
+// by `fn`) over their inputs 0 and 1 with the zero points 4 and 5.
+Tensor integer_sums(KernelContext& ctx, KernelFn fn, const char* op) {
+  Node plain_node = ctx.node();
+  plain_node.op_type = op;
+  plain_node.domain.clear();
+  return run_plain(fn, plain_node, {&ctx.input(0), &ctx.input(1), &ctx.input(4), &ctx.input(5)}, ctx.opset());
+}
+
 // MatMulIntegerToFloat: MatMulInteger, then each int32 element times A_scale * B_scale[n], then
 // the epilogue (Bias, Z, activation) when it has one.
 void matmul_integer_to_float(KernelContext& ctx) {
-  Node plain_node = ctx.node();
-  plain_node.op_type = "MatMulInteger";
-  plain_node.domain.clear();
   const Tensor& as = ctx.input(2);
   const Tensor& bs = ctx.input(3);
   if (as.dtype() != DType::Float32 || bs.dtype() != DType::Float32)
     ctx.fail(ErrorCode::Unsupported, "scales must be float32");
   if (as.numel() != 1) ctx.fail(ErrorCode::InvalidArgument, "A_scale must have one element, got shape " + shape_to_string(as.shape()));
-  const Tensor acc = run_plain(plain.matmul_integer, plain_node, {&ctx.input(0), &ctx.input(1), &ctx.input(4), &ctx.input(5)},
-                               ctx.opset());
+  const Tensor acc = integer_sums(ctx, plain.matmul_integer, "MatMulInteger");
   const std::int64_t n = acc.rank() > 0 ? acc.shape().back() : 1;
   if (bs.numel() != 1 && !(bs.rank() == 1 && bs.numel() == n))
     ctx.fail(ErrorCode::InvalidArgument, "B_scale must have 1 or " + std::to_string(n) + " elements, got shape " + shape_to_string(bs.shape()));
@@ -402,17 +407,13 @@ void matmul_integer_to_float(KernelContext& ctx) {
 
 // ConvIntegerToFloat: ConvInteger, then each int32 element times X_scale * W_scale.
 void conv_integer_to_float(KernelContext& ctx) {
-  Node plain_node = ctx.node();
-  plain_node.op_type = "ConvInteger";
-  plain_node.domain.clear();
   const Tensor& xs = ctx.input(2);
   const Tensor& ws = ctx.input(3);
   if (xs.dtype() != DType::Float32 || ws.dtype() != DType::Float32) ctx.fail(ErrorCode::Unsupported, "scales must be float32");
   if (xs.numel() != 1 || ws.numel() != 1)
     ctx.fail(ErrorCode::InvalidArgument, "X_scale and W_scale must have one element, got shapes " + shape_to_string(xs.shape()) +
                                              " and " + shape_to_string(ws.shape()));
-  const Tensor acc = run_plain(plain.conv_integer, plain_node, {&ctx.input(0), &ctx.input(1), &ctx.input(4), &ctx.input(5)},
-                               ctx.opset());
+  const Tensor acc = integer_sums(ctx, plain.conv_integer, "ConvInteger");
   Tensor& y = ctx.allocate_output(0, DType::Float32, acc.shape());
   const float scale = xs.data<float>()[0] * ws.data<float>()[0];
   for (std::int64_t i = 0; i < acc.numel(); ++i) y.data<float>()[i] = static_cast<float>(acc.data<std::int32_t>()[i]) * scale;
