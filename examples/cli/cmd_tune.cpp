@@ -3,8 +3,9 @@
 // Times the model on the cost model's choices alone (tuning records ignored), tunes it at load
 // for the given sizes (fixed at load, so every node is tuned for them) with a progress bar on
 // stderr, then times a fresh session that finds the records. Prints one row per tuned node: op
-// and input shapes, winner, its configuration, speed-up over the untuned choice; then both
-// end-to-end medians (random inputs, or --inputs DIR's). The records land in the cache folder, where every later session finds them.
+// and input shapes, winner, its configuration, speed-up over the untuned choice, whether the
+// in-model check kept it; then both end-to-end medians, the two sessions timed alternately
+// (random inputs, or --inputs DIR's). The records land in the cache folder, where every later session finds them.
 // --algo compare measures every configuration and then says how random, GA and RL would have
 // fared with 15% of those trials (SessionOptions::tuning_algorithm).
 // --simulate ARCH (sm_80, sm_90): tuning for a GPU that is not here, every time modelled
@@ -19,16 +20,12 @@
 namespace wpk::cli {
 namespace {
 
-double median_ms(const Session& s, const TensorMap& inputs, int iters) {
-  for (int i = 0; i < 3; ++i) s.run(inputs);
-  std::vector<double> times;
+void time_runs(const Session& s, const TensorMap& inputs, int iters, std::vector<double>& times) {
   for (int i = 0; i < iters; ++i) {
     const auto t0 = std::chrono::steady_clock::now();
     s.run(inputs);
     times.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
   }
-  std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
 }
 
 // Redrawn when a node finishes, else at most ten times a second.
@@ -155,7 +152,6 @@ int cmd_tune(const Args& args) {
   untuned_options.use_tuning_records = false;
   const Session untuned(graph, untuned_options);
   const TensorMap inputs = command_inputs(untuned, args);  // --inputs DIR, else random
-  const double before_ms = median_ms(untuned, inputs, iters);
 
   options.tuning = true;
   options.on_tuning_progress = draw_progress;
@@ -176,20 +172,34 @@ int cmd_tune(const Args& args) {
   after_options.tuning = false;
   after_options.on_tuning_progress = nullptr;
   const Session after(std::move(graph), after_options);
-  const double after_ms = median_ms(after, inputs, iters);
+  // Both sessions alternately, a share of the runs at a time: a drift of the machine's speed
+  // (another process, the clock) falls on both.
+  constexpr int kRounds = 5;
+  std::vector<double> before_times, after_times, warm;
+  time_runs(untuned, inputs, 3, warm);
+  time_runs(after, inputs, 3, warm);
+  for (int round = 0; round < kRounds; ++round) {
+    const int n = iters / kRounds + (round < iters % kRounds ? 1 : 0);
+    time_runs(untuned, inputs, std::max(n, 1), before_times);
+    time_runs(after, inputs, std::max(n, 1), after_times);
+  }
+  const double before_ms = median(before_times), after_ms = median(after_times);
 
-  std::printf("%-48s %-58s %-30s %-12s %8s %8s %7s\n", "node", "op and inputs", "winner", "config", "untuned", "tuned",
-              "speedup");
+  std::printf("%-48s %-58s %-30s %-12s %8s %8s %7s  %s\n", "node", "op and inputs", "winner", "config", "untuned", "tuned",
+              "speedup", "in the model");
+  int slower_in_model = 0;
   for (const TunedNode& n : report) {
     const auto [winner, config] = split_winner(n.winner);
-    std::printf("%-48s %-58.58s %-30s %-12s %6.1fus %6.1fus %6.2fx\n", n.node.c_str(), n.op.c_str(), winner.c_str(),
-                config.c_str(), n.untuned_us, n.winner_us, n.untuned_us / n.winner_us);
+    slower_in_model += n.slower_in_model;
+    std::printf("%-48s %-58.58s %-30s %-12s %6.1fus %6.1fus %6.2fx  %s\n", n.node.c_str(), n.op.c_str(), winner.c_str(),
+                config.c_str(), n.untuned_us, n.winner_us, n.untuned_us / n.winner_us,
+                n.slower_in_model ? "no faster: untuned kept" : n.untuned == n.winner ? "-" : "kept");
   }
   if (options.tuning_algorithm == "compare") print_strategy_comparison(report);
   const int from_records = tuned_nodes - static_cast<int>(report.size());
   std::printf("%zu nodes measured, %d more from earlier tuning records (wpk cache clear to measure them again), "
-              "%.1f s of tuning\n",
-              report.size(), std::max(0, from_records), tune_s);
+              "%.1f s of tuning; %d winners ran no faster inside the model and were not kept\n",
+              report.size(), std::max(0, from_records), tune_s, slower_in_model);
   std::printf("end to end, batch %d, %d threads: untuned %.3f ms, tuned %.3f ms (x%.2f)\n", batch, threads,
               before_ms, after_ms, before_ms / after_ms);
   return 0;

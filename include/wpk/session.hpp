@@ -114,7 +114,13 @@ struct TunedNode {
   };
   std::vector<StrategyRun> strategies;
   double grid_best_us = 0;  // the best of those measurements (the strategies' yardstick)
+  // Timed inside the whole model after the search (the tuned and the untuned choices run
+  // alternately), the model ran no faster with the winner: the node keeps the untuned choice,
+  // and so does its tuning record.
+  bool slower_in_model = false;
 };
+
+struct SignaturePlan;  // runtime/plan_cache.hpp
 
 class Session {
  public:
@@ -162,9 +168,14 @@ class Session {
   std::vector<Tensor> run_in_order(const std::vector<Tensor>& inputs) const;
   // The run once its inputs are checked and its CPUs are free (the times they took, for its
   // profile): one input per graph input, in its order; the graph's outputs in its order.
+  // `forced`: run on that plan's choices and memory (the in-model check of tuning at load),
+  // neither looking up nor storing the signature's plan.
   std::vector<Tensor> run_checked(const std::vector<const Tensor*>& inputs, const RunOptions* options, RunProfile* profile,
-                                  double checks_us, double queued_us) const;
+                                  double checks_us, double queued_us, const SignaturePlan* forced = nullptr) const;
   void tune_at_load(double budget_seconds);
+  // After tuning at load: drops tuned choices the whole model does not run faster with
+  // (runtime/in_model_check.hpp).
+  void check_tuning_in_model(const TensorMap& inputs);
 
   struct Impl;
   std::unique_ptr<Impl> impl_;

@@ -43,6 +43,18 @@ std::shared_ptr<const SignaturePlan> PlanCache::insert(const ShapeSignature& sig
   return latest_;
 }
 
+void PlanCache::replace(const ShapeSignature& sig, std::shared_ptr<const SignaturePlan> plan) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const auto it = plans_.find(sig);
+  if (it == plans_.end()) {
+    plans_.emplace(sig, plan);
+    order_.push_back(sig);
+  } else {
+    it->second = plan;
+  }
+  latest_ = std::move(plan);
+}
+
 std::shared_ptr<const SignaturePlan> PlanCache::latest() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return latest_;

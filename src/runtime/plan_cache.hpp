@@ -43,6 +43,8 @@ class PlanCache {
   // Keeps the first plan stored for a signature (two first runs may race) and returns it.
   std::shared_ptr<const SignaturePlan> insert(const ShapeSignature& sig, std::shared_ptr<const SignaturePlan> plan);
   std::shared_ptr<const SignaturePlan> latest() const;
+  // Replaces the signature's plan (tuning at load revising its first run's choices).
+  void replace(const ShapeSignature& sig, std::shared_ptr<const SignaturePlan> plan);
 
  private:
   mutable std::mutex mutex_;

@@ -29,6 +29,7 @@
 #include "runtime/run_control.hpp"
 #include "runtime/run_pool.hpp"
 #include "runtime/threads.hpp"
+#include "runtime/in_model_check.hpp"
 #include "runtime/tuner.hpp"
 #include "runtime/trial_log.hpp"
 #include "runtime/tuning_db.hpp"
@@ -355,15 +356,58 @@ void Session::tune_at_load(double budget_seconds) {
   const auto start = std::chrono::steady_clock::now();
   impl_->tuner->start_measuring(start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                                             std::chrono::duration<double>(budget_seconds)));
+  const TensorMap inputs = declared_inputs(impl_->inputs);
   try {
-    run(declared_inputs(impl_->inputs));
+    run(inputs);
   } catch (const Error& e) {
     // Declared shapes a run rejects (an input of unknown rank, say): the first real run of each
     // shape then takes the records or the cost model's choice.
     logger().warn("could not tune at load: {}", e.what());
+    impl_->tuner->stop_measuring();
+    return;
   }
   impl_->tuner->stop_measuring();
+  try {
+    check_tuning_in_model(inputs);
+  } catch (const Error& e) {
+    logger().warn("tuning at load: the in-model check failed, the tuned choices stay: {}", e.what());
+  }
   logger().debug("tuned at load in {:.1f} ms: {} nodes measured", us_since(start) / 1000, impl_->tuner->report().size());
+}
+
+void Session::check_tuning_in_model(const TensorMap& inputs) {
+  Impl& im = *impl_;
+  const std::vector<const Tensor*> bound = bind_run_inputs(im.graph, inputs);
+  const ShapeSignature signature = shape_signature(bound);
+  const std::shared_ptr<const SignaturePlan> tuned = im.plans.find(signature);
+  if (!tuned) return;
+  const std::vector<Tuner::Change> changes = im.tuner->changes(tuned->choice);
+  if (changes.empty()) return;
+  std::vector<PlannedChange> planned;
+  for (const Tuner::Change& c : changes)
+    planned.push_back({c.step, c.untuned, c.key, im.graph.nodes()[im.plan->steps()[c.step].node_index].name});
+  const PlanRunner run_plan = [&](const std::vector<StepChoice>& choice) {
+    SignaturePlan plan = *tuned;
+    plan.choice = choice;
+    RunProfile profile;
+    run_checked(bound, nullptr, &profile, 0, 0, &plan);
+    return profile;
+  };
+  const InModelCheckResult r = check_in_model(tuned->choice, planned, step_consumers(im.graph, *im.plan), run_plan);
+  std::vector<Tuner::Change> dropped;
+  std::vector<double> dropped_us;
+  auto plan = std::make_shared<SignaturePlan>(*tuned);
+  for (std::size_t i = 0; i < changes.size(); ++i)
+    if (!r.keep[i]) {
+      dropped.push_back(changes[i]);
+      dropped_us.push_back(r.untuned_step_us[i]);
+      plan->choice[changes[i].step] = changes[i].untuned;
+    }
+  im.tuner->keep_untuned(dropped, dropped_us);
+  im.plans.replace(signature, std::move(plan));
+  logger().info("tuning at load, in the model ({} runs each): {} of {} tuned choices kept; {:.3f} ms with them, "
+                "{:.3f} ms untuned, {:.3f} ms with every tuned choice",
+                r.pairs, changes.size() - dropped.size(), changes.size(), r.kept_ms, r.untuned_ms, r.tuned_ms);
 }
 
 std::vector<TunedNode> Session::tuning_report() const { return impl_->tuner->report(); }
@@ -426,7 +470,8 @@ std::vector<Tensor> Session::run_in_order(const std::vector<Tensor>& inputs) con
 }
 
 std::vector<Tensor> Session::run_checked(const std::vector<const Tensor*>& inputs, const RunOptions* options,
-                                         RunProfile* profile, double checks_us, double queued_us) const {
+                                         RunProfile* profile, double checks_us, double queued_us,
+                                         const SignaturePlan* forced) const {
   const auto t0 = std::chrono::steady_clock::now();
   RunControlScope control(options);
   const Impl& im = *impl_;
@@ -437,7 +482,8 @@ std::vector<Tensor> Session::run_checked(const std::vector<const Tensor*>& input
   if (prof) *prof = RunProfile{};
 
   const ShapeSignature signature = shape_signature(inputs);
-  const std::shared_ptr<const SignaturePlan> known = im.plans.find(signature);
+  const std::shared_ptr<const SignaturePlan> found = forced ? nullptr : im.plans.find(signature);
+  const SignaturePlan* known = forced ? forced : found.get();
   RunReservation reservation(im.budget.get());
   RunMemory memory;
   memory.poison = im.arenas->poison();
@@ -446,7 +492,7 @@ std::vector<Tensor> Session::run_checked(const std::vector<const Tensor*>& input
   memory.reservation = &reservation;
   std::unique_ptr<MemoryRecorder> recorder;
   if (known) {
-    memory.plan = known.get();
+    memory.plan = known;
     if (known->memory_planned && known->arena_bytes > 0) {
       reservation.reserve(static_cast<std::int64_t>(known->arena_bytes), "the run's arena: ");
       memory.arena = im.arenas->acquire(known->arena_bytes);

@@ -77,7 +77,7 @@ std::pair<std::string, int> parse_record_value(const std::string& value) {
 Tuner::Tuner(const Graph& graph, const ExecutionPlan& plan, TuningDb* db, int threads, TuningSettings settings,
              const CostCalibration* calibration)
     : graph_(graph), plan_(plan), db_(db), threads_(threads), settings_(std::move(settings)), calibration_(calibration),
-      cold_constants_(false), tuned_(plan.steps().size(), false) {
+      cold_constants_(false), tuned_(plan.steps().size(), false), chosen_(plan.steps().size()) {
   std::size_t constant_bytes = 0;
   for (const auto& kv : graph.initializers()) constant_bytes += kv.second.nbytes();
   cold_constants_ = constant_bytes > last_level_cache_bytes();
@@ -219,8 +219,10 @@ StepChoice Tuner::choose(std::size_t s, const std::vector<const Tensor*>& inputs
       if (step.candidates[c].identity() == backend && runs(step.candidates[c], inputs)) {
         mark_tuned(s);
         if (measuring_) {
+          const StepChoice untuned = predicted_best(s, inputs, true);
           std::lock_guard<std::mutex> lock(report_mutex_);
           ++progress_.nodes_done;
+          chosen_[s] = Chosen{untuned, key, op_summary(node, inputs)};
         }
         return {static_cast<int>(c), std::clamp(threads, 0, threads_)};
       }
@@ -233,6 +235,32 @@ StepChoice Tuner::choose(std::size_t s, const std::vector<const Tensor*>& inputs
   if (!measuring_ || seconds_until(deadline_) <= 0) return predicted_best(s, inputs);
   // The search starts from, and its winner must beat, what the node runs on without tuning.
   return search_node(s, inputs, key, predicted_best(s, inputs, true));
+}
+
+std::vector<Tuner::Change> Tuner::changes(const std::vector<StepChoice>& chosen) const {
+  std::lock_guard<std::mutex> lock(report_mutex_);
+  std::vector<Change> out;
+  for (std::size_t s = 0; s < chosen.size() && s < chosen_.size(); ++s) {
+    if (!chosen_[s]) continue;
+    const StepChoice u = chosen_[s]->untuned;
+    if (u.candidate != chosen[s].candidate || threads_of(u) != threads_of(chosen[s])) out.push_back({s, u, chosen_[s]->key});
+  }
+  return out;
+}
+
+void Tuner::keep_untuned(const std::vector<Change>& reverted, const std::vector<double>& untuned_us) const {
+  for (std::size_t i = 0; i < reverted.size(); ++i) {
+    const Change& c = reverted[i];
+    const PlanStep& step = plan_.steps()[c.step];
+    const Node& node = graph_.nodes()[step.node_index];
+    const std::string identity = step.candidates[static_cast<std::size_t>(c.untuned.candidate)].identity();
+    std::lock_guard<std::mutex> lock(report_mutex_);
+    for (TunedNode& row : report_)
+      if (row.node == node.name) row.slower_in_model = true;
+    const std::string summary = chosen_[c.step] ? chosen_[c.step]->summary : node.op_type;
+    const double us = i < untuned_us.size() ? untuned_us[i] : 0;
+    if (db_) db_->store(c.key, record_value(identity, c.untuned.threads), us, summary);  // as the plan has it
+  }
 }
 
 std::vector<int> tuning_thread_counts(int threads) {
@@ -403,6 +431,7 @@ StepChoice Tuner::search_node(std::size_t s, const std::vector<const Tensor*>& i
   {
     std::lock_guard<std::mutex> lock(report_mutex_);
     tuned_[s] = true;
+    chosen_[s] = Chosen{untuned, key, op_summary(node, inputs)};
     report_.push_back({node.name, op_summary(node, inputs), describe(step, untuned), describe(step, winner), baseline_us,
                        winner_us, result.trials.size() + 1, std::move(strategies),
                        settings_.compare_strategies ? std::min(result.best_cost, untuned_us) : 0.0});

@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstdint>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -60,6 +61,20 @@ class Tuner {
   std::vector<TunedNode> report() const;
   int tuned_nodes() const;
 
+  // A step whose record or search gave it another choice than an untuned session's (in-model
+  // check, runtime/in_model_check.hpp).
+  struct Change {
+    std::size_t step;
+    StepChoice untuned;
+    std::string key;  // its tuning record
+  };
+  // Those among the steps of a plan the tuner chose (`chosen`, per step) while measuring.
+  std::vector<Change> changes(const std::vector<StepChoice>& chosen) const;
+  // The model ran no faster with these steps' tuned choices: their records name the untuned
+  // choice from now on (with its time inside the model, `untuned_us`, per change), and their
+  // report rows say so.
+  void keep_untuned(const std::vector<Change>& reverted, const std::vector<double>& untuned_us) const;
+
  private:
   // The cost model's choice among the step's candidates. as_untuned_session: among those a
   // session that does not tune would have (no generated kernel where another backend runs the
@@ -96,6 +111,12 @@ class Tuner {
   mutable std::vector<TunedNode> report_;
   mutable TuningProgress progress_;
   mutable std::vector<bool> tuned_;  // per step: a record or a search chose it
+  // Per step chosen while measuring: what an untuned session runs it on, and its record.
+  struct Chosen {
+    StepChoice untuned;
+    std::string key, summary;
+  };
+  mutable std::vector<std::optional<Chosen>> chosen_;
 };
 
 // Candidate configurations measured by every Tuner of this process (tests check that a warm

@@ -1,0 +1,57 @@
+#pragma once
+// The in-model check of tuning at load. The tuner times each node's candidates alone; inside the
+// model a node also meets what its neighbours leave behind (a producer that splits its output
+// across the cores otherwise than its consumer reads it, weights a larger packed copy pushed out
+// of the cache), so a winner alone can lose in the model. The check runs the whole model on the
+// tuned choices and on the untuned ones, alternately, with per-step timings, and keeps a tuned
+// choice only where the model ran faster with it:
+//   - each changed step's gain is its own time saved plus the time saved by the unchanged steps
+//     that read its outputs (where a cache effect lands); steps sharing a tuning record are
+//     decided together, as the record is one;
+//   - then the plan with the kept choices runs against the untuned one again, alternately; not
+//     faster end to end, it keeps none.
+#include <cstddef>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "runtime/execution_plan.hpp"
+#include "wpk/session.hpp"
+
+namespace wpk {
+
+struct PlannedChange {
+  std::size_t step;
+  StepChoice untuned;
+  std::string record;  // steps with the same record are kept or dropped together
+  std::string node;    // for the log
+};
+
+struct InModelCheckLimits {
+  int min_pairs = 5;          // alternating runs of each plan, whatever the time
+  int max_pairs = 15;
+  double seconds = 3.0;       // per phase: no new pair after this
+};
+
+struct InModelCheckResult {
+  std::vector<bool> keep;      // per change
+  std::vector<double> untuned_step_us;  // per change: its step's median time in the untuned runs
+  int pairs = 0;               // runs of each plan in the final comparison
+  double tuned_ms = 0;         // median run, every tuned choice
+  double untuned_ms = 0;       // median run, no tuned choice (the final comparison's)
+  double kept_ms = 0;          // median run, the kept choices (== untuned_ms when none is kept)
+};
+
+// Runs the model once on the given per-step choices and returns its profile (one StepProfile per
+// plan step, in step order; total_us the run).
+using PlanRunner = std::function<RunProfile(const std::vector<StepChoice>&)>;
+
+// consumers[s]: the steps reading an output of step s.
+InModelCheckResult check_in_model(const std::vector<StepChoice>& tuned, const std::vector<PlannedChange>& changes,
+                                  const std::vector<std::vector<std::size_t>>& consumers, const PlanRunner& run,
+                                  InModelCheckLimits limits = {});
+
+// The steps reading each step's outputs.
+std::vector<std::vector<std::size_t>> step_consumers(const Graph& graph, const ExecutionPlan& plan);
+
+}  // namespace wpk
