@@ -17,6 +17,9 @@ struct PassEntry {
   const char* name;
   OptimizationLevel min_level;
   bool (*run)(Graph&, const passes::PassContext&);
+  // Runs in the first stage, which brings the graph to a fixed point before the fusions see it:
+  // folding and clean-ups, and the quantization patterns that constant folding would dissolve.
+  bool first_stage = false;
 };
 
 // The order passes run in. Cleanups first so folding sees through Identity chains; QDQ groups
@@ -29,15 +32,15 @@ struct PassEntry {
 // convolution reads NHWC once the layout pass has moved it).
 const std::vector<PassEntry>& pass_table() {
   static const std::vector<PassEntry> table = {
-      {"remove_identity", OptimizationLevel::Basic, passes::remove_identity},
-      {"fold_qdq", OptimizationLevel::All, passes::fold_qdq},
-      {"fuse_matmul_integer", OptimizationLevel::All, passes::fuse_matmul_integer},
-      {"fold_shape_subgraphs", OptimizationLevel::Basic, passes::fold_shape_subgraphs},
-      {"constant_folding", OptimizationLevel::Basic, passes::fold_constants},
-      {"fold_captured_constants", OptimizationLevel::Basic, passes::fold_captured_constants},
-      {"cancel_transposes", OptimizationLevel::Basic, passes::cancel_transposes},
-      {"fold_batchnorm", OptimizationLevel::Basic, passes::fold_batchnorm},
-      {"fold_pad", OptimizationLevel::Basic, passes::fold_pad},
+      {"remove_identity", OptimizationLevel::Basic, passes::remove_identity, true},
+      {"fold_qdq", OptimizationLevel::All, passes::fold_qdq, true},
+      {"fuse_matmul_integer", OptimizationLevel::All, passes::fuse_matmul_integer, true},
+      {"fold_shape_subgraphs", OptimizationLevel::Basic, passes::fold_shape_subgraphs, true},
+      {"constant_folding", OptimizationLevel::Basic, passes::fold_constants, true},
+      {"fold_captured_constants", OptimizationLevel::Basic, passes::fold_captured_constants, true},
+      {"cancel_transposes", OptimizationLevel::Basic, passes::cancel_transposes, true},
+      {"fold_batchnorm", OptimizationLevel::Basic, passes::fold_batchnorm, true},
+      {"fold_pad", OptimizationLevel::Basic, passes::fold_pad, true},
       {"fuse_layernorm", OptimizationLevel::All, passes::fuse_layernorm},
       {"fuse_gelu", OptimizationLevel::All, passes::fuse_gelu},
       {"fuse_attention", OptimizationLevel::All, passes::fuse_attention},
@@ -52,7 +55,7 @@ const std::vector<PassEntry>& pass_table() {
       {"fuse_depthwise_pointwise", OptimizationLevel::All, passes::fuse_depthwise_pointwise},
       {"fuse_scaled_pointwise", OptimizationLevel::All, passes::fuse_scaled_pointwise},
       {"fuse_elementwise_chains", OptimizationLevel::All, passes::fuse_elementwise_chains},
-      {"dead_code", OptimizationLevel::Basic, passes::eliminate_dead_code},
+      {"dead_code", OptimizationLevel::Basic, passes::eliminate_dead_code, true},
   };
   return table;
 }
@@ -116,26 +119,32 @@ Graph Optimizer::optimize(Graph graph) const try {
   };
   const auto names = pass_names();
   // Passes enable each other (folding exposes dead code and new constants); repeat to a fixed
-  // point, bounded so a pair of passes that undo each other cannot loop forever.
+  // point, bounded so a pair of passes that undo each other cannot loop forever. The first stage's
+  // passes reach theirs first: a fusion must see the graph folded, or it takes apart a pattern
+  // another fusion would have matched a round later (with BERT's batch fixed, the element-wise
+  // chains took the attention scores' scale and mask before the scale's shape arithmetic was
+  // folded into a constant).
   // Time per pass, summed over the rounds: the debug log says which passes a load waits on.
   std::vector<std::pair<double, const char*>> pass_ms(pass_table().size(), {0.0, nullptr});
   int rounds = 0;
-  for (int round = 0; round < 8; ++round) {
-    ++rounds;
-    bool changed = false;
-    for (std::size_t i = 0; i < pass_table().size(); ++i) {
-      const auto& p = pass_table()[i];
-      if (std::find(names.begin(), names.end(), p.name) == names.end()) continue;
-      const auto t0 = std::chrono::steady_clock::now();
-      const bool c = p.run(graph, ctx);
-      if (c) ctx.analyses.reset();
-      pass_ms[i].first += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-      pass_ms[i].second = p.name;
-      if (c) logger().debug("pass {} changed the graph ({} nodes)", p.name, graph.nodes().size());
-      changed |= c;
+  for (const bool first_stage : {true, false})
+    for (int round = 0; round < 8; ++round) {
+      ++rounds;
+      bool changed = false;
+      for (std::size_t i = 0; i < pass_table().size(); ++i) {
+        const auto& p = pass_table()[i];
+        if (std::find(names.begin(), names.end(), p.name) == names.end()) continue;
+        if (first_stage && !p.first_stage) continue;
+        const auto t0 = std::chrono::steady_clock::now();
+        const bool c = p.run(graph, ctx);
+        if (c) ctx.analyses.reset();
+        pass_ms[i].first += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+        pass_ms[i].second = p.name;
+        if (c) logger().debug("pass {} changed the graph ({} nodes)", p.name, graph.nodes().size());
+        changed |= c;
+      }
+      if (!changed) break;
     }
-    if (!changed) break;
-  }
   if (logger().should_log(spdlog::level::debug)) {
     std::sort(pass_ms.begin(), pass_ms.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
     double total = 0;

@@ -77,6 +77,22 @@ TEST_CASE("MobileNetV2 at batch 3 (dynamic) matches PyTorch on every row", "[mod
 }
 TEST_CASE("MobileNetV2 matches PyTorch", "[model]") { check_against_pytorch("mobilenet_v2"); }
 TEST_CASE("BERT-base-like encoder (seq 128) matches PyTorch", "[model]") { check_against_pytorch("bert_base"); }
+TEST_CASE("BERT-base-like encoder with its batch fixed at load fuses its attention and matches PyTorch", "[model]") {
+  // Fixing the batch must not cost a fusion: the scores' scale is shape arithmetic the folding
+  // passes must finish before the element-wise chains look at the scores.
+  const auto attentions = [](const Session& s) {
+    const PlanSummary plan = s.describe();
+    return std::count_if(plan.steps.begin(), plan.steps.end(), [](const StepSummary& p) { return p.op == "com.wpk.Attention"; });
+  };
+  SessionOptions fixed;
+  fixed.fixed_dims = {{"N", 1}};
+  const auto [actual, expected] = run_stored_input("bert_base", fixed);
+  const double err = wpk::testing::relative_l2_error(actual, expected);
+  INFO("relative L2 error " << err);
+  CHECK(err <= 1e-4);
+  CHECK(attentions(Session(load(require_model("bert_base").string()), fixed)) == 12);
+  CHECK(attentions(Session(load(require_model("bert_base").string()))) == 12);
+}
 TEST_CASE("ResNet-18 matches PyTorch", "[model]") { check_against_pytorch("resnet18"); }
 TEST_CASE("DenseNet-121 matches PyTorch", "[model]") { check_against_pytorch("densenet121"); }
 TEST_CASE("SqueezeNet 1.1 matches PyTorch", "[model]") { check_against_pytorch("squeezenet1_1"); }
