@@ -21,21 +21,44 @@ namespace {
 constexpr int kTimedReps = 5;
 constexpr double kRepBudgetUs = 50000;  // a slow candidate stops repeating after this much time
 
-// Reads every cache line of a buffer twice the last-level cache, a share on each thread so every
-// core's private caches are swept too, then the activations: what a step finds cached in a model
-// whose weights do not fit.
-void evict_all_but(const std::vector<const Tensor*>& activations) {
-  // Twice the cache, at most 256 MiB: held for the process once a tuning session needs it.
-  static const std::vector<unsigned char> sweep(std::min<std::size_t>(2 * last_level_cache_bytes(), std::size_t{256} << 20), 1);
-  const std::int64_t lines = static_cast<std::int64_t>(sweep.size() / 64);
+constexpr std::size_t kMaxSweepBytes = std::size_t{256} << 20;
+
+// What a step finds cached in a model whose constants do not stay in a core's private caches:
+// every cache line of `sweep_bytes` read, a share on each thread so every core's private caches
+// are swept too; then the activations, split between the threads as the steps that wrote them
+// split their work.
+void evict_all_but(const CacheState& cache) {
+  // The largest sweep there can be (sweep_bytes_for_constants), held for the process once a
+  // tuning session needs it: sessions tuning at once share it read-only.
+  static const std::vector<unsigned char> sweep(std::min(2 * last_level_cache_bytes(), kMaxSweepBytes), 1);
+  const std::size_t bytes = std::min(cache.sweep_bytes, sweep.size());
   unsigned sum = 0;
+  const std::int64_t lines = static_cast<std::int64_t>(bytes / 64);
 #pragma omp parallel for reduction(+ : sum) schedule(static)
   for (std::int64_t l = 0; l < lines; ++l) sum += sweep[static_cast<std::size_t>(l) * 64];
-  for (const Tensor* t : activations)
-    if (t)
-      for (std::size_t b = 0; b < t->nbytes(); b += 64) sum += static_cast<const unsigned char*>(t->raw())[b];
+  for (const Tensor* t : cache.activations) {
+    if (!t) continue;
+    const auto* p = static_cast<const unsigned char*>(t->raw());
+    const std::int64_t activation_lines = static_cast<std::int64_t>((t->nbytes() + 63) / 64);
+#pragma omp parallel for reduction(+ : sum) schedule(static)
+    for (std::int64_t l = 0; l < activation_lines; ++l) sum += p[static_cast<std::size_t>(l) * 64];
+  }
   // An asm barrier keeps the reads: their sum is otherwise unused.
   asm volatile("" : : "r"(sum) : "memory");
+}
+
+std::size_t sysfs_cache_bytes(int index) {
+  std::ifstream size("/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(index) + "/size");
+  std::size_t amount = 0;
+  char unit = 0;
+  if (size >> amount >> unit && (unit == 'K' || unit == 'M')) return amount << (unit == 'K' ? 10 : 20);
+  return 0;
+}
+
+int sysfs_cache_level(int index) {
+  std::ifstream level("/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(index) + "/level");
+  int l = 0;
+  return level >> l ? l : 0;
 }
 
 }  // namespace
@@ -45,12 +68,7 @@ std::size_t last_level_cache_bytes() {
     // The kernel's description of this CPU's caches first: under a hypervisor the C library's
     // CPUID answer can be the host's whole cache (384 MiB where the guest's is 32 MiB).
     std::size_t largest = 0;
-    for (int index = 0; index < 8; ++index) {
-      std::ifstream size("/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(index) + "/size");
-      std::size_t amount = 0;
-      char unit = 0;
-      if (size >> amount >> unit && (unit == 'K' || unit == 'M')) largest = std::max(largest, amount << (unit == 'K' ? 10 : 20));
-    }
+    for (int index = 0; index < 8; ++index) largest = std::max(largest, sysfs_cache_bytes(index));
     if (largest > 0) return largest;
     for (int name : {_SC_LEVEL3_CACHE_SIZE, _SC_LEVEL2_CACHE_SIZE}) {
       const long b = sysconf(name);
@@ -59,6 +77,23 @@ std::size_t last_level_cache_bytes() {
     return std::size_t{32} << 20;
   }();
   return bytes;
+}
+
+std::size_t private_cache_bytes() {
+  static const std::size_t bytes = [] {
+    int last = 0;
+    for (int index = 0; index < 8; ++index) last = std::max(last, sysfs_cache_level(index));
+    std::size_t largest = 0;
+    for (int index = 0; index < 8; ++index)
+      if (sysfs_cache_level(index) < last) largest = std::max(largest, sysfs_cache_bytes(index));
+    return largest > 0 ? largest : std::size_t{1} << 20;
+  }();
+  return bytes;
+}
+
+std::size_t sweep_bytes_for_constants(std::size_t bytes) {
+  if (bytes <= private_cache_bytes()) return 0;
+  return std::min({bytes, 2 * last_level_cache_bytes(), kMaxSweepBytes});
 }
 
 double median(std::vector<double> v) {
@@ -79,7 +114,7 @@ double time_once(const Kernel& kernel, const Node& node, const std::vector<const
     return Tensor::zeros(dtype, shape);
   });
   const int all = omp_get_max_threads();
-  if (cache.cold_constants) evict_all_but(cache.activations);
+  if (cache.sweep_bytes > 0) evict_all_but(cache);
 #pragma omp parallel num_threads(all)
   { (void)0; }
   const auto t0 = std::chrono::steady_clock::now();

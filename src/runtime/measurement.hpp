@@ -8,18 +8,26 @@
 namespace wpk {
 
 // How the caches stand when a step starts inside the model. Warm (the default): as the previous
-// run of the same kernel left them. With cold_constants (the model's constants outgrow the
-// last-level cache): the step meets its weights, loaded or packed by its kernel, in memory, and
-// only its activations, just written by the steps before it, in cache; a kernel that wins on
-// weights kept hot by repeating it could lose inside the model.
+// run of the same kernel left them. Otherwise the rest of a run has gone through `sweep_bytes`
+// (the model's constants) since the step last ran: the step meets its weights (loaded or packed
+// by its kernel) wherever that leaves them, and only its activations, just written by the steps
+// before it, in cache. A kernel that wins on weights kept hot by repeating it can lose inside the
+// model (one whose weight reads the hardware prefetchers do not follow, say).
 struct CacheState {
-  bool cold_constants = false;
-  std::vector<const Tensor*> activations;  // read back into the caches after evicting them
+  std::size_t sweep_bytes = 0;
+  std::vector<const Tensor*> activations;  // read back into the caches after the sweep
 };
 
 // Bytes of this machine's last-level cache, as Linux's sysfs (else the C library) reports it;
 // 32 MiB when neither does.
 std::size_t last_level_cache_bytes();
+// Bytes of one core's largest private cache (the largest level below the last, as sysfs
+// says); 1 MiB when sysfs says nothing.
+std::size_t private_cache_bytes();
+// What a run of a model whose constants take `bytes` goes through between two runs of a step,
+// as CacheState::sweep_bytes: 0 when they all fit a core's private caches, else the constants'
+// bytes up to twice the last-level cache (at most 256 MiB).
+std::size_t sweep_bytes_for_constants(std::size_t bytes);
 
 // One run of `kernel` on `threads` OpenMP threads between steps on all of them, as in a model:
 // its microseconds; the outputs in `out`, as time_config says.

@@ -77,16 +77,16 @@ std::pair<std::string, int> parse_record_value(const std::string& value) {
 Tuner::Tuner(const Graph& graph, const ExecutionPlan& plan, TuningDb* db, int threads, TuningSettings settings,
              const CostCalibration* calibration)
     : graph_(graph), plan_(plan), db_(db), threads_(threads), settings_(std::move(settings)), calibration_(calibration),
-      cold_constants_(false), tuned_(plan.steps().size(), false), chosen_(plan.steps().size()) {
+      sweep_bytes_(0), tuned_(plan.steps().size(), false), chosen_(plan.steps().size()) {
   std::size_t constant_bytes = 0;
   for (const auto& kv : graph.initializers()) constant_bytes += kv.second.nbytes();
-  cold_constants_ = constant_bytes > last_level_cache_bytes();
+  sweep_bytes_ = sweep_bytes_for_constants(constant_bytes);
 }
 
 CacheState Tuner::cache_state(const Node& node, const std::vector<const Tensor*>& inputs) const {
   CacheState cache;
-  cache.cold_constants = cold_constants_;
-  if (!cold_constants_) return cache;
+  cache.sweep_bytes = sweep_bytes_;
+  if (sweep_bytes_ == 0) return cache;
   for (std::size_t i = 0; i < inputs.size() && i < node.inputs.size(); ++i) {
     const ValueId v = node.inputs[i];
     if (v != kNoValue && !graph_.is_initializer(v) && !plan_.is_released(v)) cache.activations.push_back(inputs[i]);

@@ -104,7 +104,7 @@ class Tuner {
   int threads_;
   TuningSettings settings_;
   const CostCalibration* calibration_;
-  bool cold_constants_;  // the model's constants outgrow the last-level cache
+  std::size_t sweep_bytes_;  // what a run goes through between two runs of a step (measurement.hpp)
   std::atomic<bool> measuring_{false};
   std::chrono::steady_clock::time_point deadline_;
   mutable std::mutex report_mutex_;

@@ -16,6 +16,7 @@
 #include "probe_backend.hpp"
 #include "runtime/cache_key.hpp"
 #include "runtime/cost_calibration.hpp"
+#include "runtime/measurement.hpp"
 #include "runtime/trial_log.hpp"
 #include "runtime/tuning_db.hpp"
 #include "runtime/session_factory.hpp"
@@ -406,4 +407,15 @@ TEST_CASE("outputs_agree: tolerance for floats, exact for the rest", "[tuning]")
   CHECK_FALSE(outputs_agree(Tensor::from_vector<float>({NAN, 100.0f, 0.0f}, {3}), a));
   CHECK(outputs_agree(Tensor::from_vector<std::int64_t>({1, 2}, {2}), Tensor::from_vector<std::int64_t>({1, 2}, {2})));
   CHECK_FALSE(outputs_agree(Tensor::from_vector<std::int64_t>({1, 3}, {2}), Tensor::from_vector<std::int64_t>({1, 2}, {2})));
+}
+
+TEST_CASE("measurement sweeps what a run goes through: nothing where a core keeps the constants, else their bytes", "[tuning]") {
+  const std::size_t cap = std::min<std::size_t>(2 * last_level_cache_bytes(), std::size_t{256} << 20);
+  CHECK(private_cache_bytes() > 0);
+  CHECK(private_cache_bytes() <= last_level_cache_bytes());
+  CHECK(sweep_bytes_for_constants(0) == 0);
+  CHECK(sweep_bytes_for_constants(private_cache_bytes()) == 0);
+  const std::size_t beyond = private_cache_bytes() + 4096;
+  CHECK(sweep_bytes_for_constants(beyond) == std::min(beyond, cap));
+  CHECK(sweep_bytes_for_constants(std::size_t{1} << 40) == cap);
 }
