@@ -97,12 +97,16 @@ struct SessionOptions {
   // Tuning at load: for the input shapes the model declares (symbolic dims as fixed_dims says,
   // else 1), each node's configurations (candidate kernel x threads for the node) are searched
   // and measured inside the model; a configuration whose result differs from the reference
-  // backend's is rejected; winners are stored as tuning records in the cache folder. Without it
+  // backend's is rejected; then the whole model runs on the winners and on the untuned choices,
+  // alternately, and a winner it does not run faster with gives way to the untuned choice. The
+  // choices are stored as tuning records in the cache folder. Without it
   // (and for other shapes) a node runs the record's winner when the cache folder has one, else
   // the cost model's choice. run() never measures.
   bool tuning = false;
-  // Seconds tuning at load may take; past it, the nodes not yet searched keep the cost model's
-  // choice (a node's search is finished or not used, never half-applied). Must be > 0.
+  // Seconds the searches at load may take; past it, the nodes not yet searched keep the cost
+  // model's choice (a node's search is finished or not used, never half-applied). The in-model
+  // check comes after, a few seconds more (at least 5 runs of the model on each plan it
+  // compares). Must be > 0.
   double tuning_budget = 600;
   // The search strategy: "grid" (every configuration), "random", "ga" (genetic), "rl"
   // (policy gradient); its seed; trials per node (0: the strategy's default, up to 64).

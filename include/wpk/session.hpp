@@ -169,9 +169,10 @@ class Session {
   // The run once its inputs are checked and its CPUs are free (the times they took, for its
   // profile): one input per graph input, in its order; the graph's outputs in its order.
   // `forced`: run on that plan's choices and memory (the in-model check of tuning at load),
-  // neither looking up nor storing the signature's plan.
+  // neither looking up nor storing the signature's plan; a plan with no memory plan yet gets the
+  // one this run records, as a signature's first run does.
   std::vector<Tensor> run_checked(const std::vector<const Tensor*>& inputs, const RunOptions* options, RunProfile* profile,
-                                  double checks_us, double queued_us, const SignaturePlan* forced = nullptr) const;
+                                  double checks_us, double queued_us, SignaturePlan* forced = nullptr) const;
   void tune_at_load(double budget_seconds);
   // After tuning at load: drops tuned choices the whole model does not run faster with
   // (runtime/in_model_check.hpp).

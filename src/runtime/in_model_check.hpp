@@ -9,7 +9,8 @@
 //     that read its outputs (where a cache effect lands); steps sharing a tuning record are
 //     decided together, as the record is one;
 //   - then the plan with the kept choices runs against the untuned one again, alternately; not
-//     faster end to end, it keeps none.
+//     faster end to end, it drops the record that saved least and runs again (a few times), and
+//     then keeps none.
 #include <cstddef>
 #include <functional>
 #include <string>
@@ -31,6 +32,7 @@ struct InModelCheckLimits {
   int min_pairs = 5;          // alternating runs of each plan, whatever the time
   int max_pairs = 15;
   double seconds = 3.0;       // per phase: no new pair after this
+  int back_offs = 3;          // kept plans tried without their weakest record before keeping none
 };
 
 struct InModelCheckResult {

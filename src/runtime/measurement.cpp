@@ -31,7 +31,9 @@ void evict_all_but(const CacheState& cache) {
   // The largest sweep there can be (sweep_bytes_for_constants), held for the process once a
   // tuning session needs it: sessions tuning at once share it read-only.
   static const std::vector<unsigned char> sweep(std::min(2 * last_level_cache_bytes(), kMaxSweepBytes), 1);
-  const std::size_t bytes = std::min(cache.sweep_bytes, sweep.size());
+  // Each thread reads its share: enough, at the least, to pass through its core's private caches.
+  const std::size_t threads = static_cast<std::size_t>(omp_get_max_threads());
+  const std::size_t bytes = std::min(std::max(cache.sweep_bytes, 2 * private_cache_bytes() * threads), sweep.size());
   unsigned sum = 0;
   const std::int64_t lines = static_cast<std::int64_t>(bytes / 64);
 #pragma omp parallel for reduction(+ : sum) schedule(static)
@@ -86,7 +88,7 @@ std::size_t private_cache_bytes() {
     std::size_t largest = 0;
     for (int index = 0; index < 8; ++index)
       if (sysfs_cache_level(index) < last) largest = std::max(largest, sysfs_cache_bytes(index));
-    return largest > 0 ? largest : std::size_t{1} << 20;
+    return std::min(largest > 0 ? largest : std::size_t{1} << 20, last_level_cache_bytes());
   }();
   return bytes;
 }

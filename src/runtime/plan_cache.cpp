@@ -46,13 +46,17 @@ std::shared_ptr<const SignaturePlan> PlanCache::insert(const ShapeSignature& sig
 void PlanCache::replace(const ShapeSignature& sig, std::shared_ptr<const SignaturePlan> plan) {
   std::lock_guard<std::mutex> lock(mutex_);
   const auto it = plans_.find(sig);
-  if (it == plans_.end()) {
-    plans_.emplace(sig, plan);
-    order_.push_back(sig);
-  } else {
-    it->second = plan;
+  latest_ = plan;
+  if (it != plans_.end()) {
+    it->second = std::move(plan);
+    return;
   }
-  latest_ = std::move(plan);
+  plans_.emplace(sig, std::move(plan));
+  order_.push_back(sig);
+  while (plans_.size() > kMaxSignatures && !order_.empty()) {
+    plans_.erase(order_.front());
+    order_.pop_front();
+  }
 }
 
 std::shared_ptr<const SignaturePlan> PlanCache::latest() const {

@@ -136,6 +136,11 @@ TuningSettings tuning_settings(const SessionOptions& o) {
 
 // Inputs of the shapes the session declares (symbolic dims as 1), for tuning at load: floats
 // spread over [-1, 1] from a fixed sequence, everything else zero (a valid index for any table).
+bool same_choices(const std::vector<StepChoice>& a, const std::vector<StepChoice>& b) {
+  return std::equal(a.begin(), a.end(), b.begin(), b.end(),
+                    [](StepChoice x, StepChoice y) { return x.candidate == y.candidate && x.threads == y.threads; });
+}
+
 TensorMap declared_inputs(const std::vector<ValueInfo>& inputs) {
   TensorMap out;
   for (const ValueInfo& in : inputs) {
@@ -369,7 +374,7 @@ void Session::tune_at_load(double budget_seconds) {
   impl_->tuner->stop_measuring();
   try {
     check_tuning_in_model(inputs);
-  } catch (const Error& e) {
+  } catch (const std::exception& e) {
     logger().warn("tuning at load: the in-model check failed, the tuned choices stay: {}", e.what());
   }
   logger().debug("tuned at load in {:.1f} ms: {} nodes measured", us_since(start) / 1000, impl_->tuner->report().size());
@@ -386,25 +391,36 @@ void Session::check_tuning_in_model(const TensorMap& inputs) {
   std::vector<PlannedChange> planned;
   for (const Tuner::Change& c : changes)
     planned.push_back({c.step, c.untuned, c.key, im.graph.nodes()[im.plan->steps()[c.step].node_index].name});
+  // Each choice vector runs on a memory plan of its own, recorded by its first run: where values
+  // share bytes depends on the kernels (one that accumulates into its residual writes over it).
+  std::vector<std::shared_ptr<SignaturePlan>> plans = {std::make_shared<SignaturePlan>(*tuned)};
+  const auto plan_of = [&](const std::vector<StepChoice>& choice) {
+    for (const auto& p : plans)
+      if (same_choices(p->choice, choice)) return p;
+    auto p = std::make_shared<SignaturePlan>();
+    p->choice = choice;
+    run_checked(bound, nullptr, nullptr, 0, 0, p.get());
+    plans.push_back(p);
+    return p;
+  };
   const PlanRunner run_plan = [&](const std::vector<StepChoice>& choice) {
-    SignaturePlan plan = *tuned;
-    plan.choice = choice;
+    const std::shared_ptr<SignaturePlan> plan = plan_of(choice);
     RunProfile profile;
-    run_checked(bound, nullptr, &profile, 0, 0, &plan);
+    run_checked(bound, nullptr, &profile, 0, 0, plan.get());
     return profile;
   };
   const InModelCheckResult r = check_in_model(tuned->choice, planned, step_consumers(im.graph, *im.plan), run_plan);
   std::vector<Tuner::Change> dropped;
   std::vector<double> dropped_us;
-  auto plan = std::make_shared<SignaturePlan>(*tuned);
+  std::vector<StepChoice> final_choice = tuned->choice;
   for (std::size_t i = 0; i < changes.size(); ++i)
     if (!r.keep[i]) {
       dropped.push_back(changes[i]);
       dropped_us.push_back(r.untuned_step_us[i]);
-      plan->choice[changes[i].step] = changes[i].untuned;
+      final_choice[changes[i].step] = changes[i].untuned;
     }
   im.tuner->keep_untuned(dropped, dropped_us);
-  im.plans.replace(signature, std::move(plan));
+  im.plans.replace(signature, plan_of(final_choice));
   logger().info("tuning at load, in the model ({} runs each): {} of {} tuned choices kept; {:.3f} ms with them, "
                 "{:.3f} ms untuned, {:.3f} ms with every tuned choice",
                 r.pairs, changes.size() - dropped.size(), changes.size(), r.kept_ms, r.untuned_ms, r.tuned_ms);
@@ -471,7 +487,7 @@ std::vector<Tensor> Session::run_in_order(const std::vector<Tensor>& inputs) con
 
 std::vector<Tensor> Session::run_checked(const std::vector<const Tensor*>& inputs, const RunOptions* options,
                                          RunProfile* profile, double checks_us, double queued_us,
-                                         const SignaturePlan* forced) const {
+                                         SignaturePlan* forced) const {
   const auto t0 = std::chrono::steady_clock::now();
   RunControlScope control(options);
   const Impl& im = *impl_;
@@ -497,7 +513,8 @@ std::vector<Tensor> Session::run_checked(const std::vector<const Tensor*>& input
       reservation.reserve(static_cast<std::int64_t>(known->arena_bytes), "the run's arena: ");
       memory.arena = im.arenas->acquire(known->arena_bytes);
     }
-  } else if (im.options.plan_memory) {
+  }
+  if ((!known || (forced && !forced->memory_planned)) && im.options.plan_memory) {
     recorder = std::make_unique<MemoryRecorder>(g, *im.plan);
     memory.recorder = recorder.get();
   }
@@ -511,6 +528,8 @@ std::vector<Tensor> Session::run_checked(const std::vector<const Tensor*>& input
     plan->choice = exec.choices();
     if (recorder) recorder->finish(*plan);
     im.plans.insert(signature, std::move(plan));
+  } else if (forced && recorder) {
+    recorder->finish(*forced);
   }
 
   std::vector<Tensor> out = collect_outputs(g, inputs, exec);

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <limits>
+#include <map>
 
 #include "runtime/cache_key.hpp"
 #include "runtime/candidate_cost.hpp"
@@ -164,7 +165,8 @@ StepChoice Tuner::predicted_best(std::size_t s, const std::vector<const Tensor*>
       if (threads_ > 1 && cand.backend->uses_host_threads()) counts.push_back(1);
       for (const int t : counts) {
         const double seconds =
-            predicted_seconds(*cand.backend, cand.config, node, graph_, shapes, t, cand.prepared(), calibration_);
+            predicted_seconds(*cand.backend, cand.config, node, graph_, shapes, t, cand.prepared(),
+                              as_untuned_session ? nullptr : calibration_);
         if (best.candidate < 0 || seconds < best_seconds) {  // ties: the earlier registered backend, all threads
           best = {static_cast<int>(c), t == threads_ ? 0 : t};
           best_seconds = seconds;
@@ -249,18 +251,25 @@ std::vector<Tuner::Change> Tuner::changes(const std::vector<StepChoice>& chosen)
 }
 
 void Tuner::keep_untuned(const std::vector<Change>& reverted, const std::vector<double>& untuned_us) const {
-  for (std::size_t i = 0; i < reverted.size(); ++i) {
-    const Change& c = reverted[i];
-    const PlanStep& step = plan_.steps()[c.step];
-    const Node& node = graph_.nodes()[step.node_index];
-    const std::string identity = step.candidates[static_cast<std::size_t>(c.untuned.candidate)].identity();
+  // One store per record (steps sharing a record revert together), outside the report's lock.
+  std::map<std::string, std::pair<std::string, double>> records;  // key -> (value, us)
+  std::map<std::string, std::string> summaries;
+  {
     std::lock_guard<std::mutex> lock(report_mutex_);
-    for (TunedNode& row : report_)
-      if (row.node == node.name) row.slower_in_model = true;
-    const std::string summary = chosen_[c.step] ? chosen_[c.step]->summary : node.op_type;
-    const double us = i < untuned_us.size() ? untuned_us[i] : 0;
-    if (db_) db_->store(c.key, record_value(identity, c.untuned.threads), us, summary);  // as the plan has it
+    for (std::size_t i = 0; i < reverted.size(); ++i) {
+      const Change& c = reverted[i];
+      const PlanStep& step = plan_.steps()[c.step];
+      const Node& node = graph_.nodes()[step.node_index];
+      for (TunedNode& row : report_)
+        if (row.node == node.name) row.slower_in_model = true;
+      const std::string identity = step.candidates[static_cast<std::size_t>(c.untuned.candidate)].identity();
+      // As the plan has it: threads 0 (all) stays 0.
+      records.emplace(c.key, std::make_pair(record_value(identity, c.untuned.threads), i < untuned_us.size() ? untuned_us[i] : 0));
+      summaries.emplace(c.key, chosen_[c.step] ? chosen_[c.step]->summary : node.op_type);
+    }
   }
+  if (db_)
+    for (const auto& [key, value] : records) db_->store(key, value.first, value.second, summaries[key]);
 }
 
 std::vector<int> tuning_thread_counts(int threads) {

@@ -78,7 +78,10 @@ class Tuner {
  private:
   // The cost model's choice among the step's candidates. as_untuned_session: among those a
   // session that does not tune would have (no generated kernel where another backend runs the
-  // node: such a session compiles none), the baseline a tuned choice must beat.
+  // node: such a session compiles none) and ranked by the cost model uncalibrated, as on a
+  // machine with no tuning logs: the baseline a tuned choice must beat, in isolation and in the
+  // model, so a record never names a choice worse than a fresh session's (the calibration, fed by
+  // isolated trials, can rank a kernel first that the model runs slower).
   StepChoice predicted_best(std::size_t step, const std::vector<const Tensor*>& inputs, bool as_untuned_session = false) const;
   // The threads a choice runs on: its own count, or all the session's (0).
   int threads_of(StepChoice c) const { return c.threads > 0 ? c.threads : threads_; }
