@@ -193,7 +193,10 @@ int cmd_tune(const Args& args) {
     slower_in_model += n.slower_in_model;
     std::printf("%-48s %-58.58s %-30s %-12s %6.1fus %6.1fus %6.2fx  %s\n", n.node.c_str(), n.op.c_str(), winner.c_str(),
                 config.c_str(), n.untuned_us, n.winner_us, n.untuned_us / n.winner_us,
-                n.slower_in_model ? "no faster: untuned kept" : n.untuned == n.winner ? "-" : "kept");
+                n.slower_in_model      ? "no faster: untuned kept"
+                : n.runner_up_in_model ? "runner-up kept"
+                : n.untuned == n.winner ? "-"
+                                        : "kept");
   }
   if (options.tuning_algorithm == "compare") print_strategy_comparison(report);
   const int from_records = tuned_nodes - static_cast<int>(report.size());

@@ -118,6 +118,9 @@ struct TunedNode {
   // alternately), the model ran no faster with the winner: the node keeps the untuned choice,
   // and so does its tuning record.
   bool slower_in_model = false;
+  // The model ran fastest with a configuration that measured next fastest alone: `winner` and
+  // winner_us are that one's, and the record names it.
+  bool runner_up_in_model = false;
 };
 
 struct SignaturePlan;  // runtime/plan_cache.hpp

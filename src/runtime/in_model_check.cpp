@@ -25,18 +25,17 @@ void add(Series& series, const RunProfile& p, std::size_t steps) {
   series.total_us.push_back(p.total_us);
 }
 
-// Runs `a` and `b` alternately (a first) until the limits say stop.
-std::pair<Series, Series> alternate(const std::vector<StepChoice>& a, const std::vector<StepChoice>& b,
-                                    const PlanRunner& run, const InModelCheckLimits& limits) {
-  Series sa, sb;
+// Runs the plans in turn, round after round, until the limits say stop.
+std::vector<Series> alternate(const std::vector<std::vector<StepChoice>>& plans, const PlanRunner& run,
+                              const InModelCheckLimits& limits) {
+  std::vector<Series> series(plans.size());
   const auto start = std::chrono::steady_clock::now();
-  for (int pair = 0; pair < limits.max_pairs; ++pair) {
+  for (int round = 0; round < limits.max_pairs; ++round) {
     const double spent = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (pair >= limits.min_pairs && spent >= limits.seconds) break;
-    add(sa, run(a), a.size());
-    add(sb, run(b), b.size());
+    if (round >= limits.min_pairs && spent >= limits.seconds * static_cast<double>(plans.size()) / 2) break;
+    for (std::size_t p = 0; p < plans.size(); ++p) add(series[p], run(plans[p]), plans[p].size());
   }
-  return {std::move(sa), std::move(sb)};
+  return series;
 }
 
 double median_step(const Series& s, std::size_t step) { return median(s.step_us[step]); }
@@ -65,55 +64,84 @@ InModelCheckResult check_in_model(const std::vector<StepChoice>& tuned, const st
                                   InModelCheckLimits limits) {
   InModelCheckResult result;
   result.keep.assign(changes.size(), false);
+  for (const PlannedChange& c : changes) result.choice.push_back(c.untuned);
   if (changes.empty()) return result;
   std::vector<StepChoice> untuned = tuned;
   std::vector<bool> changed(tuned.size(), false);
+  std::size_t ranks = 1;  // the tuned choice, then each runner-up
   for (const PlannedChange& c : changes) {
     untuned.at(c.step) = c.untuned;
     changed.at(c.step) = true;
+    ranks = std::max(ranks, 1 + c.runners_up.size());
   }
-  const auto [t, u] = alternate(tuned, untuned, run, limits);
-  result.tuned_ms = median(t.total_us) / 1000;
+  // Plan 0 untuned, plan r every change on its rank-r option (its last one where it has fewer).
+  const auto option = [&](const PlannedChange& c, std::size_t rank) {
+    return rank == 0 || c.runners_up.empty() ? tuned[c.step] : c.runners_up[std::min(rank, c.runners_up.size()) - 1];
+  };
+  std::vector<std::vector<StepChoice>> plans = {untuned};
+  for (std::size_t rank = 0; rank < ranks; ++rank) {
+    plans.push_back(tuned);
+    for (const PlannedChange& c : changes) plans.back()[c.step] = option(c, rank);
+  }
+  const std::vector<Series> series = alternate(plans, run, limits);
+  const Series& u = series[0];
+  result.tuned_ms = median(series[1].total_us) / 1000;
 
-  // Time saved per record: the steps' own and that of their unchanged readers.
-  std::map<std::string, double> saved_us;
+  // Per record and rank, the time saved: its steps' own and that of their unchanged readers.
+  std::map<std::string, std::vector<double>> saved_us;
   for (const PlannedChange& c : changes) {
-    result.untuned_step_us.push_back(median_step(u, c.step));
-    const double own = median_step(u, c.step) - median_step(t, c.step);
-    double readers = 0;
-    if (c.step < consumers.size())
-      for (std::size_t r : consumers[c.step])
-        if (!changed[r]) readers += median_step(u, r) - median_step(t, r);
-    logger().debug("in-model check: {}: {:.1f} us untuned, {:.1f} tuned; its readers {:+.1f} us", c.node,
-                   median_step(u, c.step), median_step(t, c.step), -readers);
-    saved_us[c.record] += own + readers;
+    std::vector<double>& saved = saved_us[c.record];
+    saved.resize(ranks, 0.0);
+    for (std::size_t rank = 0; rank < ranks; ++rank) {
+      const Series& t = series[1 + rank];
+      double readers = 0;
+      if (c.step < consumers.size())
+        for (std::size_t r : consumers[c.step])
+          if (!changed[r]) readers += median_step(u, r) - median_step(t, r);
+      saved[rank] += median_step(u, c.step) - median_step(t, c.step) + readers;
+      logger().debug("in-model check: {} (option {}): {:.1f} us untuned, {:.1f} us; its readers {:+.1f} us", c.node,
+                     rank, median_step(u, c.step), median_step(t, c.step), -readers);
+    }
   }
-  // Records by what they save, the least first: where the kept plan does not win end to end,
-  // the weakest goes and the plan runs again (a saving misplaced between two changed steps, a
-  // reader read twice), a few times, then none stays.
+  // Each record's best option; records by what it saves, the least first: where the kept plan
+  // does not win end to end, the weakest goes and the plan runs again (a saving misplaced
+  // between two changed steps, a reader read twice), a few times, then none stays.
+  std::map<std::string, std::size_t> best_rank;
   std::vector<std::pair<double, std::string>> kept_records;
-  for (const auto& [record, saved] : saved_us)
-    if (saved > 0) kept_records.push_back({saved, record});
+  for (const auto& [record, saved] : saved_us) {
+    const auto best = std::max_element(saved.begin(), saved.end());
+    best_rank[record] = static_cast<std::size_t>(best - saved.begin());
+    if (*best > 0) kept_records.push_back({*best, record});
+  }
   std::sort(kept_records.begin(), kept_records.end());
   const auto plan_keeping = [&]() {
     std::vector<StepChoice> kept = untuned;
     for (std::size_t i = 0; i < changes.size(); ++i) {
-      result.keep[i] = std::any_of(kept_records.begin(), kept_records.end(),
-                                   [&](const auto& r) { return r.second == changes[i].record; });
-      if (result.keep[i]) kept[changes[i].step] = tuned[changes[i].step];
+      const PlannedChange& c = changes[i];
+      result.keep[i] = std::any_of(kept_records.begin(), kept_records.end(), [&](const auto& r) { return r.second == c.record; });
+      result.choice[i] = result.keep[i] ? option(c, best_rank[c.record]) : c.untuned;
+      kept[c.step] = result.choice[i];
     }
     return kept;
   };
-  double kept_ms = result.tuned_ms, untuned_ms = median(u.total_us) / 1000;
-  result.pairs = static_cast<int>(t.total_us.size());
+  const std::size_t records = saved_us.size();
+  double kept_ms = 0, untuned_ms = median(u.total_us) / 1000;
+  result.pairs = static_cast<int>(u.total_us.size());
   bool accepted = false;
   for (int attempt = 0; attempt <= limits.back_offs && !kept_records.empty(); ++attempt) {
     const std::vector<StepChoice> kept = plan_keeping();
-    if (kept_records.size() < saved_us.size() || attempt > 0) {  // else the runs above compared it
-      const auto [k, u2] = alternate(kept, untuned, run, limits);
-      kept_ms = median(k.total_us) / 1000;
-      untuned_ms = median(u2.total_us) / 1000;
-      result.pairs = static_cast<int>(k.total_us.size());
+    // A plan the first runs already timed is not run again.
+    const auto timed = std::find_if(plans.begin(), plans.end(), [&](const std::vector<StepChoice>& p) {
+      return std::equal(p.begin(), p.end(), kept.begin(), kept.end(),
+                        [](StepChoice a, StepChoice b) { return a.candidate == b.candidate && a.threads == b.threads; });
+    });
+    if (attempt == 0 && kept_records.size() == records && timed != plans.end()) {
+      kept_ms = median(series[static_cast<std::size_t>(timed - plans.begin())].total_us) / 1000;
+    } else {
+      const std::vector<Series> again = alternate({kept, untuned}, run, limits);
+      kept_ms = median(again[0].total_us) / 1000;
+      untuned_ms = median(again[1].total_us) / 1000;
+      result.pairs = static_cast<int>(again[0].total_us.size());
     }
     if (kept_ms < untuned_ms) {
       accepted = true;
@@ -124,10 +152,16 @@ InModelCheckResult check_in_model(const std::vector<StepChoice>& tuned, const st
   result.untuned_ms = untuned_ms;
   if (!accepted) {
     kept_records.clear();
-    plan_keeping();
     kept_ms = untuned_ms;
   }
+  plan_keeping();
   result.kept_ms = kept_ms;
+  // Each change's time on what stays, from the first runs.
+  for (std::size_t i = 0; i < changes.size(); ++i) {
+    std::size_t plan = 0;
+    if (result.keep[i]) plan = 1 + best_rank[changes[i].record];
+    result.step_us.push_back(median_step(series[plan], changes[i].step));
+  }
   return result;
 }
 

@@ -7,7 +7,9 @@
 // choice only where the model ran faster with it:
 //   - each changed step's gain is its own time saved plus the time saved by the unchanged steps
 //     that read its outputs (where a cache effect lands); steps sharing a tuning record are
-//     decided together, as the record is one;
+//     decided together, as the record is one; the configurations that measured next fastest
+//     alone (runners-up) run in plans of their own, and a record takes whichever of its options
+//     saves most in the model;
 //   - then the plan with the kept choices runs against the untuned one again, alternately; not
 //     faster end to end, it drops the record that saved least and runs again (a few times), and
 //     then keeps none.
@@ -24,8 +26,9 @@ namespace wpk {
 struct PlannedChange {
   std::size_t step;
   StepChoice untuned;
-  std::string record;  // steps with the same record are kept or dropped together
-  std::string node;    // for the log
+  std::string record;                   // steps with the same record are settled together
+  std::string node;                     // for the log
+  std::vector<StepChoice> runners_up;   // tried too, where the tuned choice loses in the model
 };
 
 struct InModelCheckLimits {
@@ -36,8 +39,9 @@ struct InModelCheckLimits {
 };
 
 struct InModelCheckResult {
-  std::vector<bool> keep;      // per change
-  std::vector<double> untuned_step_us;  // per change: its step's median time in the untuned runs
+  std::vector<bool> keep;                // per change: the tuned choice or a runner-up stays
+  std::vector<StepChoice> choice;        // per change: what stays (the untuned choice where !keep)
+  std::vector<double> step_us;           // per change: its step's median time on that choice
   int pairs = 0;               // runs of each plan in the final comparison
   double tuned_ms = 0;         // median run, every tuned choice
   double untuned_ms = 0;       // median run, no tuned choice (the final comparison's)

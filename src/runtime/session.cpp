@@ -390,7 +390,7 @@ void Session::check_tuning_in_model(const TensorMap& inputs) {
   if (changes.empty()) return;
   std::vector<PlannedChange> planned;
   for (const Tuner::Change& c : changes)
-    planned.push_back({c.step, c.untuned, c.key, im.graph.nodes()[im.plan->steps()[c.step].node_index].name});
+    planned.push_back({c.step, c.untuned, c.key, im.graph.nodes()[im.plan->steps()[c.step].node_index].name, c.runners_up});
   // Each choice vector runs on a memory plan of its own, recorded by its first run: where values
   // share bytes depends on the kernels (one that accumulates into its residual writes over it).
   std::vector<std::shared_ptr<SignaturePlan>> plans = {std::make_shared<SignaturePlan>(*tuned)};
@@ -410,20 +410,25 @@ void Session::check_tuning_in_model(const TensorMap& inputs) {
     return profile;
   };
   const InModelCheckResult r = check_in_model(tuned->choice, planned, step_consumers(im.graph, *im.plan), run_plan);
-  std::vector<Tuner::Change> dropped;
-  std::vector<double> dropped_us;
   std::vector<StepChoice> final_choice = tuned->choice;
-  for (std::size_t i = 0; i < changes.size(); ++i)
-    if (!r.keep[i]) {
-      dropped.push_back(changes[i]);
-      dropped_us.push_back(r.untuned_step_us[i]);
-      final_choice[changes[i].step] = changes[i].untuned;
-    }
-  im.tuner->keep_untuned(dropped, dropped_us);
+  std::vector<Tuner::Change> settled;
+  std::vector<StepChoice> settled_choice;
+  std::vector<double> settled_us;
+  std::size_t kept = 0;
+  for (std::size_t i = 0; i < changes.size(); ++i) {
+    kept += r.keep[i];
+    const StepChoice was = tuned->choice[changes[i].step], now = r.choice[i];
+    final_choice[changes[i].step] = now;
+    if (was.candidate == now.candidate && was.threads == now.threads) continue;
+    settled.push_back(changes[i]);
+    settled_choice.push_back(now);
+    settled_us.push_back(r.step_us[i]);
+  }
+  im.tuner->settle(settled, settled_choice, settled_us);
   im.plans.replace(signature, plan_of(final_choice));
   logger().info("tuning at load, in the model ({} runs each): {} of {} tuned choices kept; {:.3f} ms with them, "
                 "{:.3f} ms untuned, {:.3f} ms with every tuned choice",
-                r.pairs, changes.size() - dropped.size(), changes.size(), r.kept_ms, r.untuned_ms, r.tuned_ms);
+                r.pairs, kept, changes.size(), r.kept_ms, r.untuned_ms, r.tuned_ms);
 }
 
 std::vector<TunedNode> Session::tuning_report() const { return impl_->tuner->report(); }

@@ -75,6 +75,31 @@ std::pair<std::string, int> parse_record_value(const std::string& value) {
   }
 }
 
+namespace {
+
+// The next fastest configurations measured alone after the winner, faster than the untuned one:
+// what the in-model check tries where the winner loses inside the model.
+std::pair<std::vector<StepChoice>, std::vector<double>> runners_up(const search::Space& space,
+                                                                   const std::vector<search::Trial>& history,
+                                                                   const search::SearchResult& result,
+                                                                   const search::Point& untuned, double untuned_us) {
+  std::vector<search::Trial> all(history.begin() + 1, history.end());
+  all.insert(all.end(), result.trials.begin(), result.trials.end());
+  std::sort(all.begin(), all.end(), [](const search::Trial& a, const search::Trial& b) { return a.cost < b.cost; });
+  std::pair<std::vector<StepChoice>, std::vector<double>> out;
+  std::vector<search::Point> seen = {result.best, untuned};
+  for (const search::Trial& t : all) {
+    if (out.first.size() == Tuner::kRunnersUp || !(t.cost < untuned_us)) break;
+    if (std::find(seen.begin(), seen.end(), t.point) != seen.end()) continue;
+    seen.push_back(t.point);
+    out.first.push_back({static_cast<int>(space.value(t.point, 0)), static_cast<int>(space.value(t.point, 1))});
+    out.second.push_back(t.cost);
+  }
+  return out;
+}
+
+}  // namespace
+
 Tuner::Tuner(const Graph& graph, const ExecutionPlan& plan, TuningDb* db, int threads, TuningSettings settings,
              const CostCalibration* calibration)
     : graph_(graph), plan_(plan), db_(db), threads_(threads), settings_(std::move(settings)), calibration_(calibration),
@@ -224,7 +249,7 @@ StepChoice Tuner::choose(std::size_t s, const std::vector<const Tensor*>& inputs
           const StepChoice untuned = predicted_best(s, inputs, true);
           std::lock_guard<std::mutex> lock(report_mutex_);
           ++progress_.nodes_done;
-          chosen_[s] = Chosen{untuned, key, op_summary(node, inputs)};
+          chosen_[s] = Chosen{untuned, key, op_summary(node, inputs), {}, {}};
         }
         return {static_cast<int>(c), std::clamp(threads, 0, threads_)};
       }
@@ -245,26 +270,39 @@ std::vector<Tuner::Change> Tuner::changes(const std::vector<StepChoice>& chosen)
   for (std::size_t s = 0; s < chosen.size() && s < chosen_.size(); ++s) {
     if (!chosen_[s]) continue;
     const StepChoice u = chosen_[s]->untuned;
-    if (u.candidate != chosen[s].candidate || threads_of(u) != threads_of(chosen[s])) out.push_back({s, u, chosen_[s]->key});
+    if (u.candidate != chosen[s].candidate || threads_of(u) != threads_of(chosen[s]))
+      out.push_back({s, u, chosen_[s]->key, chosen_[s]->runners_up});
   }
   return out;
 }
 
-void Tuner::keep_untuned(const std::vector<Change>& reverted, const std::vector<double>& untuned_us) const {
-  // One store per record (steps sharing a record revert together), outside the report's lock.
+void Tuner::settle(const std::vector<Change>& changes, const std::vector<StepChoice>& choices,
+                   const std::vector<double>& us) const {
+  // One store per record (steps sharing a record settle together), outside the report's lock.
   std::map<std::string, std::pair<std::string, double>> records;  // key -> (value, us)
   std::map<std::string, std::string> summaries;
   {
     std::lock_guard<std::mutex> lock(report_mutex_);
-    for (std::size_t i = 0; i < reverted.size(); ++i) {
-      const Change& c = reverted[i];
+    for (std::size_t i = 0; i < changes.size() && i < choices.size(); ++i) {
+      const Change& c = changes[i];
+      const StepChoice choice = choices[i];
       const PlanStep& step = plan_.steps()[c.step];
       const Node& node = graph_.nodes()[step.node_index];
+      const bool untuned = choice.candidate == c.untuned.candidate && choice.threads == c.untuned.threads;
       for (TunedNode& row : report_)
-        if (row.node == node.name) row.slower_in_model = true;
-      const std::string identity = step.candidates[static_cast<std::size_t>(c.untuned.candidate)].identity();
+        if (row.node == node.name) {
+          row.slower_in_model = untuned;
+          row.runner_up_in_model = !untuned;
+          if (untuned || !chosen_[c.step]) continue;
+          row.winner = describe(step, choice);
+          const auto& next = chosen_[c.step]->runners_up;
+          for (std::size_t k = 0; k < next.size(); ++k)
+            if (next[k].candidate == choice.candidate && next[k].threads == choice.threads)
+              row.winner_us = chosen_[c.step]->runners_up_us[k];
+        }
+      const std::string identity = step.candidates[static_cast<std::size_t>(choice.candidate)].identity();
       // As the plan has it: threads 0 (all) stays 0.
-      records.emplace(c.key, std::make_pair(record_value(identity, c.untuned.threads), i < untuned_us.size() ? untuned_us[i] : 0));
+      records.emplace(c.key, std::make_pair(record_value(identity, choice.threads), i < us.size() ? us[i] : 0));
       summaries.emplace(c.key, chosen_[c.step] ? chosen_[c.step]->summary : node.op_type);
     }
   }
@@ -440,7 +478,8 @@ StepChoice Tuner::search_node(std::size_t s, const std::vector<const Tensor*>& i
   {
     std::lock_guard<std::mutex> lock(report_mutex_);
     tuned_[s] = true;
-    chosen_[s] = Chosen{untuned, key, op_summary(node, inputs)};
+    auto [next, next_us] = runners_up(space, history, result, untuned_point, untuned_us);
+    chosen_[s] = Chosen{untuned, key, op_summary(node, inputs), std::move(next), std::move(next_us)};
     report_.push_back({node.name, op_summary(node, inputs), describe(step, untuned), describe(step, winner), baseline_us,
                        winner_us, result.trials.size() + 1, std::move(strategies),
                        settings_.compare_strategies ? std::min(result.best_cost, untuned_us) : 0.0});

@@ -66,14 +66,16 @@ class Tuner {
   struct Change {
     std::size_t step;
     StepChoice untuned;
-    std::string key;  // its tuning record
+    std::string key;                     // its tuning record
+    std::vector<StepChoice> runners_up;  // the next fastest alone, faster than untuned (a search's)
   };
+  static constexpr std::size_t kRunnersUp = 2;
   // Those among the steps of a plan the tuner chose (`chosen`, per step) while measuring.
   std::vector<Change> changes(const std::vector<StepChoice>& chosen) const;
-  // The model ran no faster with these steps' tuned choices: their records name the untuned
-  // choice from now on (with its time inside the model, `untuned_us`, per change), and their
-  // report rows say so.
-  void keep_untuned(const std::vector<Change>& reverted, const std::vector<double>& untuned_us) const;
+  // What the model ran fastest with, per change (the untuned choice, or a runner-up), where it
+  // was not the winner: their records name it from now on (with its time inside the model,
+  // `us`), and their report rows say so.
+  void settle(const std::vector<Change>& changes, const std::vector<StepChoice>& choices, const std::vector<double>& us) const;
 
  private:
   // The cost model's choice among the step's candidates. as_untuned_session: among those a
@@ -118,6 +120,8 @@ class Tuner {
   struct Chosen {
     StepChoice untuned;
     std::string key, summary;
+    std::vector<StepChoice> runners_up;
+    std::vector<double> runners_up_us;  // as measured alone
   };
   mutable std::vector<std::optional<Chosen>> chosen_;
 };

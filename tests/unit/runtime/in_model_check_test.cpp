@@ -26,6 +26,7 @@ struct ScriptedModel {
   std::vector<double> own = {100, 50, 0, -20};
   std::vector<double> reader_cost = {0, 80, 0, 0};
   std::vector<double> hidden = {0, 0, 0, 0};
+  std::vector<double> own_runner_up = {0, 0, 0, 0};  // what candidate 2 saves
   int runs = 0;
 
   RunProfile operator()(const std::vector<StepChoice>& choice) {
@@ -37,6 +38,7 @@ struct ScriptedModel {
         us -= own[s];
         p.total_us += hidden[s];
       }
+      if (choice[s].candidate == 2) us -= own_runner_up[s];
       if (s > 0 && choice[s - 1].candidate == 1) us += reader_cost[s - 1];
       StepProfile step;
       step.duration_us = us;
@@ -53,7 +55,7 @@ std::vector<StepChoice> tuned_plan() { return {{1, 0}, {1, 0}, {0, 0}, {1, 0}}; 
 
 // Steps 0 and 3 share record "a", step 1 has "b"; step 2 is not tuned.
 std::vector<PlannedChange> changes() {
-  return {{0, {0, 0}, "a", "s0"}, {1, {0, 0}, "b", "s1"}, {3, {0, 0}, "a", "s3"}};
+  return {{0, {0, 0}, "a", "s0", {}}, {1, {0, 0}, "b", "s1", {}}, {3, {0, 0}, "a", "s3", {}}};
 }
 
 }  // namespace
@@ -71,8 +73,10 @@ TEST_CASE("in-model check: a choice that slows its reader goes, a record's steps
   CHECK(r.kept_ms == Approx((4000 - 100 + 20) / 1000.0));
   CHECK(r.pairs == 5);
   CHECK(model.runs == 20);  // 5 pairs of every tuned choice, 5 of the kept ones, each against untuned
-  REQUIRE(r.untuned_step_us.size() == 3);
-  CHECK(r.untuned_step_us[1] == Approx(1000));
+  REQUIRE(r.step_us.size() == 3);
+  CHECK(r.step_us[0] == Approx(900));   // kept: its time on the tuned choice
+  CHECK(r.step_us[1] == Approx(1000));  // dropped: on the untuned one
+  CHECK(r.choice[1].candidate == 0);
 }
 
 TEST_CASE("in-model check: a plan not faster end to end drops its weakest record and runs again", "[tuning]") {
@@ -93,6 +97,22 @@ TEST_CASE("in-model check: a plan not faster end to end keeps no tuned choice", 
   const InModelCheckResult r = check_in_model(tuned_plan(), changes(), kChain, std::ref(model), {3, 3, 0.0});
   CHECK(r.keep == std::vector<bool>{false, false, false});
   CHECK(r.kept_ms == r.untuned_ms);
+}
+
+TEST_CASE("in-model check: a runner-up the model runs faster than the winner takes its place", "[tuning]") {
+  ScriptedModel model;
+  model.own = {-50, 0, 0, 0};  // the winner alone loses 50 us in the model
+  model.own_runner_up = {60, 0, 0, 0};
+  model.reader_cost = {0, 0, 0, 0};
+  const std::vector<PlannedChange> one = {{0, {0, 0}, "a", "s0", {{2, 0}}}};
+  const std::vector<StepChoice> plan = {{1, 0}, {0, 0}, {0, 0}, {0, 0}};
+  const InModelCheckResult r = check_in_model(plan, one, kChain, std::ref(model), {3, 3, 0.0});
+  REQUIRE(r.keep.size() == 1);
+  CHECK(r.keep[0]);
+  CHECK(r.choice[0].candidate == 2);
+  CHECK(r.kept_ms == Approx(3.94));
+  CHECK(r.tuned_ms == Approx(4.05));
+  CHECK(model.runs == 3 * 3);  // untuned, winner, runner-up: the kept plan is the runner-up's, timed already
 }
 
 TEST_CASE("in-model check: nothing changed, nothing run", "[tuning]") {
