@@ -96,6 +96,17 @@ struct PlanSummary {
   std::size_t naive_bytes = 0;  // what one allocation per intermediate would take
 };
 
+// Tuning at load's in-model check (SessionOptions::tuning): the whole model run on each plan in
+// one session, alternately; medians in milliseconds. All zero when no tuned choice differed from
+// the untuned one.
+struct TuningCheck {
+  int changed = 0;     // nodes whose tuned choice (measured or from a record) was not the untuned one
+  int kept = 0;        // of those, nodes that keep a tuned option
+  int runners_up = 0;  // of those, nodes that keep a runner-up
+  int runs = 0;        // runs of each plan in the final comparison
+  double kept_ms = 0, untuned_ms = 0, every_tuned_ms = 0;
+};
+
 // A node that tuning at load searched (SessionOptions::tuning), with what it found.
 struct TunedNode {
   std::string node;
@@ -147,6 +158,7 @@ class Session {
   // Nodes whose configuration came from measurement or a tuning record, not the cost model (a
   // node counts once, whatever its shapes).
   int tuned_nodes() const;
+  TuningCheck tuning_check() const;
   // Steps, backends and memory plan (see PlanSummary).
   PlanSummary describe() const;
   LoadProfile load_profile() const;

@@ -60,6 +60,7 @@ struct Session::Impl {
   std::unique_ptr<MemoryBudget> budget;
   std::int64_t weight_bytes = 0;  // what the budget holds for the weights
   LoadProfile load;
+  TuningCheck tuning_check;
   mutable std::mutex profile_mutex;
   RunProfile last_profile;
 };
@@ -414,10 +415,12 @@ void Session::check_tuning_in_model(const TensorMap& inputs) {
   std::vector<Tuner::Change> settled;
   std::vector<StepChoice> settled_choice;
   std::vector<double> settled_us;
-  std::size_t kept = 0;
+  TuningCheck& check = im.tuning_check;
+  check = {static_cast<int>(changes.size()), 0, 0, r.pairs, r.kept_ms, r.untuned_ms, r.tuned_ms};
   for (std::size_t i = 0; i < changes.size(); ++i) {
-    kept += r.keep[i];
+    check.kept += r.keep[i];
     const StepChoice was = tuned->choice[changes[i].step], now = r.choice[i];
+    check.runners_up += r.keep[i] && (was.candidate != now.candidate || was.threads != now.threads);
     final_choice[changes[i].step] = now;
     if (was.candidate == now.candidate && was.threads == now.threads) continue;
     settled.push_back(changes[i]);
@@ -428,11 +431,12 @@ void Session::check_tuning_in_model(const TensorMap& inputs) {
   im.plans.replace(signature, plan_of(final_choice));
   logger().info("tuning at load, in the model ({} runs each): {} of {} tuned choices kept; {:.3f} ms with them, "
                 "{:.3f} ms untuned, {:.3f} ms with every tuned choice",
-                r.pairs, kept, changes.size(), r.kept_ms, r.untuned_ms, r.tuned_ms);
+                r.pairs, check.kept, changes.size(), r.kept_ms, r.untuned_ms, r.tuned_ms);
 }
 
 std::vector<TunedNode> Session::tuning_report() const { return impl_->tuner->report(); }
 int Session::tuned_nodes() const { return impl_->tuner->tuned_nodes(); }
+TuningCheck Session::tuning_check() const { return impl_->tuning_check; }
 
 ProcessCounters process_counters() { return {tuning_measurements(), codegen::kernel_store_counters().compiled}; }
 

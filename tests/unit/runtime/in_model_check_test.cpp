@@ -193,6 +193,12 @@ TEST_CASE("tuning at load keeps the untuned choice where the winner alone slows 
     CHECK(relu->winner_us < relu->untuned_us);
     CHECK(relu->slower_in_model);
     CHECK(s.describe().steps.at(0).backend == "steady");
+    const TuningCheck check = s.tuning_check();
+    CHECK(check.changed >= 1);
+    CHECK(check.kept == 0);
+    CHECK(check.runs >= 5);
+    CHECK(check.every_tuned_ms > check.untuned_ms);  // 20 ms owed against 3 ms saved
+    CHECK(check.kept_ms == check.untuned_ms);
   }
   {
     const auto before = tuning_measurements();
