@@ -81,6 +81,9 @@ struct StepChoice {
   int candidate = 0;
   int threads = 0;
 };
+// The same candidate on the same threads as written (0, all of them, is not a count).
+inline bool operator==(StepChoice a, StepChoice b) { return a.candidate == b.candidate && a.threads == b.threads; }
+inline bool operator!=(StepChoice a, StepChoice b) { return !(a == b); }
 
 struct PlanStep {
   std::size_t node_index;

@@ -131,10 +131,7 @@ InModelCheckResult check_in_model(const std::vector<StepChoice>& tuned, const st
   for (int attempt = 0; attempt <= limits.back_offs && !kept_records.empty(); ++attempt) {
     const std::vector<StepChoice> kept = plan_keeping();
     // A plan the first runs already timed is not run again.
-    const auto timed = std::find_if(plans.begin(), plans.end(), [&](const std::vector<StepChoice>& p) {
-      return std::equal(p.begin(), p.end(), kept.begin(), kept.end(),
-                        [](StepChoice a, StepChoice b) { return a.candidate == b.candidate && a.threads == b.threads; });
-    });
+    const auto timed = std::find(plans.begin(), plans.end(), kept);
     if (attempt == 0 && kept_records.size() == records && timed != plans.end()) {
       kept_ms = median(series[static_cast<std::size_t>(timed - plans.begin())].total_us) / 1000;
     } else {

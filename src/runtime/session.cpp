@@ -137,11 +137,6 @@ TuningSettings tuning_settings(const SessionOptions& o) {
 
 // Inputs of the shapes the session declares (symbolic dims as 1), for tuning at load: floats
 // spread over [-1, 1] from a fixed sequence, everything else zero (a valid index for any table).
-bool same_choices(const std::vector<StepChoice>& a, const std::vector<StepChoice>& b) {
-  return std::equal(a.begin(), a.end(), b.begin(), b.end(),
-                    [](StepChoice x, StepChoice y) { return x.candidate == y.candidate && x.threads == y.threads; });
-}
-
 TensorMap declared_inputs(const std::vector<ValueInfo>& inputs) {
   TensorMap out;
   for (const ValueInfo& in : inputs) {
@@ -397,7 +392,7 @@ void Session::check_tuning_in_model(const TensorMap& inputs) {
   std::vector<std::shared_ptr<SignaturePlan>> plans = {std::make_shared<SignaturePlan>(*tuned)};
   const auto plan_of = [&](const std::vector<StepChoice>& choice) {
     for (const auto& p : plans)
-      if (same_choices(p->choice, choice)) return p;
+      if (p->choice == choice) return p;
     auto p = std::make_shared<SignaturePlan>();
     p->choice = choice;
     run_checked(bound, nullptr, nullptr, 0, 0, p.get());
@@ -420,9 +415,9 @@ void Session::check_tuning_in_model(const TensorMap& inputs) {
   for (std::size_t i = 0; i < changes.size(); ++i) {
     check.kept += r.keep[i];
     const StepChoice was = tuned->choice[changes[i].step], now = r.choice[i];
-    check.runners_up += r.keep[i] && (was.candidate != now.candidate || was.threads != now.threads);
+    check.runners_up += r.keep[i] && was != now;
     final_choice[changes[i].step] = now;
-    if (was.candidate == now.candidate && was.threads == now.threads) continue;
+    if (was == now) continue;
     settled.push_back(changes[i]);
     settled_choice.push_back(now);
     settled_us.push_back(r.step_us[i]);

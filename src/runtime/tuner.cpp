@@ -288,7 +288,7 @@ void Tuner::settle(const std::vector<Change>& changes, const std::vector<StepCho
       const StepChoice choice = choices[i];
       const PlanStep& step = plan_.steps()[c.step];
       const Node& node = graph_.nodes()[step.node_index];
-      const bool untuned = choice.candidate == c.untuned.candidate && choice.threads == c.untuned.threads;
+      const bool untuned = choice == c.untuned;
       for (TunedNode& row : report_)
         if (row.node == node.name) {
           row.slower_in_model = untuned;
@@ -297,7 +297,7 @@ void Tuner::settle(const std::vector<Change>& changes, const std::vector<StepCho
           row.winner = describe(step, choice);
           const auto& next = chosen_[c.step]->runners_up;
           for (std::size_t k = 0; k < next.size(); ++k)
-            if (next[k].candidate == choice.candidate && next[k].threads == choice.threads)
+            if (next[k] == choice)
               row.winner_us = chosen_[c.step]->runners_up_us[k];
         }
       const std::string identity = step.candidates[static_cast<std::size_t>(choice.candidate)].identity();
