@@ -9,6 +9,8 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <mutex>
+#include <memory>
 #include <string>
 #include <utility>
 
@@ -27,13 +29,22 @@ constexpr std::size_t kMaxSweepBytes = std::size_t{256} << 20;
 // every cache line of `sweep_bytes` read, a share on each thread so every core's private caches
 // are swept too; then the activations, split between the threads as the steps that wrote them
 // split their work.
+// A buffer of at least `bytes`, held for the process as large as the largest sweep asked for; a
+// session tuning beside another keeps the one it got while a larger one replaces it.
+std::shared_ptr<const std::vector<unsigned char>> sweep_buffer(std::size_t bytes) {
+  static std::mutex mutex;
+  static std::shared_ptr<const std::vector<unsigned char>> buffer;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (!buffer || buffer->size() < bytes) buffer = std::make_shared<const std::vector<unsigned char>>(bytes, 1);
+  return buffer;
+}
+
 void evict_all_but(const CacheState& cache) {
-  // The largest sweep there can be (sweep_bytes_for_constants), held for the process once a
-  // tuning session needs it: sessions tuning at once share it read-only.
-  static const std::vector<unsigned char> sweep(std::min(2 * last_level_cache_bytes(), kMaxSweepBytes), 1);
   // Each thread reads its share: enough, at the least, to pass through its core's private caches.
   const std::size_t threads = static_cast<std::size_t>(omp_get_max_threads());
-  const std::size_t bytes = std::min(std::max(cache.sweep_bytes, 2 * private_cache_bytes() * threads), sweep.size());
+  const std::size_t bytes = std::min(std::max(cache.sweep_bytes, 2 * private_cache_bytes() * threads), kMaxSweepBytes);
+  const std::shared_ptr<const std::vector<unsigned char>> held = sweep_buffer(bytes);
+  const std::vector<unsigned char>& sweep = *held;
   unsigned sum = 0;
   const std::int64_t lines = static_cast<std::int64_t>(bytes / 64);
 #pragma omp parallel for reduction(+ : sum) schedule(static)
