@@ -77,8 +77,9 @@ std::pair<std::string, int> parse_record_value(const std::string& value) {
 
 namespace {
 
-// The next fastest configurations measured alone after the winner, faster than the untuned one:
-// what the in-model check tries where the winner loses inside the model.
+// The next fastest configurations measured alone after the winner, faster than the untuned one
+// by as much as a winner must be (kMinGain): what the in-model check tries where the winner loses
+// inside the model. One only as fast as the untuned choice would be kept or not by noise.
 std::pair<std::vector<StepChoice>, std::vector<double>> runners_up(const search::Space& space,
                                                                    const std::vector<search::Trial>& history,
                                                                    const search::SearchResult& result,
@@ -89,7 +90,7 @@ std::pair<std::vector<StepChoice>, std::vector<double>> runners_up(const search:
   std::pair<std::vector<StepChoice>, std::vector<double>> out;
   std::vector<search::Point> seen = {result.best, untuned};
   for (const search::Trial& t : all) {
-    if (out.first.size() == Tuner::kRunnersUp || !(t.cost < untuned_us)) break;
+    if (out.first.size() == Tuner::kRunnersUp || !(t.cost < untuned_us * kMinGain)) break;
     if (std::find(seen.begin(), seen.end(), t.point) != seen.end()) continue;
     seen.push_back(t.point);
     out.first.push_back({static_cast<int>(space.value(t.point, 0)), static_cast<int>(space.value(t.point, 1))});

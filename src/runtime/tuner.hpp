@@ -67,7 +67,7 @@ class Tuner {
     std::size_t step;
     StepChoice untuned;
     std::string key;                     // its tuning record
-    std::vector<StepChoice> runners_up;  // the next fastest alone, faster than untuned (a search's)
+    std::vector<StepChoice> runners_up;  // the next fastest alone, by kMinGain faster than untuned (a search's)
   };
   static constexpr std::size_t kRunnersUp = 2;
   // Those among the steps of a plan the tuner chose (`chosen`, per step) while measuring.
