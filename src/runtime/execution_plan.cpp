@@ -193,6 +193,14 @@ std::optional<std::size_t> cheapest_for_any_shape(const std::vector<Option>& opt
   return best;
 }
 
+// Whether an input the graph computes has a shape shape inference could not give, not even with
+// symbolic dims: the cost model has no workload to price at load.
+bool shape_unknown_at_load(const Node& n, const InputShapes& declared) {
+  for (std::size_t i = 0; i < declared.size() && i < n.inputs.size(); ++i)
+    if (!declared[i] && n.inputs[i] != kNoValue) return true;
+  return false;
+}
+
 // Nodes whose preparation must stay on the thread that builds the plan: control flow prepares
 // its bodies as sessions (which read that thread's body options and hold its CPUs), and a device
 // region times kernels on its GPU.
@@ -276,6 +284,12 @@ PreparedNode prepare_node(const Graph& graph, std::size_t i, const std::vector<c
     only_generated = only_generated && (o.backend->generates_code() || o.backend->name() == "reference");
   const auto may_compile = [&](const Option& o) { return options.every_config || o.identity == recorded || only_generated; };
   std::vector<bool> wanted(options_offered.size(), options.every_config);
+  // Where an input's shape is unknown until it arrives (computed by the graph, as an in-graph
+  // resize or an Expand to a shape it computes makes it), the ranking above priced a workload it
+  // could not see: every candidate that can wait stays, for the tuner to rank at the first run's
+  // shapes.
+  if (options.defer_alternatives && shape_unknown_at_load(n, declared))
+    for (std::size_t o = 0; o < options_offered.size(); ++o) wanted[o] = wanted[o] || !options_offered[o].backend->generates_code();
   if (!options_offered.empty()) {
     wanted[0] = true;
     // A second packing of the weights is worth its memory only where the first choice is

@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -141,4 +142,34 @@ TEST_CASE("an element-wise node runs on the reference's loop on a tiny tensor an
   s.run({{"x", Tensor::zeros(DType::Float32, {4096, 64})}});
   CHECK(s.last_profile().steps.at(0).backend == "onednn");
 #endif
+}
+
+TEST_CASE("a product whose input's shape is unknown at load runs on what the same shape declared would run on",
+          "[profile][cost]") {
+  // An input computed by the graph (an in-graph resize, an Expand to a computed shape) can reach
+  // a node with no shape at all: the choice then waits for the first run's shapes.
+  const auto session = [](DimList x_dims) {
+    Graph g;
+    g.add_input("x", DType::Float32, std::move(x_dims));
+    std::vector<float> w(192 * 384);
+    for (std::size_t i = 0; i < w.size(); ++i) w[i] = static_cast<float>(i % 7) * 0.125f - 0.375f;
+    g.add_initializer("w", Tensor::from_vector<float>(w, {192, 384}));
+    g.add_node("MatMul", {"x", "w"}, {"y"}, {}, "product");
+    g.add_output("y");
+    SessionOptions o;
+    o.threads = 2;
+    o.profile = true;
+    return std::make_unique<Session>(g, o);
+  };
+  const std::unique_ptr<Session> declared = session({197, 192}), unknown = session({Dim(-1), 192});
+  std::vector<float> x(197 * 192);
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i % 11) * 0.25f - 1.25f;
+  const TensorMap in = {{"x", Tensor::from_vector<float>(x, {197, 192})}};
+  const TensorMap a = declared->run(in), b = unknown->run(in);
+  CHECK(unknown->last_profile().steps.at(0).backend == declared->last_profile().steps.at(0).backend);
+  REQUIRE(b.at("y").shape() == Shape{197, 384});
+  float worst = 0;
+  for (std::int64_t i = 0; i < a.at("y").numel(); ++i)
+    worst = std::max(worst, std::abs(b.at("y").data<float>()[i] - a.at("y").data<float>()[i]));
+  CHECK(worst < 1e-3f);
 }
