@@ -119,7 +119,7 @@ std::optional<MatMulConfig> MatMulConfig::parse(const std::string& text) {
 std::vector<MatMulConfig> matmul_configs(int vector_registers) {
   std::vector<MatMulConfig> out;
   for (bool cols : {false, true})
-    for (int rows : {4, 6, 2, 1, 8})
+    for (int rows : {4, 6, 2, 1, 8, 12, 14})
       for (int vectors : {2, 1, 3, 4})
         if (rows * vectors + vectors + 1 <= vector_registers) out.push_back({rows, vectors, cols});
   return out;
