@@ -398,6 +398,8 @@ void StaticShapes::infer(const Graph& g, const Node& n) {
     for (std::size_t i = 0; i < n.inputs.size(); ++i) ins.push_back(in(i));
     set_dims(out, broadcast(ins));
     if (in_data(0) && in_data(1)) infer_arithmetic(n, *in_data(0), *in_data(1));
+    if (op == "Equal" && in_data(0) && in_data(1)) infer_equal(n, *in_data(0), *in_data(1));
+    if (op == "Where" && in_data(0) && in_data(1) && in_data(2)) infer_where(n, *in_data(0), *in_data(1), *in_data(2));
   } else if (op == "MatMul" || op == "MatMulInteger") {
     set_dims(out, matmul_dims(in(0), in(1)));
   } else if (op == "Gemm" && in(0) && in(1) && in(0)->size() == 2 && in(1)->size() == 2) {
@@ -456,8 +458,16 @@ void StaticShapes::infer(const Graph& g, const Node& n) {
       set_dims(out, reshape_dims(in(0), *in_data(1), n.attr_int("allowzero", 0) != 0));
     else if (in(1) && in(1)->size() == 1 && (*in(1))[0].is_static() && (*in(1))[0].value <= kMaxInferredRank)
       set_dims(out, DimList(static_cast<std::size_t>((*in(1))[0].value), unknown_dim()));
+    // Flattened to one dim (exporters write Reshape(shape, [-1])), the elements keep their order.
+    if (in_data(0) && rank(out) == 1) set_data(out, *in_data(0), data_dtype(n.inputs[0]));
   } else if (op == "ConstantOfShape" && in_data(0)) {
     set_dims(out, to_dims(*in_data(0)));
+    // A small filled shape vector (the ones an Expand's target is built from).
+    const Attribute* value = n.find_attr("value");
+    const DimList* filled = dims(out);
+    if (value && filled && filled->size() == 1 && (*filled)[0].is_static() && (*filled)[0].value <= 64)
+      if (const auto fill = small_int_data(value->t()); fill && fill->size() == 1)
+        set_data(out, IntData(static_cast<std::size_t>((*filled)[0].value), (*fill)[0]), value->t().dtype());
   } else if (op == "Expand" && in_data(1)) {
     const DimList target = to_dims(*in_data(1));
     set_dims(out, broadcast({in(0), &target}));
@@ -488,6 +498,42 @@ void StaticShapes::infer_arithmetic(const Node& n, const IntData& a, const IntDa
     out.push_back({op == "Add" ? u + v : op == "Sub" ? u - v : op == "Mul" ? u * v : u / v, ""});
   }
   set_data(n.outputs[0], out, data_dtype(n.inputs[0]));
+}
+
+// Equal on shape elements: numbers compare; a symbolic dim is never negative, so it differs from
+// any negative number (the -1 an exporter compares a size with); else unknown.
+void StaticShapes::infer_equal(const Node& n, const IntData& a, const IntData& b) {
+  if (a.size() != b.size() && a.size() != 1 && b.size() != 1) return;
+  IntData out;
+  for (std::size_t i = 0; i < std::max(a.size(), b.size()); ++i) {
+    const IntElem& x = a[a.size() == 1 ? 0 : i];
+    const IntElem& y = b[b.size() == 1 ? 0 : i];
+    if (x.value && y.value)
+      out.push_back({*x.value == *y.value ? 1 : 0, ""});
+    else if ((x.value && *x.value < 0) || (y.value && *y.value < 0))
+      out.push_back({0, ""});
+    else if (!x.symbol.empty() && x.symbol == y.symbol)
+      out.push_back({1, ""});
+    else
+      return;
+  }
+  set_data(n.outputs[0], out, DType::Bool);
+}
+
+// Where on shape elements: each element from x or y as its condition says.
+void StaticShapes::infer_where(const Node& n, const IntData& cond, const IntData& x, const IntData& y) {
+  std::size_t size = 1;
+  for (const IntData* d : {&cond, &x, &y}) {
+    if (d->size() != 1 && size != 1 && d->size() != size) return;
+    size = std::max(size, d->size());
+  }
+  IntData out;
+  for (std::size_t i = 0; i < size; ++i) {
+    const IntElem& c = cond[cond.size() == 1 ? 0 : i];
+    if (!c.value) return;
+    out.push_back(*c.value ? x[x.size() == 1 ? 0 : i] : y[y.size() == 1 ? 0 : i]);
+  }
+  set_data(n.outputs[0], out, data_dtype(n.inputs[1]));
 }
 
 // Ops that move dims around as data: Shape, and what exporters compute from it to build the

@@ -5,7 +5,9 @@
 //
 // Besides dims it follows the contents of small integer tensors computed from shapes (Shape,
 // Gather, Unsqueeze, Concat, ...), the way exporters build the target of a Reshape, so that
-// Reshape(x, Concat(Shape(x)[0], 128, 12, 64)) has known dims [N, 128, 12, 64].
+// Reshape(x, Concat(Shape(x)[0], 128, 12, 64)) has known dims [N, 128, 12, 64], and of an
+// Expand: x.expand(n, -1, -1) is exported as a Where over Equal(target, -1) and
+// ConstantOfShape, which ends as [N, 1, 192].
 //
 // Only common ops have a rule; whatever has none is unknown, which passes read as "don't".
 #include <optional>
@@ -41,6 +43,8 @@ class StaticShapes {
   void infer(const Graph& g, const Node& n);
   void infer_shape_data(const Graph& g, const Node& n);
   void infer_arithmetic(const Node& n, const IntData& a, const IntData& b);
+  void infer_equal(const Node& n, const IntData& a, const IntData& b);
+  void infer_where(const Node& n, const IntData& cond, const IntData& x, const IntData& y);
   void set_dims(ValueId v, std::optional<DimList> d);
   void set_data(ValueId v, IntData d, DType dtype);
   std::vector<std::optional<DimList>> dims_;

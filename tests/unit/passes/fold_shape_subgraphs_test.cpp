@@ -36,6 +36,35 @@ Graph head_split_graph() {
   return g;
 }
 
+// PyTorch's export of token.expand(x.shape[0], -1, -1) before a Concat with x [batch, 4, 8]:
+// the target [batch, -1, -1] goes through Where(Equal(t, -1 * ones), ones, t) -> [batch, 1, 1].
+Graph class_token_graph(DimList x_dims) {
+  Graph g;
+  g.add_input("x", DType::Float32, std::move(x_dims));
+  std::vector<float> token(8);
+  for (std::size_t i = 0; i < token.size(); ++i) token[i] = 0.5f * static_cast<float>(i) - 1.f;
+  g.add_initializer("token", Tensor::from_vector<float>(token, {1, 1, 8}));
+  g.add_initializer("zero", Tensor::scalar<std::int64_t>(0));
+  g.add_initializer("axis0", Tensor::from_vector<std::int64_t>({0}, {1}));
+  g.add_initializer("keep", Tensor::from_vector<std::int64_t>({-1}, {1}));
+  g.add_initializer("flat", Tensor::from_vector<std::int64_t>({-1}, {1}));
+  g.add_initializer("minus_one", Tensor::scalar<std::int64_t>(-1));
+  g.add_node("Shape", {"x"}, {"shape"});
+  g.add_node("Gather", {"shape", "zero"}, {"batch"}, {{"axis", Attribute(0)}});
+  g.add_node("Unsqueeze", {"batch", "axis0"}, {"batch1"});
+  g.add_node("Concat", {"batch1", "keep", "keep"}, {"target"}, {{"axis", Attribute(0)}});
+  g.add_node("Reshape", {"target", "flat"}, {"target_flat"});
+  g.add_node("Shape", {"target_flat"}, {"target_shape"});
+  g.add_node("ConstantOfShape", {"target_shape"}, {"ones"}, {{"value", Attribute(Tensor::from_vector<std::int64_t>({1}, {1}))}});
+  g.add_node("Mul", {"ones", "minus_one"}, {"minus_ones"});
+  g.add_node("Equal", {"target_flat", "minus_ones"}, {"kept"});
+  g.add_node("Where", {"kept", "ones", "target_flat"}, {"expand_to"});
+  g.add_node("Expand", {"token", "expand_to"}, {"tokens"});
+  g.add_node("Concat", {"tokens", "x"}, {"y"}, {{"axis", Attribute(1)}});
+  g.add_output("y");
+  return g;
+}
+
 }  // namespace
 
 TEST_CASE("fold_shape_subgraphs folds the static dims of a symbolic shape", "[optimizer][passes]") {
@@ -113,4 +142,40 @@ TEST_CASE("static shapes broadcast symbolic dims soundly", "[optimizer][passes]"
   const passes::StaticShapes shapes(g);
   CHECK(dims_to_string(*shapes.dims(g.value_id("ab"))) == "[?, 3, 4]");
   CHECK(dims_to_string(*shapes.dims(g.value_id("ac"))) == "[N, 3, 4]");
+}
+
+TEST_CASE("static shapes follow an Expand to a target built with Where and Equal", "[optimizer][passes]") {
+  const Graph g = class_token_graph({Dim("N"), 4, 8});
+  const passes::StaticShapes shapes(g);
+  const passes::IntData* to = shapes.data(g.value_id("expand_to"));
+  REQUIRE(to != nullptr);
+  REQUIRE(to->size() == 3);
+  CHECK((*to)[0].symbol == "N");
+  CHECK((*to)[1].value == std::optional<std::int64_t>(1));
+  CHECK((*to)[2].value == std::optional<std::int64_t>(1));
+  REQUIRE(shapes.dims(g.value_id("y")) != nullptr);
+  CHECK(dims_to_string(*shapes.dims(g.value_id("y"))) == "[N, 5, 8]");
+
+  // A symbol compared with a size it may equal stays unknown.
+  Graph h = class_token_graph({Dim("N"), 4, 8});
+  h.add_initializer("three", Tensor::from_vector<std::int64_t>({3, 3, 3}, {3}));
+  h.add_node("Equal", {"target_flat", "three"}, {"maybe"});
+  h.add_output("maybe");
+  CHECK(passes::StaticShapes(h).data(h.value_id("maybe")) == nullptr);
+
+  // Run as declared (symbolic) and with a fixed batch (folded to constants): the token row
+  // leads each image's rows.
+  for (const DimList& dims : {DimList{Dim("N"), 4, 8}, DimList{2, 4, 8}}) {
+    const Session s(class_token_graph(dims));
+    std::vector<float> x(2 * 4 * 8);
+    for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i);
+    const TensorMap out = s.run({{"x", Tensor::from_vector<float>(x, {2, 4, 8})}});
+    const Tensor& y = out.at("y");
+    REQUIRE(y.shape() == Shape{2, 5, 8});
+    for (std::int64_t b = 0; b < 2; ++b)
+      for (std::int64_t c = 0; c < 8; ++c) {
+        CHECK(y.data<float>()[b * 40 + c] == 0.5f * static_cast<float>(c) - 1.f);
+        CHECK(y.data<float>()[b * 40 + 8 + c] == x[static_cast<std::size_t>(b * 32 + c)]);
+      }
+  }
 }
