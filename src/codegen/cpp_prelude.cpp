@@ -21,12 +21,23 @@ static inline float s_sigmoid(float a) { return 1.0f / (1.0f + std::exp(-a)); }
 static inline float s_erf(float a) { return std::erf(a); }
 )";
 
-// erf lane by lane: rare (GELU's exact form) and not worth a polynomial per target yet.
-const char kTail[] = R"(static inline V v_erf(V a) {
-  alignas(64) float t[W];
-  v_store(t, a);
-  for (int i = 0; i < W; ++i) t[i] = std::erf(t[i]);
-  return v_load(t);
+const char kScalarTail[] = R"(static inline V v_erf(V a) { return std::erf(a); }
+)";
+
+// erf on vectors, for GELU's exact form in product epilogues and chains: the rational-exponential
+// fit 1 - t (a1 + t (a2 + ...)) exp(-x^2), t = 1 / (1 + p |x|), absolute error under 1.5e-7 (the
+// classic handbook approximation), the sign restored. Infinities give +-1, NaN stays NaN. (A
+// reciprocal estimate in place of the division loses the bits small arguments need.)
+const char kVectorTail[] = R"(static inline V v_erf(V x) {
+  const V a = v_abs(x), one = v_set1(1.0f);
+  const V t = v_div(one, v_fma(v_set1(0.3275911f), a, one));
+  V p = v_set1(1.061405429f);
+  p = v_fma(p, t, v_set1(-1.453152027f));
+  p = v_fma(p, t, v_set1(1.421413741f));
+  p = v_fma(p, t, v_set1(-0.284496736f));
+  p = v_fma(p, t, v_set1(0.254829592f));
+  const V y = v_sub(one, v_mul(v_mul(p, t), v_exp(v_neg(v_mul(a, a)))));
+  return v_copysign(y, x);
 }
 )";
 
@@ -84,6 +95,7 @@ static inline V v_min(V a, V b) { return _mm256_min_ps(a, b); }
 static inline V v_fma(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
 static inline V v_neg(V a) { return _mm256_xor_ps(a, _mm256_set1_ps(-0.0f)); }
 static inline V v_abs(V a) { return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), a); }
+static inline V v_copysign(V m, V s) { const V sign = _mm256_set1_ps(-0.0f); return _mm256_or_ps(_mm256_andnot_ps(sign, m), _mm256_and_ps(sign, s)); }
 static inline V v_relu(V a) { return v_max(a, _mm256_setzero_ps()); }
 static inline V v_sqrt(V a) { return _mm256_sqrt_ps(a); }
 static inline V v_exp(V x) {
@@ -140,6 +152,10 @@ static inline V v_min(V a, V b) { return _mm512_min_ps(a, b); }
 static inline V v_fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
 static inline V v_neg(V a) { return _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(a), _mm512_set1_epi32((int)0x80000000u))); }
 static inline V v_abs(V a) { return _mm512_abs_ps(a); }
+static inline V v_copysign(V m, V s) {
+  const __m512i sign = _mm512_set1_epi32((int)0x80000000u);
+  return _mm512_castsi512_ps(_mm512_or_si512(_mm512_andnot_si512(sign, _mm512_castps_si512(m)), _mm512_and_si512(sign, _mm512_castps_si512(s))));
+}
 static inline V v_relu(V a) { return v_max(a, _mm512_setzero_ps()); }
 static inline V v_sqrt(V a) { return _mm512_sqrt_ps(a); }
 static inline V v_exp(V x) {
@@ -180,9 +196,9 @@ std::string with_exp_polynomial(std::string prelude, const std::string& prefix) 
 }  // namespace
 
 const char* cpp_prelude(CpuTarget target) {
-  static const std::string scalar = std::string(kCommon) + kScalar + kTail,
-                           avx2 = with_exp_polynomial(std::string(kCommon) + kAvx2, "_mm256") + kTail,
-                           avx512 = with_exp_polynomial(std::string(kCommon) + kAvx512, "_mm512") + kTail;
+  static const std::string scalar = std::string(kCommon) + kScalar + kScalarTail,
+                           avx2 = with_exp_polynomial(std::string(kCommon) + kAvx2, "_mm256") + kVectorTail,
+                           avx512 = with_exp_polynomial(std::string(kCommon) + kAvx512, "_mm512") + kVectorTail;
   switch (target) {
     case CpuTarget::Avx2: return avx2.c_str();
     case CpuTarget::Avx512: return avx512.c_str();

@@ -1,6 +1,7 @@
 #include "backends/generated/epilogue.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 #include "graph/fused_ops.hpp"
 
@@ -24,7 +25,7 @@ Expr clamp(Expr x, float lo, float hi) { return min(constant(hi), max(constant(l
 bool read_activation(const Node& node, Epilogue& e, std::string& why) {
   e.activation = node.attr_string("activation", "");
   e.params = node.attr_floats("activation_params");
-  static const char* known[] = {"", "Relu", "Sigmoid", "Tanh", "SiLU", "Clip", "LeakyRelu", "HardSigmoid", "HardSwish", "GeluTanh"};
+  static const char* known[] = {"", "Relu", "Sigmoid", "Tanh", "SiLU", "Clip", "LeakyRelu", "HardSigmoid", "HardSwish", "Gelu", "GeluTanh"};
   if (std::find(std::begin(known), std::end(known), e.activation) == std::end(known)) {
     why = "activation " + e.activation + " is not written by the gen backend";
     return false;
@@ -62,7 +63,10 @@ Expr activation_of(const Epilogue& e, Expr x) {
   if (act == "LeakyRelu") return max(constant(0.0f), x) + constant(p[0]) * min(constant(0.0f), x);
   if (act == "HardSigmoid") return clamp(constant(p[0]) * x + constant(p[1]), 0.0f, 1.0f);
   if (act == "HardSwish") return x * clamp(x / constant(6.0f) + constant(0.5f), 0.0f, 1.0f);
-  // GeluTanh, in the reference backend's order of operations.
+  // Gelu and GeluTanh in the reference backend's order of operations (Gelu's division by sqrt(2)
+  // a multiplication: a division costs an epilogue as much as its erf).
+  if (act == "Gelu")
+    return x * (constant(1.0f) + unary(Op::Erf, x * constant(static_cast<float>(1.0 / std::sqrt(2.0))))) * constant(0.5f);
   const Expr inner = constant(0.7978845608028654f) * (x + constant(0.044715f) * (x * (x * x)));
   return x * (constant(1.0f) + unary(Op::Tanh, inner)) * constant(0.5f);
 }

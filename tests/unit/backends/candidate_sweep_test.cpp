@@ -312,7 +312,7 @@ std::vector<SweepCase> other_cases() {
                            .seed(seed++),
                        1e-4, 1e-4});
   // Every epilogue a generated product fuses, with a residual and rows over two leading dims.
-  for (const char* act : {"Relu", "Sigmoid", "Tanh", "SiLU", "Clip", "LeakyRelu", "HardSwish", "GeluTanh"})
+  for (const char* act : {"Relu", "Sigmoid", "Tanh", "SiLU", "Clip", "LeakyRelu", "HardSwish", "Gelu", "GeluTanh"})
     out.push_back({OpCase("FusedMatMul", "com.wpk").input("A", {2, 3, 17}).constant("B", {17, 33}).constant("C", {33})
                        .input("Z", {2, 3, 33}).activation(act).seed(seed++),
                    1e-4, 1e-5});
