@@ -286,9 +286,10 @@ PreparedNode prepare_node(const Graph& graph, std::size_t i, const std::vector<c
   std::vector<bool> wanted(options_offered.size(), options.every_config);
   // Where an input's shape is unknown until it arrives (computed by the graph, as an in-graph
   // resize or an Expand to a shape it computes makes it), the ranking above priced a workload it
-  // could not see: every candidate that can wait stays, for the tuner to rank at the first run's
-  // shapes.
-  if (options.defer_alternatives && shape_unknown_at_load(n, declared))
+  // could not see: every candidate that can wait stays, none prepared yet, for the tuner to rank
+  // at the first run's shapes (so only the one it picks packs the weights).
+  const bool wait_for_shapes = options.defer_alternatives && !options.every_config && shape_unknown_at_load(n, declared);
+  if (wait_for_shapes)
     for (std::size_t o = 0; o < options_offered.size(); ++o) wanted[o] = wanted[o] || !options_offered[o].backend->generates_code();
   if (!options_offered.empty()) {
     wanted[0] = true;
@@ -309,8 +310,8 @@ PreparedNode prepare_node(const Graph& graph, std::size_t i, const std::vector<c
     if (fallback && o.backend->generates_code()) return;
     // Once the node has a kernel, the others wait for a run that picks them (the large-batch
     // choice, other backends' fallbacks); a generated one's code is had at load or not at all.
-    if (options.defer_alternatives && !options.every_config && !step.candidates.empty() && !o.backend->generates_code() &&
-        !prepares_on_calling_thread(n)) {
+    if (options.defer_alternatives && !options.every_config && (!step.candidates.empty() || wait_for_shapes) &&
+        !o.backend->generates_code() && !prepares_on_calling_thread(n)) {
       step.candidates.push_back({o.backend, nullptr, o.config, std::make_shared<DeferredKernel>(graph, i, disabled)});
       return;
     }

@@ -140,4 +140,28 @@ TEST_CASE("a fallback is prepared by the first run that needs it and only once",
   }
 }
 
+TEST_CASE("a node whose input's shape is unknown at load prepares no candidate until a run picks one", "[plan]") {
+  const auto graph_of = [](DimList x_dims) {
+    Graph g;
+    g.add_input("x", DType::Float32, std::move(x_dims));
+    g.add_initializer("w", Tensor::from_vector<float>(std::vector<float>(64 * 32, 0.25f), {64, 32}));
+    g.add_node("MatMul", {"x", "w"}, {"y"}, {}, "product");
+    g.add_output("y");
+    return g;
+  };
+  PlanOptions options;
+  options.threads = 2;
+  options.defer_alternatives = true;
+  Graph unknown = graph_of({Dim(-1), 64}), symbolic = graph_of({Dim("N"), 64});
+  const ExecutionPlan waiting(unknown, registered_backends(), options);
+  REQUIRE(waiting.steps().size() == 1);
+  CHECK(waiting.steps()[0].candidates.size() >= 2);  // at least oneDNN or the cpu kernel, and the reference
+  for (const Candidate& c : waiting.steps()[0].candidates) CHECK((c.kernel == nullptr && c.deferred != nullptr));
+  // Rows known (symbolically): the cost model's choice is prepared at load.
+  CHECK(ExecutionPlan(symbolic, registered_backends(), options).steps().at(0).candidates.at(0).kernel != nullptr);
+  // Without deferring (tuning, or a plan of its own), the first choice is prepared.
+  options.defer_alternatives = false;
+  CHECK(ExecutionPlan(unknown, registered_backends(), options).steps().at(0).candidates.at(0).kernel != nullptr);
+}
+
 }  // namespace wpk
