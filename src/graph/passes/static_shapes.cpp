@@ -1,6 +1,7 @@
 #include "graph/passes/static_shapes.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <initializer_list>
 #include <limits>
 #include <set>
@@ -300,6 +301,30 @@ DimList reshape_dims(const DimList* in, const IntData& target, bool allowzero) {
   return out;
 }
 
+// Resize's output: its `sizes` where known (stretched: no aspect ratio kept), else each static dim
+// times its constant scale, rounded down (a symbolic dim only under a scale of 1).
+std::optional<DimList> resize_dims(const Graph& g, const Node& n, const DimList& in, const IntData* sizes) {
+  if (sizes) {
+    if (n.attr_string("keep_aspect_ratio_policy", "stretch") != "stretch" || sizes->size() != in.size()) return std::nullopt;
+    return to_dims(*sizes);
+  }
+  const Tensor* scales = n.inputs.size() > 2 && n.inputs[2] != kNoValue ? g.initializer(n.inputs[2]) : nullptr;
+  if (!scales || scales->dtype() != DType::Float32 || scales->numel() != static_cast<std::int64_t>(in.size()))
+    return std::nullopt;
+  DimList out;
+  for (std::size_t i = 0; i < in.size(); ++i) {
+    const float scale = scales->data<float>()[i];
+    if (!in[i].is_static() && scale == 1.0f) {  // a batch kept as it is
+      out.push_back(in[i]);
+      continue;
+    }
+    const double d = static_cast<double>(in[i].value) * static_cast<double>(scale);
+    if (!in[i].is_static() || !(d >= 0) || d > static_cast<double>(std::int64_t{1} << 40)) return std::nullopt;
+    out.push_back(Dim(static_cast<std::int64_t>(std::floor(d))));
+  }
+  return out;
+}
+
 }  // namespace
 
 StaticShapes::StaticShapes(const Graph& g)
@@ -471,6 +496,9 @@ void StaticShapes::infer(const Graph& g, const Node& n) {
   } else if (op == "Expand" && in_data(1)) {
     const DimList target = to_dims(*in_data(1));
     set_dims(out, broadcast({in(0), &target}));
+  } else if (op == "Resize" && in(0) && !n.has_attr("axes") &&
+             n.attr_string("coordinate_transformation_mode", "half_pixel") != "tf_crop_and_resize") {
+    set_dims(out, resize_dims(g, n, *in(0), n.inputs.size() > 3 ? in_data(3) : nullptr));
   } else if (op == "Range") {
     set_dims(out, DimList{unknown_dim()});
   } else if (op == "Constant" && n.has_attr("value")) {

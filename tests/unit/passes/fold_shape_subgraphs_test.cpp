@@ -179,3 +179,38 @@ TEST_CASE("static shapes follow an Expand to a target built with Where and Equal
       }
   }
 }
+
+TEST_CASE("static shapes give Resize its sizes, or its constant scales times static dims", "[optimizer][passes]") {
+  Graph g;
+  g.add_input("x", DType::Float32, {1, 3, 10, 7});
+  g.add_input("s", DType::Float32, {Dim("N"), 3, 10, 7});
+  g.add_initializer("lead", Tensor::from_vector<std::int64_t>({1, 3}, {2}));
+  g.add_initializer("side", Tensor::from_vector<std::int64_t>({16, 16}, {2}));
+  g.add_node("Concat", {"lead", "side"}, {"sizes"}, {{"axis", Attribute(0)}});
+  g.add_node("Resize", {"x", "", "", "sizes"}, {"sized"}, {{"mode", Attribute("linear")}});
+  g.add_initializer("scales", Tensor::from_vector<float>({1.f, 1.f, 1.5f, 2.5f}, {4}));
+  g.add_node("Resize", {"x", "", "scales"}, {"scaled"});
+  g.add_node("Resize", {"s", "", "scales"}, {"batched"});  // N times 1 stays N
+  g.add_initializer("half", Tensor::from_vector<float>({0.5f, 1.f, 1.f, 1.f}, {4}));
+  g.add_node("Resize", {"s", "", "half"}, {"halved"});  // half of N: unknown
+  g.add_output("sized");
+  g.add_output("scaled");
+  g.add_output("batched");
+  g.add_output("halved");
+  const passes::StaticShapes shapes(g);
+  REQUIRE(shapes.dims(g.value_id("sized")) != nullptr);
+  CHECK(dims_to_string(*shapes.dims(g.value_id("sized"))) == "[1, 3, 16, 16]");
+  REQUIRE(shapes.dims(g.value_id("scaled")) != nullptr);
+  CHECK(dims_to_string(*shapes.dims(g.value_id("scaled"))) == "[1, 3, 15, 17]");  // floor(17.5)
+  REQUIRE(shapes.dims(g.value_id("batched")) != nullptr);
+  CHECK(dims_to_string(*shapes.dims(g.value_id("batched"))) == "[N, 3, 15, 17]");
+  CHECK(shapes.dims(g.value_id("halved")) == nullptr);
+  // What a run produces agrees.
+  const Session session(g);
+  const TensorMap out = session.run({{"x", Tensor::zeros(DType::Float32, {1, 3, 10, 7})},
+                                     {"s", Tensor::zeros(DType::Float32, {2, 3, 10, 7})}});
+  CHECK(out.at("sized").shape() == Shape{1, 3, 16, 16});
+  CHECK(out.at("scaled").shape() == Shape{1, 3, 15, 17});
+  CHECK(out.at("batched").shape() == Shape{2, 3, 15, 17});
+  CHECK(out.at("halved").shape() == Shape{1, 3, 10, 7});
+}
