@@ -414,6 +414,12 @@ void StaticShapes::infer(const Graph& g, const Node& n) {
   }
   if (!n.domain.empty() && n.domain != "ai.onnx") return;
 
+  if (op == "DynamicQuantizeLinear")  // its scale and zero point are scalars
+    for (std::size_t o = 1; o < n.outputs.size() && o < 3; ++o) set_dims(n.outputs[o], DimList{});
+  if (op == "Split") {
+    if (in(0)) infer_split(g, n, *in(0));
+    return;
+  }
   if (keeps_shape(n) && in(0)) {
     set_dims(out, *in(0));
     const std::int64_t to = n.attr_int("to", 0);
@@ -507,6 +513,43 @@ void StaticShapes::infer(const Graph& g, const Node& n) {
     if (auto d = small_int_data(t)) set_data(out, *d, t.dtype());
   } else {
     infer_shape_data(g, n);
+  }
+}
+
+// Split's outputs: the input's dims with the axis cut into the sizes given (an attribute before
+// opset 13, a constant input from it), else into equal parts of a static axis (the last part
+// smaller where num_outputs does not divide it, as opset 18 allows).
+void StaticShapes::infer_split(const Graph& g, const Node& n, const DimList& in) {
+  const auto r = static_cast<std::int64_t>(in.size());
+  std::int64_t axis = n.attr_int("axis", 0);
+  if (axis < 0) axis += r;
+  if (axis < 0 || axis >= r) return;
+  std::vector<std::int64_t> sizes;
+  if (g.opset() < 13 && n.has_attr("split")) {
+    sizes = n.attr_ints("split");
+  } else if (n.inputs.size() > 1 && n.inputs[1] != kNoValue) {
+    const IntData* given = data(n.inputs[1]);
+    if (!given) return;
+    for (const IntElem& e : *given) {
+      if (!e.value) return;
+      sizes.push_back(*e.value);
+    }
+  } else {
+    const auto parts = static_cast<std::int64_t>(n.outputs.size());
+    if (!in[axis].is_static() || parts < 1) return;
+    const std::int64_t d = in[axis].value, part = (d + parts - 1) / parts;
+    if (d % parts != 0 && !n.has_attr("num_outputs")) return;
+    for (std::int64_t i = 0; i < parts; ++i) sizes.push_back(std::max<std::int64_t>(0, std::min(part, d - i * part)));
+  }
+  if (sizes.size() != n.outputs.size()) return;
+  std::int64_t total = 0;
+  for (std::int64_t size : sizes)
+    if (size < 0 || __builtin_add_overflow(total, size, &total)) return;
+  if (in[axis].is_static() && total != in[axis].value) return;  // an invalid split: the run says so
+  for (std::size_t o = 0; o < sizes.size(); ++o) {
+    DimList d = in;
+    d[axis] = Dim(sizes[o]);
+    set_dims(n.outputs[o], d);
   }
 }
 

@@ -45,6 +45,7 @@ class StaticShapes {
   void infer_arithmetic(const Node& n, const IntData& a, const IntData& b);
   void infer_equal(const Node& n, const IntData& a, const IntData& b);
   void infer_where(const Node& n, const IntData& cond, const IntData& x, const IntData& y);
+  void infer_split(const Graph& g, const Node& n, const DimList& in);
   void set_dims(ValueId v, std::optional<DimList> d);
   void set_data(ValueId v, IntData d, DType dtype);
   std::vector<std::optional<DimList>> dims_;

@@ -214,3 +214,29 @@ TEST_CASE("static shapes give Resize its sizes, or its constant scales times sta
   CHECK(out.at("batched").shape() == Shape{2, 3, 15, 17});
   CHECK(out.at("halved").shape() == Shape{1, 3, 10, 7});
 }
+
+TEST_CASE("static shapes give Split's outputs and DynamicQuantizeLinear's scalars", "[optimizer][passes]") {
+  Graph g;
+  g.add_input("x", DType::Float32, {Dim("N"), 4, 12});
+  g.add_initializer("sizes", Tensor::from_vector<std::int64_t>({2, 4, 6}, {3}));
+  g.add_node("Split", {"x", "sizes"}, {"a", "b", "c"}, {{"axis", Attribute(-1)}});
+  g.add_node("Split", {"x"}, {"h0", "h1"}, {{"axis", Attribute(1)}});     // equal halves
+  g.add_initializer("bad", Tensor::from_vector<std::int64_t>({5, 5}, {2}));
+  g.add_node("Split", {"x", "bad"}, {"u", "v"}, {{"axis", Attribute(2)}});  // 10 of 12: not a split
+  g.add_node("DynamicQuantizeLinear", {"x"}, {"q", "scale", "zero"});
+  for (const char* o : {"a", "b", "c", "h0", "h1", "u", "v", "q", "scale", "zero"}) g.add_output(o);
+  const passes::StaticShapes shapes(g);
+  const auto dims = [&](const char* v) {
+    const DimList* d = shapes.dims(g.value_id(v));
+    return d ? dims_to_string(*d) : std::string("unknown");
+  };
+  CHECK(dims("a") == "[N, 4, 2]");
+  CHECK(dims("b") == "[N, 4, 4]");
+  CHECK(dims("c") == "[N, 4, 6]");
+  CHECK(dims("h0") == "[N, 2, 12]");
+  CHECK(dims("h1") == "[N, 2, 12]");
+  CHECK(dims("u") == "unknown");
+  CHECK(dims("q") == "[N, 4, 12]");
+  CHECK(dims("scale") == "[]");
+  CHECK(dims("zero") == "[]");
+}
