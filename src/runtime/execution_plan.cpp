@@ -194,11 +194,20 @@ std::optional<std::size_t> cheapest_for_any_shape(const std::vector<Option>& opt
 }
 
 // Whether an input the graph computes has a shape shape inference could not give, not even with
-// symbolic dims: the cost model has no workload to price at load.
-bool shape_unknown_at_load(const Node& n, const InputShapes& declared) {
-  for (std::size_t i = 0; i < declared.size() && i < n.inputs.size(); ++i)
-    if (!declared[i] && n.inputs[i] != kNoValue) return true;
-  return false;
+// symbolic dims, in a graph whose inputs declare every dim (a number or a symbol): the size then
+// comes from values, and the cost model has no workload to price at load. (Inputs with
+// placeholder dims leave everything after them unknown; their nodes are planned as before.)
+bool shape_unknown_at_load(const Graph& graph, const Node& n, const InputShapes& declared) {
+  bool unknown = false;
+  for (std::size_t i = 0; i < declared.size() && i < n.inputs.size(); ++i) unknown = unknown || (!declared[i] && n.inputs[i] != kNoValue);
+  if (!unknown) return false;
+  for (ValueId v : graph.inputs()) {
+    const ValueInfo& info = graph.value(v);
+    if (!info.dims) return false;
+    for (const Dim& d : *info.dims)
+      if (!d.is_static() && d.symbol.empty()) return false;
+  }
+  return true;
 }
 
 // Nodes whose preparation must stay on the thread that builds the plan: control flow prepares
@@ -284,11 +293,13 @@ PreparedNode prepare_node(const Graph& graph, std::size_t i, const std::vector<c
     only_generated = only_generated && (o.backend->generates_code() || o.backend->name() == "reference");
   const auto may_compile = [&](const Option& o) { return options.every_config || o.identity == recorded || only_generated; };
   std::vector<bool> wanted(options_offered.size(), options.every_config);
-  // Where an input's shape is unknown until it arrives (computed by the graph, as an in-graph
-  // resize or an Expand to a shape it computes makes it), the ranking above priced a workload it
-  // could not see: every candidate that can wait stays, none prepared yet, for the tuner to rank
-  // at the first run's shapes (so only the one it picks packs the weights).
-  const bool wait_for_shapes = options.defer_alternatives && !options.every_config && shape_unknown_at_load(n, declared);
+  // Where an input's shape is unknown until it arrives (a size the graph computes from values),
+  // the ranking above priced a workload it could not see: every candidate that can wait stays,
+  // unprepared, for the tuner to rank at the first run's shapes (so only the one it picks packs
+  // the weights). The reference is prepared now: the node is known to run, and a pick that
+  // cannot be prepared falls back on it.
+  const bool wait_for_shapes =
+      options.defer_alternatives && !options.every_config && shape_unknown_at_load(graph, n, declared);
   if (wait_for_shapes)
     for (std::size_t o = 0; o < options_offered.size(); ++o) wanted[o] = wanted[o] || !options_offered[o].backend->generates_code();
   if (!options_offered.empty()) {
@@ -310,8 +321,9 @@ PreparedNode prepare_node(const Graph& graph, std::size_t i, const std::vector<c
     if (fallback && o.backend->generates_code()) return;
     // Once the node has a kernel, the others wait for a run that picks them (the large-batch
     // choice, other backends' fallbacks); a generated one's code is had at load or not at all.
-    if (options.defer_alternatives && !options.every_config && (!step.candidates.empty() || wait_for_shapes) &&
-        !o.backend->generates_code() && !prepares_on_calling_thread(n)) {
+    const bool waits = wait_for_shapes && o.backend->name() != "reference";
+    if (options.defer_alternatives && !options.every_config && (!step.candidates.empty() || waits) &&
+        !(wait_for_shapes && !waits) && !o.backend->generates_code() && !prepares_on_calling_thread(n)) {
       step.candidates.push_back({o.backend, nullptr, o.config, std::make_shared<DeferredKernel>(graph, i, disabled)});
       return;
     }

@@ -106,8 +106,9 @@ class ExecutionPlan {
   // whose packed weights serve every shape (KernelProfile::shape_specific_weights) when the
   // first is predicted well behind it there; unless one of those packs the node's weights, the
   // best of each other backend too (the tuner picks among them per input shape); where an
-  // input's shape is unknown even with symbolic dims, every candidate not generated, none of them
-  // prepared at load under defer_alternatives. With
+  // input's shape is unknown even with symbolic dims (in a graph whose inputs declare every dim),
+  // every candidate not generated, under defer_alternatives none but the reference prepared at
+  // load. With
   // defer_alternatives, those after the first prepared one wait for a run that picks them (a
   // generated kernel's code is never deferred); a constant a deferred candidate reads stays.
   // Nodes are prepared on up to preparing_threads threads at once, with the same result as one

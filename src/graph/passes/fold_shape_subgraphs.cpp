@@ -40,7 +40,10 @@ std::optional<Tensor> constant_target(const Graph& g, const StaticShapes& shapes
     return std::nullopt;
   const IntData* target = shapes.data(n.inputs[1]);
   const DimList* in = shapes.dims(n.inputs[0]);
-  if (!target || shapes.rank(n.inputs[1]) != 1) return std::nullopt;
+  const DimList* target_dims = shapes.dims(n.inputs[1]);
+  if (!target || !target_dims || target_dims->size() != 1 || !(*target_dims)[0].is_static() ||
+      (*target_dims)[0].value != static_cast<std::int64_t>(target->size()))
+    return std::nullopt;  // the data must be the whole target
   std::vector<std::int64_t> values;
   for (std::size_t i = 0; i < target->size(); ++i) {
     const IntElem& e = (*target)[i];

@@ -301,10 +301,18 @@ DimList reshape_dims(const DimList* in, const IntData& target, bool allowzero) {
   return out;
 }
 
+// The element count of a broadcast of 1-D shape data: equal counts, or one side a single element
+// (0 with 1 gives 0); nullopt where they do not broadcast.
+std::optional<std::size_t> data_broadcast(std::size_t a, std::size_t b) {
+  if (a == b || b == 1) return a;
+  if (a == 1) return b;
+  return std::nullopt;
+}
+
 // Resize's output: its `sizes` where known (stretched: no aspect ratio kept), else each static dim
 // times its constant scale, rounded down (a symbolic dim only under a scale of 1).
 std::optional<DimList> resize_dims(const Graph& g, const Node& n, const DimList& in, const IntData* sizes) {
-  if (sizes) {
+  if (sizes && !sizes->empty()) {
     if (n.attr_string("keep_aspect_ratio_policy", "stretch") != "stretch" || sizes->size() != in.size()) return std::nullopt;
     return to_dims(*sizes);
   }
@@ -428,9 +436,13 @@ void StaticShapes::infer(const Graph& g, const Node& n) {
     std::vector<const DimList*> ins;
     for (std::size_t i = 0; i < n.inputs.size(); ++i) ins.push_back(in(i));
     set_dims(out, broadcast(ins));
-    if (in_data(0) && in_data(1)) infer_arithmetic(n, *in_data(0), *in_data(1));
-    if (op == "Equal" && in_data(0) && in_data(1)) infer_equal(n, *in_data(0), *in_data(1));
-    if (op == "Where" && in_data(0) && in_data(1) && in_data(2)) infer_where(n, *in_data(0), *in_data(1), *in_data(2));
+    // Data is followed for scalars and vectors only: elements pair up by position there.
+    bool vectors = true;
+    for (ValueId v : n.inputs) vectors = vectors && v != kNoValue && rank(v) >= 0 && rank(v) <= 1;
+    if (vectors && in_data(0) && in_data(1)) infer_arithmetic(n, *in_data(0), *in_data(1));
+    if (vectors && op == "Equal" && in_data(0) && in_data(1)) infer_equal(n, *in_data(0), *in_data(1));
+    if (vectors && op == "Where" && in_data(0) && in_data(1) && in_data(2))
+      infer_where(n, *in_data(0), *in_data(1), *in_data(2));
   } else if (op == "MatMul" || op == "MatMulInteger") {
     set_dims(out, matmul_dims(in(0), in(1)));
   } else if (op == "Gemm" && in(0) && in(1) && in(0)->size() == 2 && in(1)->size() == 2) {
@@ -490,7 +502,9 @@ void StaticShapes::infer(const Graph& g, const Node& n) {
     else if (in(1) && in(1)->size() == 1 && (*in(1))[0].is_static() && (*in(1))[0].value <= kMaxInferredRank)
       set_dims(out, DimList(static_cast<std::size_t>((*in(1))[0].value), unknown_dim()));
     // Flattened to one dim (exporters write Reshape(shape, [-1])), the elements keep their order.
-    if (in_data(0) && rank(out) == 1) set_data(out, *in_data(0), data_dtype(n.inputs[0]));
+    if (in_data(0) && rank(n.inputs[0]) <= 1 && rank(out) == 1 && (*dims(out))[0].is_static() &&
+        (*dims(out))[0].value == static_cast<std::int64_t>(in_data(0)->size()))
+      set_data(out, *in_data(0), data_dtype(n.inputs[0]));
   } else if (op == "ConstantOfShape" && in_data(0)) {
     set_dims(out, to_dims(*in_data(0)));
     // A small filled shape vector (the ones an Expand's target is built from).
@@ -516,8 +530,8 @@ void StaticShapes::infer(const Graph& g, const Node& n) {
   }
 }
 
-// Split's outputs: the input's dims with the axis cut into the sizes given (an attribute before
-// opset 13, a constant input from it), else into equal parts of a static axis (the last part
+// Split's outputs: the input's dims with the axis cut into the sizes given (a constant input, else
+// the attribute older opsets use), else into equal parts of a static axis (the last part
 // smaller where num_outputs does not divide it, as opset 18 allows).
 void StaticShapes::infer_split(const Graph& g, const Node& n, const DimList& in) {
   const auto r = static_cast<std::int64_t>(in.size());
@@ -525,15 +539,15 @@ void StaticShapes::infer_split(const Graph& g, const Node& n, const DimList& in)
   if (axis < 0) axis += r;
   if (axis < 0 || axis >= r) return;
   std::vector<std::int64_t> sizes;
-  if (g.opset() < 13 && n.has_attr("split")) {
-    sizes = n.attr_ints("split");
-  } else if (n.inputs.size() > 1 && n.inputs[1] != kNoValue) {
+  if (n.inputs.size() > 1 && n.inputs[1] != kNoValue) {  // the input wins, as in the kernel
     const IntData* given = data(n.inputs[1]);
     if (!given) return;
     for (const IntElem& e : *given) {
       if (!e.value) return;
       sizes.push_back(*e.value);
     }
+  } else if (g.opset() < 13 && n.has_attr("split")) {
+    sizes = n.attr_ints("split");
   } else {
     const auto parts = static_cast<std::int64_t>(n.outputs.size());
     if (!in[axis].is_static() || parts < 1) return;
@@ -557,9 +571,10 @@ void StaticShapes::infer_split(const Graph& g, const Node& n, const DimList& in)
 void StaticShapes::infer_arithmetic(const Node& n, const IntData& a, const IntData& b) {
   const std::string& op = n.op_type;
   if ((op != "Add" && op != "Sub" && op != "Mul" && op != "Div") || n.inputs.size() != 2) return;
-  if (a.size() != b.size() && a.size() != 1 && b.size() != 1) return;
+  const std::optional<std::size_t> count = data_broadcast(a.size(), b.size());
+  if (!count) return;
   IntData out;
-  for (std::size_t i = 0; i < std::max(a.size(), b.size()); ++i) {
+  for (std::size_t i = 0; i < *count; ++i) {
     const IntElem& x = a[a.size() == 1 ? 0 : i];
     const IntElem& y = b[b.size() == 1 ? 0 : i];
     if (!x.value || !y.value || (op == "Div" && *y.value == 0)) return;
@@ -571,12 +586,14 @@ void StaticShapes::infer_arithmetic(const Node& n, const IntData& a, const IntDa
   set_data(n.outputs[0], out, data_dtype(n.inputs[0]));
 }
 
-// Equal on shape elements: numbers compare; a symbolic dim is never negative, so it differs from
-// any negative number (the -1 an exporter compares a size with); else unknown.
+// Equal on shape elements: numbers compare; an element without a value stands for a dim (symbolic
+// or unknown, the only way data loses a value), never negative, so it differs from any negative
+// number (the -1 an exporter compares a size with); else unknown.
 void StaticShapes::infer_equal(const Node& n, const IntData& a, const IntData& b) {
-  if (a.size() != b.size() && a.size() != 1 && b.size() != 1) return;
+  const std::optional<std::size_t> count = data_broadcast(a.size(), b.size());
+  if (!count) return;
   IntData out;
-  for (std::size_t i = 0; i < std::max(a.size(), b.size()); ++i) {
+  for (std::size_t i = 0; i < *count; ++i) {
     const IntElem& x = a[a.size() == 1 ? 0 : i];
     const IntElem& y = b[b.size() == 1 ? 0 : i];
     if (x.value && y.value)
@@ -593,13 +610,11 @@ void StaticShapes::infer_equal(const Node& n, const IntData& a, const IntData& b
 
 // Where on shape elements: each element from x or y as its condition says.
 void StaticShapes::infer_where(const Node& n, const IntData& cond, const IntData& x, const IntData& y) {
-  std::size_t size = 1;
-  for (const IntData* d : {&cond, &x, &y}) {
-    if (d->size() != 1 && size != 1 && d->size() != size) return;
-    size = std::max(size, d->size());
-  }
+  const std::optional<std::size_t> xy = data_broadcast(x.size(), y.size());
+  const std::optional<std::size_t> count = xy ? data_broadcast(cond.size(), *xy) : std::nullopt;
+  if (!count) return;
   IntData out;
-  for (std::size_t i = 0; i < size; ++i) {
+  for (std::size_t i = 0; i < *count; ++i) {
     const IntElem& c = cond[cond.size() == 1 ? 0 : i];
     if (!c.value) return;
     out.push_back(*c.value ? x[x.size() == 1 ? 0 : i] : y[y.size() == 1 ? 0 : i]);

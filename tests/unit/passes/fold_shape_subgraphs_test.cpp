@@ -240,3 +240,28 @@ TEST_CASE("static shapes give Split's outputs and DynamicQuantizeLinear's scalar
   CHECK(dims("scale") == "[]");
   CHECK(dims("zero") == "[]");
 }
+
+TEST_CASE("static shapes follow data of scalars and vectors only, and of no element at all", "[optimizer][passes]") {
+  Graph g;
+  g.add_input("s", DType::Float32, DimList{});  // a scalar: its Shape is an empty vector
+  g.add_input("v", DType::Float32, {Dim("N"), 3});
+  g.add_initializer("minus_one", Tensor::scalar<std::int64_t>(-1));
+  g.add_initializer("flat", Tensor::from_vector<std::int64_t>({-1}, {1}));
+  g.add_initializer("axis1", Tensor::from_vector<std::int64_t>({1}, {1}));
+  g.add_node("Shape", {"s"}, {"none"});
+  g.add_node("Equal", {"none", "minus_one"}, {"none_eq"});
+  g.add_node("Where", {"none_eq", "none", "minus_one"}, {"none_where"});
+  g.add_node("Add", {"none", "minus_one"}, {"none_add"});
+  // [3] unsqueezed to [3, 1] plus [3]: a [3, 3] value, 9 elements, not 3.
+  g.add_node("Shape", {"v"}, {"shape"});
+  g.add_node("Unsqueeze", {"shape", "axis1"}, {"column"});
+  g.add_node("Add", {"column", "shape"}, {"square"});
+  g.add_node("Reshape", {"square", "flat"}, {"square_flat"});
+  for (const char* o : {"none_eq", "none_where", "none_add", "square_flat"}) g.add_output(o);
+  const passes::StaticShapes shapes(g);  // no out-of-bounds read on the empty data
+  REQUIRE(shapes.data(g.value_id("none_eq")) != nullptr);
+  CHECK(shapes.data(g.value_id("none_eq"))->empty());
+  CHECK(shapes.data(g.value_id("none_add"))->empty());
+  CHECK(shapes.data(g.value_id("square")) == nullptr);
+  CHECK(shapes.data(g.value_id("square_flat")) == nullptr);
+}
