@@ -567,45 +567,50 @@ void StaticShapes::infer_split(const Graph& g, const Node& n, const DimList& in)
   }
 }
 
+namespace {
+
+// Pairs the elements of two shape data as a broadcast does and maps each pair through f; nullopt
+// where they do not broadcast or f gives up on a pair.
+template <typename F>
+std::optional<IntData> pairwise(const IntData& a, const IntData& b, F f) {
+  const std::optional<std::size_t> count = data_broadcast(a.size(), b.size());
+  if (!count) return std::nullopt;
+  IntData out;
+  for (std::size_t i = 0; i < *count; ++i) {
+    const std::optional<IntElem> e = f(a[a.size() == 1 ? 0 : i], b[b.size() == 1 ? 0 : i]);
+    if (!e) return std::nullopt;
+    out.push_back(*e);
+  }
+  return out;
+}
+
+}  // namespace
+
 // Integer arithmetic on dims (head size = hidden / heads): elementwise, or against one value.
 void StaticShapes::infer_arithmetic(const Node& n, const IntData& a, const IntData& b) {
   const std::string& op = n.op_type;
   if ((op != "Add" && op != "Sub" && op != "Mul" && op != "Div") || n.inputs.size() != 2) return;
-  const std::optional<std::size_t> count = data_broadcast(a.size(), b.size());
-  if (!count) return;
-  IntData out;
-  for (std::size_t i = 0; i < *count; ++i) {
-    const IntElem& x = a[a.size() == 1 ? 0 : i];
-    const IntElem& y = b[b.size() == 1 ? 0 : i];
-    if (!x.value || !y.value || (op == "Div" && *y.value == 0)) return;
+  const auto out = pairwise(a, b, [&](const IntElem& x, const IntElem& y) -> std::optional<IntElem> {
+    if (!x.value || !y.value || (op == "Div" && *y.value == 0)) return std::nullopt;
     const std::int64_t u = *x.value, v = *y.value, limit = std::int64_t(1) << 31;
-    if (u > limit || u < -limit || v > limit || v < -limit) return;  // dims, not sentinels: no overflow
+    if (u > limit || u < -limit || v > limit || v < -limit) return std::nullopt;  // dims, not sentinels: no overflow
     // Div truncates, as the reference kernel's integer division does.
-    out.push_back({op == "Add" ? u + v : op == "Sub" ? u - v : op == "Mul" ? u * v : u / v, ""});
-  }
-  set_data(n.outputs[0], out, data_dtype(n.inputs[0]));
+    return IntElem{op == "Add" ? u + v : op == "Sub" ? u - v : op == "Mul" ? u * v : u / v, ""};
+  });
+  if (out) set_data(n.outputs[0], *out, data_dtype(n.inputs[0]));
 }
 
 // Equal on shape elements: numbers compare; an element without a value stands for a dim (symbolic
 // or unknown, the only way data loses a value), never negative, so it differs from any negative
 // number (the -1 an exporter compares a size with); else unknown.
 void StaticShapes::infer_equal(const Node& n, const IntData& a, const IntData& b) {
-  const std::optional<std::size_t> count = data_broadcast(a.size(), b.size());
-  if (!count) return;
-  IntData out;
-  for (std::size_t i = 0; i < *count; ++i) {
-    const IntElem& x = a[a.size() == 1 ? 0 : i];
-    const IntElem& y = b[b.size() == 1 ? 0 : i];
-    if (x.value && y.value)
-      out.push_back({*x.value == *y.value ? 1 : 0, ""});
-    else if ((x.value && *x.value < 0) || (y.value && *y.value < 0))
-      out.push_back({0, ""});
-    else if (!x.symbol.empty() && x.symbol == y.symbol)
-      out.push_back({1, ""});
-    else
-      return;
-  }
-  set_data(n.outputs[0], out, DType::Bool);
+  const auto out = pairwise(a, b, [](const IntElem& x, const IntElem& y) -> std::optional<IntElem> {
+    if (x.value && y.value) return IntElem{*x.value == *y.value ? 1 : 0, ""};
+    if ((x.value && *x.value < 0) || (y.value && *y.value < 0)) return IntElem{0, ""};
+    if (!x.symbol.empty() && x.symbol == y.symbol) return IntElem{1, ""};
+    return std::nullopt;
+  });
+  if (out) set_data(n.outputs[0], *out, DType::Bool);
 }
 
 // Where on shape elements: each element from x or y as its condition says.
