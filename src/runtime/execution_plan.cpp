@@ -199,7 +199,8 @@ std::optional<std::size_t> cheapest_for_any_shape(const std::vector<Option>& opt
 // placeholder dims leave everything after them unknown; their nodes are planned as before.)
 bool shape_unknown_at_load(const Graph& graph, const Node& n, const InputShapes& declared) {
   bool unknown = false;
-  for (std::size_t i = 0; i < declared.size() && i < n.inputs.size(); ++i) unknown = unknown || (!declared[i] && n.inputs[i] != kNoValue);
+  for (std::size_t i = 0; i < declared.size() && i < n.inputs.size(); ++i)
+    unknown = unknown || (!declared[i] && n.inputs[i] != kNoValue);
   if (!unknown) return false;
   for (ValueId v : graph.inputs()) {
     const ValueInfo& info = graph.value(v);
@@ -321,9 +322,9 @@ PreparedNode prepare_node(const Graph& graph, std::size_t i, const std::vector<c
     if (fallback && o.backend->generates_code()) return;
     // Once the node has a kernel, the others wait for a run that picks them (the large-batch
     // choice, other backends' fallbacks); a generated one's code is had at load or not at all.
-    const bool waits = wait_for_shapes && o.backend->name() != "reference";
-    if (options.defer_alternatives && !options.every_config && (!step.candidates.empty() || waits) &&
-        !(wait_for_shapes && !waits) && !o.backend->generates_code() && !prepares_on_calling_thread(n)) {
+    const bool reference_now = wait_for_shapes && o.backend->name() == "reference";
+    if (options.defer_alternatives && !options.every_config && (!step.candidates.empty() || wait_for_shapes) &&
+        !reference_now && !o.backend->generates_code() && !prepares_on_calling_thread(n)) {
       step.candidates.push_back({o.backend, nullptr, o.config, std::make_shared<DeferredKernel>(graph, i, disabled)});
       return;
     }
