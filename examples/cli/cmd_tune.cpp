@@ -158,12 +158,14 @@ int cmd_tune(const Args& args) {
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<TunedNode> report;
   TuningCheck check;
+  BatchPartsCheck parts;
   int tuned_nodes = 0, threads = 0;
   {
     // Gone before the fresh session is timed: it keeps every candidate and the loaded weights.
     const Session tuned(graph, options);
     report = tuned.tuning_report();
     check = tuned.tuning_check();
+    parts = tuned.batch_parts_check();
     tuned_nodes = tuned.tuned_nodes();
     threads = tuned.threads();
   }
@@ -210,6 +212,10 @@ int cmd_tune(const Args& args) {
                 "(%d a runner-up): %.3f ms, untuned %.3f ms (x%.2f); every winner %.3f ms\n",
                 check.runs, check.kept, check.changed, check.runners_up, check.kept_ms, check.untuned_ms,
                 check.untuned_ms / check.kept_ms, check.every_tuned_ms);
+  if (parts.parts > 1)
+    std::printf("the batch in %d parts at once, one a thread (%d alternating runs of each way): %.3f ms, whole %.3f ms: "
+                "%s\n",
+                parts.parts, parts.runs, parts.parts_ms, parts.whole_ms, parts.chosen ? "runs in parts" : "runs whole");
   std::printf("end to end, batch %d, %d threads (two sessions, alternately): untuned %.3f ms, tuned %.3f ms (x%.2f)\n",
               batch, threads, before_ms, after_ms, before_ms / after_ms);
   return 0;

@@ -46,6 +46,10 @@ void print_profile_table(const std::vector<RunProfile>& runs) {
 
   std::printf("\nper-node profile (median of %zu runs; steps sum to %.3f ms, run median %.3f ms)\n", runs.size(),
               sum / 1000, median_of(totals) / 1000);
+  if (runs.front().batch_parts > 1)
+    std::printf("the batch ran in %d parts at once, one a thread (a tuning record chose it): the steps are the first "
+                "part's\n",
+                runs.front().batch_parts);
   int width = 4;  // the node column fits the longest name
   int backend_width = 10;  // "onednn:stream" is wider than the rest
   for (const StepProfile& p : runs.front().steps) {

@@ -13,6 +13,7 @@
 // Errors: every failure, at load or in `run`, is a wpk::Error; a model or run that would cross
 // SessionOptions' bounds (rank, elements, memory_limit) or run out of memory is one with code
 // ResourceExhausted, raised before the allocation.
+#include <chrono>
 #include <map>
 #include <memory>
 #include <string>
@@ -66,6 +67,9 @@ struct RunProfile {
   std::vector<StepProfile> steps;  // in execution order
   double total_us = 0;             // the whole run(), input checks and output copies included
   double queued_us = 0;            // of total_us, waiting for CPUs that other runs held
+  // The batch ran in this many parts at once, one a thread (Session, "batch parts"); `steps` are
+  // then the first part's, on its rows.
+  int batch_parts = 1;
 };
 
 // Where a Session's construction went (Session::load_profile), in milliseconds. Reading the
@@ -105,6 +109,17 @@ struct TuningCheck {
   int runners_up = 0;  // of those, nodes that keep a runner-up
   int runs = 0;        // runs of each plan in the final comparison
   double kept_ms = 0, untuned_ms = 0, every_tuned_ms = 0;
+};
+
+// Tuning at load's choice between running a batch whole, each node spread over the session's
+// threads, and in parts of its rows, one part a thread at once (possible when every output row is
+// computed from its input row alone and the batch divides by the threads). Both timed on the
+// whole model, alternately; medians in milliseconds. All zero when it was not measured.
+struct BatchPartsCheck {
+  int parts = 0;        // the parts it tried
+  bool chosen = false;  // in parts from now on (a tuning record says so to every later session)
+  int runs = 0;         // runs of each way
+  double whole_ms = 0, parts_ms = 0;
 };
 
 // A node that tuning at load searched (SessionOptions::tuning), with what it found.
@@ -159,6 +174,7 @@ class Session {
   // node counts once, whatever its shapes).
   int tuned_nodes() const;
   TuningCheck tuning_check() const;
+  BatchPartsCheck batch_parts_check() const;
   // Steps, backends and memory plan (see PlanSummary).
   PlanSummary describe() const;
   LoadProfile load_profile() const;
@@ -187,11 +203,18 @@ class Session {
   // neither looking up nor storing the signature's plan; a plan with no memory plan yet gets the
   // one this run records, as a signature's first run does.
   std::vector<Tensor> run_checked(const std::vector<const Tensor*>& inputs, const RunOptions* options, RunProfile* profile,
-                                  double checks_us, double queued_us, SignaturePlan* forced = nullptr) const;
+                                  double checks_us, double queued_us, SignaturePlan* forced = nullptr,
+                                  bool batch_part = false) const;
+  // The run as `parts` parts of the inputs' rows at once, one a thread, each on the plans of batch
+  // parts (run_checked's batch_part); the outputs joined. Called with the session's CPUs held.
+  std::vector<Tensor> run_in_parts(const std::vector<const Tensor*>& inputs, int parts, const RunOptions* options,
+                                   RunProfile* profile, double checks_us, double queued_us) const;
   void tune_at_load(double budget_seconds);
   // After tuning at load: drops tuned choices the whole model does not run faster with
   // (runtime/in_model_check.hpp).
   void check_tuning_in_model(const TensorMap& inputs);
+  // After that: whether this batch runs faster in parts (BatchPartsCheck), its record stored.
+  void tune_batch_parts(const TensorMap& inputs, std::chrono::steady_clock::time_point deadline);
 
   struct Impl;
   std::unique_ptr<Impl> impl_;

@@ -11,11 +11,13 @@
 #include "core/page_memory.hpp"
 #include "backends/cuda/cuda_backend_names.hpp"
 #include "backends/cuda/tuning_records.hpp"
+#include "graph/batch_rows.hpp"
 #include "graph/fused_ops.hpp"
 #include "graph/passes/pass.hpp"
 #include "graph/shape_limits.hpp"
 #include "graph/subgraph.hpp"
 #include "runtime/arena_pool.hpp"
+#include "runtime/batch_parts.hpp"
 #include "runtime/cache_key.hpp"
 #include "runtime/control_flow.hpp"
 #include "runtime/device_placement.hpp"
@@ -33,6 +35,7 @@
 #include "runtime/tuner.hpp"
 #include "runtime/trial_log.hpp"
 #include "runtime/tuning_db.hpp"
+#include "runtime/session_impl.hpp"
 #include "wpk/optimizer.hpp"
 #ifdef WPK_WITH_CUDA
 #include "backends/cuda/device.hpp"
@@ -41,29 +44,6 @@
 #endif
 
 namespace wpk {
-
-struct Session::Impl {
-  Graph graph;
-  SessionOptions options;
-  int threads = 1;
-  std::vector<ValueInfo> inputs;
-  std::vector<ValueInfo> outputs;
-  std::unique_ptr<ExecutionPlan> plan;
-  mutable PlanCache plans;  // filled by run(), which is const: internally synchronised
-  std::shared_ptr<ArenaPool> arenas;
-  bool poison_outputs = false;
-  std::unique_ptr<TuningDb> tuning_db;
-  std::unique_ptr<codegen::KernelStore> kernels;  // generated kernels' code, in the cache folder
-  std::unique_ptr<Tuner> tuner;
-  CostCalibration calibration;  // from the cache folder's trial logs; the plan and tuner read it
-  ShapeLimits limits;
-  std::unique_ptr<MemoryBudget> budget;
-  std::int64_t weight_bytes = 0;  // what the budget holds for the weights
-  LoadProfile load;
-  TuningCheck tuning_check;
-  mutable std::mutex profile_mutex;
-  RunProfile last_profile;
-};
 
 namespace {
 
@@ -214,6 +194,7 @@ Session::Session(Graph graph, SessionOptions options, const std::vector<const Ba
   impl_->budget->reserve(impl_->weight_bytes, "the model's weights: ");
   log_openmp_wait_policy();
   check_graph_interface(graph);
+  impl_->fingerprint = model_fingerprint(graph);
   fix_symbolic_dims(graph, options.fixed_dims);
   // Every node must be one a backend runs, with its op's input count, before any pass looks at
   // it: passes read inputs by position and must not meet a malformed node.
@@ -261,6 +242,11 @@ Session::Session(Graph graph, SessionOptions options, const std::vector<const Ba
                     gpu->name);
   }
   const Graph& g = impl_->graph;
+  if (impl_->threads > 1) {
+    const std::string why = why_rows_depend_on_each_other(g);
+    impl_->rows_apart = why.empty();
+    logger().debug("batch parts: {}", why.empty() ? "every output row is computed from its input row alone" : why);
+  }
   impl_->load.optimize_ms = us_since(t0) / 1000;
   // Folding may have grown the weights (within its budget); charge what the session now holds.
   impl_->budget->release(impl_->weight_bytes);
@@ -340,6 +326,9 @@ Session::Session(Graph graph, SessionOptions options, const std::vector<const Ba
   impl_->poison_outputs = poison_outputs_from_env();
   impl_->tuner = std::make_unique<Tuner>(g, *impl_->plan, impl_->tuning_db.get(), impl_->threads, tuning_settings(options),
                                          &impl_->calibration);
+  if (impl_->rows_apart)
+    impl_->part_tuner = std::make_unique<Tuner>(g, *impl_->plan, impl_->tuning_db.get(), 1, tuning_settings(options),
+                                                &impl_->calibration);
   const bool tune = options.tuning;
   const double budget = options.tuning_budget;
   impl_->options = std::move(options);
@@ -355,11 +344,13 @@ Session::Session(Graph graph, SessionOptions options, const std::vector<const Ba
 
 void Session::tune_at_load(double budget_seconds) {
   const auto start = std::chrono::steady_clock::now();
-  impl_->tuner->start_measuring(start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                                            std::chrono::duration<double>(budget_seconds)));
+  const auto deadline =
+      start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(budget_seconds));
+  impl_->tuner->start_measuring(deadline);
   const TensorMap inputs = declared_inputs(impl_->inputs);
   try {
-    run(inputs);
+    // The whole batch's plan, whatever a record says about parts: tune_batch_parts compares.
+    run_checked(bind_run_inputs(impl_->graph, inputs), nullptr, nullptr, 0, 0);
   } catch (const Error& e) {
     // Declared shapes a run rejects (an input of unknown rank, say): the first real run of each
     // shape then takes the records or the cost model's choice.
@@ -372,6 +363,11 @@ void Session::tune_at_load(double budget_seconds) {
     check_tuning_in_model(inputs);
   } catch (const std::exception& e) {
     logger().warn("tuning at load: the in-model check failed, the tuned choices stay: {}", e.what());
+  }
+  try {
+    tune_batch_parts(inputs, deadline);
+  } catch (const std::exception& e) {
+    logger().warn("tuning at load: timing the batch in parts failed, it runs whole: {}", e.what());
   }
   logger().debug("tuned at load in {:.1f} ms: {} nodes measured", us_since(start) / 1000, impl_->tuner->report().size());
 }
@@ -429,9 +425,15 @@ void Session::check_tuning_in_model(const TensorMap& inputs) {
                 r.pairs, check.kept, changes.size(), r.kept_ms, r.untuned_ms, r.tuned_ms);
 }
 
-std::vector<TunedNode> Session::tuning_report() const { return impl_->tuner->report(); }
+std::vector<TunedNode> Session::tuning_report() const {
+  std::vector<TunedNode> report = impl_->tuner->report();
+  if (impl_->part_tuner)
+    for (TunedNode& n : impl_->part_tuner->report()) report.push_back(std::move(n));
+  return report;
+}
 int Session::tuned_nodes() const { return impl_->tuner->tuned_nodes(); }
 TuningCheck Session::tuning_check() const { return impl_->tuning_check; }
+BatchPartsCheck Session::batch_parts_check() const { return impl_->parts_check; }
 
 ProcessCounters process_counters() { return {tuning_measurements(), codegen::kernel_store_counters().compiled}; }
 
@@ -461,8 +463,12 @@ TensorMap Session::run_with(const TensorMap& inputs, const RunOptions* options, 
     const double checks_us = us_since(called);
     const auto checked = std::chrono::steady_clock::now();
     std::vector<Tensor> values;
-    RunPool::process().execute(impl_->threads,
-                               [&] { values = run_checked(bound, options, profile, checks_us, us_since(checked)); });
+    RunPool::process().execute(impl_->threads, [&] {
+      const double queued_us = us_since(checked);
+      const int parts = impl_->batch_parts(bound);
+      values = parts > 1 ? run_in_parts(bound, parts, options, profile, checks_us, queued_us)
+                         : run_checked(bound, options, profile, checks_us, queued_us);
+    });
     TensorMap out;
     for (std::size_t k = 0; k < values.size(); ++k) out[impl_->graph.value(impl_->graph.outputs()[k]).name] = std::move(values[k]);
     return out;
@@ -491,18 +497,20 @@ std::vector<Tensor> Session::run_in_order(const std::vector<Tensor>& inputs) con
 
 std::vector<Tensor> Session::run_checked(const std::vector<const Tensor*>& inputs, const RunOptions* options,
                                          RunProfile* profile, double checks_us, double queued_us,
-                                         SignaturePlan* forced) const {
+                                         SignaturePlan* forced, bool batch_part) const {
   const auto t0 = std::chrono::steady_clock::now();
   RunControlScope control(options);
   const Impl& im = *impl_;
   const Graph& g = im.graph;
-  OmpThreadScope threads(im.threads);
+  OmpThreadScope threads(batch_part ? 1 : im.threads);
+  PlanCache& plans = batch_part ? im.part_plans : im.plans;
+  const Tuner& tuner = batch_part ? *im.part_tuner : *im.tuner;
   RunProfile local;
   RunProfile* prof = profile ? profile : (im.options.profile ? &local : nullptr);
   if (prof) *prof = RunProfile{};
 
   const ShapeSignature signature = shape_signature(inputs);
-  const std::shared_ptr<const SignaturePlan> found = forced ? nullptr : im.plans.find(signature);
+  const std::shared_ptr<const SignaturePlan> found = forced ? nullptr : plans.find(signature);
   const SignaturePlan* known = forced ? forced : found.get();
   RunReservation reservation(im.budget.get());
   RunMemory memory;
@@ -524,14 +532,14 @@ std::vector<Tensor> Session::run_checked(const std::vector<const Tensor*>& input
   }
   Executor exec(g, *im.plan, std::move(memory));
   exec.set_profile(prof, t0);
-  if (!known) exec.set_chooser([&im](std::size_t s, const std::vector<const Tensor*>& ins) { return im.tuner->choose(s, ins); });
+  if (!known) exec.set_chooser([&tuner](std::size_t s, const std::vector<const Tensor*>& ins) { return tuner.choose(s, ins); });
   exec.run(inputs);
 
   if (!known) {
     auto plan = std::make_shared<SignaturePlan>();
     plan->choice = exec.choices();
     if (recorder) recorder->finish(*plan);
-    im.plans.insert(signature, std::move(plan));
+    plans.insert(signature, std::move(plan));
   } else if (forced && recorder) {
     recorder->finish(*forced);
   }

@@ -56,7 +56,8 @@ TEST_CASE("wpk tune reports each tuned node and both end-to-end times", "[cli][t
   CHECK(run_cli(cache, "tune " + small_model(dir) + " --algo annealing", out) == 2);
 }
 
-// --algo compare summarises, over the product nodes, each strategy's gap to the grid's best.
+// --algo compare summarises, over the product nodes, each strategy's gap to the grid's best (one
+// thread: no batch parts, whose node would be a second).
 TEST_CASE("wpk tune --algo compare prints each strategy's gap to the grid", "[cli][tuning]") {
   const std::string dir = wpk::testing::temp_dir("tune_cli_compare");
   wpk::testing::OnnxModelBuilder b;
@@ -65,7 +66,7 @@ TEST_CASE("wpk tune --algo compare prints each strategy's gap to the grid", "[cl
   b.input("x", {-1, 64}).output("y", {-1, 48}).float_initializer("w", {64, 48}, w).node("MatMul", {"x", "w"}, {"y"});
   const std::string model = b.save(dir + "/matmul.onnx");
   std::string out;
-  REQUIRE(run_cli(wpk::testing::temp_dir("tune_cli_compare_cache"), "tune " + model + " --algo compare --batch 8 --iters 2",
+  REQUIRE(run_cli(wpk::testing::temp_dir("tune_cli_compare_cache"), "tune " + model + " --algo compare --batch 8 --threads 1 --iters 2",
                   out) == 0);
   CHECK(out.find("search quality on 1 conv and matmul nodes") != std::string::npos);
   for (const char* strategy : {"\nrandom ", "\nga ", "\nrl "}) CHECK(out.find(strategy) != std::string::npos);

@@ -72,6 +72,19 @@ std::optional<std::vector<std::int64_t>> constant_pad_amounts(const Node& n, con
   return std::vector<std::int64_t>(t->data<std::int64_t>(), t->data<std::int64_t>() + t->numel());
 }
 
+std::optional<std::vector<std::int64_t>> int_values(const Tensor& t) {
+  if (t.rank() > 1 || (t.dtype() != DType::Int64 && t.dtype() != DType::Int32)) return std::nullopt;
+  std::vector<std::int64_t> out;
+  for (std::int64_t i = 0; i < t.numel(); ++i)
+    out.push_back(t.dtype() == DType::Int64 ? t.data<std::int64_t>()[i] : t.data<std::int32_t>()[i]);
+  return out;
+}
+
+std::optional<std::vector<std::int64_t>> constant_int_values(const Graph& g, ValueId v) {
+  const Tensor* t = v == kNoValue ? nullptr : g.initializer(v);
+  return t ? int_values(*t) : std::nullopt;
+}
+
 const Tensor* float_constant(const Graph& g, ValueId v) {
   const Tensor* t = v == kNoValue ? nullptr : g.initializer(v);
   return t && t->dtype() == DType::Float32 ? t : nullptr;

@@ -45,6 +45,11 @@ bool is_inference_batchnorm(const Node& n, const Graph& g);
 // (opset < 11) or its constant int64 `pads` input; nullopt when they are not known at load.
 std::optional<std::vector<std::int64_t>> constant_pad_amounts(const Node& n, const Graph& g);
 
+// The elements of an int32/int64 tensor of rank 0 or 1, or of such an initializer (nullopt for
+// anything else: another dtype or rank, an omitted input, a value computed at run time).
+std::optional<std::vector<std::int64_t>> int_values(const Tensor& t);
+std::optional<std::vector<std::int64_t>> constant_int_values(const Graph& g, ValueId v);
+
 // A float32 initializer, or nullptr.
 const Tensor* float_constant(const Graph& g, ValueId v);
 // The value of a one-element float32 initializer that broadcasts against an operand of rank

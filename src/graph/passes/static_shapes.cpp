@@ -8,6 +8,7 @@
 #include <string>
 
 #include "graph/fused_ops.hpp"
+#include "graph/passes/match.hpp"
 
 namespace wpk::passes {
 
@@ -157,20 +158,6 @@ Dim product(DimList::const_iterator begin, DimList::const_iterator end) {
   return Dim(p);
 }
 
-// The elements of an int32/int64 tensor of rank 0 or 1.
-std::optional<std::vector<std::int64_t>> int_values(const Tensor& t) {
-  if (t.rank() > 1 || (t.dtype() != DType::Int64 && t.dtype() != DType::Int32)) return std::nullopt;
-  std::vector<std::int64_t> out;
-  for (std::int64_t i = 0; i < t.numel(); ++i)
-    out.push_back(t.dtype() == DType::Int64 ? t.data<std::int64_t>()[i] : t.data<std::int32_t>()[i]);
-  return out;
-}
-
-std::optional<std::vector<std::int64_t>> constant_ints(const Graph& g, ValueId v) {
-  const Tensor* t = v == kNoValue ? nullptr : g.initializer(v);
-  return t ? int_values(*t) : std::nullopt;
-}
-
 // Small integer constants are followed as data: they may be shapes, axes or indices.
 std::optional<IntData> small_int_data(const Tensor& t) {
   const auto values = t.numel() <= 64 ? int_values(t) : std::nullopt;
@@ -183,7 +170,7 @@ std::optional<IntData> small_int_data(const Tensor& t) {
 // Unsqueeze/Squeeze/Reduce axes: an attribute before opset 13, an input from it.
 std::optional<std::vector<std::int64_t>> axes_of(const Graph& g, const Node& n) {
   if (n.has_attr("axes")) return n.attr_ints("axes");
-  if (n.inputs.size() > 1 && n.inputs[1] != kNoValue) return constant_ints(g, n.inputs[1]);
+  if (n.inputs.size() > 1 && n.inputs[1] != kNoValue) return constant_int_values(g, n.inputs[1]);
   return std::vector<std::int64_t>{};
 }
 
@@ -725,7 +712,7 @@ void StaticShapes::infer_shape_data(const Graph& g, const Node& n) {
     auto arg = [&](std::size_t i, const char* name) -> std::optional<std::vector<std::int64_t>> {
       if (attrs) return n.has_attr(name) ? std::optional(n.attr_ints(name)) : std::nullopt;
       if (i >= n.inputs.size() || n.inputs[i] == kNoValue) return std::nullopt;
-      return constant_ints(g, n.inputs[i]);
+      return constant_int_values(g, n.inputs[i]);
     };
     const auto starts = arg(1, "starts"), ends = arg(2, "ends"), axes = arg(3, "axes"), steps = arg(4, "steps");
     if (!starts || !ends || starts->size() != 1 || ends->size() != 1) return;

@@ -1,0 +1,73 @@
+#pragma once
+// What a Session holds (wpk/session.hpp): shared by the files that implement it.
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "codegen/jit/kernel_store.hpp"
+#include "core/limits.hpp"
+#include "runtime/arena_pool.hpp"
+#include "runtime/batch_parts.hpp"
+#include "runtime/cost_calibration.hpp"
+#include "runtime/execution_plan.hpp"
+#include "runtime/memory_budget.hpp"
+#include "runtime/plan_cache.hpp"
+#include "runtime/tuner.hpp"
+#include "runtime/tuning_db.hpp"
+#include "wpk/session.hpp"
+
+namespace wpk {
+
+struct Session::Impl {
+  Graph graph;
+  SessionOptions options;
+  int threads = 1;
+  std::vector<ValueInfo> inputs;
+  std::vector<ValueInfo> outputs;
+  std::unique_ptr<ExecutionPlan> plan;
+  mutable PlanCache plans;  // filled by run(), which is const: internally synchronised
+  std::shared_ptr<ArenaPool> arenas;
+  bool poison_outputs = false;
+  std::unique_ptr<TuningDb> tuning_db;
+  std::unique_ptr<codegen::KernelStore> kernels;  // generated kernels' code, in the cache folder
+  std::unique_ptr<Tuner> tuner;
+  CostCalibration calibration;  // from the cache folder's trial logs; the plan and tuner read it
+  ShapeLimits limits;
+  std::unique_ptr<MemoryBudget> budget;
+  std::int64_t weight_bytes = 0;  // what the budget holds for the weights
+  LoadProfile load;
+  TuningCheck tuning_check;
+  mutable std::mutex profile_mutex;
+  RunProfile last_profile;
+
+  // Batch parts (runtime/batch_parts.hpp): set up when the model's rows are computed apart and
+  // the session has threads to spread them over.
+  std::string fingerprint;       // of the model as given, for the parts' tuning records
+  bool rows_apart = false;       // graph/batch_rows.hpp
+  mutable PlanCache part_plans;  // a part's runs, on one thread
+  std::unique_ptr<Tuner> part_tuner;
+  mutable std::mutex parts_mutex;
+  mutable std::map<ShapeSignature, int> parts;  // per signature, the record's choice once looked up
+  BatchPartsCheck parts_check;
+
+  // How many parts a run of these inputs goes in: what the tuning record for their shapes says,
+  // when they can; else 1 (whole).
+  int batch_parts(const std::vector<const Tensor*>& inputs) const {
+    if (!rows_apart || !tuning_db) return 1;
+    const int possible = possible_batch_parts(inputs, threads);
+    if (possible < 2) return 1;
+    const ShapeSignature signature = shape_signature(inputs);
+    std::lock_guard<std::mutex> lock(parts_mutex);
+    auto it = parts.find(signature);
+    if (it == parts.end()) {
+      if (parts.size() >= PlanCache::kMaxSignatures) parts.clear();
+      const auto value = tuning_db->lookup(batch_parts_key(fingerprint, signature, threads));
+      it = parts.emplace(signature, value ? parse_batch_parts(*value) : 1).first;
+    }
+    return it->second == possible ? possible : 1;
+  }
+};
+
+}  // namespace wpk
