@@ -213,9 +213,9 @@ int cmd_tune(const Args& args) {
                 check.runs, check.kept, check.changed, check.runners_up, check.kept_ms, check.untuned_ms,
                 check.untuned_ms / check.kept_ms, check.every_tuned_ms);
   if (parts.parts > 1)
-    std::printf("the batch in %d parts at once, one a thread (%d alternating runs of each way): %.3f ms, whole %.3f ms: "
-                "%s\n",
-                parts.parts, parts.runs, parts.parts_ms, parts.whole_ms, parts.chosen ? "runs in parts" : "runs whole");
+    std::printf("the batch in %d parts at once, one a thread (%d pairs of runs): %.3f ms, whole %.3f ms, median ratio "
+                "%.3f: %s\n",
+                parts.parts, parts.runs, parts.parts_ms, parts.whole_ms, parts.ratio, parts.chosen ? "runs in parts" : "runs whole");
   std::printf("end to end, batch %d, %d threads (two sessions, alternately): untuned %.3f ms, tuned %.3f ms (x%.2f)\n",
               batch, threads, before_ms, after_ms, before_ms / after_ms);
   return 0;

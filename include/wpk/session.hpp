@@ -114,12 +114,14 @@ struct TuningCheck {
 // Tuning at load's choice between running a batch whole, each node spread over the session's
 // threads, and in parts of its rows, one part a thread at once (possible when every output row is
 // computed from its input row alone and the batch divides by the threads). Both timed on the
-// whole model, alternately; medians in milliseconds. All zero when it was not measured.
+// whole model in pairs of runs; medians in milliseconds. All zero when it was not measured.
 struct BatchPartsCheck {
   int parts = 0;        // the parts it tried
-  bool chosen = false;  // in parts from now on (a tuning record says so to every later session)
+  bool chosen = false;  // in parts from now on (a tuning record says so to every later session):
+                        // the median of the pairs' ratios (parts / whole) is below 0.97
   int runs = 0;         // runs of each way
   double whole_ms = 0, parts_ms = 0;
+  double ratio = 0;
 };
 
 // A node that tuning at load searched (SessionOptions::tuning), with what it found.

@@ -351,7 +351,7 @@ void Session::tune_at_load(double budget_seconds) {
   try {
     // The whole batch's plan, whatever a record says about parts: tune_batch_parts compares.
     run_checked(bind_run_inputs(impl_->graph, inputs), nullptr, nullptr, 0, 0);
-  } catch (const Error& e) {
+  } catch (const std::exception& e) {
     // Declared shapes a run rejects (an input of unknown rank, say): the first real run of each
     // shape then takes the records or the cost model's choice.
     logger().warn("could not tune at load: {}", e.what());

@@ -23,9 +23,11 @@ std::vector<const Tensor*> pointers(const std::vector<Tensor>& tensors) {
   return out;
 }
 
-// The comparison's length: whole runs of both ways, alternately, after one of each to warm up.
-constexpr int kMinRuns = 3, kMaxRuns = 15;
-constexpr double kComparisonSeconds = 4;
+// The comparison's length: pairs of whole runs, one each way, after a pair to warm up. The
+// machines this runs on drift by several percent within seconds, which a median of each way
+// alone does not cancel: the choice is made on the median of the pairs' ratios.
+constexpr int kMinRuns = 5, kMaxRuns = 31;
+constexpr double kComparisonSeconds = 10;
 
 }  // namespace
 
@@ -89,7 +91,7 @@ void Session::tune_batch_parts(const TensorMap& inputs, std::chrono::steady_cloc
   }
   im.part_tuner->stop_measuring();
 
-  std::vector<double> whole_ms, parts_ms;
+  std::vector<double> whole_ms, parts_ms, ratios;
   const auto timed = [&](bool in_parts) {
     const auto t0 = std::chrono::steady_clock::now();
     if (in_parts) run_in_parts(bound, parts, nullptr, nullptr, 0, 0);
@@ -101,25 +103,32 @@ void Session::tune_batch_parts(const TensorMap& inputs, std::chrono::steady_cloc
   const auto start = std::chrono::steady_clock::now();
   while (static_cast<int>(whole_ms.size()) < kMaxRuns &&
          (static_cast<int>(whole_ms.size()) < kMinRuns || ms_since(start) < kComparisonSeconds * 1000)) {
-    whole_ms.push_back(timed(false));
-    parts_ms.push_back(timed(true));
+    // Each way goes first in every other pair: a run may leave the caches warm for the next.
+    const bool parts_first = whole_ms.size() % 2 == 1;
+    const double first = timed(parts_first), second = timed(!parts_first);
+    whole_ms.push_back(parts_first ? second : first);
+    parts_ms.push_back(parts_first ? first : second);
+    ratios.push_back(parts_ms.back() / whole_ms.back());
   }
   BatchPartsCheck& check = im.parts_check;
   check.parts = parts;
   check.runs = static_cast<int>(whole_ms.size());
   check.whole_ms = median(whole_ms);
   check.parts_ms = median(parts_ms);
-  check.chosen = check.parts_ms < kMinGain * check.whole_ms;
+  check.ratio = median(ratios);
+  check.chosen = check.ratio < kMinGain;
   const int chosen = check.chosen ? parts : 1;
   im.tuning_db->store(key, record_batch_parts(chosen), (check.chosen ? check.parts_ms : check.whole_ms) * 1000,
                       "batch of " + std::to_string(bound.front()->shape()[0]) + " in " + std::to_string(parts) + " parts: " +
-                          std::to_string(check.parts_ms) + " ms, whole: " + std::to_string(check.whole_ms) + " ms");
+                          std::to_string(check.parts_ms) + " ms, whole: " + std::to_string(check.whole_ms) + " ms, ratio " +
+                          std::to_string(check.ratio));
   {
     std::lock_guard<std::mutex> lock(im.parts_mutex);
     im.parts[signature] = chosen;
   }
-  logger().info("tuning at load: the batch in {} parts, one a thread: {:.3f} ms, whole: {:.3f} ms ({} runs each); {}", parts,
-                check.parts_ms, check.whole_ms, check.runs, check.chosen ? "runs in parts" : "runs whole");
+  logger().info("tuning at load: the batch in {} parts, one a thread: {:.3f} ms, whole: {:.3f} ms ({} runs each, median "
+                "ratio {:.3f}); {}",
+                parts, check.parts_ms, check.whole_ms, check.runs, check.ratio, check.chosen ? "runs in parts" : "runs whole");
 }
 
 }  // namespace wpk
