@@ -91,13 +91,17 @@ struct StepSummary {
   std::string backend;
   std::string layout;
   std::vector<std::string> fused_from;  // the model ops a fused node stands for (Node::fused_from)
-  int threads = 0;  // the threads its configuration runs on; 0: all the session's
+  int threads = 0;  // the threads its configuration runs on; 0: all the session's (in batch
+                    // parts: all of a part's one)
 };
 struct PlanSummary {
   std::vector<StepSummary> steps;
   bool memory_planned = false;
   std::size_t arena_bytes = 0;  // one arena holds every intermediate of a run
   std::size_t naive_bytes = 0;  // what one allocation per intermediate would take
+  // The most recent run went in this many parts of its batch (RunProfile::batch_parts): the
+  // steps and memory plan are then a part's.
+  int batch_parts = 1;
 };
 
 // Tuning at load's in-model check (SessionOptions::tuning): the whole model run on each plan in

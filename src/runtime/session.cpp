@@ -466,6 +466,7 @@ TensorMap Session::run_with(const TensorMap& inputs, const RunOptions* options, 
     RunPool::process().execute(impl_->threads, [&] {
       const double queued_us = us_since(checked);
       const int parts = impl_->batch_parts(bound);
+      impl_->last_run_parts.store(parts);
       values = parts > 1 ? run_in_parts(bound, parts, options, profile, checks_us, queued_us)
                          : run_checked(bound, options, profile, checks_us, queued_us);
     });
@@ -565,15 +566,19 @@ RunProfile Session::last_profile() const {
 
 PlanSummary Session::describe() const {
   const Impl& im = *impl_;
-  const auto latest = im.plans.latest();
+  const int parts = im.last_run_parts.load();
+  const auto latest = parts > 1 ? im.part_plans.latest() : im.plans.latest();
   PlanSummary summary;
+  summary.batch_parts = parts;
   const auto& steps = im.plan->steps();
   for (std::size_t s = 0; s < steps.size(); ++s) {
     const Node& n = im.graph.nodes()[steps[s].node_index];
     const StepChoice choice = latest ? latest->choice[s] : StepChoice{};
+    // A part runs on one thread: whatever count its choice names, that is all of them.
+    const int threads = parts > 1 ? 0 : choice.threads;
     summary.steps.push_back({n.name, qualified_op(n), n.domain,
                              steps[s].candidates[static_cast<std::size_t>(choice.candidate)].identity(), steps[s].layout,
-                             n.fused_from, choice.threads});
+                             n.fused_from, threads});
   }
   if (latest && latest->memory_planned) {
     summary.memory_planned = true;

@@ -1,5 +1,6 @@
 #pragma once
 // What a Session holds (wpk/session.hpp): shared by the files that implement it.
+#include <atomic>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -51,6 +52,7 @@ struct Session::Impl {
   mutable std::mutex parts_mutex;
   mutable std::map<ShapeSignature, int> parts;  // per signature, the record's choice once looked up
   BatchPartsCheck parts_check;
+  mutable std::atomic<int> last_run_parts{1};  // of the most recent run (describe())
 
   // How many parts a run of these inputs goes in: what the tuning record for their shapes says,
   // when they can; else 1 (whole).

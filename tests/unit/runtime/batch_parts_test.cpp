@@ -84,6 +84,7 @@ TEST_CASE("a batch runs in parts at once when its tuning record says so, each ro
     // The record is for 4 rows; 3 do not divide over two threads, 6 have no record.
     CHECK(profile.batch_parts == (x.shape()[0] == 4 ? 2 : 1));
     if (profile.batch_parts == 2) CHECK(profile.steps.front().output_shape.front() == 2);
+    CHECK(s.describe().batch_parts == profile.batch_parts);  // its steps are what ran
     CHECK(testing::compare_allclose(y, reference_output(classifier(), x), 1e-5, 1e-6) == "");
   }
   // Without the record, or on one thread, the batch runs whole.
