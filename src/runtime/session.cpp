@@ -145,10 +145,6 @@ std::int64_t initializer_bytes(const Graph& g) {
   return bytes;
 }
 
-double us_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
-}
-
 // Whether the session places nodes on a GPU (SessionOptions::device), with the device's model.
 std::optional<GpuModel> resolve_gpu(const SessionOptions& o) {
   if (o.device == Device::CPU) return std::nullopt;

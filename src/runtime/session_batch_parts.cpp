@@ -13,10 +13,6 @@ namespace wpk {
 
 namespace {
 
-double ms_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-}
-
 std::vector<const Tensor*> pointers(const std::vector<Tensor>& tensors) {
   std::vector<const Tensor*> out;
   for (const Tensor& t : tensors) out.push_back(&t);
@@ -55,7 +51,7 @@ std::vector<Tensor> Session::run_in_parts(const std::vector<const Tensor*>& inpu
     if (e) std::rethrow_exception(e);
   std::vector<Tensor> out = join_batch_parts(outputs);
   if (profiling) {
-    first.total_us = checks_us + queued_us + ms_since(t0) * 1000;
+    first.total_us = checks_us + queued_us + us_since(t0);
     first.queued_us = queued_us;
     first.batch_parts = parts;
     if (profile) *profile = first;
@@ -96,13 +92,13 @@ void Session::tune_batch_parts(const TensorMap& inputs, std::chrono::steady_cloc
     const auto t0 = std::chrono::steady_clock::now();
     if (in_parts) run_in_parts(bound, parts, nullptr, nullptr, 0, 0);
     else run_checked(bound, nullptr, nullptr, 0, 0);
-    return ms_since(t0);
+    return us_since(t0) / 1000;
   };
   timed(false);
   timed(true);
   const auto start = std::chrono::steady_clock::now();
   while (static_cast<int>(whole_ms.size()) < kMaxRuns &&
-         (static_cast<int>(whole_ms.size()) < kMinRuns || ms_since(start) < kComparisonSeconds * 1000)) {
+         (static_cast<int>(whole_ms.size()) < kMinRuns || us_since(start) < kComparisonSeconds * 1e6)) {
     // Each way goes first in every other pair: a run may leave the caches warm for the next.
     const bool parts_first = whole_ms.size() % 2 == 1;
     const double first = timed(parts_first), second = timed(!parts_first);

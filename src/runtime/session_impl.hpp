@@ -1,6 +1,7 @@
 #pragma once
 // What a Session holds (wpk/session.hpp): shared by the files that implement it.
 #include <atomic>
+#include <chrono>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -20,6 +21,10 @@
 #include "wpk/session.hpp"
 
 namespace wpk {
+
+inline double us_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+}
 
 struct Session::Impl {
   Graph graph;
