@@ -50,8 +50,9 @@ const std::vector<std::pair<std::string, DataFirst>> kWpkDataFirst = {
     {"FusedBatchNorm", {}}, {"ConvIntegerToFloat", {}}, {"QLinearConvAdd", {{9}}}};
 
 const DataFirst* data_first(const Node& n) {
+  if (!n.domain.empty() && n.domain != kWpkDomain) return nullptr;
   for (const auto& [op, rule] : n.domain.empty() ? kDataFirst : kWpkDataFirst)
-    if (op == n.op_type && (n.domain.empty() || n.domain == kWpkDomain)) return &rule;
+    if (op == n.op_type) return &rule;
   return nullptr;
 }
 
@@ -165,7 +166,7 @@ class RowCheck {
         if (i < 4 ? !invariant(n.inputs[i]) : !batched(n.inputs[i])) return "a part is not batched";
       return "";
     }
-    if ((onnx && n.op_type == "QLinearAdd") || (wpk && n.op_type == "QLinearAdd")) {
+    if (wpk && n.op_type == "QLinearAdd") {  // ONNX has none: the importer expands contrib ones
       for (std::size_t i = 0; i < n.inputs.size(); ++i)
         if (i == 0 || i == 3 ? !broadcasts(n.inputs[i], *out_rank) : !invariant(n.inputs[i])) return "a parameter changes with the batch";
       return "";
