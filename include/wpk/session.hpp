@@ -82,6 +82,15 @@ struct LoadProfile {
   double total_ms = 0;     // the whole construction
 };
 
+// Generated kernels a session compiles after load (SessionOptions::compile_in_background).
+struct BackgroundCompilation {
+  int kernels = 0;       // the cost model ranks them first, and the kernel store lacked them at load
+  int ready = 0;         // of those, compiled: runs choose their kernels again, with them
+  int failed = 0;        // could not be compiled (the log says why): their nodes keep what they ran
+  bool finished = true;  // false while the compilers run
+  double seconds = 0;    // since the end of load: until finished, or until now
+};
+
 // What a Session runs: per step the node and the backend chosen, plus the memory plan of the
 // most recent input-shape signature (zeros until a run has planned one).
 struct StepSummary {
@@ -184,6 +193,10 @@ class Session {
   // Steps, backends and memory plan (see PlanSummary).
   PlanSummary describe() const;
   LoadProfile load_profile() const;
+  // Where compiling after load stands; the wait returns once it has finished (at once when
+  // nothing compiles). A benchmark waits before it times: until then runs use other kernels.
+  BackgroundCompilation background_compilation() const;
+  BackgroundCompilation wait_for_background_compilation() const;
   // OpenMP threads each run uses (SessionOptions::threads resolved).
   int threads() const;
 

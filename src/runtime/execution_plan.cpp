@@ -220,6 +220,15 @@ bool prepares_on_calling_thread(const Node& n) {
   return false;
 }
 
+// Whether a generated kernel's source prints (so that it can be compiled later).
+bool printable(const Kernel& kernel) {
+  try {
+    return kernel.source() != nullptr;
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
 // One node's candidates, prepared; `step.candidates` empty, with `why`, when none could be.
 struct PreparedNode {
   PlanStep step;
@@ -286,9 +295,10 @@ PreparedNode prepare_node(const Graph& graph, std::size_t i, const std::vector<c
                                  [&](const Option& o) { return o.identity == recorded; });
     if (it != options_offered.end()) std::rotate(options_offered.begin(), it, it + 1);
   }
-  // Compiling is the tuner's to start: without tuning, a generated kernel the cost model picked
+  // Compiling at load is the tuner's: without tuning, a generated kernel the cost model picked
   // runs from code the kernel store already holds, unless a record chose it or no library or
-  // hand-written kernel runs the node (a first load takes no compiler's seconds for a guess).
+  // hand-written kernel runs the node (a first load takes no compiler's seconds for a guess);
+  // with compile_later, one the store lacks waits for code compiled after load.
   bool only_generated = true;
   for (const Option& o : options_offered)
     only_generated = only_generated && (o.backend->generates_code() || o.backend->name() == "reference");
@@ -317,6 +327,7 @@ PreparedNode prepare_node(const Graph& graph, std::size_t i, const std::vector<c
       }
   }
   bool packs_weights = false;  // a prepared candidate packs per shape, beside the loaded copy
+  std::vector<Candidate> awaiting;  // generated kernels whose code compiles after load, last
   const auto prepare = [&](const Option& o, bool fallback) {
     // A fallback must be ready to run; compiling one only to stand by costs every load.
     if (fallback && o.backend->generates_code()) return;
@@ -340,6 +351,11 @@ PreparedNode prepare_node(const Graph& graph, std::size_t i, const std::vector<c
       // every configuration and compiles them in one batch below.
       std::string compile_failure;
       if (kernel->recipe() && !options.every_config && !obtain_code(*kernel, compile_failure, may_compile(o))) {
+        if (!may_compile(o) && options.compile_later && printable(*kernel)) {
+          awaiting.push_back({o.backend, std::move(kernel), o.config});
+          awaiting.back().awaiting_code = std::make_shared<std::atomic<bool>>(true);
+          return;
+        }
         why = o.backend->name() + ":" + kernel_name + " could not be had: " + compile_failure;
         logger().debug("{}{}", node_label(n), why);
         return;
@@ -373,6 +389,9 @@ PreparedNode prepare_node(const Graph& graph, std::size_t i, const std::vector<c
       if (!backend_present) prepare(options_offered[o], true);
     }
   }
+  // Behind the node's other candidates, so that until its code comes one of them runs.
+  if (!step.candidates.empty())
+    for (Candidate& c : awaiting) step.candidates.push_back(std::move(c));
   return {std::move(step), std::move(why), std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count()};
 }
 
@@ -506,6 +525,21 @@ void ExecutionPlan::prepare_steps(const Graph& graph, const std::vector<const Ba
   compilation.report();
   compile_seconds_ = compilation.seconds();
   compute_lifetimes(graph);
+}
+
+std::vector<std::pair<std::size_t, std::size_t>> ExecutionPlan::awaiting_code() const {
+  std::vector<std::pair<std::size_t, std::size_t>> out;
+  for (std::size_t s = 0; s < steps_.size(); ++s)
+    for (std::size_t c = 0; c < steps_[s].candidates.size(); ++c)
+      if (steps_[s].candidates[c].awaiting()) out.emplace_back(s, c);
+  return out;
+}
+
+void ExecutionPlan::attach_code(std::size_t step, std::size_t candidate, std::shared_ptr<const codegen::LoadedKernel> code) {
+  Candidate& c = steps_.at(step).candidates.at(candidate);
+  if (!c.awaiting()) throw Error(ErrorCode::Internal, "attach_code: the candidate is not awaiting code");
+  c.kernel->set_code(std::move(code));
+  c.awaiting_code->store(false, std::memory_order_release);
 }
 
 void ExecutionPlan::release_if_owned(Graph& graph, std::size_t s, std::vector<int>& unowned_readers,

@@ -46,11 +46,19 @@ struct Candidate {
   std::unique_ptr<Kernel> kernel;  // null while a deferred candidate is not prepared
   std::string config;  // one of backend->configs(); "" when it offers none
   std::shared_ptr<DeferredKernel> deferred = nullptr;  // set for a candidate prepared at first use
+  // Set for a generated kernel prepared at load whose code compiles after it
+  // (PlanOptions::compile_later): true until ExecutionPlan::attach_code gives it its code. Runs
+  // never pick it before.
+  std::shared_ptr<std::atomic<bool>> awaiting_code = nullptr;
+  bool awaiting() const { return awaiting_code && awaiting_code->load(std::memory_order_acquire); }
   // "reference", or "onednn(algorithm=winograd)" with a config: how tuning records and profiles
   // name it.
   std::string identity() const { return candidate_identity(*backend, config); }
   // The kernel to run: prepared at load, or a deferred one prepared now; null when it cannot be.
-  const Kernel* ready() const { return kernel ? kernel.get() : deferred ? deferred->get(*backend, config) : nullptr; }
+  const Kernel* ready() const {
+    if (awaiting()) return nullptr;
+    return kernel ? kernel.get() : deferred ? deferred->get(*backend, config) : nullptr;
+  }
   // The kernel if it is prepared already (for its profile), without preparing it.
   const Kernel* prepared() const { return kernel ? kernel.get() : deferred ? deferred->peek() : nullptr; }
 };
@@ -70,6 +78,11 @@ struct PlanOptions {
   // (symbolic dims as 1; given the node and its offered candidates), or "": prepared instead of
   // the cost model's choice there.
   std::function<std::string(const Node&, const std::string& offered)> recorded_choice;
+  // Where the cost model ranks first a generated kernel whose code the kernel store lacks, and
+  // no tuning record chose it: false leaves it out; true prepares it all the same, as the step's
+  // last candidate, awaiting its code (Candidate::awaiting_code), for the session to compile
+  // after load (runtime/background_compiler.hpp).
+  bool compile_later = false;
   // Where generated kernels' code is found or compiled into (runtime/kernel_compilation.hpp),
   // asked once, when a prepared kernel first needs code; unset: a store private to this process.
   std::function<codegen::KernelStore*()> kernel_store;
@@ -133,6 +146,11 @@ class ExecutionPlan {
   std::size_t released_bytes() const { return released_bytes_; }
   // Of the construction, the time generated kernels' code took (kernel store or compiler).
   double compile_seconds() const { return compile_seconds_; }
+  // The candidates awaiting their code (PlanOptions::compile_later), as (step, candidate).
+  std::vector<std::pair<std::size_t, std::size_t>> awaiting_code() const;
+  // Gives an awaiting candidate its code; from then on runs may pick it. Safe while runs go on
+  // (they do not look at the candidate until it stops awaiting); call it once per candidate.
+  void attach_code(std::size_t step, std::size_t candidate, std::shared_ptr<const codegen::LoadedKernel> code);
 
  private:
   void prepare_steps(const Graph& graph, const std::vector<const Backend*>& backends, Graph* release_from,

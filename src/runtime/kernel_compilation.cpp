@@ -96,7 +96,8 @@ void KernelCompilation::obtain_all(std::vector<PlanStep>& steps, const Graph& gr
   std::vector<std::size_t> fetched_into;  // for each of `sources`, its place in `got`
   for (std::size_t s = 0; s < steps.size(); ++s)
     for (const Candidate& c : steps[s].candidates) {
-      const codegen::KernelRecipe* recipe = c.kernel ? c.kernel->recipe() : nullptr;  // deferred ones have none
+      // Deferred candidates have no recipe; awaiting ones get their code after load.
+      const codegen::KernelRecipe* recipe = c.kernel && !c.awaiting() ? c.kernel->recipe() : nullptr;
       std::size_t index = SIZE_MAX;
       if (recipe) {
         const auto [it, fresh] = index_of_recipe.emplace(std::make_pair(recipe->name, recipe->text), got.size());

@@ -43,6 +43,12 @@ std::shared_ptr<const SignaturePlan> PlanCache::insert(const ShapeSignature& sig
   return latest_;
 }
 
+void PlanCache::clear() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  plans_.clear();
+  order_.clear();
+}
+
 void PlanCache::replace(const ShapeSignature& sig, std::shared_ptr<const SignaturePlan> plan) {
   std::lock_guard<std::mutex> lock(mutex_);
   const auto it = plans_.find(sig);

@@ -45,6 +45,9 @@ class PlanCache {
   std::shared_ptr<const SignaturePlan> latest() const;
   // Replaces the signature's plan (tuning at load revising its first run's choices).
   void replace(const ShapeSignature& sig, std::shared_ptr<const SignaturePlan> plan);
+  // Forgets every signature's plan (new candidates became ready): each signature's next run
+  // chooses and plans again. latest() stays until then.
+  void clear();
 
  private:
   mutable std::mutex mutex_;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <mutex>
 #include <optional>
@@ -98,6 +99,11 @@ std::vector<Tensor> collect_outputs(const Graph& g, const std::vector<const Tens
   return out;
 }
 
+bool compiles_in_background(const SessionOptions& o) {
+  const char* env = std::getenv("WPK_COMPILE_IN_BACKGROUND");
+  return o.compile_in_background && !(env && std::string(env) == "0");
+}
+
 TuningSettings tuning_settings(const SessionOptions& o) {
   if (!(o.tuning_budget > 0))
     throw Error(ErrorCode::InvalidArgument, "SessionOptions::tuning_budget must be > 0 seconds, got " + std::to_string(o.tuning_budget));
@@ -112,6 +118,7 @@ TuningSettings tuning_settings(const SessionOptions& o) {
   t.seed = o.tuning_seed;
   t.trials_per_node = o.tuning_trials;
   t.on_progress = o.on_tuning_progress;
+  t.untuned_compiles_later = compiles_in_background(o);
   return t;
 }
 
@@ -284,6 +291,7 @@ Session::Session(Graph graph, SessionOptions options, const std::vector<const Ba
     plan.release_owned_constants = !options.tuning;
     plan.disabled = disabled;
     plan.every_config = options.tuning;
+    plan.compile_later = !options.tuning && compiles_in_background(options);
     plan.threads = impl_->threads;
     plan.defer_alternatives = true;  // the session's graph outlives its plan
     impl_->calibration = CostCalibration::from(impl_->tuning_db.get());
@@ -325,6 +333,13 @@ Session::Session(Graph graph, SessionOptions options, const std::vector<const Ba
   if (impl_->rows_apart)
     impl_->part_tuner = std::make_unique<Tuner>(g, *impl_->plan, impl_->tuning_db.get(), 1, tuning_settings(options),
                                                 &impl_->calibration);
+  if (!impl_->plan->awaiting_code().empty() && impl_->kernels) {
+    Impl* im = impl_.get();
+    im->background = std::make_unique<BackgroundCompiler>(*im->plan, *im->kernels, im->threads, [im] {
+      im->plans.clear();
+      im->part_plans.clear();
+    });
+  }
   const bool tune = options.tuning;
   const double budget = options.tuning_budget;
   impl_->options = std::move(options);
@@ -554,6 +569,12 @@ std::vector<Tensor> Session::run_checked(const std::vector<const Tensor*>& input
 }
 
 LoadProfile Session::load_profile() const { return impl_->load; }
+BackgroundCompilation Session::background_compilation() const {
+  return impl_->background ? impl_->background->status() : BackgroundCompilation{};
+}
+BackgroundCompilation Session::wait_for_background_compilation() const {
+  return impl_->background ? impl_->background->wait() : BackgroundCompilation{};
+}
 
 RunProfile Session::last_profile() const {
   std::lock_guard<std::mutex> lock(impl_->profile_mutex);

@@ -11,6 +11,7 @@
 #include "codegen/jit/kernel_store.hpp"
 #include "core/limits.hpp"
 #include "runtime/arena_pool.hpp"
+#include "runtime/background_compiler.hpp"
 #include "runtime/batch_parts.hpp"
 #include "runtime/cost_calibration.hpp"
 #include "runtime/execution_plan.hpp"
@@ -75,6 +76,9 @@ struct Session::Impl {
     }
     return it->second == possible ? possible : 1;
   }
+
+  // Last: destroyed first, so its thread stops before anything it uses goes.
+  std::unique_ptr<BackgroundCompiler> background;
 };
 
 }  // namespace wpk

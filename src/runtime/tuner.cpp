@@ -174,7 +174,7 @@ StepChoice Tuner::predicted_best(std::size_t s, const std::vector<const Tensor*>
   bool only_generated = true;
   for (const Candidate& c : step.candidates)
     only_generated = only_generated && (c.backend->generates_code() || c.backend->name() == "reference");
-  const bool skip_generated = as_untuned_session && !only_generated;
+  const bool skip_generated = as_untuned_session && !only_generated && !settings_.untuned_compiles_later;
   const Node& node = graph_.nodes()[step.node_index];
   const InputShapes shapes = run_input_shapes(node, graph_, inputs);
   // A deferred candidate is ranked by its description; picked, it is prepared, and one that then
@@ -186,7 +186,9 @@ StepChoice Tuner::predicted_best(std::size_t s, const std::vector<const Tensor*>
     double best_seconds = 0;
     for (std::size_t c = 0; c < step.candidates.size(); ++c) {
       const Candidate& cand = step.candidates[c];
-      if (out[c] || (cand.kernel && !cand.kernel->runs(inputs)) || (skip_generated && cand.backend->generates_code())) continue;
+      if (out[c] || cand.awaiting() || (cand.kernel && !cand.kernel->runs(inputs)) ||
+          (skip_generated && cand.backend->generates_code()))
+        continue;
       std::vector<int> counts = {threads_};
       if (threads_ > 1 && cand.backend->uses_host_threads()) counts.push_back(1);
       for (const int t : counts) {

@@ -37,6 +37,9 @@ struct TuningSettings {
   static constexpr int kCompareSeeds = 3;
   std::function<void(const TuningProgress&)> on_progress;
   static constexpr std::size_t kDefaultTrials = 64;
+  // Sessions that do not tune compile the generated kernels the cost model picks after load
+  // (SessionOptions::compile_in_background), so the choice a tuned one must beat may be one.
+  bool untuned_compiles_later = false;
 };
 
 // A winner must be at least this much faster than the untuned choice to replace it.
@@ -80,7 +83,7 @@ class Tuner {
  private:
   // The cost model's choice among the step's candidates. as_untuned_session: among those a
   // session that does not tune would have (no generated kernel where another backend runs the
-  // node: such a session compiles none) and ranked by the cost model uncalibrated, as on a
+  // node, unless such a session compiles them after load) and ranked by the cost model uncalibrated, as on a
   // machine with no tuning logs: the baseline a tuned choice must beat, in isolation and in the
   // model, so a record never names a choice worse than a fresh session's (the calibration, fed by
   // isolated trials, can rank a kernel first that the model runs slower).

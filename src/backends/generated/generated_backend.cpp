@@ -175,6 +175,24 @@ Plan plan_of(const Node& node, const Graph& graph, std::string& why) {
 
 // The shapes' dynamic extent (rows of A, or the batch of a conv), or nullopt when A's shape is
 // not known.
+// How close to its vectors' FMA peak a register tile of `rows` pixels (or product rows) by
+// `vectors` vectors of output channels runs, relative to a 14 x 2 tile. Each step of the
+// reduction does rows x vectors FMAs (two a cycle) and also loads `vectors` weight vectors, again
+// for every tile of rows (from L2 once the weights outgrow L1: about a cycle a vector), and
+// broadcasts `rows` inputs from L1 (mostly hidden behind the FMAs): so tall tiles amortise the
+// weights, and wide ones the inputs. A row of `extent` is cut into equal tiles: a tile taller
+// than the row covers only the row.
+double tile_efficiency(int rows, int vectors, std::int64_t extent) {
+  constexpr double kFmasPerCycle = 2, kWeightVectorCycles = 1, kBroadcastCycles = 0.15;
+  const auto cost = [&](double r, double v) {
+    return 1 + kFmasPerCycle * kWeightVectorCycles / r + kFmasPerCycle * kBroadcastCycles / v;
+  };
+  extent = std::max<std::int64_t>(extent, 1);
+  const std::int64_t tiles = (extent + rows - 1) / std::max(rows, 1);
+  const double r = std::min<double>(rows, static_cast<double>(extent) / static_cast<double>(tiles));
+  return cost(14, 2) / cost(r, std::max(vectors, 1));
+}
+
 std::optional<std::int64_t> dynamic_extent(const InputShapes& shapes, std::size_t tail) {
   if (shapes.empty() || !shapes[0] || shapes[0]->size() < tail) return std::nullopt;
   std::int64_t rows = 1;
@@ -320,18 +338,16 @@ std::optional<KernelProfile> GeneratedBackend::describe(const Node& node, const 
   threads = std::max(1, threads);
   KernelProfile p;
   p.vector_bits = 32 * lanes;
-  // Each step of the reduction loads `vectors` vectors of weights and broadcasts `rows` inputs for
-  // rows x vectors FMAs: with two loads and two FMAs a cycle, the tile keeps the FMA units busy
-  // when rows x vectors reaches rows + vectors. A share below the hand-written and library
-  // kernels' until measurement says otherwise; weights read strided (not constant, transposed)
-  // pay, and so does a depthwise tile, which loads every input it multiplies.
-  const double fmas = c->rows * c->vectors, loads = c->rows + c->vectors;
+  // The tile's share (tile_efficiency) of a base below the hand-written and library kernels'
+  // until measurement says otherwise; weights read strided (not constant, transposed) pay, and so
+  // does a depthwise tile, which loads every input it multiplies.
+  const double fmas = c->rows * c->vectors;
   std::int64_t columns = 0, tiles = 0;
   if (plan.group) {
     if (!dynamic_extent(shapes, 3)) return std::nullopt;
     p.name = group_kernel_name("depthwise_pointwise_nhwc", *group_config, target);
     // The pointwise product's tile, as a conv's; the depthwise output costs no memory traffic.
-    p.efficiency = 0.36 * std::min(1.0, fmas / loads);
+    p.efficiency = 0.36 * tile_efficiency(c->rows, c->vectors, plan.group->depthwise.ow);
     p.extra_bytes = 0;
     columns = plan.group->o;
     tiles = plan.group->depthwise.oh;
@@ -339,7 +355,7 @@ std::optional<KernelProfile> GeneratedBackend::describe(const Node& node, const 
     if (!dynamic_extent(shapes, 3)) return std::nullopt;
     p.name = group_kernel_name("scaled_pointwise_nhwc", *group_config, target);
     // The pointwise product's tile, as a conv's; the scaled input costs no memory traffic.
-    p.efficiency = 0.36 * std::min(1.0, fmas / loads);
+    p.efficiency = 0.36 * tile_efficiency(c->rows, c->vectors, plan.scaled->w);
     p.extra_bytes = 0;
     columns = plan.scaled->o;
     tiles = plan.scaled->h;
@@ -357,7 +373,7 @@ std::optional<KernelProfile> GeneratedBackend::describe(const Node& node, const 
     if (!rows) return std::nullopt;
     p.name = kernel_name(s.op, *c, target);
     const bool packed = graph.initializer(node.inputs[1]) != nullptr;
-    p.efficiency = 0.4 * std::min(1.0, fmas / loads) * (s.transposed_b && !packed ? 0.25 : 1.0);
+    p.efficiency = 0.4 * tile_efficiency(c->rows, c->vectors, *rows) * (s.transposed_b && !packed ? 0.25 : 1.0);
     columns = s.n;
     const std::int64_t col_tiles = (s.n + c->vectors * lanes - 1) / (c->vectors * lanes);
     tiles = c->parallel_cols ? col_tiles : (std::max<std::int64_t>(*rows, 1) + c->rows - 1) / c->rows;
@@ -365,7 +381,7 @@ std::optional<KernelProfile> GeneratedBackend::describe(const Node& node, const 
     const ConvSpec& s = *plan.conv;
     if (!dynamic_extent(shapes, 3)) return std::nullopt;
     p.name = kernel_name(s.depthwise ? "depthwise_conv_nhwc" : "conv_nhwc", *c, target);
-    p.efficiency = s.depthwise ? 0.3 * fmas / (fmas + c->vectors) : 0.36 * std::min(1.0, fmas / loads);
+    p.efficiency = s.depthwise ? 0.3 * fmas / (fmas + c->vectors) : 0.36 * tile_efficiency(c->rows, c->vectors, s.ow);
     columns = s.o;
     tiles = c->parallel_cols ? (s.o + c->vectors * lanes - 1) / (c->vectors * lanes) : s.oh;
   }

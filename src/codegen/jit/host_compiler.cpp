@@ -203,7 +203,7 @@ const std::vector<std::string>& base_compile_flags() {
 }
 
 std::vector<CompileOutcome> compile_shared_objects(const HostCompiler& compiler, const std::vector<CompileJob>& jobs,
-                                                   int parallel, int timeout_seconds) {
+                                                   int parallel, int timeout_seconds, const std::atomic<bool>* cancel) {
   std::vector<CompileOutcome> outcomes(jobs.size());
   if (!compiler.usable()) {
     for (CompileOutcome& o : outcomes) o.log = compiler.why_unusable;
@@ -218,7 +218,10 @@ std::vector<CompileOutcome> compile_shared_objects(const HostCompiler& compiler,
   std::vector<Running> running;
   std::size_t next = 0;
   const std::size_t width = static_cast<std::size_t>(std::max(1, parallel));
+  const auto cancelled = [cancel] { return cancel && cancel->load(); };
   while (next < jobs.size() || !running.empty()) {
+    if (cancelled())
+      for (; next < jobs.size(); ++next) outcomes[next].log = "compiling was cancelled";
     while (next < jobs.size() && running.size() < width) {
       const CompileJob& job = jobs[next];
       std::vector<std::string> argv = compiler.command;
@@ -240,7 +243,8 @@ std::vector<CompileOutcome> compile_shared_objects(const HostCompiler& compiler,
       int status = 0;
       const pid_t done = waitpid(it->pid, &status, WNOHANG);
       const bool late = std::chrono::steady_clock::now() - it->started > std::chrono::seconds(timeout_seconds);
-      if (done == 0 && !late) {
+      const bool stop = done == 0 && cancelled();
+      if (done == 0 && !late && !stop) {
         ++it;
         continue;
       }
@@ -248,7 +252,8 @@ std::vector<CompileOutcome> compile_shared_objects(const HostCompiler& compiler,
       if (done == 0) {  // past its time: stop it and collect it
         kill(it->pid, SIGKILL);
         waitpid(it->pid, &status, 0);
-        o.log = "the compiler ran past " + std::to_string(timeout_seconds) + " s and was stopped";
+        o.log = stop ? "compiling was cancelled"
+                     : "the compiler ran past " + std::to_string(timeout_seconds) + " s and was stopped";
       } else {
         o.ok = done == it->pid && WIFEXITED(status) && WEXITSTATUS(status) == 0;
         o.log = read_tail(it->log, 4096);

@@ -3,6 +3,7 @@
 // in WPK_CXX (words separated by spaces, e.g. "ccache g++-12"), else the compiler wpk was built
 // with. Compiles run as child processes, several at once, each with a time limit, so a compiler
 // that hangs or dies costs its kernels and nothing else.
+#include <atomic>
 #include <string>
 #include <vector>
 
@@ -41,8 +42,11 @@ struct CompileOutcome {
 };
 
 // Runs the jobs, at most `parallel` compilers at a time; each is killed after `timeout_seconds`.
-// Returns one outcome per job, in order. Never throws for a compiler's failure.
+// Once `cancel` (may be null) turns true, the running compilers are killed and no other starts:
+// their jobs fail, saying so. Returns one outcome per job, in order. Never throws for a
+// compiler's failure.
 std::vector<CompileOutcome> compile_shared_objects(const HostCompiler& compiler, const std::vector<CompileJob>& jobs,
-                                                   int parallel, int timeout_seconds);
+                                                   int parallel, int timeout_seconds,
+                                                   const std::atomic<bool>* cancel = nullptr);
 
 }  // namespace wpk::codegen

@@ -1,0 +1,201 @@
+// Generated kernels compiled after load (SessionOptions::compile_in_background): the session
+// loads without waiting for a compiler, runs another kernel until the code is ready, then the
+// generated one; later sessions find it in the kernel store; a session destroyed meanwhile stops
+// its compilers.
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <optional>
+#include <fstream>
+#include <random>
+#include <sys/stat.h>
+
+#include "backends/generated/generated_backend.hpp"
+#include "backends/reference/reference_backend.hpp"
+#include "codegen/jit/host_compiler.hpp"
+#include "codegen/jit/kernel_store.hpp"
+#include "runtime/session_factory.hpp"
+#include "support/onnx_model_builder.hpp"
+#include "support/tensor_compare.hpp"
+#include "wpk/wpk.hpp"
+
+namespace {
+
+// y = relu(a @ b + bias): one node after fusion, which the generated backend runs.
+wpk::Graph product_graph() {
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> u(-1, 1);
+  std::vector<float> b(29 * 40), bias(40);
+  for (float& v : b) v = u(rng);
+  for (float& v : bias) v = u(rng);
+  wpk::Graph g;
+  g.add_input("a", wpk::DType::Float32, {6, 29});
+  g.add_initializer("b", wpk::Tensor::from_vector(b, {29, 40}));
+  g.add_initializer("bias", wpk::Tensor::from_vector(bias, {40}));
+  g.add_node("MatMul", {"a", "b"}, {"p"});
+  g.add_node("Add", {"p", "bias"}, {"q"});
+  g.add_node("Relu", {"q"}, {"y"});
+  g.add_output("y");
+  return g;
+}
+
+wpk::TensorMap input() {
+  std::vector<float> a(6 * 29);
+  for (std::size_t i = 0; i < a.size(); ++i) a[i] = std::cos(0.21f * static_cast<float>(i));
+  return {{"a", wpk::Tensor::from_vector(a, {6, 29})}};
+}
+
+// A backend the cost model ranks far behind the reference, whose kernels need no compiling: with
+// it, the generated backend is not the only one besides the reference, so a session that does
+// not tune compiles nothing at load.
+class SlowLibrary : public wpk::reference::ReferenceBackend {
+ public:
+  std::string name() const override { return "slow-library"; }
+  std::optional<wpk::KernelProfile> describe(const wpk::Node&, const wpk::Graph&, const std::string&, const wpk::InputShapes&,
+                                             int) const override {
+    wpk::KernelProfile p;
+    p.efficiency = 1e-3;
+    return p;
+  }
+};
+
+std::string product_backend(const wpk::Session& s) {
+  for (const wpk::StepProfile& step : s.last_profile().steps)
+    if (step.op == "com.wpk.FusedMatMul") return step.backend;
+  return "";
+}
+
+struct EnvOverride {
+  EnvOverride(const char* name, const std::string& value) : name_(name) {
+    if (const char* was = std::getenv(name)) was_ = was;
+    ::setenv(name, value.c_str(), 1);
+  }
+  ~EnvOverride() {
+    if (was_) ::setenv(name_, was_->c_str(), 1);
+    else ::unsetenv(name_);
+  }
+
+ private:
+  const char* name_;
+  std::optional<std::string> was_;
+};
+
+// The build's compiler behind a script that first sleeps `seconds` (but answers --version at
+// once): compiling takes at least that long, whatever the machine.
+std::string slow_compiler(const std::string& folder, int seconds) {
+  const wpk::codegen::HostCompiler real = wpk::codegen::find_host_compiler();
+  REQUIRE(real.usable());
+  const std::string path = folder + "/slow-c++";
+  std::ofstream script(path);
+  script << "#!/bin/sh\ncase \"$1\" in --version) ;; *) sleep " << seconds << " ;; esac\nexec";
+  for (const std::string& word : real.command) script << " '" << word << "'";
+  script << " \"$@\"\n";
+  script.close();
+  ::chmod(path.c_str(), 0755);
+  return path;
+}
+
+wpk::SessionOptions options_in(const std::string& cache) {
+  wpk::SessionOptions o;
+  o.cache_dir = cache;
+  o.profile = true;
+  o.threads = 1;
+  o.compile_in_background = true;
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("a session compiles the cost model's generated kernel after load and then runs it", "[gen][session]") {
+  const EnvOverride on("WPK_COMPILE_IN_BACKGROUND", "1");
+  const wpk::gen::GeneratedBackend gen;
+  const SlowLibrary library;
+  const wpk::reference::ReferenceBackend reference;
+  const std::vector<const wpk::Backend*> backends = {&gen, &library, &reference};
+  const std::string cache = wpk::testing::temp_dir("background_compile");
+  const EnvOverride slow("WPK_CXX", slow_compiler(cache, 2));
+  wpk::SessionOptions reference_only;
+  reference_only.disabled_kernels = {"cpu", "onednn", "gen"};
+  const wpk::Tensor expected = wpk::Session(product_graph(), reference_only).run(input()).at("y");
+
+  const std::uint64_t compiled_before = wpk::process_counters().compiled_kernels;
+  const auto t0 = std::chrono::steady_clock::now();
+  const wpk::Session s = wpk::SessionFactory::create(product_graph(), options_in(cache), backends);
+  // The load did not wait for the compiler's two seconds.
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::milliseconds(1500));
+  const wpk::BackgroundCompilation compiling = s.background_compilation();
+  CHECK(compiling.kernels == 1);
+  CHECK_FALSE(compiling.finished);
+  // Until the code comes, the best kernel that needs none runs the node.
+  CHECK(wpk::testing::compare_allclose(s.run(input()).at("y"), expected, 0, 0) == "");
+  CHECK(product_backend(s) == "reference");
+
+  const wpk::BackgroundCompilation done = s.wait_for_background_compilation();
+  CHECK(done.finished);
+  CHECK(done.ready == 1);
+  CHECK(done.failed == 0);
+  CHECK(done.seconds >= 2);
+  CHECK(wpk::process_counters().compiled_kernels > compiled_before);
+  // The next run chooses again, with the generated kernel.
+  CHECK(wpk::testing::compare_allclose(s.run(input()).at("y"), expected, 0, 1e-5) == "");
+  CHECK(product_backend(s).rfind("gen(", 0) == 0);
+
+  // A later session finds the kernel in the store: it runs from the first run, compiling nothing.
+  const std::uint64_t compiled = wpk::process_counters().compiled_kernels;
+  const wpk::Session warm = wpk::SessionFactory::create(product_graph(), options_in(cache), backends);
+  CHECK(warm.background_compilation().kernels == 0);
+  CHECK(wpk::testing::compare_allclose(warm.run(input()).at("y"), expected, 0, 1e-5) == "");
+  CHECK(product_backend(warm).rfind("gen(", 0) == 0);
+  CHECK(wpk::process_counters().compiled_kernels == compiled);
+}
+
+TEST_CASE("a session destroyed while compiling stops its compilers; a later one compiles again", "[gen][session]") {
+  const EnvOverride on("WPK_COMPILE_IN_BACKGROUND", "1");
+  const wpk::gen::GeneratedBackend gen;
+  const SlowLibrary library;
+  const wpk::reference::ReferenceBackend reference;
+  const std::vector<const wpk::Backend*> backends = {&gen, &library, &reference};
+  const std::string cache = wpk::testing::temp_dir("background_compile_cancel");
+  {
+    const EnvOverride slow("WPK_CXX", slow_compiler(cache, 30));
+    auto s = std::make_unique<wpk::Session>(wpk::SessionFactory::create(product_graph(), options_in(cache), backends));
+    CHECK(s->background_compilation().kernels == 1);
+    const auto t0 = std::chrono::steady_clock::now();
+    s.reset();
+    CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5));
+  }
+  // Nothing half-written was left for it: the real compiler's session compiles and runs it.
+  const wpk::Session again = wpk::SessionFactory::create(product_graph(), options_in(cache), backends);
+  CHECK(again.background_compilation().kernels == 1);
+  CHECK(again.wait_for_background_compilation().ready == 1);
+  again.run(input());
+  CHECK(product_backend(again).rfind("gen(", 0) == 0);
+}
+
+TEST_CASE("without compile_in_background a session compiles nothing and keeps the kernels it has", "[gen][session]") {
+  const wpk::gen::GeneratedBackend gen;
+  const SlowLibrary library;
+  const wpk::reference::ReferenceBackend reference;
+  const std::string cache = wpk::testing::temp_dir("background_compile_off");
+  const std::uint64_t compiled = wpk::process_counters().compiled_kernels;
+  SECTION("the option") {
+    const EnvOverride on("WPK_COMPILE_IN_BACKGROUND", "1");
+    wpk::SessionOptions o = options_in(cache);
+    o.compile_in_background = false;
+    const wpk::Session s = wpk::SessionFactory::create(product_graph(), o, {&gen, &library, &reference});
+    CHECK(s.background_compilation().kernels == 0);
+    CHECK(s.wait_for_background_compilation().finished);
+    s.run(input());
+    CHECK(product_backend(s) == "reference");
+  }
+  SECTION("the environment") {
+    const EnvOverride off("WPK_COMPILE_IN_BACKGROUND", "0");
+    const wpk::Session s = wpk::SessionFactory::create(product_graph(), options_in(cache), {&gen, &library, &reference});
+    CHECK(s.background_compilation().kernels == 0);
+    s.run(input());
+    CHECK(product_backend(s) == "reference");
+  }
+  CHECK(wpk::process_counters().compiled_kernels == compiled);
+}
