@@ -181,7 +181,9 @@ StepChoice Tuner::predicted_best(std::size_t s, const std::vector<const Tensor*>
   // cannot be had or does not run these inputs leaves the ranking. Each on all the session's
   // threads and on one: on tiny tensors starting the threads costs more than they save.
   std::vector<bool> out(step.candidates.size(), false);
+  const bool tracing = logger().should_log(spdlog::level::trace);
   for (;;) {
+    std::string ranked;
     StepChoice best{-1, 0};
     double best_seconds = 0;
     for (std::size_t c = 0; c < step.candidates.size(); ++c) {
@@ -195,6 +197,7 @@ StepChoice Tuner::predicted_best(std::size_t s, const std::vector<const Tensor*>
         const double seconds =
             predicted_seconds(*cand.backend, cand.config, node, graph_, shapes, t, cand.prepared(),
                               as_untuned_session ? nullptr : calibration_);
+        if (tracing) ranked += fmt::format("{}{}@{} {:.3g}", ranked.empty() ? "" : ", ", cand.identity(), t, seconds);
         if (best.candidate < 0 || seconds < best_seconds) {  // ties: the earlier registered backend, all threads
           best = {static_cast<int>(c), t == threads_ ? 0 : t};
           best_seconds = seconds;
@@ -202,6 +205,7 @@ StepChoice Tuner::predicted_best(std::size_t s, const std::vector<const Tensor*>
       }
     }
     if (best.candidate < 0) return {};
+    if (tracing) logger().trace("{}at these shapes{} ranked {}", node_label(node), as_untuned_session ? ", untuned," : "", ranked);
     if (runs(step.candidates[static_cast<std::size_t>(best.candidate)], inputs)) return best;
     out[static_cast<std::size_t>(best.candidate)] = true;
   }
