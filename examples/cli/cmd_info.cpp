@@ -61,7 +61,7 @@ void print_optimized(const std::string& path, const Args& args, SessionOptions o
   for (std::size_t i = 0; i < plan.steps.size(); ++i) {
     const StepSummary& s = plan.steps[i];
     const std::string& layout = i < run.steps.size() ? run.steps[i].layout : s.layout;
-    // The run's backend also names the kernel that ran ("cpu:f32_maxpool_nhwc", "onednn:stream"),
+    // The run's backend also names the kernel that ran ("cpu:any_concat", "onednn:stream"),
     // and a configuration on fewer threads than the session's says so.
     std::string backend = i < run.steps.size() ? run.steps[i].backend : s.backend;
     if (s.threads > 0 && s.threads < session.threads()) backend += " threads=" + std::to_string(s.threads);

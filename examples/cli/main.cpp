@@ -24,7 +24,7 @@ const char* kUsage =
     "                 int8 QDQ model calibrated on DIR's inputs (input_0.pb, ... or test_data_set_*/)\n"
     "  run, bench, info, tune: [--disable-kernels BACKEND[:KERNEL],...] [--precision fp32|bf16] [--device cpu|cuda|auto]\n"
     "  --disable switches optimizer passes off by name; `wpk info --optimized` lists them\n"
-    "  --disable-kernels leaves candidates out, as profiles name them: cpu, onednn, cpu:f32_maxpool_nhwc\n"
+    "  --disable-kernels leaves candidates out, as profiles name them: cpu, onednn, cpu:any_concat\n"
     "  wpk cache ls|clear|prune [--dir DIR]  the tuning cache folder (default: where sessions put it)\n";
 }
 

@@ -10,7 +10,7 @@
 namespace wpk::cpu {
 namespace {
 
-enum class Family { None, Attention, Conv, MatMul, MaxPool, RowBroadcast, ConcatBatchNorm, Quantize, QLinearAdd, DynamicQuantize, QuantizedConv, QuantizedProduct, Concat };
+enum class Family { None, Attention, Conv, MatMul, RowBroadcast, ConcatBatchNorm, Quantize, QLinearAdd, DynamicQuantize, QuantizedConv, QuantizedProduct, Concat };
 
 Family family_of(const Node& node) {
   const bool onnx = node.domain.empty() || node.domain == "ai.onnx";
@@ -19,7 +19,6 @@ Family family_of(const Node& node) {
   if ((onnx && node.op_type == "Conv") || (wpk_op && node.op_type == "FusedConv")) return Family::Conv;
   if ((onnx && (node.op_type == "MatMul" || node.op_type == "Gemm")) || (wpk_op && node.op_type == "FusedMatMul"))
     return Family::MatMul;
-  if (onnx && node.op_type == "MaxPool") return Family::MaxPool;
   for (const char* op : {"Add", "Sub", "Mul", "Div"})
     if (onnx && node.op_type == op) return Family::RowBroadcast;
   if (wpk_op && node.op_type == "ConcatBatchNorm") return Family::ConcatBatchNorm;
@@ -54,7 +53,7 @@ void copy_residual(const KernelContext& ctx, std::size_t index, Tensor& y) {
 }
 
 std::vector<std::string> CpuBackend::kernel_names() const {
-  std::vector<std::string> names = {"f32_attention__avx2", "f32_attention__avx512", "f32_concat_batchnorm", "f32_maxpool_nhwc",
+  std::vector<std::string> names = {"f32_attention__avx2", "f32_attention__avx512", "f32_concat_batchnorm",
                                      "f32_row_broadcast", "f32_quantize_linear__avx2", "f32_dequantize_linear__avx2",
                                      "q8_add__avx2", "f32_dynamic_quantize_linear__avx2", "any_concat"};
   for (auto k : {ConvConfig::Kernel::DirectAvx2, ConvConfig::Kernel::WinogradAvx2, ConvConfig::Kernel::StreamAvx512})
@@ -111,7 +110,6 @@ std::string CpuBackend::why_unsupported(const Node& node, const Graph& graph) co
     case Family::Attention: return attention_unsupported(node, graph);
     case Family::Conv: return conv_unsupported(node, graph);
     case Family::MatMul: return matmul_unsupported(node, graph);
-    case Family::MaxPool: return max_pool_unsupported(node, graph);
     case Family::RowBroadcast: return row_broadcast_unsupported(node, graph);
     case Family::ConcatBatchNorm: return concat_batchnorm_unsupported(node, graph);
     case Family::Quantize: return quantize_unsupported(node, graph);
@@ -132,7 +130,6 @@ std::unique_ptr<Kernel> CpuBackend::prepare(const Node& node, const Graph& graph
     case Family::Attention: return make_attention(node, graph, "");
     case Family::Conv: return make_conv(node, graph, "");
     case Family::MatMul: return make_matmul(node, graph, "");
-    case Family::MaxPool: return make_max_pool(node, graph);
     case Family::RowBroadcast: return make_row_broadcast(node, graph);
     case Family::ConcatBatchNorm: return make_concat_batchnorm(node, graph);
     case Family::Quantize: return make_quantize(node, graph);

@@ -1,7 +1,7 @@
 #pragma once
 // The cpu backend's op families (cpu_backend.cpp dispatches to them): each says why it cannot
 // run a node ("" = it can) and builds the kernel. The kernels' own code lives beside them
-// (max_pool_nhwc.hpp, row_broadcast.hpp, ...).
+// (row_broadcast.hpp, stream_conv.hpp, ...).
 #include <memory>
 #include <string>
 
@@ -68,8 +68,6 @@ std::string concat_batchnorm_unsupported(const Node& node, const Graph& graph); 
 std::unique_ptr<Kernel> make_concat_batchnorm(const Node& node, const Graph& graph);
 
 
-std::string max_pool_unsupported(const Node& node, const Graph& graph);  // max_pool_kernel.cpp
-std::unique_ptr<Kernel> make_max_pool(const Node& node, const Graph& graph);
 
 std::string quantize_unsupported(const Node& node, const Graph& graph);  // quantize_kernel.cpp
 std::unique_ptr<Kernel> make_quantize(const Node& node, const Graph& graph);

@@ -367,6 +367,12 @@ std::optional<KernelProfile> GeneratedBackend::describe(const Node& node, const 
     p.efficiency = 0.45;
     columns = plan.pool->c;
     tiles = c->parallel_cols ? (plan.pool->c + c->vectors * lanes - 1) / (c->vectors * lanes) : plan.pool->oh;
+    // Split over channel tiles, every thread walks the whole image reading a slice of each
+    // pixel's channels: each core's caches fetch whole lines (and their prefetched neighbours)
+    // of the input, about the whole input per thread.
+    if (c->parallel_cols && shapes[0])
+      p.extra_bytes = static_cast<double>(std::min<std::int64_t>(threads, tiles) - 1) *
+                      static_cast<double>(shape_numel(*shapes[0])) * sizeof(float);
   } else if (plan.product) {
     const MatMulSpec& s = *plan.product;
     const std::optional<std::int64_t> rows = dynamic_extent(shapes, 1);
