@@ -49,7 +49,9 @@ struct Child {
   std::string error;  // when it could not start
 };
 
-// Starts argv with stdout and stderr going to log_path (and stdin from /dev/null).
+// Starts argv with stdout and stderr going to log_path (and stdin from /dev/null), in a process
+// group of its own: stopping the compiler driver must stop the compilers it started too
+// (kill_group), or they would go on compiling as orphans.
 Child spawn(const std::vector<std::string>& argv, const std::string& log_path) {
   Child child;
   posix_spawn_file_actions_t actions;
@@ -60,13 +62,26 @@ Child spawn(const std::vector<std::string>& argv, const std::string& log_path) {
   std::vector<char*> args;
   for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
-  const int rc = posix_spawnp(&child.pid, args[0], &actions, nullptr, args.data(), environ);
+  posix_spawnattr_t attributes;
+  posix_spawnattr_init(&attributes);
+  posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETPGROUP);
+  posix_spawnattr_setpgroup(&attributes, 0);
+  const int rc = posix_spawnp(&child.pid, args[0], &actions, &attributes, args.data(), environ);
+  posix_spawnattr_destroy(&attributes);
   posix_spawn_file_actions_destroy(&actions);
   if (rc != 0) {
     child.pid = -1;
     child.error = "cannot run '" + argv[0] + "': " + std::string(std::strerror(rc));
   }
   return child;
+}
+
+// Stops a child started by spawn and whatever it started, and collects it.
+void kill_group(pid_t pid) {
+  kill(-pid, SIGKILL);
+  kill(pid, SIGKILL);
+  int status = 0;
+  waitpid(pid, &status, 0);
 }
 
 std::string exit_description(int status) {
@@ -249,9 +264,8 @@ std::vector<CompileOutcome> compile_shared_objects(const HostCompiler& compiler,
         continue;
       }
       CompileOutcome& o = outcomes[it->job];
-      if (done == 0) {  // past its time: stop it and collect it
-        kill(it->pid, SIGKILL);
-        waitpid(it->pid, &status, 0);
+      if (done == 0) {  // past its time, or cancelled: stop it and collect it
+        kill_group(it->pid);
         o.log = stop ? "compiling was cancelled"
                      : "the compiler ran past " + std::to_string(timeout_seconds) + " s and was stopped";
       } else {

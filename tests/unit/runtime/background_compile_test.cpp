@@ -10,6 +10,7 @@
 #include <optional>
 #include <fstream>
 #include <random>
+#include <thread>
 #include <sys/stat.h>
 
 #include "backends/generated/generated_backend.hpp"
@@ -83,13 +84,17 @@ struct EnvOverride {
 };
 
 // The build's compiler behind a script that first sleeps `seconds` (but answers --version at
-// once): compiling takes at least that long, whatever the machine.
+// once; it touches `folder`/started, and `folder`/woke once the sleep is over): compiling takes at
+// least that long, whatever the machine.
 std::string slow_compiler(const std::string& folder, int seconds) {
   const wpk::codegen::HostCompiler real = wpk::codegen::find_host_compiler();
   REQUIRE(real.usable());
   const std::string path = folder + "/slow-c++";
   std::ofstream script(path);
-  script << "#!/bin/sh\ncase \"$1\" in --version) ;; *) sleep " << seconds << " ;; esac\nexec";
+  // The wait runs in a subshell, as a compiler driver's own children do: only stopping the whole
+  // process group stops it.
+  script << "#!/bin/sh\ncase \"$1\" in --version) ;; *) touch '" << folder << "/started'; (sleep " << seconds
+         << "; touch '" << folder << "/woke') & wait $! ;; esac\nexec";
   for (const std::string& word : real.command) script << " '" << word << "'";
   script << " \"$@\"\n";
   script.close();
@@ -159,12 +164,19 @@ TEST_CASE("a session destroyed while compiling stops its compilers; a later one 
   const std::vector<const wpk::Backend*> backends = {&gen, &library, &reference};
   const std::string cache = wpk::testing::temp_dir("background_compile_cancel");
   {
-    const EnvOverride slow("WPK_CXX", slow_compiler(cache, 30));
+    const EnvOverride slow("WPK_CXX", slow_compiler(cache, 2));
     auto s = std::make_unique<wpk::Session>(wpk::SessionFactory::create(product_graph(), options_in(cache), backends));
     CHECK(s->background_compilation().kernels == 1);
+    // Destroyed while the compiler runs.
+    for (int i = 0; i < 500 && !std::ifstream(cache + "/started").good(); ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    REQUIRE(std::ifstream(cache + "/started").good());
     const auto t0 = std::chrono::steady_clock::now();
     s.reset();
-    CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5));
+    CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(1));
+    // Stopped with everything it started: nothing wakes up later to go on compiling.
+    std::this_thread::sleep_for(std::chrono::seconds(3));
+    CHECK_FALSE(std::ifstream(cache + "/woke").good());
   }
   // Nothing half-written was left for it: the real compiler's session compiles and runs it.
   const wpk::Session again = wpk::SessionFactory::create(product_graph(), options_in(cache), backends);
