@@ -33,6 +33,11 @@ void print_optimized(const std::string& path, const Args& args, SessionOptions o
   // Random inputs unless --inputs names stored ones: a model that takes only meaningful values (a
   // decoder's token ids below its vocabulary) fails on random ones, and the error says to use them.
   const TensorMap inputs = command_inputs(session, args);
+  // What a long-lived process runs: with the kernels compiled after load.
+  const BackgroundCompilation compiled_later = session.wait_for_background_compilation();
+  if (compiled_later.kernels > 0)
+    std::printf("compiled after load: %d of %d generated kernels in %.1f s\n", compiled_later.ready,
+                compiled_later.kernels, compiled_later.seconds);
   RunProfile run;
   try {
     session.run(inputs, &run);  // plans memory (and backends) for these shapes

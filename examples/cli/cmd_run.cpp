@@ -11,6 +11,8 @@ int cmd_run(const Args& args) {
   namespace fs = std::filesystem;
   Graph graph = load(args.positional[0]);
   SessionOptions options = base_options(args);
+  // One run, then exit: kernels compiled after load would be stopped half-way.
+  options.compile_in_background = false;
   fix_dims_for_device(options, graph, args);
   Session session(std::move(graph), options);
   const TensorMap inputs = command_inputs(session, args);
