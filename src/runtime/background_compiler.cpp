@@ -41,6 +41,18 @@ BackgroundCompiler::~BackgroundCompiler() {
 
 void BackgroundCompiler::compile(ExecutionPlan& plan, codegen::KernelStore& store, int parallel,
                                  const std::function<void()>& on_ready) {
+  if (!store.compiler().usable()) {
+    // A machine without a compiler: said once a process, not at every load.
+    static std::atomic<bool> said{false};
+    if (!said.exchange(true))
+      logger().info("generated kernels are not compiled after load: {}", store.compiler().why_unusable);
+    std::lock_guard<std::mutex> lock(mutex_);
+    status_.failed = status_.kernels;
+    status_.finished = true;
+    status_.seconds = seconds_since(start_);
+    finished_.notify_all();
+    return;
+  }
   lower_this_threads_priority();
   const std::vector<std::pair<std::size_t, std::size_t>> awaiting = plan.awaiting_code();
   // Nodes of one shape and config print one source: each is compiled once (the store also

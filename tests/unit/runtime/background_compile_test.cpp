@@ -186,6 +186,22 @@ TEST_CASE("a session destroyed while compiling stops its compilers; a later one 
   CHECK(product_backend(again).rfind("gen(", 0) == 0);
 }
 
+TEST_CASE("without a compiler, compiling after load fails quietly and the node keeps its kernel", "[gen][session]") {
+  const EnvOverride on("WPK_COMPILE_IN_BACKGROUND", "1");
+  const EnvOverride no_compiler("WPK_CXX", "/nonexistent/c++");
+  const wpk::gen::GeneratedBackend gen;
+  const SlowLibrary library;
+  const wpk::reference::ReferenceBackend reference;
+  const std::string cache = wpk::testing::temp_dir("background_compile_none");
+  const wpk::Session s = wpk::SessionFactory::create(product_graph(), options_in(cache), {&gen, &library, &reference});
+  const wpk::BackgroundCompilation done = s.wait_for_background_compilation();
+  CHECK(done.kernels == 1);
+  CHECK(done.failed == 1);
+  CHECK(done.ready == 0);
+  s.run(input());
+  CHECK(product_backend(s) == "reference");
+}
+
 TEST_CASE("without compile_in_background a session compiles nothing and keeps the kernels it has", "[gen][session]") {
   const wpk::gen::GeneratedBackend gen;
   const SlowLibrary library;
