@@ -297,12 +297,15 @@ PreparedNode prepare_node(const Graph& graph, std::size_t i, const std::vector<c
   }
   // Compiling at load is the tuner's: without tuning, a generated kernel the cost model picked
   // runs from code the kernel store already holds, unless a record chose it or no library or
-  // hand-written kernel runs the node (a first load takes no compiler's seconds for a guess);
-  // with compile_later, one the store lacks waits for code compiled after load.
+  // hand-written kernel runs the node (a first load takes no compiler's seconds for a guess).
+  // With compile_later, one the store lacks waits for code compiled after load, a record's choice
+  // too (a store emptied by a new compiler does not make the load wait for all of a model's).
   bool only_generated = true;
   for (const Option& o : options_offered)
     only_generated = only_generated && (o.backend->generates_code() || o.backend->name() == "reference");
-  const auto may_compile = [&](const Option& o) { return options.every_config || o.identity == recorded || only_generated; };
+  const auto may_compile = [&](const Option& o) {
+    return options.every_config || only_generated || (o.identity == recorded && !options.compile_later);
+  };
   std::vector<bool> wanted(options_offered.size(), options.every_config);
   // Where an input's shape is unknown until it arrives (a size the graph computes from values),
   // the ranking above priced a workload it could not see: every candidate that can wait stays,

@@ -78,10 +78,11 @@ struct PlanOptions {
   // (symbolic dims as 1; given the node and its offered candidates), or "": prepared instead of
   // the cost model's choice there.
   std::function<std::string(const Node&, const std::string& offered)> recorded_choice;
-  // Where the cost model ranks first a generated kernel whose code the kernel store lacks, and
-  // no tuning record chose it: false leaves it out; true prepares it all the same, as the step's
-  // last candidate, awaiting its code (Candidate::awaiting_code), for the session to compile
-  // after load (runtime/background_compiler.hpp).
+  // Where a generated kernel whose code the kernel store lacks is the node's choice (the cost
+  // model's, or a tuning record's) and other backends than the reference run the node: false
+  // leaves it out (a record's choice is compiled at load); true prepares it all the same, as the
+  // step's last candidate, awaiting its code (Candidate::awaiting_code), for the session to
+  // compile after load (runtime/background_compiler.hpp).
   bool compile_later = false;
   // Where generated kernels' code is found or compiled into (runtime/kernel_compilation.hpp),
   // asked once, when a prepared kernel first needs code; unset: a store private to this process.

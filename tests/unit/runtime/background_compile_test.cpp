@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <optional>
 #include <fstream>
 #include <random>
@@ -17,6 +18,7 @@
 #include "backends/reference/reference_backend.hpp"
 #include "codegen/jit/host_compiler.hpp"
 #include "codegen/jit/kernel_store.hpp"
+#include "runtime/kernel_compilation.hpp"
 #include "runtime/session_factory.hpp"
 #include "support/onnx_model_builder.hpp"
 #include "support/tensor_compare.hpp"
@@ -60,6 +62,14 @@ class SlowLibrary : public wpk::reference::ReferenceBackend {
     p.efficiency = 1e-3;
     return p;
   }
+};
+
+// The backends of every session here: the generated one, a slow library and the reference.
+struct Backends {
+  const wpk::gen::GeneratedBackend gen;
+  const SlowLibrary library;
+  const wpk::reference::ReferenceBackend reference;
+  std::vector<const wpk::Backend*> all() const { return {&gen, &library, &reference}; }
 };
 
 std::string product_backend(const wpk::Session& s) {
@@ -115,10 +125,8 @@ wpk::SessionOptions options_in(const std::string& cache) {
 
 TEST_CASE("a session compiles the cost model's generated kernel after load and then runs it", "[gen][session]") {
   const EnvOverride on("WPK_COMPILE_IN_BACKGROUND", "1");
-  const wpk::gen::GeneratedBackend gen;
-  const SlowLibrary library;
-  const wpk::reference::ReferenceBackend reference;
-  const std::vector<const wpk::Backend*> backends = {&gen, &library, &reference};
+  const Backends b;
+  const std::vector<const wpk::Backend*> backends = b.all();
   const std::string cache = wpk::testing::temp_dir("background_compile");
   const EnvOverride slow("WPK_CXX", slow_compiler(cache, 2));
   wpk::SessionOptions reference_only;
@@ -158,10 +166,8 @@ TEST_CASE("a session compiles the cost model's generated kernel after load and t
 
 TEST_CASE("a session destroyed while compiling stops its compilers; a later one compiles again", "[gen][session]") {
   const EnvOverride on("WPK_COMPILE_IN_BACKGROUND", "1");
-  const wpk::gen::GeneratedBackend gen;
-  const SlowLibrary library;
-  const wpk::reference::ReferenceBackend reference;
-  const std::vector<const wpk::Backend*> backends = {&gen, &library, &reference};
+  const Backends b;
+  const std::vector<const wpk::Backend*> backends = b.all();
   const std::string cache = wpk::testing::temp_dir("background_compile_cancel");
   {
     const EnvOverride slow("WPK_CXX", slow_compiler(cache, 2));
@@ -186,14 +192,41 @@ TEST_CASE("a session destroyed while compiling stops its compilers; a later one 
   CHECK(product_backend(again).rfind("gen(", 0) == 0);
 }
 
+TEST_CASE("a tuning record's generated kernel missing from the store is compiled after load, not at it",
+          "[gen][session][tuning]") {
+  const EnvOverride on("WPK_COMPILE_IN_BACKGROUND", "1");
+  const Backends b;
+  const std::vector<const wpk::Backend*> backends = b.all();
+  const std::string cache = wpk::testing::temp_dir("background_compile_record");
+  {
+    wpk::SessionOptions tune = options_in(cache);
+    tune.tuning = true;
+    tune.tuning_budget = 30;
+    tune.tuning_trials = 4;
+    const wpk::Session tuned = wpk::SessionFactory::create(product_graph(), tune, backends);
+    tuned.run(input());
+    REQUIRE(product_backend(tuned).rfind("gen(", 0) == 0);  // the record names the generated kernel
+  }
+  // A new compiler (or a pruned folder) leaves the records without their kernels.
+  std::filesystem::remove_all(wpk::kernel_folder(cache));
+  const EnvOverride slow("WPK_CXX", slow_compiler(cache, 2));
+  const std::uint64_t compiled = wpk::process_counters().compiled_kernels;
+  const wpk::Session s = wpk::SessionFactory::create(product_graph(), options_in(cache), backends);
+  CHECK(s.background_compilation().kernels == 1);
+  s.run(input());
+  CHECK(product_backend(s) == "reference");  // the record's kernel is not there yet
+  CHECK(s.wait_for_background_compilation().ready == 1);
+  CHECK(wpk::process_counters().compiled_kernels > compiled);
+  s.run(input());
+  CHECK(product_backend(s).rfind("gen(", 0) == 0);
+}
+
 TEST_CASE("without a compiler, compiling after load fails quietly and the node keeps its kernel", "[gen][session]") {
   const EnvOverride on("WPK_COMPILE_IN_BACKGROUND", "1");
   const EnvOverride no_compiler("WPK_CXX", "/nonexistent/c++");
-  const wpk::gen::GeneratedBackend gen;
-  const SlowLibrary library;
-  const wpk::reference::ReferenceBackend reference;
+  const Backends b;
   const std::string cache = wpk::testing::temp_dir("background_compile_none");
-  const wpk::Session s = wpk::SessionFactory::create(product_graph(), options_in(cache), {&gen, &library, &reference});
+  const wpk::Session s = wpk::SessionFactory::create(product_graph(), options_in(cache), b.all());
   const wpk::BackgroundCompilation done = s.wait_for_background_compilation();
   CHECK(done.kernels == 1);
   CHECK(done.failed == 1);
@@ -203,16 +236,14 @@ TEST_CASE("without a compiler, compiling after load fails quietly and the node k
 }
 
 TEST_CASE("without compile_in_background a session compiles nothing and keeps the kernels it has", "[gen][session]") {
-  const wpk::gen::GeneratedBackend gen;
-  const SlowLibrary library;
-  const wpk::reference::ReferenceBackend reference;
+  const Backends b;
   const std::string cache = wpk::testing::temp_dir("background_compile_off");
   const std::uint64_t compiled = wpk::process_counters().compiled_kernels;
   SECTION("the option") {
     const EnvOverride on("WPK_COMPILE_IN_BACKGROUND", "1");
     wpk::SessionOptions o = options_in(cache);
     o.compile_in_background = false;
-    const wpk::Session s = wpk::SessionFactory::create(product_graph(), o, {&gen, &library, &reference});
+    const wpk::Session s = wpk::SessionFactory::create(product_graph(), o, b.all());
     CHECK(s.background_compilation().kernels == 0);
     CHECK(s.wait_for_background_compilation().finished);
     s.run(input());
@@ -220,7 +251,7 @@ TEST_CASE("without compile_in_background a session compiles nothing and keeps th
   }
   SECTION("the environment") {
     const EnvOverride off("WPK_COMPILE_IN_BACKGROUND", "0");
-    const wpk::Session s = wpk::SessionFactory::create(product_graph(), options_in(cache), {&gen, &library, &reference});
+    const wpk::Session s = wpk::SessionFactory::create(product_graph(), options_in(cache), b.all());
     CHECK(s.background_compilation().kernels == 0);
     s.run(input());
     CHECK(product_backend(s) == "reference");
