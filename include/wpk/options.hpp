@@ -116,12 +116,13 @@ struct SessionOptions {
   std::string tuning_algorithm = "ga";
   std::uint64_t tuning_seed = 0;
   std::size_t tuning_trials = 0;
-  // Without tuning, a generated kernel the cost model ranks first for a node but the kernel store
-  // lacks is compiled after load, on a thread of its own at the lowest CPU priority; the node
-  // runs another kernel until it is ready (Session::background_compilation), and later sessions
-  // find it in the store. False: such a session compiles nothing, and those nodes run the best
-  // library or hand-written kernel. WPK_COMPILE_IN_BACKGROUND=0 in the environment turns it off
-  // for every session.
+  // Without tuning, a generated kernel that is a node's choice (the cost model's, or a tuning
+  // record's) but that the kernel store lacks is compiled after load, on a thread of its own at
+  // the lowest CPU priority; the node runs another kernel until it is ready
+  // (Session::background_compilation), and later sessions find it in the store. False: such a
+  // session compiles nothing after load, those nodes run the best library or hand-written
+  // kernel, and a record's generated choice is compiled at load. WPK_COMPILE_IN_BACKGROUND=0 in
+  // the environment turns it off for every session.
   bool compile_in_background = true;
   // False: ignore the cache folder's tuning records (every node the cost model's choice, unless
   // tuning measures it): a baseline to compare tuning with.

@@ -84,7 +84,7 @@ struct LoadProfile {
 
 // Generated kernels a session compiles after load (SessionOptions::compile_in_background).
 struct BackgroundCompilation {
-  int kernels = 0;       // the cost model ranks them first, and the kernel store lacked them at load
+  int kernels = 0;       // nodes' choices (the cost model's or a record's) the store lacked at load
   int ready = 0;         // of those, compiled: runs choose their kernels again, with them
   int failed = 0;        // could not be compiled (the log says why): their nodes keep what they ran
   bool finished = true;  // false while the compilers run

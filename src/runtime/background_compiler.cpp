@@ -4,8 +4,6 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include <map>
-
 #include "runtime/logging.hpp"
 
 namespace wpk {
@@ -55,28 +53,10 @@ void BackgroundCompiler::compile(ExecutionPlan& plan, codegen::KernelStore& stor
   }
   lower_this_threads_priority();
   const std::vector<std::pair<std::size_t, std::size_t>> awaiting = plan.awaiting_code();
-  // Nodes of one shape and config print one source: each is compiled once (the store also
-  // folds equal sources of one batch, but this keeps the batch small).
+  // One source per awaiting kernel (the plan printed each before it let the kernel await; nodes
+  // of one shape and config print the same source, which the store compiles once).
   std::vector<codegen::KernelSource> sources;
-  std::map<std::string, std::size_t> index_of_name;
-  std::vector<std::size_t> source_of(awaiting.size());
-  int unprintable = 0;
-  for (std::size_t a = 0; a < awaiting.size(); ++a) {
-    const Candidate& c = plan.steps()[awaiting[a].first].candidates[awaiting[a].second];
-    const codegen::KernelSource* source = nullptr;
-    try {
-      source = c.kernel->source();
-    } catch (const std::exception&) {
-    }
-    if (!source) {
-      source_of[a] = SIZE_MAX;
-      ++unprintable;
-      continue;
-    }
-    const auto [it, fresh] = index_of_name.emplace(source->name + "\n" + source->source, sources.size());
-    if (fresh) sources.push_back(*source);
-    source_of[a] = it->second;
-  }
+  for (const auto& [step, candidate] : awaiting) sources.push_back(*plan.steps()[step].candidates[candidate].kernel->source());
   std::vector<codegen::Obtained> got;
   try {
     got = store.obtain(sources, parallel, true, &cancel_);
@@ -84,17 +64,15 @@ void BackgroundCompiler::compile(ExecutionPlan& plan, codegen::KernelStore& stor
     logger().warn("compiling generated kernels in the background failed: {}", e.what());
     got.assign(sources.size(), {});
   }
-  int ready = 0, failed = unprintable;
+  int ready = 0, failed = 0;
   std::string first_failure;
   for (std::size_t a = 0; a < awaiting.size(); ++a) {
-    if (source_of[a] == SIZE_MAX) continue;
-    const codegen::Obtained& o = got[source_of[a]];
-    if (!o.kernel) {
+    if (!got[a].kernel) {
       ++failed;
-      if (first_failure.empty()) first_failure = o.why.substr(0, o.why.find('\n'));
+      if (first_failure.empty()) first_failure = got[a].why.substr(0, got[a].why.find('\n'));
       continue;
     }
-    plan.attach_code(awaiting[a].first, awaiting[a].second, o.kernel);
+    plan.attach_code(awaiting[a].first, awaiting[a].second, got[a].kernel);
     ++ready;
   }
   if (ready > 0 && !cancel_) on_ready();

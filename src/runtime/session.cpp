@@ -333,7 +333,7 @@ Session::Session(Graph graph, SessionOptions options, const std::vector<const Ba
   if (impl_->rows_apart)
     impl_->part_tuner = std::make_unique<Tuner>(g, *impl_->plan, impl_->tuning_db.get(), 1, tuning_settings(options),
                                                 &impl_->calibration);
-  if (!impl_->plan->awaiting_code().empty() && impl_->kernels) {
+  if (impl_->kernels) {  // a plan with generated kernels opened the store; the compiler starts if any awaits
     Impl* im = impl_.get();
     im->background = std::make_unique<BackgroundCompiler>(*im->plan, *im->kernels, im->threads, [im] {
       im->plans.clear();
