@@ -10,6 +10,7 @@
 
 #include "runtime/cache_key.hpp"
 #include "runtime/tuning_db.hpp"
+#include "support/env_override.hpp"
 #include "support/onnx_model_builder.hpp"
 #include "support/tensor_compare.hpp"
 #include "wpk/wpk.hpp"
@@ -170,9 +171,10 @@ TEST_CASE("wpk info --optimized and tune run stored inputs with --inputs, and sa
   const Run stored = wpk_cli("info " + model + " --optimized --inputs " + dir + "/in");
   REQUIRE(stored.exit_code == 0);
   CHECK(stored.out.find("optimized graph: 1 nodes") != std::string::npos);
-  ::setenv("WPK_CACHE_DIR", (dir + "/cache").c_str(), 1);
-  const Run tuned = wpk_cli("tune " + model + " --budget-trials 4 --iters 2 --inputs " + dir + "/in");
-  ::unsetenv("WPK_CACHE_DIR");
+  const Run tuned = [&] {
+    const wpk::testing::EnvOverride cache("WPK_CACHE_DIR", dir + "/cache");
+    return wpk_cli("tune " + model + " --budget-trials 4 --iters 2 --inputs " + dir + "/in");
+  }();
   CHECK(tuned.exit_code == 0);
   CHECK(tuned.out.find("end to end, batch 1") != std::string::npos);
 }

@@ -11,6 +11,7 @@
 #include "codegen/jit/build_identity.hpp"
 #include "codegen/jit/kernel_store.hpp"
 #include "codegen/jit/sha256.hpp"
+#include "support/env_override.hpp"
 
 namespace wpk::codegen {
 namespace {
@@ -154,10 +155,11 @@ TEST_CASE("the compiler's identity is remembered in the folder while its files s
   std::getline(again, identity);
   CHECK(identity == probed.identity);
   // A command with a word that is no executable file is probed, and nothing is remembered for it.
-  ::setenv("WPK_CXX", "/bin/sh -c false", 1);
   TempFolder other;
-  CHECK_FALSE(find_host_compiler(other.path.string()).usable());
-  ::unsetenv("WPK_CXX");
+  {
+    const wpk::testing::EnvOverride failing("WPK_CXX", "/bin/sh -c false");
+    CHECK_FALSE(find_host_compiler(other.path.string()).usable());
+  }
   CHECK(files_ending(other.path, ".id").empty());
   clear_kernel_folder(dir.path.string());
   CHECK(files_ending(dir.path, ".id").empty());

@@ -20,6 +20,7 @@
 #include "codegen/jit/kernel_store.hpp"
 #include "runtime/kernel_compilation.hpp"
 #include "runtime/session_factory.hpp"
+#include "support/env_override.hpp"
 #include "support/onnx_model_builder.hpp"
 #include "support/tensor_compare.hpp"
 #include "wpk/wpk.hpp"
@@ -78,21 +79,6 @@ std::string product_backend(const wpk::Session& s) {
   return "";
 }
 
-struct EnvOverride {
-  EnvOverride(const char* name, const std::string& value) : name_(name) {
-    if (const char* was = std::getenv(name)) was_ = was;
-    ::setenv(name, value.c_str(), 1);
-  }
-  ~EnvOverride() {
-    if (was_) ::setenv(name_, was_->c_str(), 1);
-    else ::unsetenv(name_);
-  }
-
- private:
-  const char* name_;
-  std::optional<std::string> was_;
-};
-
 // The build's compiler behind a script that first sleeps `seconds` (but answers --version at
 // once; it touches `folder`/started, and `folder`/woke once the sleep is over): compiling takes at
 // least that long, whatever the machine.
@@ -124,11 +110,11 @@ wpk::SessionOptions options_in(const std::string& cache) {
 }  // namespace
 
 TEST_CASE("a session compiles the cost model's generated kernel after load and then runs it", "[gen][session]") {
-  const EnvOverride on("WPK_COMPILE_IN_BACKGROUND", "1");
+  const wpk::testing::EnvOverride on("WPK_COMPILE_IN_BACKGROUND", "1");
   const Backends b;
   const std::vector<const wpk::Backend*> backends = b.all();
   const std::string cache = wpk::testing::temp_dir("background_compile");
-  const EnvOverride slow("WPK_CXX", slow_compiler(cache, 2));
+  const wpk::testing::EnvOverride slow("WPK_CXX", slow_compiler(cache, 2));
   wpk::SessionOptions reference_only;
   reference_only.disabled_kernels = {"cpu", "onednn", "gen"};
   const wpk::Tensor expected = wpk::Session(product_graph(), reference_only).run(input()).at("y");
@@ -165,12 +151,12 @@ TEST_CASE("a session compiles the cost model's generated kernel after load and t
 }
 
 TEST_CASE("a session destroyed while compiling stops its compilers; a later one compiles again", "[gen][session]") {
-  const EnvOverride on("WPK_COMPILE_IN_BACKGROUND", "1");
+  const wpk::testing::EnvOverride on("WPK_COMPILE_IN_BACKGROUND", "1");
   const Backends b;
   const std::vector<const wpk::Backend*> backends = b.all();
   const std::string cache = wpk::testing::temp_dir("background_compile_cancel");
   {
-    const EnvOverride slow("WPK_CXX", slow_compiler(cache, 2));
+    const wpk::testing::EnvOverride slow("WPK_CXX", slow_compiler(cache, 2));
     auto s = std::make_unique<wpk::Session>(wpk::SessionFactory::create(product_graph(), options_in(cache), backends));
     CHECK(s->background_compilation().kernels == 1);
     // Destroyed while the compiler runs.
@@ -194,7 +180,7 @@ TEST_CASE("a session destroyed while compiling stops its compilers; a later one 
 
 TEST_CASE("a tuning record's generated kernel missing from the store is compiled after load, not at it",
           "[gen][session][tuning]") {
-  const EnvOverride on("WPK_COMPILE_IN_BACKGROUND", "1");
+  const wpk::testing::EnvOverride on("WPK_COMPILE_IN_BACKGROUND", "1");
   const Backends b;
   const std::vector<const wpk::Backend*> backends = b.all();
   const std::string cache = wpk::testing::temp_dir("background_compile_record");
@@ -209,7 +195,7 @@ TEST_CASE("a tuning record's generated kernel missing from the store is compiled
   }
   // A new compiler (or a pruned folder) leaves the records without their kernels.
   std::filesystem::remove_all(wpk::kernel_folder(cache));
-  const EnvOverride slow("WPK_CXX", slow_compiler(cache, 2));
+  const wpk::testing::EnvOverride slow("WPK_CXX", slow_compiler(cache, 2));
   const std::uint64_t compiled = wpk::process_counters().compiled_kernels;
   const wpk::Session s = wpk::SessionFactory::create(product_graph(), options_in(cache), backends);
   CHECK(s.background_compilation().kernels == 1);
@@ -222,8 +208,8 @@ TEST_CASE("a tuning record's generated kernel missing from the store is compiled
 }
 
 TEST_CASE("without a compiler, compiling after load fails quietly and the node keeps its kernel", "[gen][session]") {
-  const EnvOverride on("WPK_COMPILE_IN_BACKGROUND", "1");
-  const EnvOverride no_compiler("WPK_CXX", "/nonexistent/c++");
+  const wpk::testing::EnvOverride on("WPK_COMPILE_IN_BACKGROUND", "1");
+  const wpk::testing::EnvOverride no_compiler("WPK_CXX", "/nonexistent/c++");
   const Backends b;
   const std::string cache = wpk::testing::temp_dir("background_compile_none");
   const wpk::Session s = wpk::SessionFactory::create(product_graph(), options_in(cache), b.all());
@@ -240,7 +226,7 @@ TEST_CASE("without compile_in_background a session compiles nothing and keeps th
   const std::string cache = wpk::testing::temp_dir("background_compile_off");
   const std::uint64_t compiled = wpk::process_counters().compiled_kernels;
   SECTION("the option") {
-    const EnvOverride on("WPK_COMPILE_IN_BACKGROUND", "1");
+    const wpk::testing::EnvOverride on("WPK_COMPILE_IN_BACKGROUND", "1");
     wpk::SessionOptions o = options_in(cache);
     o.compile_in_background = false;
     const wpk::Session s = wpk::SessionFactory::create(product_graph(), o, b.all());
@@ -250,7 +236,7 @@ TEST_CASE("without compile_in_background a session compiles nothing and keeps th
     CHECK(product_backend(s) == "reference");
   }
   SECTION("the environment") {
-    const EnvOverride off("WPK_COMPILE_IN_BACKGROUND", "0");
+    const wpk::testing::EnvOverride off("WPK_COMPILE_IN_BACKGROUND", "0");
     const wpk::Session s = wpk::SessionFactory::create(product_graph(), options_in(cache), b.all());
     CHECK(s.background_compilation().kernels == 0);
     s.run(input());

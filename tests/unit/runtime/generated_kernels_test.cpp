@@ -14,6 +14,7 @@
 #include "codegen/jit/kernel_store.hpp"
 #include "runtime/execution_plan.hpp"
 #include "runtime/kernel_compilation.hpp"
+#include "support/env_override.hpp"
 #include "support/onnx_model_builder.hpp"
 #include "wpk/wpk.hpp"
 
@@ -65,10 +66,6 @@ double worst_difference(const wpk::Tensor& a, const wpk::Tensor& b) {
   return worst;
 }
 
-struct CompilerOverride {
-  explicit CompilerOverride(const char* command) { ::setenv("WPK_CXX", command, 1); }
-  ~CompilerOverride() { ::unsetenv("WPK_CXX"); }
-};
 
 }  // namespace
 
@@ -93,7 +90,7 @@ TEST_CASE("a generated product compiles once, and a warm load needs no compiler"
   {
     // A compiler that cannot run: the warm store is all a load needs, and its recipes spare the
     // load printing the kernels' sources.
-    const CompilerOverride no_compiler("/nonexistent/c++");
+    const wpk::testing::EnvOverride no_compiler("WPK_CXX", "/nonexistent/c++");
     const std::uint64_t recalled = wpk::codegen::kernel_store_counters().recalled;
     const wpk::Session s(product_graph(), gen_only(cache));
     CHECK(wpk::process_counters().compiled_kernels == compiled);
@@ -103,7 +100,7 @@ TEST_CASE("a generated product compiles once, and a warm load needs no compiler"
   }
   {
     // No compiler and an empty store: the generated candidate is left out, the oracle runs.
-    const CompilerOverride no_compiler("/nonexistent/c++");
+    const wpk::testing::EnvOverride no_compiler("WPK_CXX", "/nonexistent/c++");
     const wpk::Session s(product_graph(), gen_only(wpk::testing::temp_dir("gen_session_empty")));
     CHECK(worst_difference(s.run(rows_of_input(3)).at("y"), oracle.run(rows_of_input(3)).at("y")) == 0);
     CHECK(product_backend(s) == "reference");

@@ -21,6 +21,7 @@
 #include "runtime/tuning_db.hpp"
 #include "runtime/session_factory.hpp"
 #include "runtime/tuner.hpp"
+#include "support/env_override.hpp"
 #include "support/onnx_model_builder.hpp"
 #include "wpk/wpk.hpp"
 
@@ -371,12 +372,10 @@ TEST_CASE("an unusable cache folder warns and tuning still works", "[tuning]") {
 
 TEST_CASE("the cache folder defaults to WPK_CACHE_DIR", "[tuning]") {
   const std::string dir = wpk::testing::temp_dir("tune_env");
-  const char* old = std::getenv("WPK_CACHE_DIR");
-  const std::string saved = old ? old : "";
-  setenv("WPK_CACHE_DIR", dir.c_str(), 1);
-  make("");
-  if (old) setenv("WPK_CACHE_DIR", saved.c_str(), 1);
-  else unsetenv("WPK_CACHE_DIR");
+  {
+    const wpk::testing::EnvOverride cache_dir("WPK_CACHE_DIR", dir);
+    make("");
+  }
   CHECK(fs::exists(db_file(dir)));
 }
 
