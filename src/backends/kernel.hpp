@@ -40,16 +40,23 @@ class KernelContext {
   using OutputAllocator = std::function<Tensor(std::size_t output, DType, const Shape&)>;
 
   KernelContext(const Node& node, std::vector<const Tensor*> inputs, Allocator allocator = {});
+  // Reads `count` inputs from `inputs` and writes the outputs into `outputs` (made one empty
+  // tensor per output of the node), both the caller's to keep while the context lives: the
+  // runtime's steps reuse them, with nothing to allocate per step.
+  KernelContext(const Node& node, const Tensor* const* inputs, std::size_t count, std::vector<Tensor>& outputs);
+  // inputs_ and outputs_ may point into the context's own members.
+  KernelContext(const KernelContext&) = delete;
+  KernelContext& operator=(const KernelContext&) = delete;
 
   const Node& node() const { return node_; }
   // Opset of the default ONNX domain the model was written for; ops whose signature changed
   // across opsets (Slice, Split, Clip, Pad, Reduce*, ...) branch on it.
   std::int64_t opset() const { return opset_; }
   void set_opset(std::int64_t v) { opset_ = v; }
-  std::size_t num_inputs() const { return inputs_.size(); }
+  std::size_t num_inputs() const { return num_inputs_; }
   std::size_t num_outputs() const { return node_.outputs.size(); }
   // True when input i is given (optional inputs may be omitted or beyond the end).
-  bool has_input(std::size_t i) const { return i < inputs_.size() && inputs_[i] != nullptr; }
+  bool has_input(std::size_t i) const { return i < num_inputs_ && inputs_[i] != nullptr; }
   // Input i; throws a node-naming Error when it is missing.
   const Tensor& input(std::size_t i) const;
   // The session's shape bounds. allocate_output checks every output against them; a kernel that
@@ -64,7 +71,7 @@ class KernelContext {
   // True when output i is requested by the graph (optional outputs may be unused).
   bool wants_output(std::size_t i) const;
 
-  std::vector<Tensor>& outputs() { return outputs_; }
+  std::vector<Tensor>& outputs() { return *outputs_; }
   // Takes precedence over the constructor's Allocator (the runtime sets it per step).
   void set_output_allocator(OutputAllocator a) { output_allocator_ = std::move(a); }
 
@@ -82,8 +89,11 @@ class KernelContext {
 
  private:
   const Node& node_;
-  std::vector<const Tensor*> inputs_;
-  std::vector<Tensor> outputs_;
+  std::vector<const Tensor*> owned_inputs_;  // empty when the caller lends them
+  const Tensor* const* inputs_ = nullptr;
+  std::size_t num_inputs_ = 0;
+  std::vector<Tensor> owned_outputs_;  // unused when the caller lends them
+  std::vector<Tensor>* outputs_ = nullptr;
   Allocator allocator_;
   OutputAllocator output_allocator_;
   std::int64_t opset_ = 17;

@@ -581,6 +581,8 @@ void ExecutionPlan::compute_lifetimes(const Graph& graph) {
   const auto& nodes = graph.nodes();
   for (std::size_t s = 0; s < steps_.size(); ++s) {
     const Node& n = nodes[steps_[s].node_index];
+    most_step_inputs_ = std::max(most_step_inputs_, n.inputs.size());
+    most_step_outputs_ = std::max(most_step_outputs_, n.outputs.size());
     for (ValueId v : n.inputs)
       if (v != kNoValue) last_reader_[static_cast<std::size_t>(v)] = static_cast<int>(s);
     for (ValueId v : n.outputs)

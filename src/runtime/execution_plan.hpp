@@ -142,6 +142,9 @@ class ExecutionPlan {
   // the last step), the producing step itself for values nothing reads.
   int last_reader(ValueId v) const { return last_reader_[static_cast<std::size_t>(v)]; }
   bool is_graph_output(ValueId v) const { return is_output_[static_cast<std::size_t>(v)]; }
+  // The most inputs and outputs any step's node has.
+  std::size_t most_step_inputs() const { return most_step_inputs_; }
+  std::size_t most_step_outputs() const { return most_step_outputs_; }
   // A constant the graph no longer holds (its kernels own packed copies); runs pass nullptr.
   bool is_released(ValueId v) const { return !released_.empty() && released_[static_cast<std::size_t>(v)]; }
   std::size_t released_bytes() const { return released_bytes_; }
@@ -166,6 +169,7 @@ class ExecutionPlan {
   std::vector<int> last_reader_;
   std::vector<bool> is_output_;
   std::vector<bool> released_;
+  std::size_t most_step_inputs_ = 0, most_step_outputs_ = 0;
   std::size_t released_bytes_ = 0;
   double compile_seconds_ = 0;
   // The parts backend (runtime/group_parts_backend.hpp) bound to this plan's backends and

@@ -22,6 +22,8 @@ double us_between(std::chrono::steady_clock::time_point a, std::chrono::steady_c
 Executor::Executor(const Graph& graph, const ExecutionPlan& plan, RunMemory memory)
     : graph_(graph), plan_(plan), memory_(std::move(memory)), slots_(graph.values().size()),
       charged_(graph.values().size(), 0), choices_(plan.steps().size()) {
+  step_inputs_.reserve(plan.most_step_inputs());
+  step_outputs_.reserve(plan.most_step_outputs());
   if (memory_.plan && memory_.plan->memory_planned && memory_.arena) {
     arena_base_ = static_cast<char*>(memory_.arena.get());
     arena_bytes_ = memory_.plan->arena_bytes;
@@ -103,8 +105,8 @@ void Executor::keep_output(const Node& node, std::size_t i, Tensor t) {
 void Executor::run_step(std::size_t s) {
   const PlanStep& step = plan_.steps()[s];
   const Node& node = graph_.nodes()[step.node_index];
-  std::vector<const Tensor*> ins;
-  ins.reserve(node.inputs.size());
+  std::vector<const Tensor*>& ins = step_inputs_;
+  ins.clear();
   for (ValueId v : node.inputs) {
     if (v == kNoValue) {
       ins.push_back(nullptr);
@@ -124,7 +126,7 @@ void Executor::run_step(std::size_t s) {
   const Candidate& cand = step.candidates[static_cast<std::size_t>(choice.candidate)];
   const Kernel* kernel = cand.ready();  // the tuner prepared a deferred choice before choosing it
   if (!kernel) throw Error(ErrorCode::Internal, node_label(node) + "the candidate chosen, " + cand.identity() + ", has no kernel");
-  KernelContext ctx(node, ins);
+  KernelContext ctx(node, ins.data(), ins.size(), step_outputs_);
   ctx.set_limits(memory_.limits);
   if (arena_base_ || memory_.recorder || memory_.poison_outputs || memory_.reservation)
     ctx.set_output_allocator(allocator_for(node));

@@ -59,6 +59,9 @@ class Executor {
   std::vector<Tensor> slots_;
   std::vector<std::int64_t> charged_;  // bytes reserved for each value's heap tensor
   std::vector<StepChoice> choices_;
+  // The current step's inputs and outputs, kept from step to step (no allocation per step).
+  std::vector<const Tensor*> step_inputs_;
+  std::vector<Tensor> step_outputs_;
   Chooser chooser_;
   RunProfile* profile_ = nullptr;
   std::chrono::steady_clock::time_point run_start_;

@@ -534,7 +534,8 @@ std::vector<Tensor> Session::run_checked(const std::vector<const Tensor*>& input
   if (known) {
     memory.plan = known;
     if (known->memory_planned && known->arena_bytes > 0) {
-      reservation.reserve(static_cast<std::int64_t>(known->arena_bytes), "the run's arena: ");
+      const auto bytes = static_cast<std::int64_t>(known->arena_bytes);
+      if (!reservation.try_reserve(bytes)) reservation.budget().fail(bytes, "the run's arena: ");  // the message only then
       memory.arena = im.arenas->acquire(known->arena_bytes);
     }
   }

@@ -27,7 +27,7 @@ struct Job {
 };
 
 // Output-channel blocks `blocks` for the output pixels `pixels` (whole tiles but at the end).
-void run_part(const Job& job, Range blocks, Range pixels, std::vector<const float*>& table) {
+void run_part(const Job& job, Range blocks, Range pixels, const float** table) {
   const StreamConvShape& s = job.s;
   const std::int64_t panel = job.taps * s.ic * kBlock;
   TileArgs args{};
@@ -46,7 +46,7 @@ void run_part(const Job& job, Range blocks, Range pixels, std::vector<const floa
     for (std::int64_t pb = 0; pb < pixel_blocks; ++pb) {
       const Range px = part(pixels.end - pixels.begin, pixel_blocks, pb);
       const std::int64_t first = pixels.begin + px.begin, count = px.end - px.begin;
-      fill_tap_table(s, job.x, s.ic, job.zeros, first, count, table.data());
+      fill_tap_table(s, job.x, s.ic, job.zeros, first, count, table);
       // Tiles of near-equal size, at most kTile pixels each.
       const std::int64_t tiles = ceil_div(count, kTile);
       for (std::int64_t b = g0; b < g1; ++b) {
@@ -64,7 +64,7 @@ void run_part(const Job& job, Range blocks, Range pixels, std::vector<const floa
         args.cols = static_cast<int>(std::min<std::int64_t>(kBlock, s.oc - b * kBlock));
         for (std::int64_t i = 0; i < tiles; ++i) {
           const Range r = part(count, tiles, i);
-          args.a = table.data() + r.begin * job.taps;
+          args.a = table + r.begin * job.taps;
           args.y = job.y + (first + r.begin) * s.oc + b * kBlock;
           args.prefetch = pf ? pf + std::min(pf_bytes, i * pf_per_tile) : nullptr;
           args.prefetch_end = pf ? pf + std::min(pf_bytes, (i + 1) * pf_per_tile) : nullptr;
@@ -89,20 +89,24 @@ bool avx2_conv_runs(const StreamConvShape& s) {
 void avx2_conv(const StreamConvShape& s, const float* x, const float* w, const StreamConvEpilogue& e, float* y,
                const Avx2ConvTiling& tiling) {
 #ifdef WPK_AVX2_KERNELS
-  const std::vector<float> zeros(static_cast<std::size_t>(s.ic), 0.0f);
+  // Scratch kept from call to call on the calling thread (allocated here, where std::bad_alloc
+  // reaches the caller; inside the parallel region it would terminate the process): a model's
+  // many small products would otherwise allocate it at every run.
+  thread_local std::vector<float> zeros;
+  thread_local std::vector<const float*> tables;
+  if (zeros.size() < static_cast<std::size_t>(s.ic)) zeros.assign(static_cast<std::size_t>(s.ic), 0.0f);
   const std::int64_t taps = s.kh * s.kw, blocks = ceil_div(s.oc, kBlock);
   const std::int64_t group = std::max<std::int64_t>(1, tiling.group_bytes / (4 * taps * s.ic * kBlock));
   const std::int64_t pixel_block = std::max<std::int64_t>(kTile, tiling.pixel_block);
   const Job job{s, x, w, e, y, zeros.data(), taps, s.n * s.oh * s.ow, blocks, group, pixel_block};
-  // Per thread, allocated here where std::bad_alloc reaches the caller (inside the parallel
-  // region it would terminate the process).
   const std::int64_t max_threads = omp_get_max_threads();
-  std::vector<std::vector<const float*>> tables(static_cast<std::size_t>(max_threads),
-                                                std::vector<const float*>(static_cast<std::size_t>(pixel_block * taps)));
+  const std::size_t table_size = static_cast<std::size_t>(pixel_block * taps);
+  if (tables.size() < table_size * static_cast<std::size_t>(max_threads)) tables.resize(table_size * static_cast<std::size_t>(max_threads));
+  const float** table_base = tables.data();
   const auto thread_part = [&](std::int64_t t, std::int64_t threads) {
     const std::int64_t tiles = ceil_div(job.pixels, kTile);
     const ConvSplit split = choose_conv_split(s, tiles, blocks, kBlock, group, threads, 4);
-    std::vector<const float*>& table = tables[static_cast<std::size_t>(t)];
+    const float** table = table_base + static_cast<std::size_t>(t) * table_size;
     const Range tile_range = part(tiles, split.pixel_parts, t % split.pixel_parts);
     const Range pixels{tile_range.begin * kTile, std::min(job.pixels, tile_range.end * kTile)};
     const Range block_range = part(blocks, split.oc_parts, t / split.pixel_parts);

@@ -34,25 +34,29 @@ inline ConvSplit choose_conv_split(const StreamConvShape& s, std::int64_t tiles,
   const auto ceil_div = [](std::int64_t a, std::int64_t b) { return (a + b - 1) / b; };
   const double weight_bytes = bytes * static_cast<double>(blocks * block * s.kh * s.kw * s.ic);
   const double input_bytes = bytes * static_cast<double>(s.n * s.ih * s.iw * s.ic);
-  struct Candidate {
-    ConvSplit split;
-    std::int64_t busiest;
-    double bytes;
+  // Two passes over the splits (no list: this runs at every call of a product, however small).
+  const auto each_split = [&](auto&& visit) {
+    for (std::int64_t oc_parts = 1; oc_parts <= threads; ++oc_parts) {
+      if (threads % oc_parts != 0 || oc_parts > blocks) continue;
+      const std::int64_t pixel_parts = threads / oc_parts;
+      const std::int64_t busiest = ceil_div(blocks, oc_parts) * ceil_div(tiles, pixel_parts);
+      const double groups = static_cast<double>(ceil_div(ceil_div(blocks, oc_parts), group));
+      visit(ConvSplit{oc_parts, pixel_parts}, busiest, weight_bytes / oc_parts + input_bytes / pixel_parts * groups);
+    }
   };
-  std::vector<Candidate> candidates;
-  for (std::int64_t oc_parts = 1; oc_parts <= threads; ++oc_parts) {
-    if (threads % oc_parts != 0 || oc_parts > blocks) continue;
-    const std::int64_t pixel_parts = threads / oc_parts;
-    const std::int64_t busiest = ceil_div(blocks, oc_parts) * ceil_div(tiles, pixel_parts);
-    const double groups = static_cast<double>(ceil_div(ceil_div(blocks, oc_parts), group));
-    candidates.push_back({{oc_parts, pixel_parts}, busiest, weight_bytes / oc_parts + input_bytes / pixel_parts * groups});
-  }
-  std::int64_t least = candidates.front().busiest;
-  for (const Candidate& c : candidates) least = std::min(least, c.busiest);
-  const Candidate* best = nullptr;
-  for (const Candidate& c : candidates)
-    if (c.busiest * 100 <= least * 105 && (!best || c.bytes < best->bytes)) best = &c;
-  return best->split;
+  std::int64_t least = -1;
+  each_split([&](const ConvSplit&, std::int64_t busiest, double) {
+    if (least < 0 || busiest < least) least = busiest;
+  });
+  ConvSplit best;
+  double best_bytes = -1;
+  each_split([&](const ConvSplit& split, std::int64_t busiest, double moved) {
+    if (busiest * 100 <= least * 105 && (best_bytes < 0 || moved < best_bytes)) {
+      best = split;
+      best_bytes = moved;
+    }
+  });
+  return best;
 }
 
 // table[(m - first) * taps + tap] = where output pixel m's tap reads its input channels, in x
