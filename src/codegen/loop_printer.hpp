@@ -410,16 +410,32 @@ class LoopPrinter {
       return;
     }
     const std::string name = c_name(v);
-    if (s->loop == LoopKind::Parallel) {
-      if (!d_.openmp) throw std::invalid_argument(k_.name + ": a parallel loop ('" + v->name + "') in a " + d_.name + " kernel; bind it to blocks");
-      line(depth, "#pragma omp parallel for num_threads(threads) schedule(static)");
-    }
     const std::string bound =
         !s->dynamic ? std::to_string(s->extent)
         : s->divisor == 1
             ? dynamic_name(s->dynamic.get())
             : "(" + dynamic_name(s->dynamic.get()) + " + " + std::to_string(s->divisor - 1) + ") / " + std::to_string(s->divisor);
-    line(depth, "for (" + d_.int64 + " " + name + " = 0; " + name + " < " + bound + "; ++" + name + ") {");
+    const std::string header = "for (" + d_.int64 + " " + name + " = 0; " + name + " < " + bound + "; ++" + name + ")";
+    if (s->loop == LoopKind::Parallel) {
+      if (!d_.openmp) throw std::invalid_argument(k_.name + ": a parallel loop ('" + v->name + "') in a " + d_.name + " kernel; bind it to blocks");
+      // On one thread the loop runs without a parallel region: entering one costs about as much
+      // as a small node's whole work, and the cost model gives small nodes one thread. The body,
+      // printed once, is a function of the iteration both loops call.
+      const std::string part = "part_" + name;
+      line(depth, "{");
+      line(depth + 1, "const auto " + part + " = [&](const " + d_.int64 + " " + name + ") {");
+      statement(s->body[0], depth + 2);
+      line(depth + 1, "};");
+      line(depth + 1, "if (threads > 1) {");
+      line(depth + 2, "#pragma omp parallel for num_threads(threads) schedule(static)");
+      line(depth + 2, header + " " + part + "(" + name + ");");
+      line(depth + 1, "} else {");
+      line(depth + 2, header + " " + part + "(" + name + ");");
+      line(depth + 1, "}");
+      line(depth, "}");
+      return;
+    }
+    line(depth, header + " {");
     statement(s->body[0], depth + 1);
     line(depth, "}");
   }
