@@ -53,6 +53,37 @@ struct Evaluated {
   }
 };
 
+// The element operations one pass through `s` performs (stores and staged elements, each times
+// its enclosing loops' trips), a loop over a dynamic extent counted as one trip: a measure of
+// how long the statement runs on one thread, saturating rather than overflowing.
+inline std::int64_t element_operations(const StmtPtr& s) {
+  constexpr std::int64_t kMost = std::int64_t(1) << 60;
+  const auto times = [&](std::int64_t a, std::int64_t b) { return a != 0 && b > kMost / a ? kMost : a * b; };
+  std::int64_t n = 0;
+  switch (s->kind) {
+    case StmtKind::Store: return 1;
+    case StmtKind::Stage: {
+      n = 1;
+      for (std::int64_t d : s->buffer->dims) n = times(n, d);
+      break;
+    }
+    case StmtKind::For: return times(s->dynamic ? 1 : s->extent, s->body.empty() ? 0 : element_operations(s->body[0]));
+    case StmtKind::Tail:
+    case StmtKind::Guard: {
+      for (const StmtPtr& b : s->body) n = std::max(n, element_operations(b));
+      return n;
+    }
+    default: break;
+  }
+  for (const StmtPtr& b : s->body) n = std::min(kMost, n + element_operations(b));
+  return n;
+}
+
+// The most element operations of a parallel loop that also gets a path outside a parallel region:
+// a few microseconds of one core's vector work, about the parallel-region cost under which the
+// cost model (search/cost_model.hpp) gives a node one thread.
+constexpr std::int64_t kSerialPathOperations = std::int64_t(1) << 18;
+
 class LoopPrinter {
  public:
   LoopPrinter(const LoweredKernel& k, Dialect dialect) : k_(k), d_(std::move(dialect)), lanes_(d_.lanes) {
@@ -415,27 +446,32 @@ class LoopPrinter {
         : s->divisor == 1
             ? dynamic_name(s->dynamic.get())
             : "(" + dynamic_name(s->dynamic.get()) + " + " + std::to_string(s->divisor - 1) + ") / " + std::to_string(s->divisor);
-    const std::string header = "for (" + d_.int64 + " " + name + " = 0; " + name + " < " + bound + "; ++" + name + ")";
+    const std::string header = "for (" + d_.int64 + " " + name + " = 0; " + name + " < " + bound + "; ++" + name + ") {";
     if (s->loop == LoopKind::Parallel) {
       if (!d_.openmp) throw std::invalid_argument(k_.name + ": a parallel loop ('" + v->name + "') in a " + d_.name + " kernel; bind it to blocks");
-      // On one thread the loop runs without a parallel region: entering one costs about as much
-      // as a small node's whole work, and the cost model gives small nodes one thread. The body,
-      // printed once, is a function of the iteration both loops call.
-      const std::string part = "part_" + name;
-      line(depth, "{");
-      line(depth + 1, "const auto " + part + " = [&](const " + d_.int64 + " " + name + ") {");
-      statement(s->body[0], depth + 2);
-      line(depth + 1, "};");
-      line(depth + 1, "if (threads > 1) {");
-      line(depth + 2, "#pragma omp parallel for num_threads(threads) schedule(static)");
-      line(depth + 2, header + " " + part + "(" + name + ");");
-      line(depth + 1, "} else {");
-      line(depth + 2, header + " " + part + "(" + name + ");");
-      line(depth + 1, "}");
-      line(depth, "}");
+      // Entering a parallel region costs about as much as a small node's whole work (~0.2 us
+      // with one thread), and the cost model gives small nodes one thread: a small loop also
+      // runs outside a region on one thread. Its body is printed for each loop (called from
+      // both as a function, it ran a few percent slower inside the region), so only where the
+      // loop's work is small enough for one thread to be a likely choice, not to double every
+      // kernel's compile time.
+      const bool serial_too = element_operations(s) <= kSerialPathOperations;
+      if (serial_too) line(depth, "if (threads > 1) {");
+      const int inner = depth + (serial_too ? 1 : 0);
+      line(inner, "#pragma omp parallel for num_threads(threads) schedule(static)");
+      line(inner, header);
+      statement(s->body[0], inner + 1);
+      line(inner, "}");
+      if (serial_too) {
+        line(depth, "} else {");
+        line(depth + 1, header);
+        statement(s->body[0], depth + 2);
+        line(depth + 1, "}");
+        line(depth, "}");
+      }
       return;
     }
-    line(depth, header + " {");
+    line(depth, header);
     statement(s->body[0], depth + 1);
     line(depth, "}");
   }
