@@ -31,6 +31,10 @@ enum class StmtKind {
             // element is value with `vars` (a producer's axes) bound to index + t, not a load.
             // With body[0] as well (a CPU thread's producer): that loop nest computes the tile
             // in vectors, leaving the points past the producer's output unset
+  Prefetch,  // buffer (a packed input, its first dimension the panels): while panel `var` is
+             // computed, the lines of panel var + 1 (unless var + 1 = extent, the panels) at
+             // fractions index[0] / trips of it, trips = full * ceil(dynamic / divisor) (the
+             // product of the loops index[0] walks: full alone without a dynamic one)
 };
 
 struct Stmt {

@@ -336,7 +336,47 @@ class LoopPrinter {
         line(depth, "__syncthreads();");
         return;
       case StmtKind::Stage: stage(s, depth); return;
+      case StmtKind::Prefetch: prefetch(s, depth); return;
     }
+  }
+
+  // Schedule::prefetch_next on the CPU: the lines of the next panel at this step's fraction of it,
+  // into L2 (the printed kernels' compilers take __builtin_prefetch; locality 2 is the L2 hint).
+  void prefetch(const StmtPtr& s, int depth) {
+    if (d_.gpu) return;
+    std::int64_t panel = 1;
+    for (std::size_t d = 1; d < s->buffer->dims.size(); ++d) panel *= s->buffer->dims[d];
+    const std::int64_t lines = (panel + 15) / 16;  // of 64 bytes
+    const std::string next = "(" + evaluate(Affine(s->var), 1, Evaluated{}).text() + " + 1)";
+    const std::string count = "(" + evaluate(s->index[0], 1, Evaluated{}).text() + ")", l = std::to_string(lines);
+    const std::string arg = arg_names_.at(s->buffer.get()) + " + " + next + " * " + std::to_string(panel);
+    const auto fetch = [&](int at_depth, const std::string& at_line) {
+      line(at_depth, "__builtin_prefetch(" + arg + " + (" + at_line + " < " + l + " ? " + at_line + " : " + std::to_string(lines - 1) +
+                         ") * 16, 0, 2);");
+    };
+    line(depth, "if (" + next + " < " + std::to_string(s->extent) + ") {");
+    if (s->dynamic) {
+      // The steps known at run time: each step's share of the lines in 2^-20ths, which the
+      // compiler computes once outside the loops.
+      const std::string trips = std::to_string(s->full) + " * ((" + dynamic_name(s->dynamic.get()) + " + " +
+                                std::to_string(s->divisor - 1) + ") / " + std::to_string(s->divisor) + ")";
+      fetch(depth + 1, "((" + count + " * ((" + d_.int64 + "(" + l + ") << 20) / (" + trips + "))) >> 20)");
+    } else if (s->full >= 2 * lines) {
+      // More steps than lines: a line every `every` steps (a power of two, so a mask decides).
+      std::int64_t every = 1;
+      while (every * 2 * lines <= s->full) every *= 2;
+      int shift = 0;
+      while ((std::int64_t(1) << shift) < every) ++shift;
+      line(depth + 1, "if ((" + count + " & " + std::to_string(every - 1) + ") == 0) {");
+      fetch(depth + 2, "(" + count + " >> " + std::to_string(shift) + ")");
+      line(depth + 1, "}");
+    } else {
+      // As many lines a step as cover the panel over the steps.
+      const std::int64_t per_step = (lines + s->full - 1) / s->full;
+      for (std::int64_t k = 0; k < per_step; ++k)
+        fetch(depth + 1, "(" + count + " * " + std::to_string(per_step) + " + " + std::to_string(k) + ")");
+    }
+    line(depth, "}");
   }
 
   // The points of a whole tile that exist; conditions known here are decided here.

@@ -56,6 +56,7 @@ class Lowering {
     k.args.push_back(c_.output);
     k.dynamic = c_.dynamic();
     for (const StageRecord& r : s_.stages()) k.shared.push_back(plan_stage(r));
+    for (const PrefetchRecord& r : s_.prefetches()) prefetches_.push_back(plan_prefetch(r));
     k.body = nest(0, first_reduction_, {}, [this](const Extents& e) { return section(e); });
     return k;
   }
@@ -231,6 +232,41 @@ class Lowering {
     Buffer tile;
     std::vector<Affine> index;  // into the tile
   };
+  // Schedule::prefetch_next: the Prefetch that opens every step of the reductions. Its index
+  // walks the loops between the panel loop and the register tile as one count (the reductions
+  // included), so each step takes the next fraction of the next panel.
+  StmtPtr plan_prefetch(const PrefetchRecord& r) {
+    const std::string what = c_.name + ": prefetch '" + r.original->name + "' at '" + r.at->name + "'";
+    std::size_t at = loops_.size();
+    for (std::size_t i = 0; i < loops_.size(); ++i)
+      if (loops_[i].var == r.at) at = i;
+    if (at >= first_reduction_ || first_reduction_ == loops_.size())
+      throw std::invalid_argument(what + ": the loop must lie outside the reductions of a compute that has some");
+    auto pf = std::make_shared<Stmt>();
+    pf->kind = StmtKind::Prefetch;
+    pf->buffer = s_.pack_of(r.original.get())->packed;
+    pf->var = r.at;
+    pf->extent = pf->buffer->dims[0];
+    Affine count(0);
+    std::int64_t stride = 1;
+    for (std::size_t i = first_tile_; i-- > at + 1;) {
+      const Var& v = loops_[i].var;
+      const SplitRecord* split = s_.split_with_outer(v.get());
+      const Var dynamic = split ? (split->parent->dynamic() ? split->parent : Var()) : (v->dynamic() ? v : Var());
+      if (dynamic) {
+        if (i != at + 1)
+          throw std::invalid_argument(what + ": a loop with a dynamic extent ('" + v->name + "') must come first after it");
+        pf->dynamic = dynamic;
+        pf->divisor = split ? split->factor : 1;
+      }
+      count = count + Affine(v) * stride;
+      if (!dynamic) stride *= extent(v.get(), {});
+    }
+    pf->index = {count};
+    pf->full = stride;
+    return pf;
+  }
+
   Buffer plan_stage(const StageRecord& r) {
     const std::string& name = c_.name;
     const std::size_t at = loop_position(r.at.get());
@@ -547,7 +583,11 @@ class Lowering {
                   nest(first_reduction_, first_tile_, extents,
                        [&](const Extents& e) {
                          const Expr term = rewrite(c_.body, nullptr, true);
-                         return tile_nest(e, reducer_step(c_.reducer, sum, unchecked ? without_bounds_checks(term) : term), false);
+                         StmtPtr step = tile_nest(e, reducer_step(c_.reducer, sum, unchecked ? without_bounds_checks(term) : term), false);
+                         if (prefetches_.empty()) return step;
+                         std::vector<StmtPtr> steps = prefetches_;
+                         steps.push_back(std::move(step));
+                         return block(std::move(steps));
                        }),
                   tile_nest(extents, rewrite(c_.epilogue, sum), true)});
   }
@@ -615,6 +655,7 @@ class Lowering {
   const std::vector<Loop>& loops_;
   const std::string acc_;
   std::size_t first_reduction_ = 0, first_tile_ = 0;
+  std::vector<StmtPtr> prefetches_;
   bool block_threads_ = false;  // loops bound to a CUDA block's threads
   bool whole_tiles_ = false;    // spatial remainders computed as whole tiles (stages shared by threads)
   std::map<const VarNode*, std::vector<StmtPtr>> staged_at_;  // the copies at the top of a loop
@@ -679,6 +720,9 @@ void dump_into(const StmtPtr& s, int depth, std::string& out) {
       return;
     }
     case StmtKind::Barrier: out += pad + "barrier\n"; return;
+    case StmtKind::Prefetch:
+      out += pad + "prefetch " + s->buffer->name + "[" + s->var->name + " + 1] at " + affine_text(s->index[0]) + "\n";
+      return;
     case StmtKind::Stage: {
       std::string dims;
       for (std::int64_t d : s->buffer->dims) dims += "[" + std::to_string(d) + "]";

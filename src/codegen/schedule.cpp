@@ -92,6 +92,18 @@ void Schedule::pack(const Buffer& b, const Var& v) {
   packs_.push_back({b, buffer(b->name + "_packed", dims), static_cast<std::size_t>(dim), v});
 }
 
+void Schedule::prefetch_next(const Buffer& b, const Var& at) {
+  const PackRecord* p = pack_of(b.get());
+  if (!p) throw std::invalid_argument(compute_.name + ": prefetch '" + b->name + "': pack it first");
+  const SplitRecord* split = split_of(p->var.get());
+  if (!split || split->outer != at)
+    throw std::invalid_argument(compute_.name + ": prefetch '" + b->name + "' at '" + (at ? at->name : "?") +
+                                "': that is not the outer loop of the split '" + b->name + "' is packed along");
+  for (const PrefetchRecord& r : prefetches_)
+    if (r.original == b) throw std::invalid_argument(compute_.name + ": '" + b->name + "' is prefetched already");
+  prefetches_.push_back({b, at});
+}
+
 void Schedule::stage_shared(const Buffer& b, const Var& at) {
   if (std::find(compute_.inputs.begin(), compute_.inputs.end(), b) == compute_.inputs.end())
     throw std::invalid_argument(compute_.name + ": '" + b->name + "' is not an input, nothing to stage");
@@ -175,6 +187,7 @@ std::string Schedule::describe() const {
     }
   }
   for (const PackRecord& p : packs_) s += " pack(" + p.original->name + "@" + p.var->name + ")";
+  for (const PrefetchRecord& r : prefetches_) s += " prefetch(" + r.original->name + "@" + r.at->name + ")";
   for (const StageRecord& r : stages_)
     s += " shared(" + r.original->name + "@" + r.at->name + (r.producer ? "=" + r.producer->name : "") + ")";
   return s;

@@ -15,6 +15,13 @@
 //   pack(b, v)     input b is read from a packed copy: the dimension of b that v (already split by
 //                  f) indexes becomes panels of f, the panel index first and the f elements last,
 //                  the last panel zero-filled (pack_input makes the copy, once for a constant)
+//   prefetch_next(b, v)
+//                  while an iteration of v (the outer loop of the split b is packed along,
+//                  outside every reduction) runs, the panel of packed b that the next iteration
+//                  reads is prefetched into the L2 cache, a line at a time spread evenly over the
+//                  iterations of the loops between v and the register tile: weights streamed from
+//                  memory arrive while the panel before them is computed (the C++ printer only;
+//                  the CUDA printer leaves it out)
 //   stage_shared(b, r)
 //                  input b is read from a staged tile: at the top of each iteration of the serial
 //                  loop r (a reduction loop in a CUDA kernel; on the CPU also a spatial loop,
@@ -71,6 +78,11 @@ struct PackRecord {
   Var var;                  // split by f
 };
 
+struct PrefetchRecord {
+  Buffer original;  // a packed input
+  Var at;           // the loop whose next iteration's panel is prefetched
+};
+
 class Schedule {
  public:
   explicit Schedule(const Compute& c);
@@ -83,6 +95,7 @@ class Schedule {
   void bind_block(const Var& v) { kind(v, LoopKind::GpuBlock); }
   void bind_thread(const Var& v) { kind(v, LoopKind::GpuThread); }
   void pack(const Buffer& b, const Var& v);
+  void prefetch_next(const Buffer& b, const Var& at);
   void stage_shared(const Buffer& b, const Var& at);
   // `chunk`: on the CPU, how many values of the tile's last dimension the producer computes at
   // every point of the others before the next (one SIMD vector keeps what it reads along that
@@ -98,6 +111,7 @@ class Schedule {
   // How input b is packed, or null.
   const PackRecord* pack_of(const BufferNode* b) const;
   const std::vector<PackRecord>& packs() const { return packs_; }
+  const std::vector<PrefetchRecord>& prefetches() const { return prefetches_; }
   const std::vector<StageRecord>& stages() const { return stages_; }
   // How input b is staged, or null.
   const StageRecord* stage_of(const BufferNode* b) const;
@@ -111,6 +125,7 @@ class Schedule {
   std::vector<Loop> loops_;
   std::map<const VarNode*, SplitRecord> splits_;
   std::vector<PackRecord> packs_;
+  std::vector<PrefetchRecord> prefetches_;
   std::vector<StageRecord> stages_;
 };
 

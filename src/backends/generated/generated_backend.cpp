@@ -233,6 +233,13 @@ std::vector<std::string> GeneratedBackend::configs(const Node& node, const Graph
     // A conv's tile spans at least 4 output pixels: fewer reload each weight vector too often to
     // be worth compiling.
     if (plan.product || c.rows >= 4) out.push_back(c.text());
+  // A product with constant (packed) weights: each tile also prefetching them, after the others
+  // (the first config is the default one).
+  if (plan.product && graph.initializer(node.inputs[1]))
+    for (MatMulConfig c : matmul_configs(vector_registers(widest_target()))) {
+      c.prefetch = true;
+      out.push_back(c.text());
+    }
   return out;
 }
 
@@ -380,6 +387,9 @@ std::optional<KernelProfile> GeneratedBackend::describe(const Node& node, const 
     p.name = kernel_name(s.op, *c, target);
     const bool packed = graph.initializer(node.inputs[1]) != nullptr;
     p.efficiency = 0.4 * tile_efficiency(c->rows, c->vectors, *rows) * (s.transposed_b && !packed ? 0.25 : 1.0);
+    // Prefetching costs issue slots beside the tile's multiply-adds; what it saves (weights not
+    // in cache) depends on what ran before, which the model does not see: measurements decide.
+    if (c->prefetch) p.efficiency *= static_cast<double>(c->rows * c->vectors) / (c->rows * c->vectors + 1);
     columns = s.n;
     const std::int64_t col_tiles = (s.n + c->vectors * lanes - 1) / (c->vectors * lanes);
     tiles = c->parallel_cols ? col_tiles : (std::max<std::int64_t>(*rows, 1) + c->rows - 1) / c->rows;

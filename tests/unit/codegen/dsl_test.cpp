@@ -583,6 +583,65 @@ TEST_CASE("a depth-first group staged per pixel tile computes its producer in ve
     }
 }
 
+TEST_CASE("prefetching the next panel of packed B leaves a product's values as they were", "[codegen]") {
+  // Rows dynamic (the prefetch spread over steps known at run time) and static, the panel loop
+  // parallel outside the row tiles and serial inside them; one row tile with more panel lines
+  // than steps takes several lines a step.
+  const std::int64_t n = 37, kk = 19;
+  Var j = var("j", n), k = var("k", kk);
+  Buffer b = buffer("b", {kk, n});
+  for (bool dynamic_rows : {true, false})
+    for (bool panels_outside : {true, false})
+      for (CpuTarget target : runnable_targets()) {
+        Var i = dynamic_rows ? dynamic_var("i") : var("i", 5);
+        Buffer a = buffer("a", {dynamic_rows ? kDynamic : 5, kk}), out = buffer("c", {dynamic_rows ? kDynamic : 5, n});
+        const Compute c = compute("prefetched", out, {i, j}, {k}, load(a, {i, k}) * load(b, {k, j}), nullptr, {a, b});
+        Schedule s(c);
+        const auto [io, ii] = s.split(i, 3);
+        const auto [jo, ji] = s.split(j, std::min<std::int64_t>(vector_lanes(target), n));
+        s.reorder(panels_outside ? std::vector<Var>{jo, io, k, ii, ji} : std::vector<Var>{io, jo, k, ii, ji});
+        s.parallel(panels_outside ? jo : io);
+        s.unroll(ii);
+        s.vectorize(ji);
+        s.pack(b, j);
+        s.prefetch_next(b, jo);
+        INFO("target " << target_name(target) << ": " << s.describe());
+        const PrintedKernel printed = print_cpp(lower(s), target, "f", "unit test");
+        CHECK(printed.source.find("__builtin_prefetch") != std::string::npos);
+        std::string why;
+        const auto kernel = build(s, target, &why);
+        INFO(why);
+        REQUIRE(kernel);
+        for (std::int64_t rows : dynamic_rows ? std::vector<std::int64_t>{1, 4, 8} : std::vector<std::int64_t>{5}) {
+          INFO(rows << " rows");
+          Values v;
+          v[a.get()] = random_values(numel(a, rows), 41);
+          v[b.get()] = random_values(numel(b), 42);
+          const std::vector<float> want = interpret(c, v, rows);
+          v[b.get()] = pack_input(s.packs()[0], s, v[b.get()].data());
+          for (int threads : {1, 2}) {
+            bool guards = false;
+            check_close(run(kernel, c, v, threads, &guards, rows), want, 1e-5f);
+            CHECK(guards);
+          }
+        }
+      }
+  Var i = var("i", 4);
+  Buffer a = buffer("a", {4, kk}), out = buffer("c", {4, n});
+  const Compute c = compute("refused", out, {i, j}, {k}, load(a, {i, k}) * load(b, {k, j}), nullptr, {a, b});
+  Schedule s(c);
+  const auto [jo, ji] = s.split(j, 8);
+  CHECK_THROWS_WITH(s.prefetch_next(b, jo), Catch::Contains("pack it first"));
+  s.pack(b, j);
+  CHECK_THROWS_WITH(s.prefetch_next(b, i), Catch::Contains("not the outer loop"));
+  s.prefetch_next(b, jo);
+  CHECK_THROWS_WITH(s.prefetch_next(b, jo), Catch::Contains("prefetched already"));
+  s.reorder({i, k, jo, ji});  // the panel loop in the register tile, inside the reduction
+  s.unroll(jo);
+  s.vectorize(ji);
+  CHECK_THROWS_WITH(lower(s), Catch::Contains("outside the reductions"));
+}
+
 TEST_CASE("schedules that break a rule are refused with the rule named", "[codegen]") {
   Product p = product(8, 32, 16);
   {
