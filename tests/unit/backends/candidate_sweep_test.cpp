@@ -29,7 +29,7 @@ struct SweepCase {
   bool every_generated_config = true;
   // Prefetching the weights (a product's ",prefetch=1" configs) changes no value, only what the
   // kernel asks the caches for: those configs are checked on the products at the tiles' edges
-  // (remainders in rows, columns and panels), not on every case.
+  // (remainders in rows, K and the last panel), not on every case.
   bool prefetch_configs = false;
 };
 
@@ -315,7 +315,7 @@ std::vector<SweepCase> other_cases() {
       for (std::int64_t n : {15, 16, 33})
         out.push_back({OpCase("FusedMatMul", "com.wpk").input("A", {rows, k}).constant("B", {k, n}).constant("C", {n})
                            .seed(seed++),
-                       1e-4, 1e-4, true, k == 17});
+                       1e-4, 1e-4, true, k == 17 && n == 33});
   // Every epilogue a generated product fuses, with a residual and rows over two leading dims.
   for (const char* act : {"Relu", "Sigmoid", "Tanh", "SiLU", "Clip", "LeakyRelu", "HardSwish", "Gelu", "GeluTanh"})
     out.push_back({OpCase("FusedMatMul", "com.wpk").input("A", {2, 3, 17}).constant("B", {17, 33}).constant("C", {33})
