@@ -18,6 +18,7 @@
 #include "backends/generated/row_ops.hpp"
 #include "backends/generated/scaled_pointwise.hpp"
 #include "graph/fused_ops.hpp"
+#include "runtime/measurement.hpp"
 
 namespace wpk::gen {
 namespace {
@@ -233,13 +234,6 @@ std::vector<std::string> GeneratedBackend::configs(const Node& node, const Graph
     // A conv's tile spans at least 4 output pixels: fewer reload each weight vector too often to
     // be worth compiling.
     if (plan.product || c.rows >= 4) out.push_back(c.text());
-  // A product with constant (packed) weights: each tile also prefetching them, after the others
-  // (the first config is the default one).
-  if (plan.product && graph.initializer(node.inputs[1]))
-    for (MatMulConfig c : matmul_configs(vector_registers(widest_target()))) {
-      c.prefetch = true;
-      out.push_back(c.text());
-    }
   return out;
 }
 
@@ -387,12 +381,16 @@ std::optional<KernelProfile> GeneratedBackend::describe(const Node& node, const 
     p.name = kernel_name(s.op, *c, target);
     const bool packed = graph.initializer(node.inputs[1]) != nullptr;
     p.efficiency = 0.4 * tile_efficiency(c->rows, c->vectors, *rows) * (s.transposed_b && !packed ? 0.25 : 1.0);
-    // Prefetching costs issue slots beside the tile's multiply-adds; what it saves (weights not
-    // in cache) depends on what ran before, which the model does not see: measurements decide.
-    if (c->prefetch) p.efficiency *= static_cast<double>(c->rows * c->vectors) / (c->rows * c->vectors + 1);
     columns = s.n;
     const std::int64_t col_tiles = (s.n + c->vectors * lanes - 1) / (c->vectors * lanes);
-    tiles = c->parallel_cols ? col_tiles : (std::max<std::int64_t>(*rows, 1) + c->rows - 1) / c->rows;
+    const std::int64_t row_tiles = (std::max<std::int64_t>(*rows, 1) + c->rows - 1) / c->rows;
+    tiles = c->parallel_cols ? col_tiles : row_tiles;
+    // Each row tile walks every panel of B, each panel every row tile of A: where the one read
+    // again does not fit a core's private cache, every pass after the first comes from memory
+    // (B of BERT's feed-forward products, 9 MB, read once per row tile split over rows).
+    const double again_bytes = sizeof(float) * static_cast<double>(c->parallel_cols ? *rows * s.k : s.k * s.n);
+    const std::int64_t passes = c->parallel_cols ? col_tiles : row_tiles;
+    if (again_bytes > static_cast<double>(private_cache_bytes()) && passes > 1) p.extra_bytes += static_cast<double>(passes - 1) * again_bytes;
   } else {
     const ConvSpec& s = *plan.conv;
     if (!dynamic_extent(shapes, 3)) return std::nullopt;

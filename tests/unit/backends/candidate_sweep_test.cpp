@@ -6,7 +6,6 @@
 // and reported, never passed silently.
 #include <catch2/catch.hpp>
 
-#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <map>
@@ -27,10 +26,6 @@ struct SweepCase {
   // Generated kernels are compiled per shape: every configuration of the gen backend on the
   // cases at its tiles' edges, its first one on the others (each a few hundred compiles else).
   bool every_generated_config = true;
-  // Prefetching the weights (a product's ",prefetch=1" configs) changes no value, only what the
-  // kernel asks the caches for: those configs are checked on the products at the tiles' edges
-  // (remainders in rows, K and the last panel), not on every case.
-  bool prefetch_configs = false;
 };
 
 // NHWC convs as the layout pass leaves them, with the epilogues kernels fuse.
@@ -315,7 +310,7 @@ std::vector<SweepCase> other_cases() {
       for (std::int64_t n : {15, 16, 33})
         out.push_back({OpCase("FusedMatMul", "com.wpk").input("A", {rows, k}).constant("B", {k, n}).constant("C", {n})
                            .seed(seed++),
-                       1e-4, 1e-4, true, k == 17 && n == 33});
+                       1e-4, 1e-4});
   // Every epilogue a generated product fuses, with a residual and rows over two leading dims.
   for (const char* act : {"Relu", "Sigmoid", "Tanh", "SiLU", "Clip", "LeakyRelu", "HardSwish", "Gelu", "GeluTanh"})
     out.push_back({OpCase("FusedMatMul", "com.wpk").input("A", {2, 3, 17}).constant("B", {17, 33}).constant("C", {33})
@@ -323,7 +318,7 @@ std::vector<SweepCase> other_cases() {
                    1e-4, 1e-5});
   out.push_back({OpCase("Gemm").input("A", {7, 17}).constant("B", {33, 17}).constant("C", {1, 33})
                      .attr("transB", std::int64_t{1}).seed(seed++),
-                 1e-4, 1e-5, true, true});
+                 1e-4, 1e-5});
   out.push_back({OpCase("MatMul").input("A", {5, 16}).input("B", {16, 9}).seed(seed++), 1e-4, 1e-5});
   for (std::int64_t c : {15, 16, 17, 768})
     out.push_back({OpCase("LayerNormalization").input("X", {3, 5, c}).constant("S", {c}).constant("B", {c})
@@ -396,12 +391,7 @@ std::vector<SweepCase> other_cases() {
 
 std::vector<std::string> configs_of(const SweepCase& c, const wpk::Backend& backend) {
   std::vector<std::string> configs = c.op.configs(backend);
-  if (backend.name() != "gen") return configs;
-  if (!c.prefetch_configs)
-    configs.erase(std::remove_if(configs.begin(), configs.end(),
-                                 [](const std::string& s) { return s.find("prefetch=1") != std::string::npos; }),
-                  configs.end());
-  if (!c.every_generated_config && configs.size() > 1) configs.resize(1);
+  if (backend.name() == "gen" && !c.every_generated_config && configs.size() > 1) configs.resize(1);
   return configs;
 }
 
@@ -453,7 +443,6 @@ TEST_CASE("every candidate of every registered backend matches the reference at 
   for (const char* op : {"QLinearConv", "com.wpk.QLinearConvAdd", "com.wpk.MatMulIntegerToFloat"})
     CHECK(ops_checked["cpu"].count(op) == (wpk::cpu_features().avx2 ? 1u : 0u));
   CHECK(checked["gen(rows=4,vectors=2,parallel=rows)"] > 0);  // products, on every CPU
-  CHECK(checked["gen(rows=4,vectors=2,parallel=cols,prefetch=1)"] > 0);
   // Depth-first groups: the generated kernel of the whole group, and the parts on their own kernels.
   for (const char* op : {"com.wpk.DepthwisePointwiseConv", "com.wpk.ScaledPointwiseConv", "com.wpk.ElementwiseChain"}) {
     CHECK(ops_checked["gen"].count(op) == 1);
