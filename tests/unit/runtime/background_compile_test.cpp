@@ -10,7 +10,6 @@
 #include <filesystem>
 #include <optional>
 #include <fstream>
-#include <random>
 #include <thread>
 #include <sys/stat.h>
 
@@ -22,28 +21,14 @@
 #include "runtime/session_factory.hpp"
 #include "support/env_override.hpp"
 #include "support/onnx_model_builder.hpp"
+#include "support/relu_product_graph.hpp"
 #include "support/tensor_compare.hpp"
 #include "wpk/wpk.hpp"
 
 namespace {
 
-// y = relu(a @ b + bias): one node after fusion, which the generated backend runs.
-wpk::Graph product_graph() {
-  std::mt19937 rng(11);
-  std::uniform_real_distribution<float> u(-1, 1);
-  std::vector<float> b(29 * 40), bias(40);
-  for (float& v : b) v = u(rng);
-  for (float& v : bias) v = u(rng);
-  wpk::Graph g;
-  g.add_input("a", wpk::DType::Float32, {6, 29});
-  g.add_initializer("b", wpk::Tensor::from_vector(b, {29, 40}));
-  g.add_initializer("bias", wpk::Tensor::from_vector(bias, {40}));
-  g.add_node("MatMul", {"a", "b"}, {"p"});
-  g.add_node("Add", {"p", "bias"}, {"q"});
-  g.add_node("Relu", {"q"}, {"y"});
-  g.add_output("y");
-  return g;
-}
+// 6 rows through a 29x40 product with bias and ReLU.
+wpk::Graph product_graph() { return wpk::testing::relu_product_graph(6, 29, 40, 11); }
 
 wpk::TensorMap input() {
   std::vector<float> a(6 * 29);

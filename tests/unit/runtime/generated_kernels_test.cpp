@@ -6,7 +6,6 @@
 #include <atomic>
 #include <cmath>
 #include <cstdlib>
-#include <random>
 
 #include "backends/generated/generated_backend.hpp"
 #include "backends/reference/reference_backend.hpp"
@@ -16,27 +15,13 @@
 #include "runtime/kernel_compilation.hpp"
 #include "support/env_override.hpp"
 #include "support/onnx_model_builder.hpp"
+#include "support/relu_product_graph.hpp"
 #include "wpk/wpk.hpp"
 
 namespace {
 
 // y = relu(a @ b + bias) over a dynamic number of rows.
-wpk::Graph product_graph() {
-  std::mt19937 rng(5);
-  std::uniform_real_distribution<float> u(-1, 1);
-  std::vector<float> b(37 * 50), bias(50);
-  for (float& v : b) v = u(rng);
-  for (float& v : bias) v = u(rng);
-  wpk::Graph g;
-  g.add_input("a", wpk::DType::Float32, {wpk::Dim("rows"), 37});
-  g.add_initializer("b", wpk::Tensor::from_vector(b, {37, 50}));
-  g.add_initializer("bias", wpk::Tensor::from_vector(bias, {50}));
-  g.add_node("MatMul", {"a", "b"}, {"p"});
-  g.add_node("Add", {"p", "bias"}, {"q"});
-  g.add_node("Relu", {"q"}, {"y"});
-  g.add_output("y");
-  return g;
-}
+wpk::Graph product_graph() { return wpk::testing::relu_product_graph(wpk::Dim("rows"), 37, 50, 5); }
 
 wpk::TensorMap rows_of_input(std::int64_t rows) {
   std::vector<float> a(static_cast<std::size_t>(rows * 37));
