@@ -15,7 +15,7 @@ bool MemoryBudget::try_reserve(std::int64_t bytes) {
   return true;
 }
 
-void MemoryBudget::reserve(std::int64_t bytes, const std::string& where) {
+void MemoryBudget::reserve(std::int64_t bytes, const char* where) {
   if (!try_reserve(bytes)) fail(bytes, where);
 }
 
@@ -31,7 +31,7 @@ bool RunReservation::try_reserve(std::int64_t bytes) {
   return true;
 }
 
-void RunReservation::reserve(std::int64_t bytes, const std::string& where) {
+void RunReservation::reserve(std::int64_t bytes, const char* where) {
   if (!try_reserve(bytes)) budget_->fail(bytes, where);
 }
 

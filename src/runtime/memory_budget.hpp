@@ -17,8 +17,9 @@ class MemoryBudget {
   std::int64_t held() const { return held_.load(std::memory_order_relaxed); }
   // False, reserving nothing, when `bytes` more would cross the limit.
   bool try_reserve(std::int64_t bytes);
-  // try_reserve, or Error(ResourceExhausted) starting with `where` (fail() throws that error).
-  void reserve(std::int64_t bytes, const std::string& where);
+  // try_reserve, or Error(ResourceExhausted) starting with `where` (fail() throws that error);
+  // a literal, so that a run reserving its arena builds no string unless it fails.
+  void reserve(std::int64_t bytes, const char* where);
   [[noreturn]] void fail(std::int64_t bytes, const std::string& where) const;
   void release(std::int64_t bytes) { held_.fetch_sub(bytes, std::memory_order_relaxed); }
 
@@ -35,7 +36,7 @@ class RunReservation {
   RunReservation(const RunReservation&) = delete;
   RunReservation& operator=(const RunReservation&) = delete;
   bool try_reserve(std::int64_t bytes);
-  void reserve(std::int64_t bytes, const std::string& where);
+  void reserve(std::int64_t bytes, const char* where);
   void release(std::int64_t bytes);
   void release_all();
   const MemoryBudget& budget() const { return *budget_; }

@@ -534,8 +534,7 @@ std::vector<Tensor> Session::run_checked(const std::vector<const Tensor*>& input
   if (known) {
     memory.plan = known;
     if (known->memory_planned && known->arena_bytes > 0) {
-      const auto bytes = static_cast<std::int64_t>(known->arena_bytes);
-      if (!reservation.try_reserve(bytes)) reservation.budget().fail(bytes, "the run's arena: ");  // the message only then
+      reservation.reserve(static_cast<std::int64_t>(known->arena_bytes), "the run's arena: ");
       memory.arena = im.arenas->acquire(known->arena_bytes);
     }
   }
