@@ -358,8 +358,7 @@ class LoopPrinter {
     if (s->dynamic) {
       // The steps known at run time: each step's share of the lines in 2^-20ths, which the
       // compiler computes once outside the loops.
-      const std::string trips = std::to_string(s->full) + " * ((" + dynamic_name(s->dynamic.get()) + " + " +
-                                std::to_string(s->divisor - 1) + ") / " + std::to_string(s->divisor) + ")";
+      const std::string trips = std::to_string(s->full) + " * " + dynamic_trips(*s);
       fetch(depth + 1, "((" + count + " * ((" + d_.int64 + "(" + l + ") << 20) / (" + trips + "))) >> 20)");
     } else if (s->full >= 2 * lines) {
       // More steps than lines: a line every `every` steps (a power of two, so a mask decides).
@@ -481,11 +480,7 @@ class LoopPrinter {
       return;
     }
     const std::string name = c_name(v);
-    const std::string bound =
-        !s->dynamic ? std::to_string(s->extent)
-        : s->divisor == 1
-            ? dynamic_name(s->dynamic.get())
-            : "(" + dynamic_name(s->dynamic.get()) + " + " + std::to_string(s->divisor - 1) + ") / " + std::to_string(s->divisor);
+    const std::string bound = !s->dynamic ? std::to_string(s->extent) : dynamic_trips(*s);
     const std::string header = "for (" + d_.int64 + " " + name + " = 0; " + name + " < " + bound + "; ++" + name + ") {";
     if (s->loop == LoopKind::Parallel) {
       if (!d_.openmp) throw std::invalid_argument(k_.name + ": a parallel loop ('" + v->name + "') in a " + d_.name + " kernel; bind it to blocks");
@@ -514,6 +509,13 @@ class LoopPrinter {
     line(depth, header);
     statement(s->body[0], depth + 1);
     line(depth, "}");
+  }
+
+  // ceil(dynamic / divisor) of a loop (or a Prefetch walking one) over a dynamic extent.
+  std::string dynamic_trips(const Stmt& s) const {
+    const std::string n = dynamic_name(s.dynamic.get());
+    if (s.divisor == 1) return n;
+    return "((" + n + " + " + std::to_string(s.divisor - 1) + ") / " + std::to_string(s.divisor) + ")";
   }
 
   std::string dynamic_name(const VarNode* v) const {
