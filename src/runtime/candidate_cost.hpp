@@ -2,7 +2,7 @@
 // The cost model's seconds for one candidate of a node (search/cost_model.hpp): the node's
 // workload on the given input shapes, the kernel as its backend describes it for them
 // (Backend::describe), else as the prepared kernel says (Kernel::profile), else a generic kernel;
-// scaled by this machine's calibration of the candidate (cost_calibration.hpp) when given one.
+// calibrated by what this machine measured of the candidate (cost_calibration.hpp) when given one.
 // The execution plan ranks a node's candidates by it before preparing any; the tuner ranks the
 // prepared ones by it per input-shape signature.
 #include <string>
@@ -22,7 +22,7 @@ KernelProfile candidate_profile(const Backend& backend, const std::string& confi
                                 const InputShapes& shapes, int threads, const Kernel* prepared = nullptr);
 
 // The cost model's seconds for a candidate computing as `profile`; `calibration` (may be null)
-// scales it by what this machine measured of the candidate `identity`.
+// corrects them by what this machine measured of the candidate `identity` and its backend.
 double predicted_seconds(const KernelProfile& profile, const std::string& identity, const Node& node,
                          const InputShapes& shapes, int threads, const CostCalibration* calibration = nullptr);
 

@@ -49,6 +49,6 @@ std::vector<LoggedTrial> decode_trial_log(const std::string& text) {
   return out;
 }
 
-std::string calibration_record_key() { return "cost-model-calibration;" + environment_key(); }
+std::string calibration_record_key() { return "cost-model-calibration-2;" + environment_key(); }
 
 }  // namespace wpk

@@ -300,6 +300,42 @@ TEST_CASE("the calibration is stored as its own record, and lookups then skip th
   CHECK(full.values_with_prefix(kTrialLogPrefix).size() == 1);
 }
 
+// "lib" costs 40 us a call on top of its work, "tight" nothing: only a call term fits both the
+// smallest and the largest of lib's trials, and the factor alone (the median ratio) would price
+// a 1 us lib node at a few us.
+TEST_CASE("calibration learns a backend's fixed cost a call besides its factor", "[tuning]") {
+  std::vector<LoggedTrial> log;
+  for (const double work : {0.5, 2.0, 8.0, 32.0, 128.0, 512.0, 2048.0}) {
+    log.push_back({"lib(algorithm=a)", 1, work + 40.0, work});
+    log.push_back({"tight", 1, work, work});
+  }
+  const CostCalibration c = CostCalibration::fit(log);
+  CHECK(c.call_seconds("lib(algorithm=a)", 1) >= 16e-6);
+  CHECK(c.call_seconds("lib(algorithm=a)", 1) <= 64e-6);
+  CHECK(c.call_seconds("lib(algorithm=b)", 1) == c.call_seconds("lib(algorithm=a)", 1));  // the backend's
+  CHECK(c.call_seconds("lib(algorithm=a)", 4) == c.call_seconds("lib(algorithm=a)", 1));  // nearest count below
+  CHECK(c.call_seconds("tight", 1) == 0.0);
+  CHECK(c.call_seconds("never", 1) == 0.0);
+  CHECK(c.factor("lib(algorithm=a)") == Approx(1.0).epsilon(0.3));
+  CHECK(c.factor("tight") == Approx(1.0).epsilon(0.1));
+  // Calibrated, the 1 us lib node is predicted within a factor 2 of what it measured.
+  const double small = c.factor("lib(algorithm=a)") * 0.5e-6 + c.call_seconds("lib(algorithm=a)", 1);
+  CHECK(small > 40.5e-6 / 2);
+  CHECK(small < 40.5e-6 * 2);
+
+  // The record keeps the call terms exactly, and a record from before them is recomputed.
+  const std::string dir = wpk::testing::temp_dir("tune_calibration_calls");
+  {
+    TuningDb db(dir);
+    db.store("a node's key;trials", encode_trial_log(log), 100, "test");
+    CostCalibration::store(db);
+  }
+  const auto lookups = TuningDb::open_for_lookup(dir);
+  const CostCalibration recorded = CostCalibration::from(lookups.get());
+  CHECK(recorded.call_seconds("lib(algorithm=a)", 1) == c.call_seconds("lib(algorithm=a)", 1));
+  CHECK(recorded.factor("lib(algorithm=a)") == c.factor("lib(algorithm=a)"));
+}
+
 TEST_CASE("tuning options that make no sense are an InvalidArgument error", "[tuning]") {
   const std::string dir = wpk::testing::temp_dir("tune_args");
   SessionOptions bad_algorithm, bad_budget;
