@@ -112,6 +112,9 @@ struct KernelProfile {
   double extra_bytes = 0;    // bytes it moves beyond the op's inputs and outputs (reorders, ...;
                              // negative: fewer, as weights packed in bf16)
   bool overlaps_memory = false;  // prefetches while it computes: memory and compute time overlap
+  // Of the bytes it moves, those it prefetches while it computes (weights fetched a panel ahead):
+  // their transfer costs only what it takes beyond the compute time.
+  double prefetched_bytes = 0;
   // Its packed weights depend on the input shape (oneDNN's Winograd: another transform from batch
   // 2 on), so with symbolic dims it keeps the loaded weights beside its packing.
   bool shape_specific_weights = false;

@@ -19,8 +19,15 @@ KernelProfile candidate_profile(const Backend& backend, const std::string& confi
 
 double predicted_seconds(const KernelProfile& k, const std::string& identity, const Node& node, const InputShapes& shapes,
                          int threads, const CostCalibration* calibration) {
-  const search::KernelTraits traits{k.vector_bits,     k.efficiency,   k.work_scale, k.extra_bytes,
-                                    k.overlaps_memory, k.call_seconds, k.multithreaded};
+  search::KernelTraits traits;
+  traits.vector_bits = k.vector_bits;
+  traits.efficiency = k.efficiency;
+  traits.work_scale = k.work_scale;
+  traits.extra_bytes = k.extra_bytes;
+  traits.overlaps_memory = k.overlaps_memory;
+  traits.prefetched_bytes = k.prefetched_bytes;
+  traits.call_seconds = k.call_seconds;
+  traits.multithreaded = k.multithreaded;
   const double seconds = k.predicted_seconds > 0 ? k.predicted_seconds
                                                 : search::predict_seconds(estimate_workload(node, shapes), traits,
                                                                           search::Machine{threads});

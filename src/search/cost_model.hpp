@@ -23,6 +23,9 @@ struct KernelTraits {
   // moves fewer (weights packed in bf16).
   double extra_bytes = 0;
   bool overlaps_memory = false;  // prefetches while computing: the larger of the two times counts
+  // Of the bytes moved, those prefetched while computing: their time counts only where it exceeds
+  // the compute time (under overlaps_memory they overlap anyway).
+  double prefetched_bytes = 0;
   double call_seconds = 0;       // per call, whatever the size
   bool multithreaded = true;     // false: one thread does the work whatever the machine offers
 };

@@ -124,6 +124,7 @@ Schedule window_schedule(const Compute& c, const MatMulConfig& config, int lanes
 Schedule conv_schedule(const Compute& c, const MatMulConfig& config, int lanes) {
   Schedule s = window_schedule(c, config, lanes);
   s.pack(c.inputs[1], c.axes[3]);
+  if (config.prefetch) s.prefetch_next(c.inputs[1], s.split_of(c.axes[3].get())->outer);
   return s;
 }
 

@@ -234,6 +234,14 @@ std::vector<std::string> GeneratedBackend::configs(const Node& node, const Graph
     // A conv's tile spans at least 4 output pixels: fewer reload each weight vector too often to
     // be worth compiling.
     if (plan.product || c.rows >= 4) out.push_back(c.text());
+  // A product with constant (packed) weights or a conv (not depthwise): each tile also
+  // prefetching the weights, after the others (the first config is the default one).
+  if ((plan.product && graph.initializer(node.inputs[1])) || (plan.conv && !plan.conv->depthwise))
+    for (MatMulConfig c : matmul_configs(vector_registers(widest_target())))
+      if (plan.product || c.rows >= 4) {
+        c.prefetch = true;
+        out.push_back(c.text());
+      }
   return out;
 }
 
@@ -391,14 +399,19 @@ std::optional<KernelProfile> GeneratedBackend::describe(const Node& node, const 
     const double again_bytes = sizeof(float) * static_cast<double>(c->parallel_cols ? *rows * s.k : s.k * s.n);
     const std::int64_t passes = c->parallel_cols ? col_tiles : row_tiles;
     if (again_bytes > static_cast<double>(private_cache_bytes()) && passes > 1) p.extra_bytes += static_cast<double>(passes - 1) * again_bytes;
+    if (c->prefetch) p.prefetched_bytes = sizeof(float) * static_cast<double>(s.k * s.n) + p.extra_bytes;
   } else {
     const ConvSpec& s = *plan.conv;
     if (!dynamic_extent(shapes, 3)) return std::nullopt;
     p.name = kernel_name(s.depthwise ? "depthwise_conv_nhwc" : "conv_nhwc", *c, target);
     p.efficiency = s.depthwise ? 0.3 * fmas / (fmas + c->vectors) : 0.36 * tile_efficiency(c->rows, c->vectors, s.ow);
+    if (c->prefetch) p.prefetched_bytes = sizeof(float) * static_cast<double>(s.kh * s.kw * s.c * s.o);
     columns = s.o;
     tiles = c->parallel_cols ? (s.o + c->vectors * lanes - 1) / (c->vectors * lanes) : s.oh;
   }
+  // A prefetch a reduction step beside the tile's multiply-adds takes issue slots; what it saves,
+  // the weights' transfer hidden behind the arithmetic, is prefetched_bytes.
+  if (c->prefetch) p.efficiency *= static_cast<double>(c->rows * c->vectors) / (c->rows * c->vectors + 1);
   // Masked last vectors do whole vectors' work; the parallel loop's tiles shared among threads.
   const std::int64_t cols = std::min<std::int64_t>(std::int64_t{c->vectors} * lanes, columns);
   const std::int64_t per_thread = (tiles + threads - 1) / threads;

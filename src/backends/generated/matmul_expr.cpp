@@ -100,16 +100,19 @@ std::optional<MatMulSpec> matmul_spec(const Node& node, const Graph& graph, std:
 }
 
 std::string MatMulConfig::text() const {
-  return "rows=" + std::to_string(rows) + ",vectors=" + std::to_string(vectors) + ",parallel=" + (parallel_cols ? "cols" : "rows");
+  return "rows=" + std::to_string(rows) + ",vectors=" + std::to_string(vectors) + ",parallel=" + (parallel_cols ? "cols" : "rows") +
+         (prefetch ? ",prefetch=1" : "");
 }
 
 std::optional<MatMulConfig> MatMulConfig::parse(const std::string& text) {
   MatMulConfig c;
   char parallel[8] = {};
   int used = 0;
-  if (std::sscanf(text.c_str(), "rows=%d,vectors=%d,parallel=%4[a-z]%n", &c.rows, &c.vectors, parallel, &used) != 3 ||
-      static_cast<std::size_t>(used) != text.size())
+  if (std::sscanf(text.c_str(), "rows=%d,vectors=%d,parallel=%4[a-z]%n", &c.rows, &c.vectors, parallel, &used) != 3)
     return std::nullopt;
+  const std::string rest = text.substr(static_cast<std::size_t>(used));
+  if (!rest.empty() && rest != ",prefetch=1") return std::nullopt;
+  c.prefetch = !rest.empty();
   const std::string p = parallel;
   if ((p != "rows" && p != "cols") || c.rows < 1 || c.rows > 16 || c.vectors < 1 || c.vectors > 8) return std::nullopt;
   c.parallel_cols = p == "cols";
@@ -151,7 +154,10 @@ Schedule matmul_schedule(const Compute& c, const MatMulConfig& config, int lanes
   }
   s.unroll(ii);
   s.vectorize(ji);
-  if (pack_b) s.pack(c.inputs[1], j);
+  if (pack_b) {
+    s.pack(c.inputs[1], j);
+    if (config.prefetch) s.prefetch_next(c.inputs[1], jo);
+  }
   return s;
 }
 

@@ -28,10 +28,14 @@ struct MatMulSpec : Epilogue {
 std::optional<MatMulSpec> matmul_spec(const Node& node, const Graph& graph, std::string& why);
 
 // A register tile of `rows` rows by `vectors` SIMD vectors of columns, the parallel loop over row
-// tiles or over column tiles: "rows=4,vectors=2,parallel=rows".
+// tiles or over column tiles: "rows=4,vectors=2,parallel=rows". With prefetch (",prefetch=1":
+// products with constant B, and convs), the next panel of packed weights is prefetched while one
+// is computed (codegen::Schedule::prefetch_next): a gain where the weights stream from memory, a
+// cost where they stay cached.
 struct MatMulConfig {
   int rows = 4, vectors = 2;
   bool parallel_cols = false;
+  bool prefetch = false;
   std::string text() const;
   static std::optional<MatMulConfig> parse(const std::string& text);
 };

@@ -3,6 +3,8 @@
 // runs on the calling thread alone gains nothing from more.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+
 #include "search/cost_model.hpp"
 
 using namespace wpk::search;
@@ -33,4 +35,26 @@ TEST_CASE("a call's fixed cost is added whatever the size; a single-threaded ker
   const Workload tiny{64, 768}, large{1 << 20, 12 << 20};
   CHECK(predict_seconds(tiny, scalar, Machine{2}) < predict_seconds(tiny, library, Machine{1}));
   CHECK(predict_seconds(large, library, Machine{2}) < predict_seconds(large, scalar, Machine{2}));
+}
+
+TEST_CASE("prefetched bytes cost only the time they take beyond the compute", "[cost][search]") {
+  const Machine m{1};
+  const KernelTraits plain{512, 0.5};
+  KernelTraits ahead = plain;
+  // A product whose weights are most of its bytes, and whose arithmetic takes longer than them.
+  const Workload w{2e8, 4e6};
+  ahead.prefetched_bytes = 3e6;
+  const double compute_only = predict_seconds(Workload{w.flops, 0}, plain, m);
+  const double rest = predict_seconds(Workload{0, 1e6}, plain, m);
+  CHECK(predict_seconds(w, plain, m) == Approx(compute_only + predict_seconds(Workload{0, w.bytes}, plain, m)));
+  CHECK(predict_seconds(w, ahead, m) == Approx(compute_only + rest));
+  // Where the prefetched bytes take longer than the arithmetic, the excess shows.
+  const Workload light{2e5, 4e6};
+  const double excess = predict_seconds(Workload{0, 3e6}, plain, m) - predict_seconds(Workload{light.flops, 0}, plain, m);
+  CHECK(excess > 0);
+  CHECK(predict_seconds(light, ahead, m) ==
+        Approx(predict_seconds(Workload{light.flops, 0}, plain, m) + rest + excess));
+  // More than the workload moves is clamped to it.
+  ahead.prefetched_bytes = 1e9;
+  CHECK(predict_seconds(w, ahead, m) == Approx(std::max(compute_only, predict_seconds(Workload{0, w.bytes}, plain, m))));
 }
