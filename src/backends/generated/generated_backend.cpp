@@ -234,9 +234,9 @@ std::vector<std::string> GeneratedBackend::configs(const Node& node, const Graph
     // A conv's tile spans at least 4 output pixels: fewer reload each weight vector too often to
     // be worth compiling.
     if (plan.product || c.rows >= 4) out.push_back(c.text());
-  // A product with constant (packed) weights or a conv (not depthwise): each tile also
-  // prefetching the weights, after the others (the first config is the default one).
-  if ((plan.product && graph.initializer(node.inputs[1])) || (plan.conv && !plan.conv->depthwise))
+  // A product or a conv (not depthwise) with constant (packed) weights: each tile also
+  // prefetching them, after the others (the first config is the default one).
+  if (graph.initializer(node.inputs[1]) && (plan.product || (plan.conv && !plan.conv->depthwise)))
     for (MatMulConfig c : matmul_configs(vector_registers(widest_target())))
       if (plan.product || c.rows >= 4) {
         c.prefetch = true;
