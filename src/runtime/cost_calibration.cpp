@@ -33,7 +33,7 @@ bool parse_number(const std::string& text, double& out) {
 }
 
 bool decode_record(const std::string& value, std::map<std::string, double>& factors,
-                                             std::map<std::pair<std::string, int>, double>& calls) {
+                   std::map<std::pair<std::string, int>, double>& calls) {
   if (value.rfind(kCalibrationPrefix, 0) != 0) return false;
   std::size_t at = std::strlen(kCalibrationPrefix);
   while (at < value.size()) {
@@ -116,16 +116,20 @@ std::vector<LoggedTrial> logged_trials(const TuningDb& db) {
 
 CostCalibration CostCalibration::fit(const std::vector<LoggedTrial>& logged) {
   CostCalibration c;
-  std::vector<double> all;
+  std::vector<const LoggedTrial*> usable;
+  std::vector<double> ratios;
   for (const LoggedTrial& t : logged)
-    if (std::isfinite(t.us) && t.us > 0 && t.predicted_us > 0) all.push_back(t.us / t.predicted_us);
-  if (all.empty()) return c;
-  const double typical = median(all);
+    if (std::isfinite(t.us) && t.us > 0 && t.predicted_us > 0) {
+      usable.push_back(&t);
+      ratios.push_back(t.us / t.predicted_us);
+    }
+  if (usable.empty()) return c;
+  const double typical = median(ratios);
   std::map<std::string, std::size_t> identities;
   std::map<std::pair<std::string, int>, std::size_t> groups;
   Fit fit;
-  for (const LoggedTrial& t : logged) {
-    if (!std::isfinite(t.us) || !(t.us > 0) || !(t.predicted_us > 0)) continue;
+  for (const LoggedTrial* trial : usable) {
+    const LoggedTrial& t = *trial;
     const std::size_t id = identities.emplace(t.identity, identities.size()).first->second;
     const std::size_t group = groups.emplace(std::make_pair(backend_of(t.identity), t.threads), groups.size()).first->second;
     if (id == fit.of_identity.size()) fit.of_identity.emplace_back();
