@@ -288,13 +288,16 @@ PreparedNode prepare_node(const Graph& graph, std::size_t i, const std::vector<c
   }
   // The choice at the declared shapes: what a tuning record names, else the cost model's best;
   // first, so it is the step's default candidate.
-  std::string recorded;
-  if (options.recorded_choice && !options_offered.empty()) {
-    recorded = options.recorded_choice(n, step.offered);
+  std::vector<std::string> recorded;
+  if (options.recorded_choices && !options_offered.empty()) {
+    recorded = options.recorded_choices(n, step.offered);
     const auto it = std::find_if(options_offered.begin(), options_offered.end(),
-                                 [&](const Option& o) { return o.identity == recorded; });
+                                 [&](const Option& o) { return !recorded.empty() && o.identity == recorded.front(); });
     if (it != options_offered.end()) std::rotate(options_offered.begin(), it, it + 1);
   }
+  const auto is_recorded = [&](const Option& o) {
+    return std::find(recorded.begin(), recorded.end(), o.identity) != recorded.end();
+  };
   // Compiling at load is the tuner's: without tuning, a generated kernel the cost model picked
   // runs from code the kernel store already holds, unless a record chose it or no library or
   // hand-written kernel runs the node (a first load takes no compiler's seconds for a guess).
@@ -304,7 +307,7 @@ PreparedNode prepare_node(const Graph& graph, std::size_t i, const std::vector<c
   for (const Option& o : options_offered)
     only_generated = only_generated && (o.backend->generates_code() || o.backend->name() == "reference");
   const auto may_compile = [&](const Option& o) {
-    return options.every_config || only_generated || (o.identity == recorded && !options.compile_later);
+    return options.every_config || only_generated || (is_recorded(o) && !options.compile_later);
   };
   std::vector<bool> wanted(options_offered.size(), options.every_config);
   // Where an input's shape is unknown until it arrives (a size the graph computes from values),
@@ -318,6 +321,7 @@ PreparedNode prepare_node(const Graph& graph, std::size_t i, const std::vector<c
     for (std::size_t o = 0; o < options_offered.size(); ++o) wanted[o] = wanted[o] || !options_offered[o].backend->generates_code();
   if (!options_offered.empty()) {
     wanted[0] = true;
+    for (std::size_t o = 1; o < options_offered.size(); ++o) wanted[o] = wanted[o] || is_recorded(options_offered[o]);
     // A second packing of the weights is worth its memory only where the first choice is
     // predicted well behind at a large batch.
     if (large)

@@ -74,10 +74,11 @@ struct PlanOptions {
   // prepared when a run first picks them, not at load; the graph must outlive the plan.
   bool defer_alternatives = false;
   const CostCalibration* calibration = nullptr;  // this machine's refinement of the cost model
-  // The identity of the candidate a tuning record names for the node at its declared shapes
-  // (symbolic dims as 1; given the node and its offered candidates), or "": prepared instead of
-  // the cost model's choice there.
-  std::function<std::string(const Node&, const std::string& offered)> recorded_choice;
+  // The identities of the candidates tuning records name for the node (given the node and its
+  // offered candidates; "" where none): first the one for its declared shapes (symbolic dims as
+  // 1), prepared instead of the cost model's choice there; then any others a run may pick (a
+  // batch run in parts), prepared as alternatives.
+  std::function<std::vector<std::string>(const Node&, const std::string& offered)> recorded_choices;
   // Where a generated kernel whose code the kernel store lacks is the node's choice (the cost
   // model's, or a tuning record's) and other backends than the reference run the node: false
   // leaves it out (a record's choice is compiled at load); true prepares it all the same, as the

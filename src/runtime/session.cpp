@@ -305,10 +305,12 @@ Session::Session(Graph graph, SessionOptions options, const std::vector<const Ba
       return impl_->kernels.get();
     };
     if (TuningDb* db = impl_->tuning_db.get())
-      plan.recorded_choice = [db, &g, threads = impl_->threads](const Node& node, const std::string& offered) {
-        const std::string key = tuning_key(op_signature(node, g, declared_input_descs(node, g)), threads, offered);
-        const auto value = db->lookup(key);
-        return value ? parse_record_value(*value).first : std::string();
+      plan.recorded_choices = [db, &g, threads = impl_->threads](const Node& node, const std::string& offered) {
+        const std::string key = declared_tuning_key(node, g, threads, offered);
+        std::vector<std::string> named;
+        for (const auto& value : {db->lookup(key), db->lookup(batch_part_choice_key(key))})
+          named.push_back(value ? parse_record_value(*value).first : std::string());
+        return named;
       };
     impl_->plan = std::make_unique<ExecutionPlan>(impl_->graph, backends, plan);
   });

@@ -135,6 +135,12 @@ std::string tuning_key(const std::string& signature, int threads, const std::str
   return signature + ";threads=" + std::to_string(threads) + ";backends=" + offered + ";" + environment_key();
 }
 
+std::string declared_tuning_key(const Node& node, const Graph& graph, int threads, const std::string& offered) {
+  return tuning_key(op_signature(node, graph, declared_input_descs(node, graph)), threads, offered);
+}
+
+std::string batch_part_choice_key(const std::string& declared_key) { return "batch-part;" + declared_key; }
+
 std::string Tuner::key_for(const PlanStep& step, const Node& node, const std::vector<const Tensor*>& inputs) const {
   // A constant the kernels own packed copies of comes as no tensor: described as declared.
   const InputShapes shapes = run_input_shapes(node, graph_, inputs);

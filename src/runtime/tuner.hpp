@@ -138,6 +138,13 @@ std::uint64_t tuning_measurements();
 // and every candidate the plan offered it (PlanStep::offered).
 std::string tuning_key(const std::string& signature, int threads, const std::string& offered);
 
+// The key a session looks a node's record up by at load (its declared shapes), and the key of
+// the record beside it that names what the node runs on in a batch run in parts (one thread a
+// part, runtime/batch_parts.hpp): stored by the tuning that chose the parts, so that a later
+// session prepares that candidate too.
+std::string declared_tuning_key(const Node& node, const Graph& graph, int threads, const std::string& offered);
+std::string batch_part_choice_key(const std::string& declared_key);
+
 // A record's winner as stored ("onednn;threads=1") and parsed back: the backend's name and the
 // threads (0 when the record names none: all of them).
 std::string record_value(const std::string& backend, int threads);

@@ -65,6 +65,17 @@ SessionOptions with_parts_record(const Graph& g, const Tensor& x, const std::str
   return o;
 }
 
+// Tuning at load into `dir`, two threads, the batch fixed at 4.
+SessionOptions tuning_at_batch_4(const std::string& dir) {
+  SessionOptions o;
+  o.threads = 2;
+  o.cache_dir = dir;
+  o.fixed_dims = {{"N", 4}};
+  o.tuning = true;
+  o.tuning_budget = 60;
+  return o;
+}
+
 Tensor reference_output(const Graph& g, const Tensor& x) {
   const Session ref = SessionFactory::create(g, {}, {&runtime_test::reference_backend()});
   return ref.run({{"x", x}}).at("y");
@@ -110,12 +121,7 @@ TEST_CASE("a model whose rows depend on each other runs its batch whole whatever
 TEST_CASE("tuning at load times the batch whole and in parts, and its record decides for later sessions", "[tuning]") {
   const std::string dir = wpk::testing::temp_dir("batch-parts-tune");
   const Tensor x = pattern({4, 3, 10, 10}, 1.0f);
-  SessionOptions o;
-  o.threads = 2;
-  o.cache_dir = dir;
-  o.fixed_dims = {{"N", 4}};
-  o.tuning = true;
-  o.tuning_budget = 60;
+  const SessionOptions o = tuning_at_batch_4(dir);
   BatchPartsCheck check;
   {
     const Session tuned(classifier(), o);
@@ -137,5 +143,35 @@ TEST_CASE("tuning at load times the batch whole and in parts, and its record dec
   RunProfile profile;
   const Tensor y = Session(classifier(), later).run({{"x", x}}, &profile).at("y");
   CHECK(profile.batch_parts == (check.chosen ? 2 : 1));
+  CHECK(testing::compare_allclose(y, reference_output(classifier(), x), 1e-5, 1e-6) == "");
+}
+
+// A part's nodes were tuned at its own shapes on one thread; a later session that prepares its
+// plan for the whole batch must prepare those choices too, and run them when the batch goes in
+// parts, as the tuning session itself would.
+TEST_CASE("a session that runs its batch in parts runs each node on what tuning chose for a part", "[tuning]") {
+  const std::string dir = wpk::testing::temp_dir("batch-parts-choices");
+  const Tensor x = pattern({4, 3, 10, 10}, 1.0f);
+  const SessionOptions o = tuning_at_batch_4(dir);
+  { const Session tuned(classifier(), o); }
+  // Whichever way the timing went, the record now says parts.
+  TuningDb(dir).store(record_key(classifier(), x, 2), record_batch_parts(2), 100, "test");
+
+  SessionOptions plain = o;
+  plain.tuning = false;
+  const Session s(classifier(), plain);
+  RunProfile profile;
+  const Tensor y = s.run({{"x", x}}, &profile).at("y");
+  REQUIRE(profile.batch_parts == 2);
+  const Session retuned(classifier(), o);  // every candidate prepared; its records answer
+  RunProfile retuned_profile;
+  retuned.run({{"x", x}}, &retuned_profile);
+  REQUIRE(retuned_profile.batch_parts == 2);
+  const PlanSummary a = s.describe(), b = retuned.describe();
+  REQUIRE(a.steps.size() == b.steps.size());
+  for (std::size_t i = 0; i < a.steps.size(); ++i) {
+    INFO(a.steps[i].node);
+    CHECK(a.steps[i].backend == b.steps[i].backend);
+  }
   CHECK(testing::compare_allclose(y, reference_output(classifier(), x), 1e-5, 1e-6) == "");
 }
