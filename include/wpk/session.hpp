@@ -234,8 +234,6 @@ class Session {
   void check_tuning_in_model(const TensorMap& inputs);
   // After that: whether this batch runs faster in parts (BatchPartsCheck), its record stored.
   void tune_batch_parts(const TensorMap& inputs, std::chrono::steady_clock::time_point deadline);
-  // Beside the parts record: what each node runs on in a part, for later sessions' plans.
-  void store_batch_part_choices() const;
 
   struct Impl;
   std::unique_ptr<Impl> impl_;

@@ -81,6 +81,20 @@ std::string model_fingerprint(const Graph& graph) {
   return hex64(fnv1a64(s));
 }
 
+std::optional<ShapeSignature> declared_signature(const Graph& graph) {
+  ShapeSignature sig;
+  for (ValueId v : graph.inputs()) {
+    const ValueInfo& info = graph.value(v);
+    if (!info.dims) return std::nullopt;
+    sig.push_back(static_cast<std::int64_t>(info.dims->size()));
+    for (const Dim& d : *info.dims) {
+      if (!d.is_static()) return std::nullopt;
+      sig.push_back(d.value);
+    }
+  }
+  return sig;
+}
+
 std::string batch_parts_key(const std::string& fingerprint, const ShapeSignature& signature, int threads) {
   std::string s = "batch_parts|model=" + fingerprint + "|shapes=";
   for (std::int64_t d : signature) s += std::to_string(d) + ",";

@@ -5,6 +5,7 @@
 // threads. Whether that is faster is measured (tuning at load, `wpk tune`), per model, input
 // shapes and thread count, and kept in the tuning records; without a record the batch runs
 // whole.
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -35,5 +36,8 @@ std::string batch_parts_key(const std::string& fingerprint, const ShapeSignature
 std::string record_batch_parts(int parts);
 // A record's value read back: the parts, 1 for anything else.
 int parse_batch_parts(const std::string& value);
+
+// The signature of the graph's inputs as declared, when every dim is a number (fixed at load).
+std::optional<ShapeSignature> declared_signature(const Graph& graph);
 
 }  // namespace wpk

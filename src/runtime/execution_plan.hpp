@@ -76,8 +76,8 @@ struct PlanOptions {
   const CostCalibration* calibration = nullptr;  // this machine's refinement of the cost model
   // The identities of the candidates tuning records name for the node (given the node and its
   // offered candidates; "" where none): first the one for its declared shapes (symbolic dims as
-  // 1), prepared instead of the cost model's choice there; then any others a run may pick (a
-  // batch run in parts), prepared as alternatives.
+  // 1), prepared instead of the cost model's choice there; then any others a run may pick (in
+  // batch parts), prepared as alternatives.
   std::function<std::vector<std::string>(const Node&, const std::string& offered)> recorded_choices;
   // Where a generated kernel whose code the kernel store lacks is the node's choice (the cost
   // model's, or a tuning record's) and other backends than the reference run the node: false

@@ -104,7 +104,7 @@ bool compiles_in_background(const SessionOptions& o) {
   return o.compile_in_background && !(env && std::string(env) == "0");
 }
 
-TuningSettings tuning_settings(const SessionOptions& o) {
+TuningSettings tuning_settings(const SessionOptions& o, const std::string& model_fingerprint) {
   if (!(o.tuning_budget > 0))
     throw Error(ErrorCode::InvalidArgument, "SessionOptions::tuning_budget must be > 0 seconds, got " + std::to_string(o.tuning_budget));
   TuningSettings t;
@@ -115,6 +115,7 @@ TuningSettings tuning_settings(const SessionOptions& o) {
     throw Error(ErrorCode::InvalidArgument,
                 "SessionOptions::tuning_algorithm must be grid, random, ga, rl or compare, got '" + o.tuning_algorithm + "'");
   }
+  t.model_fingerprint = model_fingerprint;
   t.seed = o.tuning_seed;
   t.trials_per_node = o.tuning_trials;
   t.on_progress = o.on_tuning_progress;
@@ -304,14 +305,26 @@ Session::Session(Graph graph, SessionOptions options, const std::vector<const Ba
         logger().info("generated kernels last for this process only: {}", impl_->kernels->why_not_persistent());
       return impl_->kernels.get();
     };
-    if (TuningDb* db = impl_->tuning_db.get())
-      plan.recorded_choices = [db, &g, threads = impl_->threads](const Node& node, const std::string& offered) {
-        const std::string key = declared_tuning_key(node, g, threads, offered);
-        std::vector<std::string> named;
-        for (const auto& value : {db->lookup(key), db->lookup(batch_part_choice_key(key))})
-          named.push_back(value ? parse_record_value(*value).first : std::string());
+    if (TuningDb* db = impl_->tuning_db.get()) {
+      // A batch fixed at load that its record sends into parts runs each part on what the part's
+      // records name, at its own shapes on one thread: those candidates are prepared too. Other
+      // records of the node (other batch sizes) are not: each alternative keeps the loaded
+      // weights until a run picks it, and a service that fixes its sizes never runs them.
+      const auto signature = declared_signature(g);
+      const auto parts_value = impl_->rows_apart && signature
+                                   ? db->lookup(batch_parts_key(impl_->fingerprint, *signature, impl_->threads))
+                                   : std::nullopt;
+      const bool in_parts = parts_value && parse_batch_parts(*parts_value) > 1;
+      plan.recorded_choices = [db, &g, threads = impl_->threads, model = impl_->fingerprint, in_parts](
+                                  const Node& node, const std::string& offered) {
+        const auto value = db->lookup(declared_tuning_key(node, g, threads, offered));
+        std::vector<std::string> named = {value ? parse_record_value(*value).first : std::string()};
+        if (in_parts)
+          if (const auto list = db->lookup(node_choices_key(model, node, offered)))
+            for (std::string& c : parse_node_choices(*list)) named.push_back(std::move(c));
         return named;
       };
+    }
     impl_->plan = std::make_unique<ExecutionPlan>(impl_->graph, backends, plan);
   });
   impl_->load.prepare_ms = us_since(t_prepare) / 1000;
@@ -330,10 +343,12 @@ Session::Session(Graph graph, SessionOptions options, const std::vector<const Ba
   if (impl_->plan->released_bytes() > 0) return_free_heap_pages();
   impl_->arenas = ArenaPool::create(arena_poison_from_env());
   impl_->poison_outputs = poison_outputs_from_env();
-  impl_->tuner = std::make_unique<Tuner>(g, *impl_->plan, impl_->tuning_db.get(), impl_->threads, tuning_settings(options),
+  impl_->tuner = std::make_unique<Tuner>(g, *impl_->plan, impl_->tuning_db.get(), impl_->threads,
+                                         tuning_settings(options, impl_->fingerprint),
                                          &impl_->calibration);
   if (impl_->rows_apart)
-    impl_->part_tuner = std::make_unique<Tuner>(g, *impl_->plan, impl_->tuning_db.get(), 1, tuning_settings(options),
+    impl_->part_tuner = std::make_unique<Tuner>(g, *impl_->plan, impl_->tuning_db.get(), 1,
+                                                tuning_settings(options, impl_->fingerprint),
                                                 &impl_->calibration);
   if (impl_->kernels) {  // a plan with generated kernels opened the store; the compiler starts if any awaits
     Impl* im = impl_.get();

@@ -63,22 +63,6 @@ std::vector<Tensor> Session::run_in_parts(const std::vector<const Tensor*>& inpu
   return out;
 }
 
-void Session::store_batch_part_choices() const {
-  // Under the keys a session looks up at load (PlanOptions::recorded_choices): the part's
-  // records are for its own shapes and one thread, which a later session's plan cannot name.
-  const Impl& im = *impl_;
-  const auto part_plan = im.part_plans.latest();
-  if (!part_plan) return;
-  const auto& steps = im.plan->steps();
-  for (std::size_t s = 0; s < steps.size() && s < part_plan->choice.size(); ++s) {
-    if (steps[s].candidates.size() < 2) continue;
-    const Node& node = im.graph.nodes()[steps[s].node_index];
-    const Candidate& c = steps[s].candidates[static_cast<std::size_t>(part_plan->choice[s].candidate)];
-    im.tuning_db->store(batch_part_choice_key(declared_tuning_key(node, im.graph, im.threads, steps[s].offered)),
-                        record_value(c.identity(), 1), 0, "what " + node.op_type + " runs on in a batch part");
-  }
-}
-
 void Session::tune_batch_parts(const TensorMap& inputs, std::chrono::steady_clock::time_point deadline) {
   Impl& im = *impl_;
   if (!im.rows_apart || !im.tuning_db) return;
@@ -134,7 +118,6 @@ void Session::tune_batch_parts(const TensorMap& inputs, std::chrono::steady_cloc
                       "batch of " + std::to_string(bound.front()->shape()[0]) + " in " + std::to_string(parts) + " parts: " +
                           std::to_string(check.parts_ms) + " ms, whole: " + std::to_string(check.whole_ms) + " ms, ratio " +
                           std::to_string(check.ratio));
-  store_batch_part_choices();  // whichever way won: a later record may say parts
   {
     std::lock_guard<std::mutex> lock(im.parts_mutex);
     im.parts[signature] = chosen;

@@ -139,7 +139,46 @@ std::string declared_tuning_key(const Node& node, const Graph& graph, int thread
   return tuning_key(op_signature(node, graph, declared_input_descs(node, graph)), threads, offered);
 }
 
-std::string batch_part_choice_key(const std::string& declared_key) { return "batch-part;" + declared_key; }
+std::string node_choices_key(const std::string& fingerprint, const Node& node, const std::string& offered) {
+  return "choices;model=" + fingerprint + ";node=" + node.name + ";backends=" + offered + ";" + environment_key();
+}
+
+// An identity holds no ';' (record_value separates the threads with one).
+std::vector<std::string> parse_node_choices(const std::string& value) {
+  std::vector<std::string> out;
+  std::size_t at = 0;
+  while (at < value.size()) {
+    const std::size_t end = std::min(value.find(';', at), value.size());
+    if (end > at) out.push_back(value.substr(at, end - at));
+    at = end + 1;
+  }
+  return out;
+}
+
+std::string add_node_choice(const std::string& value, const std::string& identity) {
+  std::vector<std::string> choices = parse_node_choices(value);
+  choices.erase(std::remove(choices.begin(), choices.end(), identity), choices.end());
+  choices.push_back(identity);
+  if (choices.size() > kNodeChoicesKept) choices.erase(choices.begin(), choices.end() - kNodeChoicesKept);
+  std::string out;
+  for (const std::string& c : choices) out += c + ";";
+  return out;
+}
+
+void Tuner::store_record(const PlanStep& step, const Node& node, const std::string& key, const std::string& identity,
+                         int threads, double us, const std::string& summary) const {
+  if (!db_) return;
+  db_->store(key, record_value(identity, threads), us, summary);
+  list_choice(step, node, identity);
+}
+
+void Tuner::list_choice(const PlanStep& step, const Node& node, const std::string& identity) const {
+  if (!db_) return;
+  const std::string list_key = node_choices_key(settings_.model_fingerprint, node, step.offered);
+  const std::string list = db_->lookup(list_key).value_or("");
+  const std::string updated = add_node_choice(list, identity);
+  if (updated != list) db_->store(list_key, updated, 0, "what " + node.name + "'s records name");
+}
 
 std::string Tuner::key_for(const PlanStep& step, const Node& node, const std::vector<const Tensor*>& inputs) const {
   // A constant the kernels own packed copies of comes as no tensor: described as declared.
@@ -259,6 +298,7 @@ StepChoice Tuner::choose(std::size_t s, const std::vector<const Tensor*>& inputs
       if (step.candidates[c].identity() == backend && runs(step.candidates[c], inputs)) {
         mark_tuned(s);
         if (measuring_) {
+          list_choice(step, node, backend);  // a folder tuned before the lists were kept gets them
           const StepChoice untuned = predicted_best(s, inputs, true);
           std::lock_guard<std::mutex> lock(report_mutex_);
           ++progress_.nodes_done;
@@ -294,6 +334,7 @@ void Tuner::settle(const std::vector<Change>& changes, const std::vector<StepCho
   // One store per record (steps sharing a record settle together), outside the report's lock.
   std::map<std::string, std::pair<std::string, double>> records;  // key -> (value, us)
   std::map<std::string, std::string> summaries;
+  std::vector<std::pair<std::size_t, std::string>> listed;  // (step, identity): every node's list
   {
     std::lock_guard<std::mutex> lock(report_mutex_);
     for (std::size_t i = 0; i < changes.size() && i < choices.size(); ++i) {
@@ -317,10 +358,15 @@ void Tuner::settle(const std::vector<Change>& changes, const std::vector<StepCho
       // As the plan has it: threads 0 (all) stays 0.
       records.emplace(c.key, std::make_pair(record_value(identity, choice.threads), i < us.size() ? us[i] : 0));
       summaries.emplace(c.key, chosen_[c.step] ? chosen_[c.step]->summary : node.op_type);
+      listed.emplace_back(c.step, identity);
     }
   }
-  if (db_)
-    for (const auto& [key, value] : records) db_->store(key, value.first, value.second, summaries[key]);
+  if (!db_) return;
+  for (const auto& [key, value] : records) db_->store(key, value.first, value.second, summaries[key]);
+  for (const auto& [s, identity] : listed) {
+    const PlanStep& step = plan_.steps()[s];
+    list_choice(step, graph_.nodes()[step.node_index], identity);
+  }
 }
 
 std::vector<int> tuning_thread_counts(int threads) {
@@ -486,8 +532,8 @@ StepChoice Tuner::search_node(std::size_t s, const std::vector<const Tensor*>& i
     winner = {untuned.candidate, threads_of(untuned)};
     winner_us = baseline_us;
   }
-  if (db_) db_->store(key, record_value(step.candidates[static_cast<std::size_t>(winner.candidate)].identity(), winner.threads),
-                      winner_us, op_summary(node, inputs));
+  store_record(step, node, key, step.candidates[static_cast<std::size_t>(winner.candidate)].identity(), winner.threads,
+               winner_us, op_summary(node, inputs));
   {
     std::lock_guard<std::mutex> lock(report_mutex_);
     tuned_[s] = true;

@@ -40,6 +40,9 @@ struct TuningSettings {
   // Sessions that do not tune compile the generated kernels the cost model picks after load
   // (SessionOptions::compile_in_background), so the choice a tuned one must beat may be one.
   bool untuned_compiles_later = false;
+  // The model's (batch_parts.hpp model_fingerprint): with a node's name, the key of the list of
+  // every candidate the node's records name (node_choices_key).
+  std::string model_fingerprint;
 };
 
 // A winner must be at least this much faster than the untuned choice to replace it.
@@ -92,6 +95,10 @@ class Tuner {
   int threads_of(StepChoice c) const { return c.threads > 0 ? c.threads : threads_; }
   StepChoice search_node(std::size_t step, const std::vector<const Tensor*>& inputs, const std::string& key,
                          StepChoice untuned) const;
+  // Stores the node's record under `key` and adds its choice to the node's list (node_choices_key).
+  void store_record(const PlanStep& step, const Node& node, const std::string& key, const std::string& identity,
+                    int threads, double us, const std::string& summary) const;
+  void list_choice(const PlanStep& step, const Node& node, const std::string& identity) const;
   // True when `winner` still beats `untuned` by kMinGain, both measured again; their new times
   // come back in winner_us and untuned_us.
   // Replays random, GA and RL on `measured` (every point of `space`) from the untuned point.
@@ -138,12 +145,19 @@ std::uint64_t tuning_measurements();
 // and every candidate the plan offered it (PlanStep::offered).
 std::string tuning_key(const std::string& signature, int threads, const std::string& offered);
 
-// The key a session looks a node's record up by at load (its declared shapes), and the key of
-// the record beside it that names what the node runs on in a batch run in parts (one thread a
-// part, runtime/batch_parts.hpp): stored by the tuning that chose the parts, so that a later
-// session prepares that candidate too.
+// The key a session looks a node's record up by at load (its declared shapes).
 std::string declared_tuning_key(const Node& node, const Graph& graph, int threads, const std::string& offered);
-std::string batch_part_choice_key(const std::string& declared_key);
+
+// Records are kept per shapes and thread count, but a session prepares its candidates at load
+// for its declared shapes: beside its records, each node of a tuned model has a list of every
+// candidate they name (for a batch part on one thread, at other batch sizes), under a key without
+// shapes or threads, so that a later session whose batch runs in parts prepares those too and
+// finds the part's record's choice prepared.
+std::string node_choices_key(const std::string& fingerprint, const Node& node, const std::string& offered);
+std::vector<std::string> parse_node_choices(const std::string& value);
+// The list with `identity` added (the most recent kNodeChoicesKept kept).
+std::string add_node_choice(const std::string& value, const std::string& identity);
+constexpr std::size_t kNodeChoicesKept = 6;
 
 // A record's winner as stored ("onednn;threads=1") and parsed back: the backend's name and the
 // threads (0 when the record names none: all of them).
