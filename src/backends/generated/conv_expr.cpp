@@ -85,11 +85,26 @@ std::optional<ConvSpec> conv_spec(const Node& node, const Graph& graph, std::str
   return s;
 }
 
+Tensor dense_conv_weights(const Tensor& w) {
+  const Shape& d = w.shape();
+  Tensor out = Tensor::zeros(DType::Float32, {d[0], d[2], d[3], d[1]});
+  const float* src = w.data<float>();
+  float* dst = out.data<float>();
+  for (std::int64_t o = 0; o < d[0]; ++o)
+    for (std::int64_t c = 0; c < d[1]; ++c)
+      for (std::int64_t y = 0; y < d[2]; ++y)
+        for (std::int64_t x = 0; x < d[3]; ++x)
+          dst[((o * d[2] + y) * d[3] + x) * d[1] + c] = src[((o * d[1] + c) * d[2] + y) * d[3] + x];
+  return out;
+}
+
 Compute conv_compute(const ConvSpec& s) {
   Var n = dynamic_var("n"), y = var("y", s.oh), x = var("x", s.ow), o = var("o", s.o), ky = var("ky", s.kh), kx = var("kx", s.kw);
   Buffer in = buffer("x", {kDynamic, s.h, s.w, s.c});
   const Affine iy = Affine(y) * s.sh + Affine(ky) * s.dh - s.pad_top, ix = Affine(x) * s.sw + Affine(kx) * s.dw - s.pad_left;
-  Buffer weights = buffer("w", {s.o, s.depthwise ? 1 : s.c, s.kh, s.kw});
+  // A dense conv's weights as [o, kh, kw, c] (dense_conv_weights): the reduction's innermost
+  // loop, over input channels, then reads its packed panel in order.
+  Buffer weights = s.depthwise ? buffer("w", {s.o, 1, s.kh, s.kw}) : buffer("w", {s.o, s.kh, s.kw, s.c});
   std::vector<Buffer> inputs = {in, weights};
   std::vector<Var> reduce = {ky, kx};
   Expr body;
@@ -98,7 +113,7 @@ Compute conv_compute(const ConvSpec& s) {
   } else {
     Var ic = var("ic", s.c);
     reduce.push_back(ic);
-    body = load_or_zero(in, {n, iy, ix, ic}) * load(weights, {o, ic, ky, kx});
+    body = load_or_zero(in, {n, iy, ix, ic}) * load(weights, {o, ky, kx, ic});
   }
   const Expr epilogue = epilogue_expr(s, o, {n, y, x, o}, {kDynamic, s.oh, s.ow, s.o}, inputs);
   return compute(s.depthwise ? "depthwise_conv" : "conv", buffer("y", {kDynamic, s.oh, s.ow, s.o}), {n, y, x, o}, reduce,

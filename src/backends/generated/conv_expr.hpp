@@ -24,6 +24,9 @@ struct ConvSpec : Epilogue {
 // The node as a convolution this backend writes, or why not (`why` set).
 std::optional<ConvSpec> conv_spec(const Node& node, const Graph& graph, std::string& why);
 
+// A dense conv's weights [o, c, kh, kw] in the order its generated kernel reads them, [o, kh, kw, c].
+Tensor dense_conv_weights(const Tensor& w);
+
 // The convolution as a tensor expression; its arguments: X, W, [bias], [residual], the output.
 codegen::Compute conv_compute(const ConvSpec& spec);
 // A tile of config.rows output pixels along a row by config.vectors vectors of channels; the

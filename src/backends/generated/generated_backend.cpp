@@ -49,6 +49,8 @@ std::string conv_recipe(const ConvSpec& s, const MatMulConfig& c, int lanes, Cpu
                                {"pad_top", s.pad_top}, {"pad_left", s.pad_left}, {"oh", s.oh}, {"ow", s.ow},
                                {"depthwise", s.depthwise}})
     r.add(key, v);
+  // Dense weights are read as [o, kh, kw, c] (dense_conv_weights).
+  if (!s.depthwise) r.add("weights", "ohwi");
   return r.add("config", c.text()).add("lanes", lanes).add("target", codegen::target_name(target)).text();
 }
 
@@ -300,6 +302,8 @@ std::unique_ptr<Kernel> GeneratedBackend::prepare(const Node& node, const Graph&
                                                matmul_recipe(s, *c, lanes, w != nullptr, target));
     }
     const ConvSpec& s = *plan.conv;
+    const Tensor dense_w = !s.depthwise && w ? dense_conv_weights(*w) : Tensor();
+    if (!dense_w.empty()) w = &dense_w;
     return std::make_unique<GeneratedKernel>(kernel_name(s.depthwise ? "depthwise_conv_nhwc" : "conv_nhwc", *c, target),
                                              conv_schedule(conv_compute(s), *c, lanes), target,
                                              Layout{{s.h, s.w, s.c}, {s.oh, s.ow, s.o}, 4}, s, Shape{}, w,
