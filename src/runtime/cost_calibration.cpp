@@ -17,7 +17,7 @@ namespace wpk {
 
 namespace {
 
-// The record: "calibration:<identity>|<factor>;...;call:<backend>@<threads>|<us>;..." under
+// The record: "calibration:<identity>[@<kernel>]|<factor>;...;call:<backend>@<threads>|<us>;..." under
 // calibration_record_key(). Identities hold no '|' or ';' (trial_log.hpp) and no ':' (a
 // backend's name, then its config in parentheses); numbers are printed exactly (%.17g).
 constexpr const char* kCalibrationPrefix = "calibration:";
@@ -25,6 +25,11 @@ constexpr const char* kCallPrefix = "call:";
 constexpr double kMaxCallUs = 1e6;
 
 std::string backend_of(const std::string& identity) { return identity.substr(0, identity.find('(')); }
+
+// What a factor is kept under: the identity, and after an '@' the kernel where it has a name.
+std::string factor_key(const std::string& identity, const std::string& kernel) {
+  return kernel.empty() ? identity : identity + "@" + kernel;
+}
 
 bool parse_number(const std::string& text, double& out) {
   char* stop = nullptr;
@@ -130,7 +135,7 @@ CostCalibration CostCalibration::fit(const std::vector<LoggedTrial>& logged) {
   Fit fit;
   for (const LoggedTrial* trial : usable) {
     const LoggedTrial& t = *trial;
-    const std::size_t id = identities.emplace(t.identity, identities.size()).first->second;
+    const std::size_t id = identities.emplace(factor_key(t.identity, t.kernel), identities.size()).first->second;
     const std::size_t group = groups.emplace(std::make_pair(backend_of(t.identity), t.threads), groups.size()).first->second;
     if (id == fit.of_identity.size()) fit.of_identity.emplace_back();
     fit.of_identity[id].push_back(fit.trials.size());
@@ -209,8 +214,8 @@ CostCalibration CostCalibration::from(const TuningDb* db) {
   return c;
 }
 
-double CostCalibration::factor(const std::string& identity) const {
-  const auto it = factors_.find(identity);
+double CostCalibration::factor(const std::string& identity, const std::string& kernel) const {
+  const auto it = factors_.find(factor_key(identity, kernel));
   return it == factors_.end() ? 1.0 : it->second;
 }
 

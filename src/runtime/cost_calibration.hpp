@@ -3,8 +3,9 @@
 // trial is compared with its prediction relative to every trial's typical ratio (the nominal
 // machine's absolute speed cancels out), and the calibrated prediction of a candidate is
 //   factor(identity) * predicted + call_us(backend, threads)
-// - factor: per candidate (identity, as tuning records name it) with enough logged trials, how
-//   much slower or faster than predicted it ran;
+// - factor: per candidate (identity, as tuning records name it) and kernel (the one its backend
+//   describes for the node: a config string names a product's kernel and a conv's alike) with
+//   enough logged trials, how much slower or faster than predicted it ran;
 // - call_us: per backend and thread count, the fixed cost of a call the model does not see
 //   (a library's primitive dispatch, a team of threads shrunk and grown, a generated kernel's
 //   entry): on the smallest nodes measured times sit far above anything proportional to their
@@ -35,8 +36,9 @@ class CostCalibration {
   // The calibration these trials give (what from() computes from a folder's trial logs).
   static CostCalibration fit(const std::vector<LoggedTrial>& trials);
 
-  // Multiplies the cost model's prediction for `identity`; clamped to [1/8, 8].
-  double factor(const std::string& identity) const;
+  // Multiplies the cost model's prediction for `identity` running `kernel` (its described
+  // profile's name, "" where none); clamped to [1/8, 8].
+  double factor(const std::string& identity, const std::string& kernel = "") const;
   // Seconds (nominal machine, like the predictions) added to the prediction of a call of
   // `identity`'s backend on `threads` threads: its own fitted term at that count, else the one
   // at the nearest count below (else above) it; 0 where the backend has none.

@@ -12,8 +12,8 @@ std::string encode_trial_log(const std::vector<LoggedTrial>& trials) {
   std::string out = kTrialLogPrefix;
   char numbers[96];
   for (const LoggedTrial& t : trials) {
-    std::snprintf(numbers, sizeof numbers, "|%d|%.3f|%.3f;", t.threads, t.us, t.predicted_us);
-    out += t.identity + numbers;
+    std::snprintf(numbers, sizeof numbers, "|%d|%.3f|%.3f", t.threads, t.us, t.predicted_us);
+    out += t.identity + numbers + (t.kernel.empty() ? "" : "|" + t.kernel) + ";";
   }
   return out;
 }
@@ -43,12 +43,13 @@ std::vector<LoggedTrial> decode_trial_log(const std::string& text) {
       p = stop + 1;
       t.predicted_us = std::strtod(p, &stop);
       if (stop == p || !std::isfinite(t.predicted_us) || t.predicted_us < 0) t.predicted_us = 0;
+      else if (*stop == '|') t.kernel = stop + 1;  // logs from before kernels were named end here
     }
     out.push_back(t);
   }
   return out;
 }
 
-std::string calibration_record_key() { return "cost-model-calibration-2;" + environment_key(); }
+std::string calibration_record_key() { return "cost-model-calibration-3;" + environment_key(); }
 
 }  // namespace wpk

@@ -17,6 +17,9 @@ struct LoggedTrial {
   double us = 0;            // measured median; +inf for a failed or rejected configuration
   double predicted_us = 0;  // the cost model's figure (nominal machine) where its backend describes
                             // it (Backend::describe), else 0
+  // The described kernel's name (KernelProfile::name), "" where it has none: one config string
+  // names a product's kernel and a conv's alike, and they stray from the model differently.
+  std::string kernel;
 };
 
 constexpr const char* kTrialLogPrefix = "trials:";

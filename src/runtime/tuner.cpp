@@ -35,11 +35,13 @@ class StepCostModel : public search::CostModel {
   // What trial logs store: the prediction without calibration (so calibration never feeds on
   // itself), and only where the backend describes the candidate (Backend::describe): a generic
   // profile models nothing worth correcting. 0 otherwise.
-  double logged(const search::Space& space, const search::Point& p) const {
+  // A trial at `p` as logged: its measurement, that prediction, and the described kernel's name.
+  LoggedTrial logged(const search::Space& space, const search::Point& p, double us) const {
     const Candidate& c = step_.candidates[static_cast<std::size_t>(space.value(p, 0))];
     const int threads = static_cast<int>(space.value(p, 1));
     const std::optional<KernelProfile> k = c.backend->describe(node_, graph_, c.config, shapes_, threads);
-    return k ? predicted_seconds(*k, c.identity(), node_, shapes_, threads) : 0.0;
+    return {c.identity(), threads, us, k ? 1e6 * predicted_seconds(*k, c.identity(), node_, shapes_, threads) : 0.0,
+            k ? k->name : std::string()};
   }
 
  private:
@@ -482,10 +484,7 @@ StepChoice Tuner::search_node(std::size_t s, const std::vector<const Tensor*>& i
   const StepCostModel model(step, node, graph_, run_input_shapes(node, graph_, inputs), calibration_);
   // Trials an earlier search of this node measured before its deadline cut it short: this one
   // goes on from them instead of measuring them again.
-  const auto to_log = [&](const search::Trial& t) {
-    return LoggedTrial{step.candidates[static_cast<std::size_t>(space.value(t.point, 0))].identity(),
-                       static_cast<int>(space.value(t.point, 1)), t.cost, 1e6 * model.logged(space, t.point)};
-  };
+  const auto to_log = [&](const search::Trial& t) { return model.logged(space, t.point, t.cost); };
   std::vector<search::Trial> history = {{untuned_point, untuned_us}};
   std::vector<LoggedTrial> log = {to_log(history.front())};
   if (db_)

@@ -255,8 +255,8 @@ TEST_CASE("the cost model is calibrated from the cache folder's trial logs", "[t
     TuningDb db(dir);
     std::vector<LoggedTrial> log;
     for (int i = 0; i < 3; ++i) {
-      log.push_back({"slow", 1, 1000.0 + i, 100.0});
-      log.push_back({"wrong", 1, 100.0 + i, 100.0});
+      log.push_back({"slow", 1, 1000.0 + i, 100.0, ""});
+      log.push_back({"wrong", 1, 100.0 + i, 100.0, ""});
     }
     db.store("a node's key;trials", encode_trial_log(log), 100, "test");
   }
@@ -272,12 +272,40 @@ TEST_CASE("the cost model is calibrated from the cache folder's trial logs", "[t
   CHECK(backend_of_relu(make(dir, false, no_records)) == "slow");
 }
 
+// One config string names a generated product's kernel and a generated conv's alike; a factor
+// learned on one (a one-row product the model overprices) must not rank the other.
+TEST_CASE("calibration keeps a config's factors apart for the kernels it names", "[tuning]") {
+  std::vector<LoggedTrial> log;
+  for (int i = 0; i < 3; ++i) {
+    log.push_back({"gen(rows=2)", 1, 30.0 + i, 100.0, "f32_matmul__avx512_2x16_prows"});
+    log.push_back({"gen(rows=2)", 1, 200.0 + i, 100.0, "f32_conv1x1_nhwc__avx512_2x16_prows"});
+    log.push_back({"lib", 1, 100.0 + i, 100.0, ""});
+  }
+  const CostCalibration c = CostCalibration::fit(log);
+  CHECK(c.factor("gen(rows=2)", "f32_matmul__avx512_2x16_prows") < 0.5);
+  CHECK(c.factor("gen(rows=2)", "f32_conv1x1_nhwc__avx512_2x16_prows") > 1.5);
+  CHECK(c.factor("gen(rows=2)", "f32_conv_nhwc__avx512_2x16_prows") == 1.0);  // never measured
+  CHECK(c.factor("lib") == Approx(1.0).epsilon(0.2));
+
+  const std::string dir = wpk::testing::temp_dir("tune_calibration_kernels");
+  {
+    TuningDb db(dir);
+    db.store("a node's key;trials", encode_trial_log(log), 100, "test");
+    CostCalibration::store(db);
+  }
+  const CostCalibration recorded = CostCalibration::from(TuningDb::open_for_lookup(dir).get());
+  CHECK(recorded.factor("gen(rows=2)", "f32_matmul__avx512_2x16_prows") ==
+        c.factor("gen(rows=2)", "f32_matmul__avx512_2x16_prows"));
+  CHECK(recorded.factor("gen(rows=2)", "f32_conv1x1_nhwc__avx512_2x16_prows") ==
+        c.factor("gen(rows=2)", "f32_conv1x1_nhwc__avx512_2x16_prows"));
+}
+
 TEST_CASE("the calibration is stored as its own record, and lookups then skip the trial logs", "[tuning]") {
   const std::string dir = wpk::testing::temp_dir("tune_calibration_record");
   std::vector<LoggedTrial> log;
   for (int i = 0; i < 3; ++i) {
-    log.push_back({"slow", 1, 1000.0 + i, 100.0});
-    log.push_back({"wrong", 1, 100.0 + i, 100.0});
+    log.push_back({"slow", 1, 1000.0 + i, 100.0, ""});
+    log.push_back({"wrong", 1, 100.0 + i, 100.0, ""});
   }
   double slow = 0, wrong = 0;
   {
@@ -306,8 +334,8 @@ TEST_CASE("the calibration is stored as its own record, and lookups then skip th
 TEST_CASE("calibration learns a backend's fixed cost a call besides its factor", "[tuning]") {
   std::vector<LoggedTrial> log;
   for (const double work : {0.5, 2.0, 8.0, 32.0, 128.0, 512.0, 2048.0}) {
-    log.push_back({"lib(algorithm=a)", 1, work + 40.0, work});
-    log.push_back({"tight", 1, work, work});
+    log.push_back({"lib(algorithm=a)", 1, work + 40.0, work, ""});
+    log.push_back({"tight", 1, work, work, ""});
   }
   const CostCalibration c = CostCalibration::fit(log);
   CHECK(c.call_seconds("lib(algorithm=a)", 1) >= 16e-6);
@@ -361,8 +389,9 @@ TEST_CASE("a damaged or foreign tuning database is ignored and rebuilt", "[tunin
   for (std::string line; std::getline(lines, line);) {
     if (line.find("\ttrials:") != std::string::npos) continue;
     good += line + "\n";
-    // The entry: the line that is no comment (the header and environment lines start with '#').
-    if (!line.empty() && line[0] != '#') entry = line + "\n";
+    // The entry: the node's record (the file also holds the calibration and the node's list of
+    // choices; the header and environment lines start with '#').
+    if (!line.empty() && line[0] != '#' && line.find("\treference;threads=") != std::string::npos) entry = line + "\n";
   }
   REQUIRE(!entry.empty());
   // "<env>\t<key>\treference;threads=": what a rebuilt entry for this op must contain again.
