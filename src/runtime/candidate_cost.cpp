@@ -31,7 +31,8 @@ double predicted_seconds(const KernelProfile& k, const std::string& identity, co
   const double seconds = k.predicted_seconds > 0 ? k.predicted_seconds
                                                 : search::predict_seconds(estimate_workload(node, shapes), traits,
                                                                           search::Machine{threads});
-  return calibration ? seconds * calibration->factor(identity, k.name) + calibration->call_seconds(identity, threads) : seconds;
+  if (!calibration) return seconds;
+  return seconds * calibration->factor(identity, k.name) + calibration->call_seconds(identity, threads);
 }
 
 double predicted_seconds_on_best_threads(const Backend& backend, const KernelProfile& profile, const std::string& identity,
