@@ -104,7 +104,7 @@ bool compiles_in_background(const SessionOptions& o) {
   return o.compile_in_background && !(env && std::string(env) == "0");
 }
 
-TuningSettings tuning_settings(const SessionOptions& o, const std::string& model_fingerprint) {
+TuningSettings tuning_settings(const SessionOptions& o) {
   if (!(o.tuning_budget > 0))
     throw Error(ErrorCode::InvalidArgument, "SessionOptions::tuning_budget must be > 0 seconds, got " + std::to_string(o.tuning_budget));
   TuningSettings t;
@@ -115,7 +115,6 @@ TuningSettings tuning_settings(const SessionOptions& o, const std::string& model
     throw Error(ErrorCode::InvalidArgument,
                 "SessionOptions::tuning_algorithm must be grid, random, ga, rl or compare, got '" + o.tuning_algorithm + "'");
   }
-  t.model_fingerprint = model_fingerprint;
   t.seed = o.tuning_seed;
   t.trials_per_node = o.tuning_trials;
   t.on_progress = o.on_tuning_progress;
@@ -343,13 +342,15 @@ Session::Session(Graph graph, SessionOptions options, const std::vector<const Ba
   if (impl_->plan->released_bytes() > 0) return_free_heap_pages();
   impl_->arenas = ArenaPool::create(arena_poison_from_env());
   impl_->poison_outputs = poison_outputs_from_env();
-  impl_->tuner = std::make_unique<Tuner>(g, *impl_->plan, impl_->tuning_db.get(), impl_->threads,
-                                         tuning_settings(options, impl_->fingerprint),
+  impl_->tuner = std::make_unique<Tuner>(g, *impl_->plan, impl_->tuning_db.get(), impl_->threads, tuning_settings(options),
                                          &impl_->calibration);
-  if (impl_->rows_apart)
-    impl_->part_tuner = std::make_unique<Tuner>(g, *impl_->plan, impl_->tuning_db.get(), 1,
-                                                tuning_settings(options, impl_->fingerprint),
-                                                &impl_->calibration);
+  if (impl_->rows_apart) {
+    TuningSettings parts = tuning_settings(options);
+    parts.lists_choices = true;
+    parts.model_fingerprint = impl_->fingerprint;
+    impl_->part_tuner =
+        std::make_unique<Tuner>(g, *impl_->plan, impl_->tuning_db.get(), 1, std::move(parts), &impl_->calibration);
+  }
   if (impl_->kernels) {  // a plan with generated kernels opened the store; the compiler starts if any awaits
     Impl* im = impl_.get();
     im->background = std::make_unique<BackgroundCompiler>(*im->plan, *im->kernels, im->threads, [im] {

@@ -32,10 +32,9 @@ class StepCostModel : public search::CostModel {
     return predicted_seconds(*c.backend, c.config, node_, graph_, shapes_, static_cast<int>(space.value(p, 1)),
                              c.prepared(), calibration_);
   }
-  // What trial logs store: the prediction without calibration (so calibration never feeds on
-  // itself), and only where the backend describes the candidate (Backend::describe): a generic
-  // profile models nothing worth correcting. 0 otherwise.
-  // A trial at `p` as logged: its measurement, that prediction, and the described kernel's name.
+  // A trial at `p` as logged: its measurement, the prediction without calibration (so calibration
+  // never feeds on itself) and the described kernel's name, only where the backend describes the
+  // candidate (Backend::describe): a generic profile models nothing worth correcting (0 and "").
   LoggedTrial logged(const search::Space& space, const search::Point& p, double us) const {
     const Candidate& c = step_.candidates[static_cast<std::size_t>(space.value(p, 0))];
     const int threads = static_cast<int>(space.value(p, 1));
@@ -175,7 +174,7 @@ void Tuner::store_record(const PlanStep& step, const Node& node, const std::stri
 }
 
 void Tuner::list_choice(const PlanStep& step, const Node& node, const std::string& identity) const {
-  if (!db_) return;
+  if (!db_ || !settings_.lists_choices) return;
   const std::string list_key = node_choices_key(settings_.model_fingerprint, node, step.offered);
   const std::string list = db_->lookup(list_key).value_or("");
   const std::string updated = add_node_choice(list, identity);

@@ -40,8 +40,9 @@ struct TuningSettings {
   // Sessions that do not tune compile the generated kernels the cost model picks after load
   // (SessionOptions::compile_in_background), so the choice a tuned one must beat may be one.
   bool untuned_compiles_later = false;
-  // The model's (batch_parts.hpp model_fingerprint): with a node's name, the key of the list of
-  // every candidate the node's records name (node_choices_key).
+  // Set for the tuner of batch parts: it lists every candidate its records name per node
+  // (node_choices_key, under the model's fingerprint, batch_parts.hpp model_fingerprint).
+  bool lists_choices = false;
   std::string model_fingerprint;
 };
 
@@ -95,7 +96,8 @@ class Tuner {
   int threads_of(StepChoice c) const { return c.threads > 0 ? c.threads : threads_; }
   StepChoice search_node(std::size_t step, const std::vector<const Tensor*>& inputs, const std::string& key,
                          StepChoice untuned) const;
-  // Stores the node's record under `key` and adds its choice to the node's list (node_choices_key).
+  // Stores the node's record under `key` and, for batch parts, adds its choice to the node's list
+  // (node_choices_key).
   void store_record(const PlanStep& step, const Node& node, const std::string& key, const std::string& identity,
                     int threads, double us, const std::string& summary) const;
   void list_choice(const PlanStep& step, const Node& node, const std::string& identity) const;
@@ -149,10 +151,10 @@ std::string tuning_key(const std::string& signature, int threads, const std::str
 std::string declared_tuning_key(const Node& node, const Graph& graph, int threads, const std::string& offered);
 
 // Records are kept per shapes and thread count, but a session prepares its candidates at load
-// for its declared shapes: beside its records, each node of a tuned model has a list of every
-// candidate they name (for a batch part on one thread, at other batch sizes), under a key without
-// shapes or threads, so that a later session whose batch runs in parts prepares those too and
-// finds the part's record's choice prepared.
+// for its declared shapes: beside the records of batch parts (part shapes, one thread), each
+// node has a list of every candidate they name, under a key without shapes or threads, so that a
+// later session whose batch runs in parts prepares those too and finds each part's choice
+// prepared.
 std::string node_choices_key(const std::string& fingerprint, const Node& node, const std::string& offered);
 std::vector<std::string> parse_node_choices(const std::string& value);
 // The list with `identity` added (the most recent kNodeChoicesKept kept).
