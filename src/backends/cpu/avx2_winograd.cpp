@@ -94,6 +94,7 @@ struct Job {
   float* y;
   Tiling tiles;
   std::int64_t blocks;  // 16-channel output blocks
+  bool wide;            // the products on the AVX-512 streaming tile (stream_conv.hpp)
   std::atomic<bool>& out_of_memory;  // set by a thread whose scratch could not grow
 };
 
@@ -140,6 +141,17 @@ WPK_AVX2 void transform_inputs(const Job& job, std::int64_t first, std::int64_t 
 // thread's output blocks `blocks` (o from 0 at blocks.begin).
 void multiply(const Job& job, Range blocks, std::int64_t count, const float* v, float* m, std::int64_t ldm) {
   const std::int64_t ic = job.s.ic, groups = ceil_div(count, kTile);
+  if (job.wide) {  // each point's product as a 1x1 conv of `count` pixels, weights in blocks of 16
+    StreamConvShape p;
+    p.n = p.ih = p.oh = 1;
+    p.iw = p.ow = count;
+    p.ic = ic;
+    p.oc = ldm;
+    for (int point = 0; point < kPoints; ++point)
+      stream_conv_on_this_thread(p, v + point * count * ic, job.u + (point * job.blocks + blocks.begin) * ic * kBlock,
+                                 kBlock, StreamConvEpilogue{}, m + point * count * ldm);
+    return;
+  }
   const StreamConvEpilogue none;
   TileArgs args{};
   args.taps = 1;
@@ -259,10 +271,11 @@ void avx2_winograd_weights(const StreamConvShape& s, const float* acdb16a, float
     }
 }
 
-void avx2_winograd_conv(const StreamConvShape& s, const float* x, const float* u, const StreamConvEpilogue& e, float* y) {
+void avx2_winograd_conv(const StreamConvShape& s, const float* x, const float* u, const StreamConvEpilogue& e, float* y,
+                        bool wide) {
 #ifdef WPK_AVX2_KERNELS
   std::atomic<bool> out_of_memory{false};
-  const Job job{s, x, u, e, y, tiling(s), ceil_div(s.oc, kBlock), out_of_memory};
+  const Job job{s, x, u, e, y, tiling(s), ceil_div(s.oc, kBlock), wide, out_of_memory};
 #pragma omp parallel
   {
     // Tiles over the threads; with too few tiles for that (under 2 blocks of the minimum

@@ -33,6 +33,7 @@ void avx2_winograd_weights(const StreamConvShape& s, const float* acdb16a, float
 
 // y = act(conv(x, w) + bias [+ y]) in an OpenMP parallel region of the calling thread's thread
 // count; x, y NHWC float32; u from avx2_winograd_weights.
-void avx2_winograd_conv(const StreamConvShape& s, const float* x, const float* u, const StreamConvEpilogue& e, float* y);
+void avx2_winograd_conv(const StreamConvShape& s, const float* x, const float* u, const StreamConvEpilogue& e, float* y,
+                        bool wide = false);
 
 }  // namespace wpk::cpu

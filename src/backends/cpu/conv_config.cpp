@@ -12,6 +12,7 @@ std::string ConvConfig::text() const {
     case Kernel::DirectAvx2:
       return "kernel=direct_avx2,group_kb=" + std::to_string(group_kb) + ",pixels=" + std::to_string(pixels);
     case Kernel::WinogradAvx2: return "kernel=winograd_avx2";
+    case Kernel::WinogradAvx512: return "kernel=winograd_avx512";
     case Kernel::StreamAvx512: return "kernel=stream_avx512,block=" + std::to_string(block);
   }
   return "";
@@ -35,9 +36,11 @@ const std::vector<ConvConfig>& all_conv_configs() {
         c.pixels = pixels;
         out.push_back(c);
       }
-    ConvConfig w;
-    w.kernel = ConvConfig::Kernel::WinogradAvx2;
-    out.push_back(w);
+    for (auto kernel : {ConvConfig::Kernel::WinogradAvx2, ConvConfig::Kernel::WinogradAvx512}) {
+      ConvConfig w;
+      w.kernel = kernel;
+      out.push_back(w);
+    }
     for (int block : {64, 48, 32, 16}) {
       ConvConfig c;
       c.kernel = ConvConfig::Kernel::StreamAvx512;
@@ -53,6 +56,7 @@ std::string conv_kernel_name(ConvConfig::Kernel kernel) {
   switch (kernel) {
     case ConvConfig::Kernel::DirectAvx2: return "f32_conv_nhwc__avx2_6x16";
     case ConvConfig::Kernel::WinogradAvx2: return "f32_conv_winograd4x3_nhwc__avx2_6x16";
+    case ConvConfig::Kernel::WinogradAvx512: return "f32_conv_winograd4x3_nhwc__avx512_7x64";
     case ConvConfig::Kernel::StreamAvx512: return "f32_conv_stream_nhwc__avx512_7x64";
   }
   return "";
@@ -77,13 +81,17 @@ KernelProfile describe_conv(const ConvConfig& config, const StreamConvShape& s, 
       if (config.group_kb != 192 || config.pixels != 96) p.efficiency *= 0.97;
       break;
     }
-    case ConvConfig::Kernel::WinogradAvx2: {
-      p.vector_bits = 256;
+    case ConvConfig::Kernel::WinogradAvx2:
+    case ConvConfig::Kernel::WinogradAvx512: {
+      // The wide form runs its products on the streaming kernel's AVX-512 tile, but its
+      // transforms stay 8 lanes wide: its share of the wider peak is about half the narrow one's.
+      const bool wide = config.kernel == ConvConfig::Kernel::WinogradAvx512;
+      p.vector_bits = wide ? 512 : 256;
       p.work_scale = 0.25;  // 2.25 multiply-adds per output where direct takes 9, plus transforms
       // A block of tiles reads all its thread's transformed weights: under ~8 tiles a thread the
       // 36 products are too skinny to reuse them.
       const double tiles = static_cast<double>(avx2_winograd_tiles(s));
-      p.efficiency = 0.45 * std::min(1.0, tiles / (8.0 * std::max(1, threads)));
+      p.efficiency = (wide ? 0.25 : 0.45) * std::min(1.0, tiles / (8.0 * std::max(1, threads)));
       p.extra_bytes = 3 * weight_bytes;  // the transformed weights are 4x the direct ones
       break;
     }

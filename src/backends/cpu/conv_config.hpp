@@ -12,7 +12,7 @@
 namespace wpk::cpu {
 
 struct ConvConfig {
-  enum class Kernel { DirectAvx2, WinogradAvx2, StreamAvx512 };
+  enum class Kernel { DirectAvx2, WinogradAvx2, WinogradAvx512, StreamAvx512 };
   Kernel kernel = Kernel::DirectAvx2;
   std::int64_t group_kb = 192;  // direct: weight bytes (KiB) of a group of channel blocks kept in L2
   std::int64_t pixels = 96;     // direct: output pixels per block

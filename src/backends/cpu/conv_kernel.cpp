@@ -3,6 +3,7 @@
 // activation fused into the one store. Three kernels, each a family of configs:
 //   kernel=direct_avx2,group_kb=G,pixels=P   register-tile direct conv (avx2_conv.hpp)
 //   kernel=winograd_avx2                     Winograd F(4x4, 3x3) (avx2_winograd.hpp)
+//   kernel=winograd_avx512                   the same, its products on the AVX-512 streaming tile
 //   kernel=stream_avx512,block=B             weight streaming (stream_conv.hpp)
 // Which runs is the cost model's call, or tuning's: describe_conv says how each computes.
 
@@ -26,6 +27,7 @@ bool config_runs(const ConvConfig& c, const StreamConvShape& s) {
   switch (c.kernel) {
     case ConvConfig::Kernel::DirectAvx2: return avx2_conv_runs(s);
     case ConvConfig::Kernel::WinogradAvx2: return avx2_winograd_runs(s);
+    case ConvConfig::Kernel::WinogradAvx512: return avx2_winograd_runs(s) && stream_conv_available();
     case ConvConfig::Kernel::StreamAvx512: return stream_conv_runs(s, c.block);
   }
   return false;
@@ -38,7 +40,7 @@ class CpuConvKernel : public Kernel {
         epilogue_(*conv_epilogue(node, bias_)), residual_(has_fused_residual(node)) {
     const std::int64_t block = config.kernel == ConvConfig::Kernel::StreamAvx512 ? config.block : 16;
     packed_ = pack_acdb(w.data<float>(), ws_[0], ws_[1], ws_[2], ws_[3], block);
-    if (config.kernel == ConvConfig::Kernel::WinogradAvx2) {
+    if (winograd()) {
       StreamConvShape s;
       s.ic = ws_[1];
       s.oc = ws_[0];
@@ -62,7 +64,9 @@ class CpuConvKernel : public Kernel {
         avx2_conv(s, x.data<float>(), packed_.get(), epilogue_, y.data<float>(), {config_.group_kb << 10, config_.pixels});
         break;
       case ConvConfig::Kernel::WinogradAvx2:
-        avx2_winograd_conv(s, x.data<float>(), packed_.get(), epilogue_, y.data<float>());
+      case ConvConfig::Kernel::WinogradAvx512:
+        avx2_winograd_conv(s, x.data<float>(), packed_.get(), epilogue_, y.data<float>(),
+                           config_.kernel == ConvConfig::Kernel::WinogradAvx512);
         break;
       case ConvConfig::Kernel::StreamAvx512:
         stream_conv(s, x.data<float>(), packed_.get(), config_.block, epilogue_, y.data<float>());
@@ -78,12 +82,16 @@ class CpuConvKernel : public Kernel {
   KernelProfile profile() const override {
     KernelProfile p;
     p.name = name_;
-    p.vector_bits = config_.kernel == ConvConfig::Kernel::StreamAvx512 ? 512 : 256;
+    p.vector_bits = config_.kernel == ConvConfig::Kernel::StreamAvx512 || config_.kernel == ConvConfig::Kernel::WinogradAvx512 ? 512 : 256;
     return p;
   }
   bool owns_input(std::size_t i) const override { return i == 1; }
 
  private:
+  bool winograd() const {
+    return config_.kernel == ConvConfig::Kernel::WinogradAvx2 || config_.kernel == ConvConfig::Kernel::WinogradAvx512;
+  }
+
   const Node& node_;  // the graph's, which outlives the session's kernels
   ConvConfig config_;
   std::string name_;

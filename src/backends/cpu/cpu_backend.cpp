@@ -56,7 +56,8 @@ std::vector<std::string> CpuBackend::kernel_names() const {
   std::vector<std::string> names = {"f32_attention__avx2", "f32_attention__avx512", "f32_concat_batchnorm",
                                      "f32_row_broadcast", "f32_quantize_linear__avx2", "f32_dequantize_linear__avx2",
                                      "q8_add__avx2", "f32_dynamic_quantize_linear__avx2", "any_concat"};
-  for (auto k : {ConvConfig::Kernel::DirectAvx2, ConvConfig::Kernel::WinogradAvx2, ConvConfig::Kernel::StreamAvx512})
+  for (auto k : {ConvConfig::Kernel::DirectAvx2, ConvConfig::Kernel::WinogradAvx2, ConvConfig::Kernel::WinogradAvx512,
+                 ConvConfig::Kernel::StreamAvx512})
     names.push_back(conv_kernel_name(k));
   names.push_back(kMatMulKernelName);
   for (const std::string& name : quantized_kernel_names()) names.push_back(name);

@@ -25,7 +25,8 @@ using wpk::testing::rect_shape;
 // Tiles cut by the output's edge (sizes off multiples of 4, across images), padding on every side
 // and none, output channels off the 16-channel blocks and the 8-lane vectors, blocks of tiles
 // (128 tiles), 16 tiles (output channels split over threads), sums over 1024 input channels, and
-// every epilogue; at 1, 2 and 3 threads.
+// every epilogue; at 1, 2 and 3 threads; with its products on the AVX2 tile and, where AVX-512
+// is there, on the streaming kernel's.
 TEST_CASE("wpk's AVX2 Winograd kernel matches a plain convolution", "[onednn][conv][avx2]") {
   if (!cpu_runs_avx2_kernel()) {
     WARN("no AVX2 and FMA: wpk's AVX2 Winograd kernel does not run on this CPU");
@@ -44,29 +45,32 @@ TEST_CASE("wpk's AVX2 Winograd kernel matches a plain convolution", "[onednn][co
       {conv_shape(1, 16, 1024, 24, 3, 1, 1, 1), "1024 input channels"},
   };
   unsigned seed = 71;
-  for (const int threads : {1, 2, 3}) {
-    const wpk::OmpThreadScope scope(threads);
-    for (const Case& c : cases)
-      for (int epilogue = 0; epilogue < 6; ++epilogue) {
-        const StreamConvShape& s = c.s;
-        REQUIRE(wpk::cpu::avx2_winograd_runs(s));
-        wpk::testing::ConvKernelCase k(s, epilogue, seed);
-        const auto packed = wpk::testing::pack_weights(k.w, s, dnnl::memory::format_tag::Acdb16a);
-        std::vector<float> u(wpk::cpu::avx2_winograd_weights_size(s));
-        wpk::cpu::avx2_winograd_weights(s, packed.data(), u.data());
-        wpk::cpu::avx2_winograd_conv(s, k.x.data(), u.data(), k.e, k.y.data());
-        INFO(c.what << ", epilogue " << epilogue << ", " << threads << " threads");
-        const wpk::testing::ConvDiff diff = k.diff();
-        // Winograd rounds in the transforms as well as in the sums: on these cases its worst
-        // error measured 0.3e-7-1.2e-7 x terms and its relative L2 0.5e-6-2.9e-6, 1.1-2.7x the
-        // direct kernel's; a wrong point, lane, tile edge or pixel is O(1).
-        const double terms = 9.0 * s.ic;
-        CHECK(diff.worst < 2e-7 * terms);
-        // Clip's outputs are small beside the sums it clips, so its relative error is larger
-        // (measured up to 1.7e-5).
-        CHECK(diff.relative_l2 < (epilogue == 2 ? 5e-5 : 5e-6));
-        CHECK(k.guards_changed() == 0);
-      }
+  for (const bool wide : {false, true}) {
+    if (wide && !wpk::cpu::stream_conv_available()) continue;  // the wide products need AVX-512
+    for (const int threads : {1, 2, 3}) {
+      const wpk::OmpThreadScope scope(threads);
+      for (const Case& c : cases)
+        for (int epilogue = 0; epilogue < 6; ++epilogue) {
+          const StreamConvShape& s = c.s;
+          REQUIRE(wpk::cpu::avx2_winograd_runs(s));
+          wpk::testing::ConvKernelCase k(s, epilogue, seed);
+          const auto packed = wpk::testing::pack_weights(k.w, s, dnnl::memory::format_tag::Acdb16a);
+          std::vector<float> u(wpk::cpu::avx2_winograd_weights_size(s));
+          wpk::cpu::avx2_winograd_weights(s, packed.data(), u.data());
+          wpk::cpu::avx2_winograd_conv(s, k.x.data(), u.data(), k.e, k.y.data(), wide);
+          INFO(c.what << ", epilogue " << epilogue << ", " << threads << " threads" << (wide ? ", AVX-512 products" : ""));
+          const wpk::testing::ConvDiff diff = k.diff();
+          // Winograd rounds in the transforms as well as in the sums: on these cases its worst
+          // error measured 0.3e-7-1.2e-7 x terms and its relative L2 0.5e-6-2.9e-6, 1.1-2.7x the
+          // direct kernel's; a wrong point, lane, tile edge or pixel is O(1).
+          const double terms = 9.0 * s.ic;
+          CHECK(diff.worst < 2e-7 * terms);
+          // Clip's outputs are small beside the sums it clips, so its relative error is larger
+          // (measured up to 1.7e-5).
+          CHECK(diff.relative_l2 < (epilogue == 2 ? 5e-5 : 5e-6));
+          CHECK(k.guards_changed() == 0);
+        }
+    }
   }
 }
 

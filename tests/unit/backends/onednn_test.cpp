@@ -405,7 +405,9 @@ TEST_CASE("the cpu backend offers its conv kernels as configs", "[cpu][conv]") {
   CHECK(offers(three, "kernel=direct_avx2,group_kb=192,pixels=96"));
   CHECK(offers(three, "kernel=direct_avx2,group_kb=384,pixels=48"));
   CHECK(offers(three, "kernel=stream_avx512,block=64") == wpk::cpu::stream_conv_available());
+  CHECK(offers(three, "kernel=winograd_avx512") == wpk::cpu::stream_conv_available());
   CHECK(!offers(LoneConv({64, 64, 3, 3}, 2, false).configs(cpu), "kernel=winograd_avx2"));
+  CHECK(!offers(LoneConv({64, 64, 3, 3}, 2, false).configs(cpu), "kernel=winograd_avx512"));
   CHECK(!offers(LoneConv({64, 64, 3, 3}, 1, false, "Gelu").configs(cpu), "kernel=stream_avx512,block=64"));
   CHECK(!cpu.why_unsupported(LoneConv({64, 64, 3, 3}, 1, false, "Sigmoid").g.nodes().front(),
                              LoneConv({64, 64, 3, 3}, 1, false, "Sigmoid").g).empty());
