@@ -32,8 +32,8 @@ WPK_AVX2 float horizontal_sum(__m256 v) {
   return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
 }
 
-}  // namespace
-
+// s[0, cols) = softmax(s + mask), with mask[j * mask_step] when mask is not null; NaN
+// throughout when a score is NaN or the largest is infinite (as the reference's softmax).
 WPK_AVX2 void attention_softmax_row(float* s, std::int64_t cols, const float* mask, std::int64_t mask_step) {
   const __m256 minus_inf = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
   __m256 vmax = minus_inf, unordered = _mm256_setzero_ps();
@@ -77,7 +77,21 @@ WPK_AVX2 void attention_softmax_row(float* s, std::int64_t cols, const float* ma
   for (std::int64_t j = 0; j < cols; j += 8) store_lanes(s + j, cols - j, _mm256_mul_ps(load_lanes(s + j, cols - j), inverse));
 }
 
-namespace {
+// Values [cols][dv] as a product's weights: [ceil(dv / block)][cols][block], the features past
+// dv zero.
+void pack_attention_values(const float* v, std::int64_t stride, std::int64_t cols, std::int64_t dv, std::int64_t block,
+                           float* out) {
+  const std::int64_t blocks = (dv + block - 1) / block;
+  for (std::int64_t j = 0; j < cols; ++j) {
+    const float* row = v + j * stride;
+    for (std::int64_t b = 0; b < blocks; ++b) {
+      float* o = out + (b * cols + j) * block;
+      const std::int64_t n = std::min<std::int64_t>(block, dv - b * block);
+      std::copy(row + b * block, row + b * block + n, o);
+      std::fill(o + n, o + block, 0.0f);
+    }
+  }
+}
 
 // Per thread: the packed keys and values of one batch entry and the scores of one tile of rows.
 struct Scratch {
@@ -150,20 +164,6 @@ void pack_attention_keys(const float* k, std::int64_t stride, std::int64_t cols,
     float* o = out + (j / block) * d * block + j % block;
     const float* row = k + j * stride;
     for (std::int64_t c = 0; c < d; ++c) o[c * block] = row[c] * scale;
-  }
-}
-
-void pack_attention_values(const float* v, std::int64_t stride, std::int64_t cols, std::int64_t dv, std::int64_t block,
-                           float* out) {
-  const std::int64_t blocks = (dv + block - 1) / block;
-  for (std::int64_t j = 0; j < cols; ++j) {
-    const float* row = v + j * stride;
-    for (std::int64_t b = 0; b < blocks; ++b) {
-      float* o = out + (b * cols + j) * block;
-      const std::int64_t n = std::min<std::int64_t>(block, dv - b * block);
-      std::copy(row + b * block, row + b * block + n, o);
-      std::fill(o + n, o + block, 0.0f);
-    }
   }
 }
 

@@ -20,10 +20,6 @@ using wpk::AttentionShape;
 bool avx2_attention_available();
 
 // Pieces the AVX-512 attention kernel (avx512_attention.hpp) shares:
-// s[0, cols) = softmax(s + mask), with mask[j * mask_step] when mask is not null; NaN
-// throughout when a score is NaN or the largest is infinite (as the reference's softmax).
-// AVX2 code: call it only where avx2_attention_available().
-void attention_softmax_row(float* s, std::int64_t cols, const float* mask, std::int64_t mask_step);
 // One call's operands and its work items: item i is rows [c * chunk, (c + 1) * chunk) of batch
 // entry i / chunks, c = i % chunks.
 struct AttentionJob {
@@ -39,10 +35,6 @@ struct AttentionJob {
 // a multiply per score.
 void pack_attention_keys(const float* k, std::int64_t stride, std::int64_t cols, std::int64_t d, float scale,
                          std::int64_t block, float* out);
-// Values [cols][dv] as a product's weights: [ceil(dv / block)][cols][block], the features past
-// dv zero.
-void pack_attention_values(const float* v, std::int64_t stride, std::int64_t cols, std::int64_t dv, std::int64_t block,
-                           float* out);
 
 // y (batch x rows x dv, through y_offsets and y_row_stride, columns contiguous) from q [batch,
 // rows, d], k [batch, cols, d], v [batch, cols, dv] (columns contiguous) and, when its data is not

@@ -1,11 +1,11 @@
 #pragma once
-// wpk's attention kernel for CPUs with AVX-512: Y = softmax(Q Kᵀ * scale + Mask) V on the
-// weight-streaming convolution's register tile (stream_conv.hpp, 7 rows x 64 columns), a chunk
-// of query rows at a time: the chunk's rows copied together, their scores against every key
-// (Q Kᵀ, the keys packed in blocks of 64 as that kernel's weights), the softmax of each row with
-// its mask (avx2_attention.hpp's), then the scores times the values packed likewise. A chunk's
-// scores stay in L2 (128 rows of 128 keys are 64 KB). Same operands and results as
-// avx2_attention (avx2_attention.hpp).
+// wpk's attention kernel for CPUs with AVX-512: Y = softmax(Q Kᵀ * scale + Mask) V, a chunk of
+// up to 128 query rows at a time on a register tile of its own (6 rows x 4 vectors of 16): the
+// rows' scores against every key (the keys scaled and packed in blocks of 64 once per batch
+// entry), each row's exponentials with its mask added and their sum, then the values, read in
+// place, weighted by them and scaled by the row's 1 / sum in the store. A chunk's scores stay in
+// L2 (128 rows of 128 keys are 64 KB). Same operands and results as avx2_attention
+// (avx2_attention.hpp).
 #include <cstdint>
 #include <vector>
 
@@ -13,7 +13,7 @@
 
 namespace wpk::cpu {
 
-// True when this CPU runs the kernel (AVX-512F, and AVX2 and FMA for the softmax).
+// True when this CPU runs the kernel (AVX-512F).
 bool avx512_attention_available();
 
 // As avx2_attention: y (batch x rows x dv, through y_offsets and y_row_stride) from q, k, v and
