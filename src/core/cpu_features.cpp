@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <utility>
 #include <vector>
@@ -97,8 +98,44 @@ std::string CpuFeatures::fingerprint() const {
   return "model=" + model + ";flags=" + flags() + ";cpus=" + std::to_string(cpus);
 }
 
-const CpuFeatures& cpu_features() {
+namespace {
+
+const char* isa_cap_text() {
+  const char* v = std::getenv("WPK_MAX_ISA");
+  return v ? v : "";
+}
+
+}  // namespace
+
+IsaCap isa_cap() {
+  const std::string v = isa_cap_text();
+  if (v == "avx2") return IsaCap::kAvx2;
+  if (v == "avx512") return IsaCap::kAvx512;
+  return IsaCap::kNone;
+}
+
+std::string isa_cap_problem() {
+  const std::string v = isa_cap_text();
+  if (v.empty() || v == "avx2" || v == "avx512") return "";
+  return "WPK_MAX_ISA='" + v + "' is not an instruction set wpk can cap the CPU at (avx2, avx512)";
+}
+
+CpuFeatures capped(CpuFeatures f, IsaCap cap) {
+  if (cap == IsaCap::kNone) return f;
+  f.amx_tile = f.amx_int8 = f.amx_bf16 = false;
+  if (cap == IsaCap::kAvx512) return f;
+  f.avx512f = f.avx512bw = f.avx512vl = f.avx512dq = f.avx512cd = false;
+  f.avx512_vnni = f.avx512_bf16 = f.avx512_fp16 = f.avx_vnni = false;
+  return f;
+}
+
+const CpuFeatures& cpu_features_uncapped() {
   static const CpuFeatures features = probe();
+  return features;
+}
+
+const CpuFeatures& cpu_features() {
+  static const CpuFeatures features = capped(cpu_features_uncapped(), isa_cap());
   return features;
 }
 

@@ -29,6 +29,22 @@ struct CpuFeatures {
   std::string fingerprint() const;
 };
 
+// A cap on what the probe reports, as if the CPU had less: kAvx2 keeps AVX2, FMA and F16C (an
+// AMD Zen 3's vectors; no AVX-512, AVX-VNNI or AMX), kAvx512 drops AMX only. The environment
+// variable WPK_MAX_ISA (avx2, avx512) sets it for the process; kernels, cache keys, the code
+// generator and oneDNN (onednn_common.cpp) all see the capped answers, so one machine runs and
+// tests what a lesser one would.
+enum class IsaCap { kNone, kAvx2, kAvx512 };
+IsaCap isa_cap();
+// What is wrong with WPK_MAX_ISA's value ("" when it is unset, empty or known): sessions fail
+// with it, the probe ignores such a value.
+std::string isa_cap_problem();
+// `f` less what `cap` takes away.
+CpuFeatures capped(CpuFeatures f, IsaCap cap);
+
+// The processor as probed, capped by WPK_MAX_ISA: what everything in wpk asks.
 const CpuFeatures& cpu_features();
+// The processor as probed, without the cap.
+const CpuFeatures& cpu_features_uncapped();
 
 }  // namespace wpk

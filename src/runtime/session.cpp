@@ -188,6 +188,7 @@ Session::Session(Graph graph, SessionOptions options)
 Session::Session(Graph graph, SessionOptions options, const std::vector<const Backend*>& backends) try
     : impl_(std::make_unique<Impl>()) {
   apply_log_level(options);
+  if (const std::string problem = isa_cap_problem(); !problem.empty()) throw Error(ErrorCode::InvalidArgument, problem);
   const auto t0 = std::chrono::steady_clock::now();
   impl_->threads = resolve_threads(options.threads);
   impl_->budget = std::make_unique<MemoryBudget>(resolve_memory_limit(options.memory_limit));

@@ -9,6 +9,7 @@
 #include "backends/onednn/winograd_weight_packing.hpp"
 #include "core/cpu_features.hpp"
 #include "core/page_memory.hpp"
+#include "runtime/logging.hpp"
 #include "runtime/threads.hpp"
 
 #include <omp.h>
@@ -16,7 +17,22 @@
 namespace wpk::onednn {
 
 
+void cap_isa() {
+  static const bool applied = [] {
+    const IsaCap cap = isa_cap();
+    if (cap == IsaCap::kNone) return true;
+    try {
+      dnnl::set_max_cpu_isa(cap == IsaCap::kAvx2 ? dnnl::cpu_isa::avx2 : dnnl::cpu_isa::avx512_core_bf16);
+    } catch (const dnnl::error&) {  // oneDNN had dispatched already (another user in the process)
+      logger().warn("oneDNN had chosen its instruction set before WPK_MAX_ISA could cap it; its kernels keep it");
+    }
+    return true;
+  }();
+  (void)applied;
+}
+
 dnnl::engine& engine() {
+  cap_isa();
   static dnnl::engine eng(dnnl::engine::kind::cpu, 0);
   return eng;
 }
@@ -279,6 +295,7 @@ namespace {
 // True when oneDNN dispatches to kernels with 8-bit dot products (AVX-512 VNNI or AMX): four
 // products a 32-bit lane, summed without 16-bit intermediates.
 bool has_8bit_dot_products() {
+  cap_isa();
   const dnnl::cpu_isa isa = dnnl::get_effective_cpu_isa();
   return isa == dnnl::cpu_isa::avx512_core_vnni || isa == dnnl::cpu_isa::avx512_core_bf16 ||
          isa == dnnl::cpu_isa::avx512_core_amx;
@@ -297,6 +314,7 @@ bool exact_int8_products(const Tensor& weights, bool signed_input) {
 
 double reduced_precision_work_share(dnnl::memory::data_type type) {
   using DT = dnnl::memory::data_type;
+  cap_isa();
   const bool amx = dnnl::get_effective_cpu_isa() == dnnl::cpu_isa::avx512_core_amx;
   if (type == DT::bf16) return amx ? 1.0 / 16 : 0.5;
   if (type == DT::u8 || type == DT::s8) return amx ? 1.0 / 32 : has_8bit_dot_products() ? 0.25 : 0.5;

@@ -31,6 +31,9 @@ constexpr double kPrimitiveCallSeconds = 1e-6;
 KernelProfile primitive_profile();
 using Dims = dnnl::memory::dims;
 
+// Applies WPK_MAX_ISA's cap (core/cpu_features.hpp) to oneDNN, once, before it first dispatches;
+// engine() calls it.
+void cap_isa();
 dnnl::engine& engine();
 // One stream per calling thread: dnnl streams must not be shared by concurrent executions.
 dnnl::stream& thread_stream();
