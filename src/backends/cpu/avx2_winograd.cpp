@@ -94,7 +94,7 @@ struct Job {
   float* y;
   Tiling tiles;
   std::int64_t blocks;  // 16-channel output blocks
-  bool wide;            // the products on the AVX-512 streaming tile (stream_conv.hpp)
+  bool wide;            // AVX-512: transforms 16 lanes wide, products on stream_conv.hpp's tile
   std::atomic<bool>& out_of_memory;  // set by a thread whose scratch could not grow
 };
 
@@ -107,33 +107,129 @@ TileOrigin origin(const Job& job, std::int64_t t) {
   return {t / per_image, r / job.tiles.cols * kOut, r % job.tiles.cols * kOut};
 }
 
+// A patch's pixels: each one's channels, or null in the padding.
+using Patch = const float* [kAlpha][kAlpha];
+
+// Where a tile's outputs go: its first pixel's channels, and how many of its rows and columns
+// lie inside the output.
+struct TileOut {
+  float* y;
+  std::int64_t row_stride, pixel_stride;
+  int rows, cols;
+};
+
+// The transforms 16 lanes wide, for the form whose products run on the AVX-512 tile (the same
+// arithmetic as input_rows and output_rows; the epilogue stays the 8-lane one, on two halves).
+#define WPK_AVX512_AVX2 __attribute__((target("avx512f,avx2,fma")))
+
+inline WPK_AVX512_AVX2 __m512 splat(double x) { return _mm512_set1_ps(static_cast<float>(x)); }
+
+inline WPK_AVX512_AVX2 void input_rows16(const __m512* d, int step, __m512* r) {
+  const __m512 d0 = d[0], d1 = d[step], d2 = d[2 * step], d3 = d[3 * step], d4 = d[4 * step], d5 = d[5 * step];
+  const __m512 both = splat(kP * kP + kQ * kQ);
+  r[0] = _mm512_fnmadd_ps(both, d2, _mm512_add_ps(d0, d4));
+  const __m512 s1 = _mm512_fnmadd_ps(splat(kP * kP), d2, d4), t1 = _mm512_fnmadd_ps(splat(kQ), d3, _mm512_mul_ps(splat(kP), d1));
+  r[1] = _mm512_sub_ps(s1, t1);
+  r[2] = _mm512_add_ps(s1, t1);
+  const __m512 s2 = _mm512_fnmadd_ps(splat(kQ * kQ), d2, d4), t2 = _mm512_fnmadd_ps(splat(kP), d3, _mm512_mul_ps(splat(kQ), d1));
+  r[3] = _mm512_sub_ps(s2, t2);
+  r[4] = _mm512_add_ps(s2, t2);
+  r[5] = _mm512_fnmadd_ps(both, d3, _mm512_add_ps(d1, d5));
+}
+
+inline WPK_AVX512_AVX2 void output_rows16(const __m512* m, int step, __m512* r) {
+  const __m512 m0 = m[0], m1 = m[step], m2 = m[2 * step], m3 = m[3 * step], m4 = m[4 * step], m5 = m[5 * step];
+  const __m512 p12 = _mm512_add_ps(m1, m2), d12 = _mm512_sub_ps(m1, m2);
+  const __m512 p34 = _mm512_add_ps(m3, m4), d34 = _mm512_sub_ps(m3, m4);
+  r[0] = _mm512_add_ps(_mm512_add_ps(m0, p12), p34);
+  r[1] = _mm512_fmadd_ps(splat(kQ), d12, _mm512_mul_ps(splat(kP), d34));
+  r[2] = _mm512_fmadd_ps(splat(kQ * kQ), p12, _mm512_mul_ps(splat(kP * kP), p34));
+  r[3] = _mm512_add_ps(_mm512_fmadd_ps(splat(kQ * kQ * kQ), d12, _mm512_mul_ps(splat(kP * kP * kP), d34)), m5);
+}
+
+// Half h of a vector. (Masked: GCC 12 warns of the unmasked extract's, and the cast's, pass-through.)
+inline WPK_AVX512_AVX2 __m256 half(__m512 v, int h) {
+  const __m512d d = _mm512_castps_pd(v);
+  return _mm256_castpd_ps(h ? _mm512_mask_extractf64x4_pd(_mm256_setzero_pd(), 0xF, d, 1)
+                            : _mm512_mask_extractf64x4_pd(_mm256_setzero_pd(), 0xF, d, 0));
+}
+
+// input_patch8 for channels c..c+16.
+WPK_AVX512_AVX2 void input_patch16(const Patch& pixel, std::int64_t c, float* out, std::int64_t stride) {
+  __m512 d[kAlpha][kAlpha], t[kAlpha][kAlpha];
+  for (int i = 0; i < kAlpha; ++i)
+    for (int k = 0; k < kAlpha; ++k) d[i][k] = pixel[i][k] ? _mm512_loadu_ps(pixel[i][k] + c) : _mm512_setzero_ps();
+  for (int k = 0; k < kAlpha; ++k) {
+    __m512 r[kAlpha];
+    input_rows16(&d[0][k], kAlpha, r);
+    for (int i = 0; i < kAlpha; ++i) t[i][k] = r[i];
+  }
+  for (int i = 0; i < kAlpha; ++i) {
+    __m512 r[kAlpha];
+    input_rows16(&t[i][0], 1, r);
+    for (int k = 0; k < kAlpha; ++k) _mm512_storeu_ps(out + (i * kAlpha + k) * stride, r[k]);
+  }
+}
+
+// output_patch8 for 16 whole channels from oc.
+WPK_AVX512_AVX2 void output_patch16(const Job& job, const float* sums, std::int64_t stride, const TileOut& to,
+                                    std::int64_t oc) {
+  const StreamConvEpilogue& e = job.e;
+  const __m256 lo = activation_floor(e), hi = _mm256_set1_ps(e.hi);
+  const __m256i all = lane_mask(8);
+  const __m256i masks[2] = {all, all};
+  __m512 p[kAlpha][kAlpha], t[kOut][kAlpha];
+  for (int point = 0; point < kPoints; ++point) p[point / kAlpha][point % kAlpha] = _mm512_loadu_ps(sums + point * stride);
+  for (int k = 0; k < kAlpha; ++k) {
+    __m512 r[kOut];
+    output_rows16(&p[0][k], kAlpha, r);
+    for (int i = 0; i < kOut; ++i) t[i][k] = r[i];
+  }
+  const Vecs<2> bias = {e.bias ? _mm256_loadu_ps(e.bias + oc) : _mm256_setzero_ps(),
+                        e.bias ? _mm256_loadu_ps(e.bias + oc + 8) : _mm256_setzero_ps()};
+  for (int i = 0; i < to.rows; ++i) {
+    __m512 r[kOut];
+    output_rows16(&t[i][0], 1, r);
+    float* row = to.y + i * to.row_stride + oc;
+    for (int k = 0; k < to.cols; ++k) {
+      const Vecs<2> halves = {half(r[k], 0), half(r[k], 1)};
+      store_results<2>(row + k * to.pixel_stride, halves, bias, masks, true, e, lo, hi);
+    }
+  }
+}
+
+// out[point * stride + 0..8) = (B^T d B)[point] of the patch's channels c..c+8.
+WPK_AVX2 void input_patch8(const Patch& pixel, std::int64_t c, float* out, std::int64_t stride) {
+  __m256 d[kAlpha][kAlpha], t[kAlpha][kAlpha];
+  for (int i = 0; i < kAlpha; ++i)
+    for (int k = 0; k < kAlpha; ++k) d[i][k] = pixel[i][k] ? _mm256_loadu_ps(pixel[i][k] + c) : _mm256_setzero_ps();
+  for (int k = 0; k < kAlpha; ++k) {  // columns: t[.][k] = B^T d[.][k]
+    __m256 r[kAlpha];
+    input_rows(&d[0][k], kAlpha, r);
+    for (int i = 0; i < kAlpha; ++i) t[i][k] = r[i];
+  }
+  for (int i = 0; i < kAlpha; ++i) {  // rows: (B^T d) B
+    __m256 r[kAlpha];
+    input_rows(&t[i][0], 1, r);
+    for (int k = 0; k < kAlpha; ++k) _mm256_storeu_ps(out + (i * kAlpha + k) * stride, r[k]);
+  }
+}
+
 // v[(point * count + j) * ic + c] = (B^T d B)[point] of tile first + j's input patch, channel c.
-WPK_AVX2 void transform_inputs(const Job& job, std::int64_t first, std::int64_t count, float* v) {
+void transform_inputs(const Job& job, std::int64_t first, std::int64_t count, float* v) {
   const StreamConvShape& s = job.s;
-  const __m256 zero = _mm256_setzero_ps();
   for (std::int64_t j = 0; j < count; ++j) {
     const TileOrigin o = origin(job, first + j);
-    const float* pixel[kAlpha][kAlpha];  // each patch pixel's channels, or null in the padding
+    Patch pixel;
     for (int i = 0; i < kAlpha; ++i)
       for (int k = 0; k < kAlpha; ++k) {
         const std::int64_t iy = o.oy - s.ph + i, ix = o.ox - s.pw + k;
         pixel[i][k] = iy < 0 || ix < 0 || iy >= s.ih || ix >= s.iw ? nullptr : job.x + ((o.n * s.ih + iy) * s.iw + ix) * s.ic;
       }
-    for (std::int64_t c = 0; c < s.ic; c += 8) {
-      __m256 d[kAlpha][kAlpha], t[kAlpha][kAlpha];
-      for (int i = 0; i < kAlpha; ++i)
-        for (int k = 0; k < kAlpha; ++k) d[i][k] = pixel[i][k] ? _mm256_loadu_ps(pixel[i][k] + c) : zero;
-      for (int k = 0; k < kAlpha; ++k) {  // columns: t[.][k] = B^T d[.][k]
-        __m256 r[kAlpha];
-        input_rows(&d[0][k], kAlpha, r);
-        for (int i = 0; i < kAlpha; ++i) t[i][k] = r[i];
-      }
-      for (int i = 0; i < kAlpha; ++i) {  // rows: (B^T d) B
-        __m256 r[kAlpha];
-        input_rows(&t[i][0], 1, r);
-        for (int k = 0; k < kAlpha; ++k) _mm256_storeu_ps(v + ((i * kAlpha + k) * count + j) * s.ic + c, r[k]);
-      }
-    }
+    std::int64_t c = 0;
+    if (job.wide)
+      for (; c + 16 <= s.ic; c += 16) input_patch16(pixel, c, v + j * s.ic + c, count * s.ic);
+    for (; c < s.ic; c += 8) input_patch8(pixel, c, v + j * s.ic + c, count * s.ic);
   }
 }
 
@@ -172,35 +268,45 @@ void multiply(const Job& job, Range blocks, std::int64_t count, const float* v, 
     }
 }
 
-// y = act(A^T m A + bias [+ y]) for tiles first .. first + count, output blocks `blocks`.
-WPK_AVX2 void transform_outputs(const Job& job, Range blocks, std::int64_t first, std::int64_t count, const float* m,
-                                std::int64_t ldm) {
-  const StreamConvShape& s = job.s;
+// y = act(A^T p A + bias [+ y]) for output channels oc..oc+lanes (lanes <= 8), p[point] at
+// sums + point * stride.
+WPK_AVX2 void output_patch8(const Job& job, const float* sums, std::int64_t stride, const TileOut& to, std::int64_t oc,
+                            int lanes) {
   const StreamConvEpilogue& e = job.e;
   const __m256 lo = activation_floor(e), hi = _mm256_set1_ps(e.hi);
+  const __m256i mask = lane_mask(lanes);
+  __m256 p[kAlpha][kAlpha], t[kOut][kAlpha];
+  for (int point = 0; point < kPoints; ++point) p[point / kAlpha][point % kAlpha] = _mm256_loadu_ps(sums + point * stride);
+  for (int k = 0; k < kAlpha; ++k) {  // columns: t[.][k] = A^T p[.][k]
+    __m256 r[kOut];
+    output_rows(&p[0][k], kAlpha, r);
+    for (int i = 0; i < kOut; ++i) t[i][k] = r[i];
+  }
+  const __m256 bias = e.bias ? _mm256_maskload_ps(e.bias + oc, mask) : _mm256_setzero_ps();
+  for (int i = 0; i < to.rows; ++i) {
+    __m256 r[kOut];
+    output_rows(&t[i][0], 1, r);
+    float* row = to.y + i * to.row_stride + oc;
+    for (int k = 0; k < to.cols; ++k) store_result(row + k * to.pixel_stride, r[k], bias, mask, lanes == 8, e, lo, hi);
+  }
+}
+
+// y = act(A^T m A + bias [+ y]) for tiles first .. first + count, output blocks `blocks`.
+void transform_outputs(const Job& job, Range blocks, std::int64_t first, std::int64_t count, const float* m,
+                       std::int64_t ldm) {
+  const StreamConvShape& s = job.s;
+  const std::int64_t oc0 = blocks.begin * kBlock, oc_end = std::min(s.oc, blocks.end * kBlock);
   for (std::int64_t j = 0; j < count; ++j) {
     const TileOrigin o = origin(job, first + j);
-    const int valid_rows = static_cast<int>(std::min<std::int64_t>(kOut, s.oh - o.oy));
-    const int valid_cols = static_cast<int>(std::min<std::int64_t>(kOut, s.ow - o.ox));
-    for (std::int64_t oc = blocks.begin * kBlock; oc < std::min(s.oc, blocks.end * kBlock); oc += 8) {
-      const int lanes = static_cast<int>(std::min<std::int64_t>(8, s.oc - oc));
-      const __m256i mask = lane_mask(lanes);
-      const float* sums = m + j * ldm + (oc - blocks.begin * kBlock);
-      __m256 p[kAlpha][kAlpha], t[kOut][kAlpha];
-      for (int point = 0; point < kPoints; ++point) p[point / kAlpha][point % kAlpha] = _mm256_loadu_ps(sums + point * count * ldm);
-      for (int k = 0; k < kAlpha; ++k) {  // columns: t[.][k] = A^T p[.][k]
-        __m256 r[kOut];
-        output_rows(&p[0][k], kAlpha, r);
-        for (int i = 0; i < kOut; ++i) t[i][k] = r[i];
-      }
-      const __m256 bias = e.bias ? _mm256_maskload_ps(e.bias + oc, mask) : _mm256_setzero_ps();
-      for (int i = 0; i < valid_rows; ++i) {
-        __m256 r[kOut];
-        output_rows(&t[i][0], 1, r);
-        float* row = job.y + ((o.n * s.oh + o.oy + i) * s.ow + o.ox) * s.oc + oc;
-        for (int k = 0; k < valid_cols; ++k) store_result(row + k * s.oc, r[k], bias, mask, lanes == 8, e, lo, hi);
-      }
-    }
+    const TileOut to{job.y + ((o.n * s.oh + o.oy) * s.ow + o.ox) * s.oc, s.ow * s.oc, s.oc,
+                     static_cast<int>(std::min<std::int64_t>(kOut, s.oh - o.oy)),
+                     static_cast<int>(std::min<std::int64_t>(kOut, s.ow - o.ox))};
+    const float* sums = m + j * ldm - oc0;  // channel oc's sums at sums + oc
+    std::int64_t oc = oc0;
+    if (job.wide)
+      for (; oc + 16 <= oc_end; oc += 16) output_patch16(job, sums + oc, count * ldm, to, oc);
+    for (; oc < oc_end; oc += 8)
+      output_patch8(job, sums + oc, count * ldm, to, oc, static_cast<int>(std::min<std::int64_t>(8, oc_end - oc)));
   }
 }
 

@@ -32,7 +32,9 @@ std::size_t avx2_winograd_weights_size(const StreamConvShape& s);
 void avx2_winograd_weights(const StreamConvShape& s, const float* acdb16a, float* u);
 
 // y = act(conv(x, w) + bias [+ y]) in an OpenMP parallel region of the calling thread's thread
-// count; x, y NHWC float32; u from avx2_winograd_weights.
+// count; x, y NHWC float32; u from avx2_winograd_weights. `wide` (only where
+// stream_conv_available()): the transforms 16 lanes wide and each point's product on the AVX-512
+// streaming tile (kernel=winograd_avx512).
 void avx2_winograd_conv(const StreamConvShape& s, const float* x, const float* u, const StreamConvEpilogue& e, float* y,
                         bool wide = false);
 

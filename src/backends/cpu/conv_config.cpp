@@ -83,15 +83,15 @@ KernelProfile describe_conv(const ConvConfig& config, const StreamConvShape& s, 
     }
     case ConvConfig::Kernel::WinogradAvx2:
     case ConvConfig::Kernel::WinogradAvx512: {
-      // The wide form runs its products on the streaming kernel's AVX-512 tile, but its
-      // transforms stay 8 lanes wide: its share of the wider peak is about half the narrow one's.
+      // The wide form's share of its wider peak is lower: its products go through the streaming
+      // kernel's sums in memory, and its epilogue is the narrow one's on two halves.
       const bool wide = config.kernel == ConvConfig::Kernel::WinogradAvx512;
       p.vector_bits = wide ? 512 : 256;
       p.work_scale = 0.25;  // 2.25 multiply-adds per output where direct takes 9, plus transforms
       // A block of tiles reads all its thread's transformed weights: under ~8 tiles a thread the
       // 36 products are too skinny to reuse them.
       const double tiles = static_cast<double>(avx2_winograd_tiles(s));
-      p.efficiency = (wide ? 0.25 : 0.45) * std::min(1.0, tiles / (8.0 * std::max(1, threads)));
+      p.efficiency = (wide ? 0.3 : 0.45) * std::min(1.0, tiles / (8.0 * std::max(1, threads)));
       p.extra_bytes = 3 * weight_bytes;  // the transformed weights are 4x the direct ones
       break;
     }
