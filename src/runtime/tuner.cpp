@@ -5,6 +5,8 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <optional>
+#include <set>
 
 #include "runtime/cache_key.hpp"
 #include "runtime/candidate_cost.hpp"
@@ -53,6 +55,16 @@ class StepCostModel : public search::CostModel {
 
 // The key of a node's trial log (trial_log.hpp), beside its record's key.
 constexpr const char* kTrialsKeySuffix = ";trials";
+
+// The kernel family of a candidate, for the search's first trials: its backend and the described
+// kernel's name up to "__" (every tile of the generated conv is one family), or, where the backend
+// names no kernel, its config's first knob (oneDNN's algorithm).
+std::string candidate_family(const Candidate& c, const Node& node, const Graph& graph, const InputShapes& shapes,
+                             int threads) {
+  const std::optional<KernelProfile> k = c.backend->describe(node, graph, c.config, shapes, threads);
+  const std::string name = k && !k->name.empty() ? k->name.substr(0, k->name.find("__")) : c.config.substr(0, c.config.find(','));
+  return c.backend->name() + ":" + name;
+}
 
 double seconds_until(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(t - std::chrono::steady_clock::now()).count();
@@ -499,6 +511,36 @@ StepChoice Tuner::search_node(std::size_t s, const std::vector<const Tensor*>& i
         history.push_back({p, t.us});
         log.push_back(t);
       }
+  // Each kernel family's best-predicted config on all the threads is measured before the search
+  // proper, within the node's budget: a calibration that misjudges one algorithm (Winograd
+  // against direct) must not keep the search from ever trying it. The reference is the oracle.
+  std::size_t family_trials = 0;
+  if (!settings_.compare_strategies) {
+    const InputShapes shapes = run_input_shapes(node, graph_, inputs);
+    const int all_threads = static_cast<int>(threads.size()) - 1;
+    const auto family_of = [&](const search::Point& p) {
+      return candidate_family(step.candidates[static_cast<std::size_t>(space.value(p, 0))], node, graph_, shapes,
+                              static_cast<int>(space.value(p, 1)));
+    };
+    std::set<std::string> covered;
+    for (const search::Trial& t : history) covered.insert(family_of(t.point));
+    std::map<std::string, std::pair<double, search::Point>> leaders;
+    for (std::size_t v = 0; v < runnable.size(); ++v) {
+      if (step.candidates[static_cast<std::size_t>(runnable[v])].backend->name() == "reference") continue;
+      const search::Point p = {static_cast<int>(v), all_threads};
+      const std::string family = family_of(p);
+      if (covered.count(family)) continue;
+      const double predicted = model.predict(space, p);
+      const auto found = leaders.find(family);
+      if (found == leaders.end() || predicted < found->second.first) leaders[family] = {predicted, p};
+    }
+    for (const auto& [family, leader] : leaders) {
+      if (history.size() >= wanted || seconds_until(deadline_) <= 0) break;
+      history.push_back({leader.second, measure(leader.second)});
+      log.push_back(to_log(history.back()));
+      ++family_trials;
+    }
+  }
   const std::size_t done = history.size();
   const auto strategy = search::make_strategy(settings_.algorithm, space, settings_.seed + s, &model);
   const search::SearchResult result = search::run_search(
@@ -514,7 +556,7 @@ StepChoice Tuner::search_node(std::size_t s, const std::vector<const Tensor*>& i
   if (result.trials.size() + done < wanted && seconds_until(deadline_) <= 0) return untuned;
   if (result.best.empty()) return untuned;
   logger().debug("{}tuning: {} of {} configurations measured, best {:.1f} us, untuned {:.1f} us", node_label(node),
-                 result.trials.size() + 1, space.size(), result.best_cost, untuned_us);
+                 result.trials.size() + family_trials + 1, space.size(), result.best_cost, untuned_us);
   std::vector<TunedNode::StrategyRun> strategies;
   if (settings_.compare_strategies) {
     // Every measurement, resumed ones included; the untuned one last (each replay's start).
@@ -538,7 +580,7 @@ StepChoice Tuner::search_node(std::size_t s, const std::vector<const Tensor*>& i
     auto [next, next_us] = runners_up(space, history, result, untuned_point, untuned_us);
     chosen_[s] = Chosen{untuned, key, op_summary(node, inputs), std::move(next), std::move(next_us)};
     report_.push_back({node.name, op_summary(node, inputs), describe(step, untuned), describe(step, winner), baseline_us,
-                       winner_us, result.trials.size() + 1, std::move(strategies),
+                       winner_us, result.trials.size() + family_trials + 1, std::move(strategies),
                        settings_.compare_strategies ? std::min(result.best_cost, untuned_us) : 0.0});
     ++progress_.nodes_done;
   }

@@ -486,3 +486,60 @@ TEST_CASE("measurement sweeps what a run goes through: nothing where a core keep
   CHECK(sweep_bytes_for_constants(beyond) == std::min(beyond, cap));
   CHECK(sweep_bytes_for_constants(std::size_t{1} << 40) == cap);
 }
+
+// A backend of two algorithms: "algo=tiled" in 60 tiles, all slow, and "algo=lone", one config,
+// fast. The cost model sees them all alike; a search of 8 trials drawn from 120 points would most
+// likely never try the lone one. The search measures each family's best-predicted config first.
+namespace {
+
+class TwoAlgorithmBackend : public Backend {
+ public:
+  std::string name() const override { return "algos"; }
+  std::string version() const override { return "test-1"; }
+  std::string why_unsupported(const Node& node, const Graph& graph) const override {
+    return node.op_type == "Relu" ? reference_.why_unsupported(node, graph) : "test backend";
+  }
+  std::vector<std::string> configs(const Node&, const Graph&) const override {
+    std::vector<std::string> out;
+    for (int t = 0; t < 60; ++t) out.push_back("algo=tiled,tile=" + std::to_string(t));
+    out.push_back("algo=lone");
+    return out;
+  }
+  std::unique_ptr<Kernel> prepare(const Node& node, const Graph& graph) const override {
+    return prepare(node, graph, configs(node, graph).front());
+  }
+  std::unique_ptr<Kernel> prepare(const Node& node, const Graph& graph, const std::string& config) const override {
+    return std::make_unique<Timed>(reference_.prepare(node, graph), config == "algo=lone" ? 0 : 3);
+  }
+
+ private:
+  struct Timed : Kernel {
+    Timed(std::unique_ptr<Kernel> inner, int ms) : inner(std::move(inner)), ms(ms) {}
+    void run(KernelContext& ctx) const override {
+      inner->run(ctx);
+      if (ms) std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+    }
+    std::unique_ptr<Kernel> inner;
+    int ms;
+  };
+  reference::ReferenceBackend reference_;
+};
+
+}  // namespace
+
+TEST_CASE("tuning measures every kernel family's best-predicted config whatever the other families' sizes", "[tuning]") {
+  const std::string dir = wpk::testing::temp_dir("tune_families");
+  static const TwoAlgorithmBackend algos;
+  for (const std::uint64_t seed : {0u, 1u, 2u}) {
+    SessionOptions o;
+    o.tuning = true;
+    o.cache_dir = dir + "/" + std::to_string(seed);
+    o.tuning_trials = 8;
+    o.tuning_seed = seed;
+    const Session s = SessionFactory::create(relu_graph(), o, {&algos, &runtime_test::reference_backend()});
+    INFO("seed " << seed);
+    CHECK(backend_of_relu(s) == "algos(algo=lone)");
+    REQUIRE(s.tuning_report().size() == 1);
+    CHECK(s.tuning_report()[0].trials <= 8);
+  }
+}
