@@ -18,7 +18,7 @@ namespace {
 
 // Below this the true e^x is under float's normal range: the softmax makes it exactly 0, where
 // exp_ps, which clamps its input, would give 1.4e-38.
-constexpr float kExpFloor = -87.3f;
+constexpr float kExpFloor = kExpLowest;
 
 WPK_AVX2 float horizontal_max(__m256 v) {
   __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));

@@ -8,6 +8,7 @@
 // (avx2_kernels_available).
 #include <algorithm>
 #include <cstdint>
+#include <iterator>
 
 #include "backends/cpu/stream_conv.hpp"
 #include "core/cpu_features.hpp"
@@ -25,6 +26,15 @@ struct Range {
 inline Range part(std::int64_t count, std::int64_t parts, std::int64_t i) {
   return {count * i / parts, count * (i + 1) / parts};
 }
+
+// The constants of exp_n's e^x (below), shared with the AVX-512 kernels' 16-lane form: the clamp
+// (below kExpLowest the true e^x is under float's normal range), the rounding constant, log2(e),
+// ln 2 in two parts, and the polynomial's coefficients from the highest power down.
+constexpr float kExpLowest = -87.3f, kExpHighest = 88.3f;
+constexpr float kExpMagic = 12583039.0f;  // 1.5 * 2^23 + 127
+constexpr float kLog2e = 1.44269504f, kLn2High = 0.693145752f, kLn2Low = 1.42860677e-6f;
+constexpr float kExpPolynomial[] = {1.37527345e-3f, 8.36891215e-3f, 4.16695103e-2f, 0.166665182f,
+                                    0.499999881f,   1.0f,           1.0f};
 }  // namespace wpk::cpu::avx2
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -88,21 +98,21 @@ using Vecs = __m256[N];
 // bits, where a shift makes it 2^n's exponent.
 template <int N>
 WPK_AVX2_INLINE void exp_n(Vecs<N>& x) {
-  const __m256 magic = _mm256_set1_ps(12583039.0f);  // 1.5 * 2^23 + 127
+  const __m256 magic = _mm256_set1_ps(avx2::kExpMagic);
   __m256 t[N], p[N];
 #pragma GCC unroll 4
   for (int j = 0; j < N; ++j) {
-    x[j] = _mm256_min_ps(_mm256_max_ps(x[j], _mm256_set1_ps(-87.3f)), _mm256_set1_ps(88.3f));
-    t[j] = _mm256_fmadd_ps(x[j], _mm256_set1_ps(1.44269504f), magic);
+    x[j] = _mm256_min_ps(_mm256_max_ps(x[j], _mm256_set1_ps(avx2::kExpLowest)), _mm256_set1_ps(avx2::kExpHighest));
+    t[j] = _mm256_fmadd_ps(x[j], _mm256_set1_ps(avx2::kLog2e), magic);
     const __m256 n = _mm256_sub_ps(t[j], magic);
     // ln 2 in two parts, so that n * ln2_hi is exact and r keeps its low bits.
-    x[j] = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693145752f), x[j]);
-    x[j] = _mm256_fnmadd_ps(n, _mm256_set1_ps(1.42860677e-6f), x[j]);
-    p[j] = _mm256_set1_ps(1.37527345e-3f);
+    x[j] = _mm256_fnmadd_ps(n, _mm256_set1_ps(avx2::kLn2High), x[j]);
+    x[j] = _mm256_fnmadd_ps(n, _mm256_set1_ps(avx2::kLn2Low), x[j]);
+    p[j] = _mm256_set1_ps(avx2::kExpPolynomial[0]);
   }
-  for (const float c : {8.36891215e-3f, 4.16695103e-2f, 0.166665182f, 0.499999881f, 1.0f, 1.0f}) {
+  for (std::size_t c = 1; c < std::size(avx2::kExpPolynomial); ++c) {
 #pragma GCC unroll 4
-    for (int j = 0; j < N; ++j) p[j] = _mm256_fmadd_ps(p[j], x[j], _mm256_set1_ps(c));
+    for (int j = 0; j < N; ++j) p[j] = _mm256_fmadd_ps(p[j], x[j], _mm256_set1_ps(avx2::kExpPolynomial[c]));
   }
 #pragma GCC unroll 4
   for (int j = 0; j < N; ++j)

@@ -4,9 +4,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <limits>
 
 #include "backends/cpu/avx2_attention.hpp"
+#include "backends/cpu/avx2_tile.hpp"
 #include "core/cpu_features.hpp"
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -23,9 +25,9 @@ constexpr std::int64_t kBlock = 64;      // keys (and value features) per column
 constexpr int kRows = 6;                 // query rows per register tile: 24 sums, 4 weights, 1 broadcast
 constexpr std::int64_t kMaxChunk = 128;  // query rows per work item
 // Below this the true e^x is under float's normal range: the softmax makes it exactly 0.
-constexpr float kExpFloor = -87.3f;
+constexpr float kExpFloor = avx2::kExpLowest;
 
-std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+using avx2::ceil_div;
 
 #ifdef WPK_AVX512_ATTENTION
 // Lanes [0, n) of a vector (n <= 16).
@@ -48,18 +50,17 @@ WPK_AVX512_INLINE float lanes_sum(__m512 v) {
   return sum;
 }
 
-// e^x on 16 lanes, for x in [kExpFloor, 0] (the softmax's shifted scores): 2^n times a degree-7
-// polynomial of the remainder, the one avx2_tile.hpp's exp_n evaluates on 8 lanes.
+// e^x on 16 lanes, for x in [kExpFloor, 0] (the softmax's shifted scores): avx2_tile.hpp's exp_n
+// (its constants, its degree-6 polynomial) on 16 lanes.
 WPK_AVX512_INLINE __m512 exp16(__m512 x) {
-  const __m512 magic = _mm512_set1_ps(12583039.0f);  // 1.5 * 2^23 + 127
+  const __m512 magic = _mm512_set1_ps(avx2::kExpMagic);
   x = _mm512_mask_max_ps(x, 0xFFFF, x, _mm512_set1_ps(kExpFloor));
-  const __m512 t = _mm512_fmadd_ps(x, _mm512_set1_ps(1.44269504f), magic);
+  const __m512 t = _mm512_fmadd_ps(x, _mm512_set1_ps(avx2::kLog2e), magic);
   const __m512 n = _mm512_sub_ps(t, magic);
-  x = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145752f), x);
-  x = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.42860677e-6f), x);
-  __m512 p = _mm512_set1_ps(1.37527345e-3f);
-  for (const float c : {8.36891215e-3f, 4.16695103e-2f, 0.166665182f, 0.499999881f, 1.0f, 1.0f})
-    p = _mm512_fmadd_ps(p, x, _mm512_set1_ps(c));
+  x = _mm512_fnmadd_ps(n, _mm512_set1_ps(avx2::kLn2High), x);
+  x = _mm512_fnmadd_ps(n, _mm512_set1_ps(avx2::kLn2Low), x);
+  __m512 p = _mm512_set1_ps(avx2::kExpPolynomial[0]);
+  for (std::size_t c = 1; c < std::size(avx2::kExpPolynomial); ++c) p = _mm512_fmadd_ps(p, x, _mm512_set1_ps(avx2::kExpPolynomial[c]));
   return _mm512_mul_ps(p, _mm512_castsi512_ps(_mm512_mask_slli_epi32(_mm512_castps_si512(t), 0xFFFF, _mm512_castps_si512(t), 23)));
 }
 
