@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -105,18 +106,21 @@ const char* isa_cap_text() {
   return v ? v : "";
 }
 
-}  // namespace
-
-IsaCap isa_cap() {
-  const std::string v = isa_cap_text();
+// The cap a WPK_MAX_ISA value names (kNone for an empty one); nullopt for a name it does not know.
+std::optional<IsaCap> isa_cap_named(const std::string& v) {
+  if (v.empty()) return IsaCap::kNone;
   if (v == "avx2") return IsaCap::kAvx2;
   if (v == "avx512") return IsaCap::kAvx512;
-  return IsaCap::kNone;
+  return std::nullopt;
 }
+
+}  // namespace
+
+IsaCap isa_cap() { return isa_cap_named(isa_cap_text()).value_or(IsaCap::kNone); }
 
 std::string isa_cap_problem() {
   const std::string v = isa_cap_text();
-  if (v.empty() || v == "avx2" || v == "avx512") return "";
+  if (isa_cap_named(v)) return "";
   return "WPK_MAX_ISA='" + v + "' is not an instruction set wpk can cap the CPU at (avx2, avx512)";
 }
 

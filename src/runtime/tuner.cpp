@@ -492,7 +492,8 @@ StepChoice Tuner::search_node(std::size_t s, const std::vector<const Tensor*>& i
           ? space.size()
           : std::min<std::uint64_t>(space.size(),
                                     settings_.trials_per_node ? settings_.trials_per_node : TuningSettings::kDefaultTrials);
-  const StepCostModel model(step, node, graph_, run_input_shapes(node, graph_, inputs), calibration_);
+  const InputShapes shapes = run_input_shapes(node, graph_, inputs);
+  const StepCostModel model(step, node, graph_, shapes, calibration_);
   // Trials an earlier search of this node measured before its deadline cut it short: this one
   // goes on from them instead of measuring them again.
   const auto to_log = [&](const search::Trial& t) { return model.logged(space, t.point, t.cost); };
@@ -516,7 +517,6 @@ StepChoice Tuner::search_node(std::size_t s, const std::vector<const Tensor*>& i
   // against direct) must not keep the search from ever trying it. The reference is the oracle.
   std::size_t family_trials = 0;
   if (!settings_.compare_strategies) {
-    const InputShapes shapes = run_input_shapes(node, graph_, inputs);
     const int all_threads = static_cast<int>(threads.size()) - 1;
     const auto family_of = [&](const search::Point& p) {
       return candidate_family(step.candidates[static_cast<std::size_t>(space.value(p, 0))], node, graph_, shapes,
