@@ -25,10 +25,10 @@ DEFAULT_OPS = "Conv,MatMul,Gemm,Attention,Pool,Normalization,Softmax"
 
 
 def family(identity, kernel):
-    backend = identity.split("(", 1)[0]
-    if kernel:
-        return backend + ":" + kernel.split("__", 1)[0]
-    return identity  # oneDNN's candidates have no kernel name: their algorithm is the family
+    """The tuner's family (tuner.cpp's candidate_family): the backend and the kernel's name up to
+    `__`, or where the kernel has no name (oneDNN's) the config's first knob."""
+    backend, _, config = identity.partition("(")
+    return backend + ":" + (kernel.split("__", 1)[0] if kernel else config.rstrip(")").split(",", 1)[0])
 
 
 def parse_trials(value):
