@@ -137,6 +137,11 @@ GpuModel gpu_model(const std::string& device_name, int multiprocessors) {
   return m;
 }
 
+void leave_off_cpu_only_passes(OptimizerOptions& options) {
+  for (const char* pass : {"layout_nhwc", "fuse_concat_batchnorm", "split_conv_over_concat", "fuse_elementwise_chains"})
+    options.disabled_passes.push_back(pass);
+}
+
 PlacementSummary place_on_gpu(Graph& g, const GpuModel& gpu, int cpu_threads) {
   const auto& nodes = g.nodes();
   const std::size_t n = nodes.size();

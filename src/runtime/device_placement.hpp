@@ -8,6 +8,7 @@
 #include <string>
 
 #include "wpk/graph.hpp"
+#include "wpk/optimizer.hpp"
 
 namespace wpk {
 
@@ -33,6 +34,12 @@ struct PlacementSummary {
   double predicted_seconds = 0;       // the chosen placement, by the models
   double predicted_cpu_seconds = 0;   // everything on the CPU, by the same models
 };
+
+// Leaves off the optimizer passes whose rewrites only the CPU runs, for a graph a GPU may take:
+// the NHWC layout and the concat rewrites that need it (they would put transposes around the
+// GPU's NCHW regions), and the element-wise chain fusion (its com.wpk ElementwiseChain is a CPU
+// node the CUDA backend does not run; a region groups its element-wise ops itself).
+void leave_off_cpu_only_passes(OptimizerOptions& options);
 
 // Rewrites `g` (optimized, shapes annotated) as the placement decides; `cpu_threads` prices the
 // CPU side.

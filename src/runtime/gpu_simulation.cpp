@@ -56,7 +56,7 @@ GpuSimulation simulate_gpu_tuning(Graph graph, const SessionOptions& options, co
   out.gpu = *spec;
   fix_symbolic_dims(graph, options.fixed_dims);
   OptimizerOptions optimizer = options.optimizer;
-  for (const char* pass : {"layout_nhwc", "fuse_concat_batchnorm", "split_conv_over_concat"}) optimizer.disabled_passes.push_back(pass);
+  leave_off_cpu_only_passes(optimizer);
   graph = Optimizer(optimizer).optimize(std::move(graph));
   out.placement = place_on_gpu(graph, gpu_model(spec->name, spec->multiprocessors), resolve_threads(options.threads));
 

@@ -207,9 +207,7 @@ Session::Session(Graph graph, SessionOptions options, const std::vector<const Ba
                                             (bad.size() > 1 ? " (and " + std::to_string(bad.size() - 1) + " more nodes)" : ""));
   const std::optional<GpuModel> gpu = resolve_gpu(options);
   OptimizerOptions optimizer = options.optimizer;
-  if (gpu)  // the CPU's NHWC layout would only add transposes around the GPU's NCHW regions
-    for (const char* pass : {"layout_nhwc", "fuse_concat_batchnorm", "split_conv_over_concat"})
-      optimizer.disabled_passes.push_back(pass);
+  if (gpu) leave_off_cpu_only_passes(optimizer);
   impl_->graph = Optimizer(optimizer).optimize(std::move(graph));
   passes::clear_compute_precision(impl_->graph);
   if (options.precision == Precision::BF16) {

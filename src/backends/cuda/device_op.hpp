@@ -102,6 +102,24 @@ std::unique_ptr<DeviceOp> prepare_attention(const PrepareEnv& env);
 // The kernel of an element-wise group (generated_kernels.hpp), reading its inputs in order.
 std::unique_ptr<DeviceOp> prepare_elementwise_group(const PrepareEnv& env, const ElementwiseGroup& group);
 
+// A depth-first group (generated_kernels.hpp: depth_first_groups) replaces two prepared ops: the
+// depthwise convolution and the pointwise one that reads it, each on its buffers in the region.
+struct SeparateOps {
+  const DeviceOp& depthwise;
+  std::vector<DeviceTensor> depthwise_in;
+  DeviceTensor depthwise_out;
+  const DeviceOp& pointwise;
+  std::vector<DeviceTensor> pointwise_in;
+  DeviceTensor pointwise_out;
+};
+// The group's buffers before its output: the depthwise input, weights and bias (when it has
+// one), then the pointwise weights, bias and residual (when given).
+std::vector<ValueId> depth_first_inputs(const Node& depthwise, const Node& pointwise);
+// With tuning, the generated group's schedules searched against `separate`; without, the schedule
+// an earlier tuning recorded. env is the pointwise node's, its `in` the group's inputs in the
+// order above. Null: the two ops stay.
+std::unique_ptr<DeviceOp> prepare_depth_first(const PrepareEnv& env, const Node& depthwise, const SeparateOps& separate);
+
 // A generated kernel's buffers for an op with an optional bias (input 2) and residual (input 3):
 // the first two inputs, then the bias and the residual when given, then the output.
 std::vector<CUdeviceptr> kernel_args(const std::vector<DeviceTensor>& in, const DeviceTensor& out, bool bias, bool residual);

@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 
 #include "backends/cuda/support.hpp"
+#include "graph/fused_ops.hpp"
 #include "codegen/loop_ir.hpp"
 #include "wpk/error.hpp"
 
@@ -297,6 +299,30 @@ PrintedCudaKernel depth_first_conv_kernel(const ConvGeometry& dw, const ConvEpil
   return conv_kernel_with(pw, c, bias, residual, activation, params, &producer, prefix);
 }
 
+std::vector<DepthFirstNodes> depth_first_groups(const Graph& body) {
+  const auto is_conv = [](const Node& n) {
+    return (n.op_type == "Conv" && n.domain.empty()) || (n.op_type == "FusedConv" && n.domain == kWpkDomain);
+  };
+  std::map<ValueId, std::vector<std::size_t>> readers;
+  for (std::size_t i = 0; i < body.nodes().size(); ++i)
+    for (ValueId v : body.nodes()[i].inputs) readers[v].push_back(i);
+  std::vector<DepthFirstNodes> groups;
+  for (std::size_t i = 0; i < body.nodes().size(); ++i) {
+    const Node& dw = body.nodes()[i];
+    if (!is_conv(dw) || dw.outputs.size() != 1) continue;
+    const ValueId d = dw.outputs[0];
+    const auto r = readers.find(d);
+    if (r == readers.end() || r->second.size() != 1) continue;
+    if (std::find(body.outputs().begin(), body.outputs().end(), d) != body.outputs().end()) continue;
+    const Node& pw = body.nodes()[r->second[0]];
+    if (!is_conv(pw) || pw.inputs[0] != d || std::count(pw.inputs.begin(), pw.inputs.end(), d) != 1) continue;
+    const ConvGeometry dg = conv_geometry(dw, body), pg = conv_geometry(pw, body);
+    if (dg.x.size() != 4 || pg.x.size() != 4 || !depth_first_pair(dg, conv_epilogue(dw), pg)) continue;
+    groups.push_back({i, r->second[0]});
+  }
+  return groups;
+}
+
 namespace {
 
 PrintedCudaKernel row_kernel(const Compute& c, const Var& r, const std::string& symbol) {
@@ -309,22 +335,49 @@ PrintedCudaKernel row_kernel(const Compute& c, const Var& r, const std::string& 
 
 }  // namespace
 
-PrintedCudaKernel row_mean_kernel(std::int64_t rows, std::int64_t cols) {
-  Var r = var("r", rows), d = var("d", cols);
-  Buffer x = buffer("x", {rows, cols});
-  const Compute c = compute("row_mean", buffer("mean", {rows}), {r}, {d}, load(x, {r, d}),
-                            acc() * constant(1.0f / static_cast<float>(cols)), {x});
-  return row_kernel(c, r, "wpk_row_mean_" + std::to_string(rows) + "_" + std::to_string(cols));
+std::int64_t row_parts(std::int64_t cols) {
+  std::int64_t parts = 1;
+  for (std::int64_t p = 2; p <= 64 && p * p <= 2 * cols; p *= 2)
+    if (cols % p == 0) parts = p;
+  return parts;
 }
 
-PrintedCudaKernel row_rstd_kernel(std::int64_t rows, std::int64_t cols, float epsilon) {
-  Var r = var("r", rows), d = var("d", cols);
+PrintedCudaKernel row_partial_sums_kernel(std::int64_t rows, std::int64_t cols, std::int64_t parts, bool centred) {
+  if (parts < 1 || cols % parts != 0) throw std::invalid_argument("row parts must divide the columns");
+  Var r = var("r", rows), j = var("j", parts), i = var("i", cols / parts);
   Buffer x = buffer("x", {rows, cols}), mean = buffer("mean", {rows});
-  const Expr centred = load(x, {r, d}) - load(mean, {r});
-  const Compute c = compute("row_rstd", buffer("rstd", {rows}), {r}, {d}, centred * centred,
+  Expr term = load(x, {r, Affine(i) * parts + j});
+  std::vector<Buffer> inputs = {x};
+  if (centred) {
+    term = term - load(mean, {r});
+    term = term * term;
+    inputs.push_back(mean);
+  }
+  const Compute c = compute(centred ? "row_square_parts" : "row_parts", buffer("partial", {rows, parts}), {r, j}, {i}, term, acc(),
+                            inputs);
+  Schedule s(c);
+  s.bind_block(r);
+  s.bind_thread(j);
+  return print_cuda(lower(s), std::string("wpk_row_") + (centred ? "square_" : "") + "parts_" + std::to_string(rows) + "_" +
+                                  std::to_string(cols) + "_" + std::to_string(parts),
+                    "cuda backend");
+}
+
+PrintedCudaKernel row_mean_kernel(std::int64_t rows, std::int64_t cols, std::int64_t parts) {
+  Var r = var("r", rows), j = var("j", parts);
+  Buffer partial = buffer("partial", {rows, parts});
+  const Compute c = compute("row_mean", buffer("mean", {rows}), {r}, {j}, load(partial, {r, j}),
+                            acc() * constant(1.0f / static_cast<float>(cols)), {partial});
+  return row_kernel(c, r, "wpk_row_mean_" + std::to_string(rows) + "_" + std::to_string(cols) + "_" + std::to_string(parts));
+}
+
+PrintedCudaKernel row_rstd_kernel(std::int64_t rows, std::int64_t cols, std::int64_t parts, float epsilon) {
+  Var r = var("r", rows), j = var("j", parts);
+  Buffer partial = buffer("partial", {rows, parts});
+  const Compute c = compute("row_rstd", buffer("rstd", {rows}), {r}, {j}, load(partial, {r, j}),
                             constant(1.0f) / unary(Op::Sqrt, acc() * constant(1.0f / static_cast<float>(cols)) + constant(epsilon)),
-                            {x, mean});
-  return row_kernel(c, r, "wpk_row_rstd_" + std::to_string(rows) + "_" + std::to_string(cols));
+                            {partial});
+  return row_kernel(c, r, "wpk_row_rstd_" + std::to_string(rows) + "_" + std::to_string(cols) + "_" + std::to_string(parts));
 }
 
 std::vector<search::Knob> cuda_product_knobs() {

@@ -83,6 +83,14 @@ codegen::PrintedCudaKernel depth_first_conv_kernel(const ConvGeometry& dw, const
                                                    const CudaConvConfig& c, bool bias, bool residual, const std::string& activation,
                                                    const std::vector<float>& params);
 
+// The depth-first groups of a region's body: a depthwise convolution (Conv or FusedConv, as
+// depth_first_pair) whose output only a convolution of one group reads, as its input, and which
+// is no output of the body. By node index; a node is in one pair at most.
+struct DepthFirstNodes {
+  std::size_t depthwise = 0, pointwise = 0;
+};
+std::vector<DepthFirstNodes> depth_first_groups(const Graph& body);
+
 // A (batched) product Y[b] = A[b] B[b or shared] with its epilogue act(acc + bias[n] + Z), and
 // the schedule knobs of its generated kernel: a thread computes regs_m x regs_n outputs in
 // registers, a block's threads_m x threads_n threads a tile of rows and columns; with stage_k, the
@@ -107,10 +115,16 @@ search::GpuLaunch product_launch(const ProductGeometry& g, const CudaProductConf
 codegen::PrintedCudaKernel product_kernel(const ProductGeometry& g, const CudaProductConfig& c, bool bias, bool residual,
                                           const std::string& activation, const std::vector<float>& params);
 
-// LayerNormalization's row statistics over rows x cols: mean[r], then rstd[r] = 1 / sqrt(var[r] +
-// epsilon) from x and mean; a thread per row.
-codegen::PrintedCudaKernel row_mean_kernel(std::int64_t rows, std::int64_t cols);
-codegen::PrintedCudaKernel row_rstd_kernel(std::int64_t rows, std::int64_t cols, float epsilon);
+// LayerNormalization's row statistics over rows x cols, in two steps so that many threads share
+// a row: a block per row whose `parts` threads each sum the columns j, j + parts, ... (a warp
+// reads consecutive columns) into partial[r, j], then a thread per row adds its parts. The sums
+// are of x for the mean, of (x - mean[r])^2 for rstd[r] = 1 / sqrt(var[r] + epsilon).
+std::int64_t row_parts(std::int64_t cols);  // a power of two dividing cols, near its square root
+// Buffers: x, mean (when centred), partial [rows, parts].
+codegen::PrintedCudaKernel row_partial_sums_kernel(std::int64_t rows, std::int64_t cols, std::int64_t parts, bool centred);
+// Buffers: partial, then mean or rstd ([rows]).
+codegen::PrintedCudaKernel row_mean_kernel(std::int64_t rows, std::int64_t cols, std::int64_t parts);
+codegen::PrintedCudaKernel row_rstd_kernel(std::int64_t rows, std::int64_t cols, std::int64_t parts, float epsilon);
 
 // FusedConv's and FusedMatMul's `activation` (graph/fused_ops.hpp) applied to x; x itself for "".
 // Throws Error(Unsupported) for one the DSL cannot express (the erf form of Gelu).

@@ -1,5 +1,6 @@
-// LayerNormalization as three generated kernels (row means, row reciprocal deviations, then the
-// normalisation with scale and bias as one element-wise kernel), and Softmax by cuDNN.
+// LayerNormalization as generated kernels (row means and row reciprocal deviations, each summed
+// in parts and then per row, then the normalisation with scale and bias as one element-wise
+// kernel), and Softmax by cuDNN.
 #include "backends/cuda/cudnn_descriptors.hpp"
 #include "backends/cuda/device_op.hpp"
 #include "backends/cuda/generated_kernels.hpp"
@@ -25,8 +26,11 @@ class LayerNormOp : public DeviceOp {
     const Shape& x = env.in[0].shape;
     std::tie(rows_, cols_) = split_at(x, positive_axis(n.attr_int("axis", -1), x.size()));
     has_bias_ = n.inputs.size() > 2 && n.inputs[2] != kNoValue;
-    mean_ = GeneratedKernel::obtain(row_mean_kernel(rows_, cols_), env.cubins);
-    rstd_ = GeneratedKernel::obtain(row_rstd_kernel(rows_, cols_, n.attr_float("epsilon", 1e-5f)), env.cubins);
+    parts_ = row_parts(cols_);
+    sum_parts_ = GeneratedKernel::obtain(row_partial_sums_kernel(rows_, cols_, parts_, false), env.cubins);
+    square_parts_ = GeneratedKernel::obtain(row_partial_sums_kernel(rows_, cols_, parts_, true), env.cubins);
+    mean_ = GeneratedKernel::obtain(row_mean_kernel(rows_, cols_, parts_), env.cubins);
+    rstd_ = GeneratedKernel::obtain(row_rstd_kernel(rows_, cols_, parts_, n.attr_float("epsilon", 1e-5f)), env.cubins);
     std::vector<Shape> operands = {{rows_, cols_}, {rows_, 1}, {rows_, 1}, {cols_}};
     if (has_bias_) operands.push_back({cols_});
     normalize_ = GeneratedKernel::obtain(
@@ -39,23 +43,27 @@ class LayerNormOp : public DeviceOp {
   }
   void launch(const LaunchEnv& env, const std::vector<DeviceTensor>& in, const DeviceTensor& out) const override {
     const CUstream s = env.handles.stream();
-    const CUdeviceptr mean = env.scratch, rstd = env.scratch + static_cast<CUdeviceptr>(rows_ * sizeof(float));
-    mean_->launch(s, {in[0].ptr, mean});
-    rstd_->launch(s, {in[0].ptr, mean, rstd});
+    const CUdeviceptr mean = env.scratch, rstd = mean + static_cast<CUdeviceptr>(rows_ * sizeof(float)),
+                      partial = rstd + static_cast<CUdeviceptr>(rows_ * sizeof(float));
+    sum_parts_->launch(s, {in[0].ptr, partial});
+    mean_->launch(s, {partial, mean});
+    square_parts_->launch(s, {in[0].ptr, mean, partial});
+    rstd_->launch(s, {partial, rstd});
     std::vector<CUdeviceptr> args = {in[0].ptr, mean, rstd, in[1].ptr};
     if (has_bias_) args.push_back(in[2].ptr);
     args.push_back(out.ptr);
     normalize_->launch(s, std::move(args));
   }
   std::string describe() const override {
-    return "gen:" + mean_->symbol() + "+gen:" + rstd_->symbol() + "+gen:" + normalize_->symbol();
+    return "gen:" + sum_parts_->symbol() + "+gen:" + mean_->symbol() + "+gen:" + square_parts_->symbol() + "+gen:" + rstd_->symbol() +
+           "+gen:" + normalize_->symbol();
   }
-  std::size_t scratch_bytes() const override { return static_cast<std::size_t>(2 * rows_) * sizeof(float); }
+  std::size_t scratch_bytes() const override { return static_cast<std::size_t>((2 + parts_) * rows_) * sizeof(float); }
 
  private:
-  std::int64_t rows_ = 0, cols_ = 0;
+  std::int64_t rows_ = 0, cols_ = 0, parts_ = 1;
   bool has_bias_ = false;
-  std::shared_ptr<const GeneratedKernel> mean_, rstd_, normalize_;
+  std::shared_ptr<const GeneratedKernel> sum_parts_, mean_, square_parts_, rstd_, normalize_;
 };
 
 class SoftmaxOp : public DeviceOp {

@@ -7,6 +7,7 @@
 
 #include "backends/cuda/cuda_backend.hpp"
 #include "backends/cuda/device_op.hpp"
+#include "backends/cuda/generated_kernels.hpp"
 #include "backends/cuda/support.hpp"
 #include "graph/fused_ops.hpp"
 #include "runtime/logging.hpp"
@@ -31,7 +32,8 @@ class RegionKernel : public Kernel {
   RegionKernel(const Node& node, const Graph& body) : name_(node.name), cubins_(node.attr_string("kernel_cache", "")) {
     Device::get();
     const std::vector<std::size_t> roots = elementwise_group_roots(body);
-    plan_memory(body, roots);
+    const std::vector<DepthFirstNodes> depth_first = depth_first_groups(body);
+    plan_memory(body, roots, depth_first);
     // The first run context: its stream and arena serve to prepare the ops (cuDNN measures its
     // algorithms on them) and then the first run.
     contexts_.push_back(std::make_unique<Context>(*this));
@@ -59,6 +61,7 @@ class RegionKernel : public Kernel {
       std::optional<ElementwiseGroup> group;
       if (grouped) group = elementwise_group_kernel(body, roots, i);
       Step step;
+      step.node = i;
       step.in = grouped ? group->inputs : n.inputs;
       step.out = n.outputs[0];
       std::vector<DeviceTensor> in;
@@ -71,6 +74,7 @@ class RegionKernel : public Kernel {
       zeros_bytes_ = std::max(zeros_bytes_, step.op->zeros_bytes());
       steps_.push_back(std::move(step));
     }
+    form_depth_first_groups(body, depth_first, search ? &*search : nullptr, &choices, first);
     for (std::int64_t o : node.attr_ints("returned_outputs")) returned_.insert(static_cast<std::size_t>(o));
     for (ValueId v : body.inputs()) inputs_.push_back(v);
     for (ValueId v : body.outputs()) outputs_.push_back(v);
@@ -80,6 +84,7 @@ class RegionKernel : public Kernel {
     first.finish(*this);
     graphed_ = first.graph != nullptr;
     for (const Step& s : steps_) kernels_ += (kernels_.empty() ? "" : ", ") + s.op->describe();
+    if (logger().should_log(spdlog::level::debug)) log_step_times(body, first);
   }
 
   void run(KernelContext& ctx) const override {
@@ -129,6 +134,7 @@ class RegionKernel : public Kernel {
 
  private:
   struct Step {
+    std::size_t node = 0;     // in the body
     std::vector<ValueId> in;  // kNoValue for an omitted input
     ValueId out = kNoValue;
     std::unique_ptr<DeviceOp> op;
@@ -174,8 +180,9 @@ class RegionKernel : public Kernel {
   // in, step i + 1 runs op i, the last step copies the outputs out): values alive at once never
   // overlap. A view lives in its input's place and keeps it alive.
   // An element-wise group's members run in its root's kernel (elementwise_group_roots): what they
-  // read lives until the root's step, and the values they make inside it take no place.
-  void plan_memory(const Graph& body, const std::vector<std::size_t>& roots) {
+  // read lives until the root's step, and the values they make inside it take no place. A
+  // depth-first group's pointwise step may read the depthwise input, which lives until then.
+  void plan_memory(const Graph& body, const std::vector<std::size_t>& roots, const std::vector<DepthFirstNodes>& depth_first) {
     std::vector<BufferRequest> requests;
     auto place = [&](ValueId v, int step) {
       const Shape shape = static_shape(body, v);
@@ -197,6 +204,8 @@ class RegionKernel : public Kernel {
       const Node& n = body.nodes()[i];
       ++step;
       for (ValueId v : n.inputs) keep_alive(v, static_cast<int>(roots[i]) + 1);
+      for (const DepthFirstNodes& d : depth_first)
+        if (d.pointwise == i) keep_alive(body.nodes()[d.depthwise].inputs[0], step);
       if (is_view_op(n)) {
         const auto in = slots_.find(n.inputs[0]);
         if (in != slots_.end()) slots_[n.outputs[0]] = {in->second.request, in->second.constant, static_shape(body, n.outputs[0])};
@@ -206,6 +215,59 @@ class RegionKernel : public Kernel {
     }
     for (ValueId v : body.outputs()) keep_alive(v, step + 1);
     layout_ = assign_offsets(requests);
+  }
+
+  // Where a run's device time goes: each step timed alone on the first context's buffers.
+  void log_step_times(const Graph& body, const Context& first) const {
+    const LaunchEnv env{first.handles, first.scratch.get(), first.workspace.get(), zeros_.get()};
+    double total = 0;
+    for (const Step& s : steps_) {
+      std::vector<DeviceTensor> in;
+      for (ValueId v : s.in) in.push_back(first.tensor(*this, v));
+      const DeviceTensor out = first.tensor(*this, s.out);
+      double seconds = 0;
+      try {
+        seconds = median_launch_seconds(first.handles, [&] { s.op->launch(env, in, out); });
+      } catch (const Error& e) {
+        logger().debug("device region {}: {} not timed: {}", name_, body.nodes()[s.node].name, e.what());
+        continue;
+      }
+      total += seconds;
+      logger().debug("device region {}: {} {:.1f} us {} {}", name_, body.nodes()[s.node].op_type, seconds * 1e6,
+                     body.nodes()[s.node].name, s.op->describe());
+    }
+    logger().debug("device region {}: {} steps, {:.1f} us timed one by one", name_, steps_.size(), total * 1e6);
+  }
+
+  // Each depth-first group whose generated kernel tuning chooses now, or chose before, over its
+  // two prepared ops: the pointwise step runs it, the depthwise step goes.
+  void form_depth_first_groups(const Graph& body, const std::vector<DepthFirstNodes>& groups, const SearchSettings* search,
+                               std::map<std::string, std::string>* choices, Context& first) {
+    std::set<std::size_t> dropped;
+    for (const DepthFirstNodes& g : groups) {
+      const auto step_of = [&](std::size_t node) {
+        return std::find_if(steps_.begin(), steps_.end(), [&](const Step& s) { return s.node == node; });
+      };
+      const auto dw = step_of(g.depthwise), pw = step_of(g.pointwise);
+      if (dw == steps_.end() || pw == steps_.end()) continue;
+      const auto tensors = [&](const std::vector<ValueId>& values) {
+        std::vector<DeviceTensor> t;
+        for (ValueId v : values) t.push_back(first.tensor(*this, v));
+        return t;
+      };
+      const Node& depthwise = body.nodes()[g.depthwise];
+      const std::vector<ValueId> in = depth_first_inputs(depthwise, body.nodes()[g.pointwise]);
+      const SeparateOps separate{*dw->op, tensors(dw->in), first.tensor(*this, dw->out),
+                                 *pw->op, tensors(pw->in), first.tensor(*this, pw->out)};
+      const PrepareEnv env{body.nodes()[g.pointwise], body, tensors(in), first.tensor(*this, pw->out), first.handles, search,
+                           choices, &cubins_, current_tuning_records()};
+      std::unique_ptr<DeviceOp> op = prepare_depth_first(env, depthwise, separate);
+      if (!op) continue;
+      pw->op = std::move(op);
+      pw->in = in;
+      dropped.insert(g.depthwise);
+    }
+    steps_.erase(std::remove_if(steps_.begin(), steps_.end(), [&](const Step& s) { return dropped.count(s.node) > 0; }), steps_.end());
   }
 
   Context& acquire() const {

@@ -220,6 +220,10 @@ TEST_CASE("generated CUDA convolutions and element-wise kernels compile with NVR
     const auto add = cuda::elementwise_kernel("add", {8, 64, 56, 56}, {{8, 64, 56, 56}, {1, 64, 1, 1}},
                                               [](const std::vector<codegen::Expr>& v) { return v[0] + v[1]; });
     CHECK(nvrtc->compile(add.source, add.symbol, sm).resources.registers > 0);
+    for (const bool centred : {false, true}) {  // BERT's layer norms at batch 8
+      const auto parts = cuda::row_partial_sums_kernel(1024, 768, cuda::row_parts(768), centred);
+      CHECK(nvrtc->compile(parts.source, parts.symbol, sm).resources.registers > 0);
+    }
   }
 }
 
@@ -358,8 +362,11 @@ TEST_CASE("generated CUDA kernels keep NaN through Relu, Max, Min, Clip and Leak
 }
 
 TEST_CASE("generated row statistics and the exact GELU match the CPU under host emulation", "[cuda][codegen]") {
-  const std::int64_t rows = 37, cols = 50;
-  const Tensor x = device_test::ramp({rows, cols}, 2.0f, 5);
+  // Rows of 50 columns are summed in 2 parts, BERT's 768 in 32, a prime count in one.
+  CHECK(cuda::row_parts(50) == 2);
+  CHECK(cuda::row_parts(768) == 32);
+  CHECK(cuda::row_parts(37) == 1);
+  const std::int64_t rows = 37;
   std::string why;
   auto run = [&](const codegen::PrintedCudaKernel& k, std::vector<float*> args) {
     const auto kernel = codegen::test::build_emulated(k, k.symbol, &why);
@@ -367,24 +374,32 @@ TEST_CASE("generated row statistics and the exact GELU match the CPU under host 
     REQUIRE(kernel);
     reinterpret_cast<codegen::test::Entry>(kernel->entry)(args.data(), nullptr, 1);
   };
-  std::vector<float> mean(rows), rstd(rows), gelu(static_cast<std::size_t>(rows * cols));
-  float* px = const_cast<float*>(x.data<float>());
-  run(cuda::row_mean_kernel(rows, cols), {px, mean.data()});
-  run(cuda::row_rstd_kernel(rows, cols, 1e-5f), {px, mean.data(), rstd.data()});
-  run(cuda::elementwise_kernel("gelu", {rows, cols}, {{rows, cols}},
-                               [](const std::vector<codegen::Expr>& v) { return cuda::activation_expr("Gelu", {}, v[0]); }),
-      {px, gelu.data()});
-  for (std::int64_t r = 0; r < rows; ++r) {
-    double m = 0, var = 0;
-    for (std::int64_t c = 0; c < cols; ++c) m += px[r * cols + c];
-    m /= cols;
-    for (std::int64_t c = 0; c < cols; ++c) var += (px[r * cols + c] - m) * (px[r * cols + c] - m);
-    var /= cols;
-    CHECK(std::fabs(mean[static_cast<std::size_t>(r)] - m) <= 1e-5);
-    CHECK(std::fabs(rstd[static_cast<std::size_t>(r)] - 1 / std::sqrt(var + 1e-5)) <= 1e-4 / std::sqrt(var + 1e-5));
-    for (std::int64_t c = 0; c < cols; ++c) {
-      const double v = px[r * cols + c];
-      CHECK(std::fabs(gelu[static_cast<std::size_t>(r * cols + c)] - 0.5 * v * (1 + std::erf(v / std::sqrt(2.0)))) <= 1e-5);
+  for (const std::int64_t cols : {50, 768, 37}) {
+    const std::int64_t parts = cuda::row_parts(cols);
+    INFO(cols << " columns in " << parts << " parts");
+    const Tensor x = device_test::ramp({rows, cols}, 2.0f, 5);
+    std::vector<float> mean(rows), rstd(rows), partial(static_cast<std::size_t>(rows * parts));
+    std::vector<float> gelu(static_cast<std::size_t>(rows * cols));
+    float* px = const_cast<float*>(x.data<float>());
+    run(cuda::row_partial_sums_kernel(rows, cols, parts, false), {px, partial.data()});
+    run(cuda::row_mean_kernel(rows, cols, parts), {partial.data(), mean.data()});
+    run(cuda::row_partial_sums_kernel(rows, cols, parts, true), {px, mean.data(), partial.data()});
+    run(cuda::row_rstd_kernel(rows, cols, parts, 1e-5f), {partial.data(), rstd.data()});
+    run(cuda::elementwise_kernel("gelu", {rows, cols}, {{rows, cols}},
+                                 [](const std::vector<codegen::Expr>& v) { return cuda::activation_expr("Gelu", {}, v[0]); }),
+        {px, gelu.data()});
+    for (std::int64_t r = 0; r < rows; ++r) {
+      double m = 0, var = 0;
+      for (std::int64_t c = 0; c < cols; ++c) m += px[r * cols + c];
+      m /= cols;
+      for (std::int64_t c = 0; c < cols; ++c) var += (px[r * cols + c] - m) * (px[r * cols + c] - m);
+      var /= cols;
+      CHECK(std::fabs(mean[static_cast<std::size_t>(r)] - m) <= 1e-5);
+      CHECK(std::fabs(rstd[static_cast<std::size_t>(r)] - 1 / std::sqrt(var + 1e-5)) <= 1e-4 / std::sqrt(var + 1e-5));
+      for (std::int64_t c = 0; c < cols; ++c) {
+        const double v = px[r * cols + c];
+        CHECK(std::fabs(gelu[static_cast<std::size_t>(r * cols + c)] - 0.5 * v * (1 + std::erf(v / std::sqrt(2.0)))) <= 1e-5);
+      }
     }
   }
 }

@@ -36,7 +36,7 @@ bool have_gpu() {
 // launches priced at nothing), as a graph a CPU session runs with its regions on the device.
 Graph all_on_gpu(Graph g, int* regions) {
   OptimizerOptions o;
-  o.disabled_passes = {"layout_nhwc", "fuse_concat_batchnorm", "split_conv_over_concat"};
+  leave_off_cpu_only_passes(o);
   g = Optimizer(o).optimize(std::move(g));
   GpuModel free = gpu_model("test GPU", 132);
   free.link_seconds = 0, free.link_bytes_per_second = 1e30, free.launch_seconds = 0;
@@ -84,6 +84,29 @@ TEST_CASE("device regions match the CPU: convolutions, pooling, residuals, clips
 TEST_CASE("tuned device regions, generated convolutions among their candidates, match the CPU", "[cuda]") {
   if (!have_gpu()) return;
   check_matches_cpu(device_test::conv_net(2, 16, 20), device_test::conv_net_inputs(2, 16, 20), 1e-5, true);
+}
+
+TEST_CASE("a tuned region with a depthwise convolution read by a pointwise one matches the CPU", "[cuda]") {
+  if (!have_gpu()) return;
+  using device_test::ramp;
+  // MobileNetV2's block end: depthwise 3x3 -> Clip -> 1x1 projection -> + residual; tuning may
+  // compute the pair as one depth-first kernel (its output checked against the two ops first).
+  const std::int64_t c = 32, o = 24, hw = 28;
+  Graph g;
+  g.add_input("x", DType::Float32, {2, c, hw, hw});
+  g.add_input("z", DType::Float32, {2, o, hw, hw});
+  g.add_initializer("wd", ramp({c, 1, 3, 3}, 0.5f, 1));
+  g.add_initializer("bd", ramp({c}, 0.3f, 2));
+  g.add_initializer("wp", ramp({o, c, 1, 1}, 0.5f, 3));
+  g.add_initializer("bp", ramp({o}, 0.3f, 4));
+  g.add_initializer("lo", Tensor::scalar<float>(0.0f));
+  g.add_initializer("hi", Tensor::scalar<float>(6.0f));
+  g.add_node("Conv", {"x", "wd", "bd"}, {"d"}, {{"group", c}, {"pads", std::vector<std::int64_t>{1, 1, 1, 1}}});
+  g.add_node("Clip", {"d", "lo", "hi"}, {"d6"});
+  g.add_node("Conv", {"d6", "wp", "bp"}, {"p"});
+  g.add_node("Add", {"p", "z"}, {"y"});
+  g.add_output("y");
+  check_matches_cpu(g, {{"x", ramp({2, c, hw, hw}, 1.0f, 5)}, {"z", ramp({2, o, hw, hw}, 0.4f, 6)}}, 1e-5, true);
 }
 
 TEST_CASE("device regions match the CPU: broadcast element-wise ops, transposes and products", "[cuda]") {

@@ -8,6 +8,7 @@
 #include <map>
 
 #include "backends/cuda/cuda_backend_names.hpp"
+#include "backends/cuda/generated_kernels.hpp"
 #include "backends/cuda/support.hpp"
 #include "device_graphs.hpp"
 #include "runtime/device_placement.hpp"
@@ -19,7 +20,7 @@ namespace {
 
 Graph optimized(Graph g) {
   OptimizerOptions o;
-  o.disabled_passes = {"layout_nhwc", "fuse_concat_batchnorm", "split_conv_over_concat"};
+  leave_off_cpu_only_passes(o);
   return Optimizer(o).optimize(std::move(g));
 }
 
@@ -58,6 +59,27 @@ TEST_CASE("a conv net large enough to pay for the copies becomes one device regi
     for (const Node& n : g.nodes()) read |= std::find(n.inputs.begin(), n.inputs.end(), v) != n.inputs.end();
     CHECK(read);
   }
+}
+
+TEST_CASE("a GPU session leaves element-wise chains unfused for its regions, which run them", "[placement]") {
+  Graph g;
+  g.add_input("x", DType::Float32, {4, 64});
+  g.add_input("v", DType::Float32, {4, 64});
+  g.add_node("Relu", {"x"}, {"r"});
+  g.add_node("Mul", {"r", "v"}, {"m"});
+  g.add_node("Sigmoid", {"m"}, {"y"});
+  g.add_output("y");
+  Graph o = optimized(std::move(g));
+  REQUIRE(o.nodes().size() == 3);
+  for (const Node& n : o.nodes()) {
+    INFO(n.op_type);
+    CHECK(cuda::why_cuda_cannot_run(n, o).empty());
+  }
+  GpuModel free = gpu_model("test GPU", 132);  // copies and launches priced at nothing
+  free.link_seconds = 0, free.link_bytes_per_second = 1e30, free.launch_seconds = 0;
+  const PlacementSummary s = place_on_gpu(o, free, 1);
+  CHECK(s.regions == 1);
+  CHECK(s.nodes_on_gpu == 3);
 }
 
 TEST_CASE("placement keeps on the CPU what the GPU cannot run, or what would not pay for its copies", "[placement]") {
@@ -113,15 +135,21 @@ TEST_CASE("the models' heavy nodes all go to the GPU: convolutions, products and
     const PlacementSummary s = place_on_gpu(g, gpu_model("NVIDIA H100 80GB HBM3", 132), 2);
     CHECK(s.regions >= 1);
     int on_gpu = 0;
+    std::size_t depth_first = 0;
     for (const Node& n : g.nodes()) {
       CHECK(n.op_type != "FusedConv");
       CHECK(n.op_type != "FusedMatMul");
       CHECK(n.op_type != "Attention");
-      if (n.op_type == cuda::kRegionOp)
-        for (const Node& b : n.find_attr("body")->g().nodes())
-          on_gpu += b.op_type == "FusedConv" || b.op_type == "Conv" || b.op_type == "FusedMatMul" || b.op_type == "Attention";
+      if (n.op_type != cuda::kRegionOp) continue;
+      const Graph& body = n.find_attr("body")->g();
+      for (const Node& b : body.nodes())
+        on_gpu += b.op_type == "FusedConv" || b.op_type == "Conv" || b.op_type == "FusedMatMul" || b.op_type == "Attention";
+      depth_first += cuda::depth_first_groups(body).size();
     }
     CHECK(on_gpu == heavy);
+    // Each of MobileNetV2's 17 inverted residual blocks ends in a depthwise and a projecting
+    // convolution that a generated kernel may compute as one; the other two models have none.
+    CHECK(depth_first == (std::string(name) == "mobilenet_v2" ? 17u : 0u));
     UNSCOPED_INFO(name << ": " << s.nodes_on_gpu << " of " << s.nodes << " nodes in " << s.regions << " regions");
   }
 }
