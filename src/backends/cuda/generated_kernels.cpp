@@ -307,9 +307,10 @@ std::vector<DepthFirstNodes> depth_first_groups(const Graph& body) {
   for (std::size_t i = 0; i < body.nodes().size(); ++i)
     for (ValueId v : body.nodes()[i].inputs) readers[v].push_back(i);
   std::vector<DepthFirstNodes> groups;
+  std::vector<bool> taken(body.nodes().size(), false);  // a one-channel conv can look like either member
   for (std::size_t i = 0; i < body.nodes().size(); ++i) {
     const Node& dw = body.nodes()[i];
-    if (!is_conv(dw) || dw.outputs.size() != 1) continue;
+    if (taken[i] || !is_conv(dw) || dw.outputs.size() != 1) continue;
     const ValueId d = dw.outputs[0];
     const auto r = readers.find(d);
     if (r == readers.end() || r->second.size() != 1) continue;
@@ -317,8 +318,9 @@ std::vector<DepthFirstNodes> depth_first_groups(const Graph& body) {
     const Node& pw = body.nodes()[r->second[0]];
     if (!is_conv(pw) || pw.inputs[0] != d || std::count(pw.inputs.begin(), pw.inputs.end(), d) != 1) continue;
     const ConvGeometry dg = conv_geometry(dw, body), pg = conv_geometry(pw, body);
-    if (dg.x.size() != 4 || pg.x.size() != 4 || !depth_first_pair(dg, conv_epilogue(dw), pg)) continue;
+    if (taken[r->second[0]] || dg.x.size() != 4 || pg.x.size() != 4 || !depth_first_pair(dg, conv_epilogue(dw), pg)) continue;
     groups.push_back({i, r->second[0]});
+    taken[i] = taken[r->second[0]] = true;
   }
   return groups;
 }
@@ -355,8 +357,12 @@ PrintedCudaKernel row_partial_sums_kernel(std::int64_t rows, std::int64_t cols, 
   }
   const Compute c = compute(centred ? "row_square_parts" : "row_parts", buffer("partial", {rows, parts}), {r, j}, {i}, term, acc(),
                             inputs);
+  // Rows share a block when they have few parts (a thread each with one part), so that a block
+  // still has a hundred or so threads.
   Schedule s(c);
-  s.bind_block(r);
+  const auto [ro, ri] = s.split(r, std::min(rows, std::max<std::int64_t>(1, 128 / parts)));
+  s.bind_block(ro);
+  s.bind_thread(ri);
   s.bind_thread(j);
   return print_cuda(lower(s), std::string("wpk_row_") + (centred ? "square_" : "") + "parts_" + std::to_string(rows) + "_" +
                                   std::to_string(cols) + "_" + std::to_string(parts),

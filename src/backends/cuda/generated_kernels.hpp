@@ -116,8 +116,8 @@ codegen::PrintedCudaKernel product_kernel(const ProductGeometry& g, const CudaPr
                                           const std::string& activation, const std::vector<float>& params);
 
 // LayerNormalization's row statistics over rows x cols, in two steps so that many threads share
-// a row: a block per row whose `parts` threads each sum the columns j, j + parts, ... (a warp
-// reads consecutive columns) into partial[r, j], then a thread per row adds its parts. The sums
+// a row: `parts` threads a row each sum the columns j, j + parts, ... (a warp reads consecutive
+// columns) into partial[r, j], then a thread per row adds its parts. The sums
 // are of x for the mean, of (x - mean[r])^2 for rstd[r] = 1 / sqrt(var[r] + epsilon).
 std::int64_t row_parts(std::int64_t cols);  // a power of two dividing cols, near its square root
 // Buffers: x, mean (when centred), partial [rows, parts].

@@ -181,7 +181,7 @@ class RegionKernel : public Kernel {
   // overlap. A view lives in its input's place and keeps it alive.
   // An element-wise group's members run in its root's kernel (elementwise_group_roots): what they
   // read lives until the root's step, and the values they make inside it take no place. A
-  // depth-first group's pointwise step may read the depthwise input, which lives until then.
+  // depth-first group's pointwise step may read the depthwise op's inputs, which live until then.
   void plan_memory(const Graph& body, const std::vector<std::size_t>& roots, const std::vector<DepthFirstNodes>& depth_first) {
     std::vector<BufferRequest> requests;
     auto place = [&](ValueId v, int step) {
@@ -205,7 +205,8 @@ class RegionKernel : public Kernel {
       ++step;
       for (ValueId v : n.inputs) keep_alive(v, static_cast<int>(roots[i]) + 1);
       for (const DepthFirstNodes& d : depth_first)
-        if (d.pointwise == i) keep_alive(body.nodes()[d.depthwise].inputs[0], step);
+        if (d.pointwise == i)
+          for (ValueId v : depth_first_inputs(body.nodes()[d.depthwise], n)) keep_alive(v, step);
       if (is_view_op(n)) {
         const auto in = slots_.find(n.inputs[0]);
         if (in != slots_.end()) slots_[n.outputs[0]] = {in->second.request, in->second.constant, static_shape(body, n.outputs[0])};

@@ -82,6 +82,25 @@ TEST_CASE("a GPU session leaves element-wise chains unfused for its regions, whi
   CHECK(s.nodes_on_gpu == 3);
 }
 
+TEST_CASE("a convolution joins one depth-first group at most, even where a chain could pair it twice", "[placement]") {
+  // One-channel convolutions look depthwise and one-group alike: x -> a -> b -> y could pair
+  // (a, b) and (b, y), and the second would read the output the first no longer computes.
+  Graph g;
+  g.add_input("x", DType::Float32, {1, 1, 8, 8});
+  for (const char* w : {"w1", "w2", "w3"}) g.add_initializer(w, Tensor::from_vector<float>(std::vector<float>(9, 0.5f), {1, 1, 3, 3}));
+  const std::vector<std::int64_t> pads = {1, 1, 1, 1};
+  g.add_node("Conv", {"x", "w1"}, {"a"}, {{"pads", pads}});
+  g.add_node("Conv", {"a", "w2"}, {"b"}, {{"pads", pads}});
+  g.add_node("Conv", {"b", "w3"}, {"y"}, {{"pads", pads}});
+  g.add_output("y");
+  const Graph o = optimized(std::move(g));
+  REQUIRE(o.nodes().size() == 3);
+  const std::vector<cuda::DepthFirstNodes> groups = cuda::depth_first_groups(o);
+  REQUIRE(groups.size() == 1);
+  CHECK(groups[0].depthwise == 0);
+  CHECK(groups[0].pointwise == 1);
+}
+
 TEST_CASE("placement keeps on the CPU what the GPU cannot run, or what would not pay for its copies", "[placement]") {
   SECTION("a tiny graph: the copies cost more than the GPU saves") {
     Graph g = optimized(device_test::conv_net(1, 4, 8));
