@@ -6,5 +6,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh build
 /usr/bin/python3 scripts/export_models.py build/models
-(cd build && ctest --output-on-failure --timeout 1500)
+(cd build && ctest -j2 --output-on-failure --timeout 1500)  # two tests at a time, as the build compiles two files
 scripts/fuzz.sh 60
