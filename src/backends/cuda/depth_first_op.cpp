@@ -14,7 +14,8 @@ namespace {
 
 class DepthFirstOp : public DeviceOp {
  public:
-  DepthFirstOp(std::shared_ptr<const GeneratedKernel> kernel, std::string config) : kernel_(std::move(kernel)), config_(std::move(config)) {}
+  DepthFirstOp(std::shared_ptr<const GeneratedKernel> kernel, std::string config)
+      : kernel_(std::move(kernel)), config_(std::move(config)) {}
 
   void launch(const LaunchEnv& env, const std::vector<DeviceTensor>& in, const DeviceTensor& out) const override {
     std::vector<CUdeviceptr> args;
@@ -51,7 +52,7 @@ std::unique_ptr<DeviceOp> prepare_depth_first(const PrepareEnv& env, const Node&
     const CudaConvConfig cfg = conv_config_at(sp, p);
     return cfg.stage_ic > 0 && cuda_conv_config_valid(pg, cfg);
   };
-  c.predict = [dg, pg, gpu = gpu_spec_of(Device::get().info())](const search::Space& sp, const search::Point& p) {
+  c.predict = [pg, gpu = gpu_spec_of(Device::get().info())](const search::Space& sp, const search::Point& p) {
     const CudaConvConfig cfg = conv_config_at(sp, p);
     return predict_conv_seconds(gpu, pg, cfg, estimated_conv_registers(cfg));
   };

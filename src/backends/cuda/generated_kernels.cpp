@@ -5,8 +5,8 @@
 #include <map>
 
 #include "backends/cuda/support.hpp"
-#include "graph/fused_ops.hpp"
 #include "codegen/loop_ir.hpp"
+#include "graph/fused_ops.hpp"
 #include "wpk/error.hpp"
 
 namespace wpk::cuda {
@@ -315,12 +315,13 @@ std::vector<DepthFirstNodes> depth_first_groups(const Graph& body) {
     const auto r = readers.find(d);
     if (r == readers.end() || r->second.size() != 1) continue;
     if (std::find(body.outputs().begin(), body.outputs().end(), d) != body.outputs().end()) continue;
-    const Node& pw = body.nodes()[r->second[0]];
-    if (!is_conv(pw) || pw.inputs[0] != d || std::count(pw.inputs.begin(), pw.inputs.end(), d) != 1) continue;
+    const std::size_t reader = r->second[0];
+    const Node& pw = body.nodes()[reader];
+    if (taken[reader] || !is_conv(pw) || pw.inputs[0] != d || std::count(pw.inputs.begin(), pw.inputs.end(), d) != 1) continue;
     const ConvGeometry dg = conv_geometry(dw, body), pg = conv_geometry(pw, body);
-    if (taken[r->second[0]] || dg.x.size() != 4 || pg.x.size() != 4 || !depth_first_pair(dg, conv_epilogue(dw), pg)) continue;
-    groups.push_back({i, r->second[0]});
-    taken[i] = taken[r->second[0]] = true;
+    if (dg.x.size() != 4 || pg.x.size() != 4 || !depth_first_pair(dg, conv_epilogue(dw), pg)) continue;
+    groups.push_back({i, reader});
+    taken[i] = taken[reader] = true;
   }
   return groups;
 }
