@@ -64,8 +64,7 @@ class RegionKernel : public Kernel {
       step.node = i;
       step.in = grouped ? group->inputs : n.inputs;
       step.out = n.outputs[0];
-      std::vector<DeviceTensor> in;
-      for (ValueId v : step.in) in.push_back(first.tensor(*this, v));
+      const std::vector<DeviceTensor> in = first.tensors(*this, step.in);
       const PrepareEnv env{n,       body,      in, first.tensor(*this, step.out), first.handles, search ? &*search : nullptr,
                            &choices, &cubins_, current_tuning_records()};
       step.op = grouped ? prepare_elementwise_group(env, *group) : prepare_device_op(env);
@@ -163,12 +162,15 @@ class RegionKernel : public Kernel {
       if (s.request < 0) return {k.constant_at_.at(s.constant), s.shape};
       return {arena.get() + k.layout_.offsets[static_cast<std::size_t>(s.request)], s.shape};
     }
+    std::vector<DeviceTensor> tensors(const RegionKernel& k, const std::vector<ValueId>& values) const {
+      std::vector<DeviceTensor> t;
+      for (ValueId v : values) t.push_back(tensor(k, v));
+      return t;
+    }
     void launch_steps(const RegionKernel& k) const {
       const LaunchEnv env{handles, scratch.get(), workspace.get(), k.zeros_.get()};
       for (const Step& s : k.steps_) {
-        std::vector<DeviceTensor> in;
-        for (ValueId v : s.in) in.push_back(tensor(k, v));
-        s.op->launch(env, in, tensor(k, s.out));
+        s.op->launch(env, tensors(k, s.in), tensor(k, s.out));
       }
     }
     StreamHandles handles;
@@ -223,8 +225,7 @@ class RegionKernel : public Kernel {
     const LaunchEnv env{first.handles, first.scratch.get(), first.workspace.get(), zeros_.get()};
     double total = 0;
     for (const Step& s : steps_) {
-      std::vector<DeviceTensor> in;
-      for (ValueId v : s.in) in.push_back(first.tensor(*this, v));
+      const std::vector<DeviceTensor> in = first.tensors(*this, s.in);
       const DeviceTensor out = first.tensor(*this, s.out);
       double seconds = 0;
       try {
@@ -251,16 +252,11 @@ class RegionKernel : public Kernel {
       };
       const auto dw = step_of(g.depthwise), pw = step_of(g.pointwise);
       if (dw == steps_.end() || pw == steps_.end()) continue;
-      const auto tensors = [&](const std::vector<ValueId>& values) {
-        std::vector<DeviceTensor> t;
-        for (ValueId v : values) t.push_back(first.tensor(*this, v));
-        return t;
-      };
       const Node& depthwise = body.nodes()[g.depthwise];
       const std::vector<ValueId> in = depth_first_inputs(depthwise, body.nodes()[g.pointwise]);
-      const SeparateOps separate{*dw->op, tensors(dw->in), first.tensor(*this, dw->out),
-                                 *pw->op, tensors(pw->in), first.tensor(*this, pw->out)};
-      const PrepareEnv env{body.nodes()[g.pointwise], body, tensors(in), first.tensor(*this, pw->out), first.handles, search,
+      const SeparateOps separate{*dw->op, first.tensors(*this, dw->in), first.tensor(*this, dw->out),
+                                 *pw->op, first.tensors(*this, pw->in), first.tensor(*this, pw->out)};
+      const PrepareEnv env{body.nodes()[g.pointwise], body, first.tensors(*this, in), first.tensor(*this, pw->out), first.handles, search,
                            choices, &cubins_, current_tuning_records()};
       std::unique_ptr<DeviceOp> op = prepare_depth_first(env, depthwise, separate);
       if (!op) continue;
