@@ -60,6 +60,12 @@ const Loaded<CublasApi>& loaded_cublas() {
   return loaded;
 }
 
+const Loaded<CublasLtApi>& loaded_cublaslt() {
+  static const Loaded<CublasLtApi> loaded = load_toolkit_library<CublasLtApi>(
+      "libcublasLt.so.13", [](Loaded<CublasLtApi>& l, void* lib, const char* library) { WPK_CUBLASLT_FUNCTIONS(WPK_CUDA_BIND) });
+  return loaded;
+}
+
 const Loaded<CudnnApi>& loaded_cudnn() {
   static const Loaded<CudnnApi> loaded = load_toolkit_library<CudnnApi>(
       "libcudnn.so.9", [](Loaded<CudnnApi>& l, void* lib, const char* library) { WPK_CUDNN_FUNCTIONS(WPK_CUDA_BIND) });
@@ -77,6 +83,7 @@ const Api& require(const Loaded<Api>& l) {
 
 const DriverApi& driver() { return require(loaded_driver()); }
 const CublasApi& cublas() { return require(loaded_cublas()); }
+const CublasLtApi& cublaslt() { return require(loaded_cublaslt()); }
 const CudnnApi& cudnn() { return require(loaded_cudnn()); }
 
 std::string why_no_cuda_device() {

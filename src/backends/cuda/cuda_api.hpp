@@ -2,8 +2,9 @@
 // The CUDA driver, cuBLAS and cuDNN, loaded at run time (dlopen): libwpk links and runs on
 // machines without a GPU, a driver or these libraries, and a session that asks for CUDA there
 // gets a clear error. The toolkit's headers give the types; nothing is linked. Where from:
-// libcuda.so.1 from the loader's path (the driver installs it there); libcublas.so.13 and
-// libcudnn.so.9 from the loader's path, else /usr/local/cuda/lib64 and /usr/local/cuda/lib.
+// libcuda.so.1 from the loader's path (the driver installs it there); libcublas.so.13,
+// libcublasLt.so.13 and libcudnn.so.9 from the loader's path, else /usr/local/cuda/lib64 and /usr/local/cuda/lib.
+#include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda.h>
 #include <cudnn.h>
@@ -36,6 +37,15 @@ namespace wpk::cuda {
   X(SetMathMode, cublasSetMathMode) X(GetVersion, cublasGetVersion_v2) X(Sgemm, cublasSgemm_v2)     \
   X(SgemmStridedBatched, cublasSgemmStridedBatched) X(SetWorkspace, cublasSetWorkspace_v2)
 
+#define WPK_CUBLASLT_FUNCTIONS(X)                                                                             \
+  X(Create, cublasLtCreate) X(Destroy, cublasLtDestroy) X(MatmulDescCreate, cublasLtMatmulDescCreate)        \
+  X(MatmulDescDestroy, cublasLtMatmulDescDestroy) X(MatmulDescSetAttribute, cublasLtMatmulDescSetAttribute)  \
+  X(MatrixLayoutCreate, cublasLtMatrixLayoutCreate) X(MatrixLayoutDestroy, cublasLtMatrixLayoutDestroy)      \
+  X(MatrixLayoutSetAttribute, cublasLtMatrixLayoutSetAttribute)                                               \
+  X(MatmulPreferenceCreate, cublasLtMatmulPreferenceCreate) X(MatmulPreferenceDestroy, cublasLtMatmulPreferenceDestroy) \
+  X(MatmulPreferenceSetAttribute, cublasLtMatmulPreferenceSetAttribute)                                       \
+  X(MatmulAlgoGetHeuristic, cublasLtMatmulAlgoGetHeuristic) X(Matmul, cublasLtMatmul)
+
 #define WPK_CUDNN_FUNCTIONS(X)                                                                                     \
   X(GetVersion, cudnnGetVersion) X(GetErrorString, cudnnGetErrorString) X(Create, cudnnCreate)                    \
   X(Destroy, cudnnDestroy) X(SetStream, cudnnSetStream) X(CreateTensorDescriptor, cudnnCreateTensorDescriptor)    \
@@ -58,12 +68,14 @@ namespace wpk::cuda {
 #define WPK_CUDA_DECLARE(name, symbol) decltype(&::symbol) name = nullptr;
 struct DriverApi { WPK_CUDA_DRIVER_FUNCTIONS(WPK_CUDA_DECLARE) };
 struct CublasApi { WPK_CUBLAS_FUNCTIONS(WPK_CUDA_DECLARE) };
+struct CublasLtApi { WPK_CUBLASLT_FUNCTIONS(WPK_CUDA_DECLARE) };
 struct CudnnApi { WPK_CUDNN_FUNCTIONS(WPK_CUDA_DECLARE) };
 #undef WPK_CUDA_DECLARE
 
 // Each loaded once per process. Throws Error(Unsupported) saying what is missing.
 const DriverApi& driver();
 const CublasApi& cublas();
+const CublasLtApi& cublaslt();
 const CudnnApi& cudnn();
 // "" when the driver loads and reports a device; otherwise why not (no throw).
 std::string why_no_cuda_device();

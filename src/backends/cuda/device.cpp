@@ -111,6 +111,7 @@ StreamHandles::StreamHandles() {
     // A workspace of its own, so that captured GEMMs allocate nothing (CapturedWork).
     blas_workspace_ = DeviceBuffer(kBlasWorkspace, "cuBLAS's workspace");
     check(cublas().SetWorkspace(blas_, reinterpret_cast<void*>(blas_workspace_.get()), kBlasWorkspace), "cublasSetWorkspace");
+    check(cublaslt().Create(&lt_), "cublasLtCreate");
     check(cudnn().Create(&dnn_), "cudnnCreate");
     check(cudnn().SetStream(dnn_, stream_), "cudnnSetStream");
   } catch (...) {
@@ -124,6 +125,7 @@ StreamHandles::~StreamHandles() { release(); }
 void StreamHandles::release() {
   if (stream_) activate_for_teardown();
   if (dnn_) cudnn().Destroy(dnn_);
+  if (lt_) cublaslt().Destroy(lt_);
   if (blas_) cublas().Destroy(blas_);
   if (stream_) driver().StreamDestroy(stream_);
   dnn_ = nullptr, blas_ = nullptr, stream_ = nullptr;

@@ -63,7 +63,7 @@ Tensor device_tensor(DType dtype, const Shape& shape, const std::string& what);
 // A device tensor's bytes copied to the host.
 Tensor copy_to_host(const Tensor& device);
 
-// A stream with the cuBLAS and cuDNN handles bound to it: what one sequence of launches uses.
+// A stream with the cuBLAS, cuBLASLt and cuDNN handles bound to it: what one sequence of launches uses.
 class StreamHandles {
  public:
   StreamHandles();
@@ -72,6 +72,7 @@ class StreamHandles {
   StreamHandles& operator=(const StreamHandles&) = delete;
   CUstream stream() const { return stream_; }
   cublasHandle_t blas() const { return blas_; }
+  cublasLtHandle_t lt() const { return lt_; }  // not bound to the stream: each call names it
   cudnnHandle_t dnn() const { return dnn_; }
   void synchronize(const std::string& what) const;
 
@@ -79,6 +80,7 @@ class StreamHandles {
   void release();
   CUstream stream_ = nullptr;
   cublasHandle_t blas_ = nullptr;
+  cublasLtHandle_t lt_ = nullptr;
   cudnnHandle_t dnn_ = nullptr;
   static constexpr std::size_t kBlasWorkspace = std::size_t(32) << 20;
   DeviceBuffer blas_workspace_;

@@ -1,14 +1,38 @@
 // Gemm, MatMul and FusedMatMul: cuBLAS's float32 GEMM (batched when both operands carry the same
 // batch dims), then Gemm's beta * C, the fused bias and residual and the activation as one
-// generated epilogue. When the session tunes, a generated product with the epilogue inside
-// competes for MatMul and FusedMatMul (kernel_search.hpp).
+// generated epilogue; or, where the epilogue maps to cuBLASLt's, cuBLASLt's GEMM with it inside,
+// when one of the algorithms its heuristic offers is measured faster at load. When the session
+// tunes, a generated product with the epilogue inside competes for MatMul and FusedMatMul
+// (kernel_search.hpp).
+#include <limits>
+#include <mutex>
+
+#include "backends/cuda/cublaslt_product.hpp"
 #include "backends/cuda/device_op.hpp"
 #include "backends/cuda/generated_kernels.hpp"
 #include "backends/cuda/kernel_search.hpp"
 #include "graph/fused_ops.hpp"
+#include "runtime/logging.hpp"
+#include "runtime/measurement.hpp"
 
 namespace wpk::cuda {
 namespace {
+
+// cuBLASLt's workspace for one product, at most, and how many of its heuristic's algorithms are
+// measured against cuBLAS's GEMM with the generated epilogue.
+constexpr std::size_t kMaxLtWorkspace = std::size_t(32) << 20;
+constexpr int kLtAlgorithms = 4;
+
+// Which of cuBLASLt's algorithms won a product's measurement in this process (-1: none did), by
+// the product's signature: a model's repeated layers measure once.
+struct LtChoices {
+  std::mutex mutex;
+  std::map<std::string, int> by_signature;
+};
+LtChoices& lt_choices() {
+  static LtChoices c;
+  return c;
+}
 
 class ProductOp : public DeviceOp {
  public:
@@ -44,12 +68,26 @@ class ProductOp : public DeviceOp {
     Shape bias_dims = bias_shape;
     while (!bias_dims.empty() && bias_dims.front() == 1 && bias_dims.size() > 1) bias_dims.erase(bias_dims.begin());
     const bool bias_on_columns = !has_bias || bias_dims == Shape{n_};
+    ProductEpilogue e;
+    e.bias = !has_bias ? ProductEpilogue::Bias::None
+             : bias_on_columns ? ProductEpilogue::Bias::Columns
+             : gemm && bias_shape == Shape{m_, n_} ? ProductEpilogue::Bias::Matrix
+                                                 : ProductEpilogue::Bias::Other;
+    e.bias_scale = beta;
+    e.residual = fused_residual_;
+    e.activation = activation_;
+    if (fused_residual_ && env.in[3].shape != out_shape_) e.bias = ProductEpilogue::Bias::Other;
+    if (const auto lt = lt_epilogue(e)) consider_lt(env, *lt);
     if (!gemm && bias_on_columns && (env.search || env.records)) consider_generated(env, b.size() != 2);
   }
 
   void launch(const LaunchEnv& env, const std::vector<DeviceTensor>& in, const DeviceTensor& out) const override {
     if (generated_) {
       generated_->launch(env.handles.stream(), generated_args(in, out));
+      return;
+    }
+    if (lt_algo_) {
+      launch_lt(env.handles, *lt_algo_, in, out, env.workspace);
       return;
     }
     const CUdeviceptr target = epilogue_.kernel ? env.scratch : out.ptr;
@@ -74,16 +112,100 @@ class ProductOp : public DeviceOp {
 
   std::string describe() const override {
     if (generated_) return "gen:" + generated_->symbol() + "(" + config_ + ")";
+    if (lt_algo_) return lt_kernel_name(lt_->epilogue(), batch_ > 1) + "(heuristic " + std::to_string(lt_rank_) + ")";
     return std::string(batch_ > 1 ? "cublas:sgemm_strided_batched" : "cublas:sgemm") +
            (epilogue_.kernel ? "+gen:" + epilogue_.kernel->symbol() : "");
   }
   std::size_t scratch_bytes() const override {
-    return epilogue_.kernel && !generated_ ? static_cast<std::size_t>(shape_numel(out_shape_)) * sizeof(float) : 0;
+    return epilogue_.kernel && !generated_ && !lt_algo_ ? static_cast<std::size_t>(shape_numel(out_shape_)) * sizeof(float) : 0;
   }
+  std::size_t workspace_bytes() const override { return lt_algo_ && !generated_ ? lt_workspace_ : 0; }
 
  private:
   std::vector<CUdeviceptr> generated_args(const std::vector<DeviceTensor>& in, const DeviceTensor& out) const {
     return kernel_args(in, out, has_bias_, fused_residual_);
+  }
+
+  void launch_lt(const StreamHandles& h, const cublasLtMatmulAlgo_t& algo, const std::vector<DeviceTensor>& in,
+                 const DeviceTensor& out, CUdeviceptr workspace) const {
+    const LtEpilogue& e = lt_->epilogue();
+    const CUdeviceptr bias = e.bias ? in[2].ptr : 0;
+    const CUdeviceptr c = !e.c_matrix ? 0 : fused_residual_ ? in[3].ptr : in[2].ptr;
+    lt_->launch(h.lt(), h.stream(), algo, in[0].ptr, in[1].ptr, bias, c, out.ptr, workspace, lt_workspace_);
+  }
+
+  std::string lt_signature(const LtEpilogue& e) const {
+    return std::to_string(batch_) + "x" + std::to_string(m_) + "x" + std::to_string(n_) + "x" + std::to_string(k_) +
+           (trans_a_ ? "ta" : "") + (trans_b_ ? "tb" : "") + lt_kernel_name(e, batch_ > 1) + "_" + std::to_string(alpha_) +
+           "_" + std::to_string(e.beta);
+  }
+
+  // cuBLASLt's offered algorithms, each timed on the region's buffers against cuBLAS's GEMM with
+  // the generated epilogue; the fastest that reproduces cuBLAS's output runs. An identical
+  // product earlier in this process reuses its answer.
+  void consider_lt(const PrepareEnv& env, const LtEpilogue& e) {
+    const LtProductShape shape{batch_, m_, n_, k_, trans_a_, trans_b_, alpha_};
+    auto product = std::make_unique<LtProduct>(shape, e);
+    const auto algos = product->algorithms(env.handles.lt(), kLtAlgorithms, kMaxLtWorkspace, e.bias ? env.in[2].ptr : 0);
+    if (algos.empty()) return;
+    lt_ = std::move(product);
+    const std::string key = lt_signature(e);
+    {
+      LtChoices& choices = lt_choices();
+      const std::lock_guard<std::mutex> lock(choices.mutex);
+      if (auto it = choices.by_signature.find(key); it != choices.by_signature.end()) {
+        if (it->second >= 0 && static_cast<std::size_t>(it->second) < algos.size()) take_lt(algos, it->second);
+        if (!lt_algo_) lt_.reset();
+        return;
+      }
+    }
+    std::size_t most = 0;
+    for (const auto& a : algos) most = std::max(most, a.workspaceSize);
+    DeviceBuffer scratch(scratch_bytes(), "measuring a product"), workspace(most, "measuring a product");
+    const LaunchEnv measuring{env.handles, scratch.get(), 0, 0};
+    auto output = [&](const std::function<void()>& launch) {
+      launch();
+      Tensor t = Tensor::zeros(DType::Float32, out_shape_);
+      check(driver().MemcpyDtoHAsync(t.raw(), env.out.ptr, t.nbytes(), env.handles.stream()), "reading a product's output");
+      env.handles.synchronize("checking cuBLASLt against cuBLAS");
+      return t;
+    };
+    auto cublas_launch = [&] { launch(measuring, env.in, env.out); };
+    const Tensor want = output(cublas_launch);
+    const double cublas_seconds = median_launch_seconds(env.handles, cublas_launch);
+    double best = std::numeric_limits<double>::infinity();
+    int winner = -1;
+    for (std::size_t i = 0; i < algos.size(); ++i) {
+      lt_workspace_ = algos[i].workspaceSize;
+      auto lt_launch = [&] { launch_lt(env.handles, algos[i].algo, env.in, env.out, workspace.get()); };
+      double seconds = 0;
+      try {
+        if (!outputs_agree(output(lt_launch), want)) {
+          logger().debug("cuda product {}: cuBLASLt's algorithm {} disagrees with cuBLAS", env.node.name, i);
+          continue;
+        }
+        seconds = median_launch_seconds(env.handles, lt_launch);
+      } catch (const Error& err) {
+        logger().debug("cuda product {}: cuBLASLt's algorithm {} failed: {}", env.node.name, i, err.what());
+        continue;
+      }
+      if (seconds < best) best = seconds, winner = static_cast<int>(i);
+    }
+    if (best >= cublas_seconds) winner = -1;
+    lt_workspace_ = 0;
+    logger().debug("cuda product {}: cuBLAS with the epilogue {:.1f} us, cuBLASLt with it inside {:.1f} us (best of {})",
+                   env.node.name, cublas_seconds * 1e6, best * 1e6, algos.size());
+    if (winner >= 0) take_lt(algos, winner);
+    else lt_.reset();
+    LtChoices& choices = lt_choices();
+    const std::lock_guard<std::mutex> lock(choices.mutex);
+    choices.by_signature[key] = winner;
+  }
+
+  void take_lt(const std::vector<cublasLtMatmulHeuristicResult_t>& algos, int rank) {
+    lt_algo_ = algos[static_cast<std::size_t>(rank)].algo;
+    lt_workspace_ = algos[static_cast<std::size_t>(rank)].workspaceSize;
+    lt_rank_ = rank;
   }
 
   // Tuning: cuBLAS with its epilogue against the generated product; without: what tuning recorded.
@@ -126,6 +248,10 @@ class ProductOp : public DeviceOp {
   std::vector<float> params_;
   std::shared_ptr<const GeneratedKernel> generated_;
   std::string config_;
+  std::unique_ptr<LtProduct> lt_;
+  std::optional<cublasLtMatmulAlgo_t> lt_algo_;  // set: cuBLASLt runs instead of cuBLAS + epilogue
+  std::size_t lt_workspace_ = 0;
+  int lt_rank_ = -1;
 };
 
 }  // namespace
