@@ -733,7 +733,15 @@ void annotate_static_shapes(Graph& g) {
     if (!found) continue;
     const bool declared_complete =
         info.dims && std::all_of(info.dims->begin(), info.dims->end(), [](const Dim& d) { return d.is_static() || !d.symbol.empty(); });
-    if (!declared_complete) info.dims = *found;
+    if (!declared_complete) {
+      info.dims = *found;
+      continue;
+    }
+    // A dim the model declares by a name of its own (exporters name each output's dims) that
+    // the walk proves static takes the number: placement and kernels need static shapes.
+    if (info.dims->size() != found->size()) continue;
+    for (std::size_t d = 0; d < found->size(); ++d)
+      if (!(*info.dims)[d].is_static() && (*found)[d].is_static()) (*info.dims)[d] = (*found)[d];
   }
 }
 

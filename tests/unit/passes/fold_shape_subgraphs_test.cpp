@@ -265,3 +265,18 @@ TEST_CASE("static shapes follow data of scalars and vectors only, and of no elem
   CHECK(shapes.data(g.value_id("square")) == nullptr);
   CHECK(shapes.data(g.value_id("square_flat")) == nullptr);
 }
+
+TEST_CASE("an output dim the model names but the walk proves static is annotated as the number", "[optimizer][passes]") {
+  // As BERT's export declares its output: [N, LayerNormalizationoutput_dim_1, 768].
+  Graph g;
+  g.add_input("x", DType::Float32, {Dim("N"), 128, 8});
+  g.add_node("Relu", {"x"}, {"y"});
+  g.add_node("Transpose", {"x"}, {"t"}, {{"perm", std::vector<std::int64_t>{0, 2, 1}}});
+  g.add_output("y");
+  g.add_output("t");
+  g.mutable_value(g.value_id("y")).dims = DimList{Dim("N"), Dim("y_dim_1"), Dim(8)};
+  g.mutable_value(g.value_id("t")).dims = DimList{Dim("t_dim_0"), Dim("t_dim_1")};  // a rank the walk contradicts
+  passes::annotate_static_shapes(g);
+  CHECK(dims_to_string(*g.value(g.value_id("y")).dims) == "[N, 128, 8]");
+  CHECK(dims_to_string(*g.value(g.value_id("t")).dims) == "[t_dim_0, t_dim_1]");
+}

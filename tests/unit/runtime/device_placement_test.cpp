@@ -138,7 +138,7 @@ TEST_CASE("placement keeps on the CPU what the GPU cannot run, or what would not
   }
 }
 
-TEST_CASE("the models' heavy nodes all go to the GPU: convolutions, products and attention", "[placement][model]") {
+TEST_CASE("the models' heavy nodes all go to the GPU: convolutions, products, attention and layer norms", "[placement][model]") {
   for (const char* name : {"resnet50", "mobilenet_v2", "bert_base"}) {
     INFO(name);
     Graph g = load(std::string(WPK_TEST_MODELS_DIR) + "/" + name + ".onnx");
@@ -150,7 +150,8 @@ TEST_CASE("the models' heavy nodes all go to the GPU: convolutions, products and
     g = optimized(std::move(g));
     int heavy = 0;
     for (const Node& n : g.nodes())
-      heavy += n.op_type == "FusedConv" || n.op_type == "Conv" || n.op_type == "FusedMatMul" || n.op_type == "Attention";
+      heavy += n.op_type == "FusedConv" || n.op_type == "Conv" || n.op_type == "FusedMatMul" || n.op_type == "Attention" ||
+               n.op_type == "LayerNormalization";
     const PlacementSummary s = place_on_gpu(g, gpu_model("NVIDIA H100 80GB HBM3", 132), 2);
     CHECK(s.regions >= 1);
     int on_gpu = 0;
@@ -162,7 +163,8 @@ TEST_CASE("the models' heavy nodes all go to the GPU: convolutions, products and
       if (n.op_type != cuda::kRegionOp) continue;
       const Graph& body = n.find_attr("body")->g();
       for (const Node& b : body.nodes())
-        on_gpu += b.op_type == "FusedConv" || b.op_type == "Conv" || b.op_type == "FusedMatMul" || b.op_type == "Attention";
+        on_gpu += b.op_type == "FusedConv" || b.op_type == "Conv" || b.op_type == "FusedMatMul" || b.op_type == "Attention" ||
+                  b.op_type == "LayerNormalization";
       depth_first += cuda::depth_first_groups(body).size();
     }
     CHECK(on_gpu == heavy);
