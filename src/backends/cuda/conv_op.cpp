@@ -5,6 +5,7 @@
 // point compiled and timed on the device, and the faster of it and cuDNN runs.
 
 #include "backends/cuda/cudnn_descriptors.hpp"
+#include "backends/cuda/cudnn_fused_conv.hpp"
 #include "backends/cuda/device_op.hpp"
 #include "backends/cuda/generated_kernels.hpp"
 #include "backends/cuda/kernel_search.hpp"
@@ -69,6 +70,8 @@ class ConvOp : public DeviceOp {
     choose_algorithm(env);
     if (activation_ == "Relu") fuse_in_cudnn(env, w[0]);
     geometry_ = conv_geometry(n, env.graph);
+    if (has_bias_ || has_residual_ || !activation_.empty())
+      consider_cudnn_graph(env, {x, w, out_shape_, pads, strides, dilations, has_bias_, has_residual_, activation_, params_});
     if (env.search) choose_implementation(env);
     else take_recorded_choice(env);
   }
@@ -76,6 +79,11 @@ class ConvOp : public DeviceOp {
   void launch(const LaunchEnv& env, const std::vector<DeviceTensor>& in, const DeviceTensor& out) const override {
     if (generated_) {
       generated_->launch(env.handles.stream(), generated_args(in, out));
+      return;
+    }
+    if (graph_) {
+      graph_->launch(env.handles.dnn(), graph_plan_, in[0].ptr, in[1].ptr, has_bias_ ? in[2].ptr : 0,
+                     has_residual_ ? in[3].ptr : 0, out.ptr, env.workspace);
       return;
     }
     const float one = 1.0f, zero = 0.0f;
@@ -100,13 +108,16 @@ class ConvOp : public DeviceOp {
 
   std::string describe() const override {
     if (generated_) return "gen:" + generated_->symbol() + "(" + config_ + ")";
+    if (graph_) return "cudnn:fused_graph(plan " + std::to_string(graph_plan_) + ")";
     if (fused_) return std::string("cudnn:conv_bias_relu(algo=") + algo_name(algo_) + ")";
     return std::string("cudnn:conv(algo=") + algo_name(algo_) + ")" + (epilogue_.kernel ? "+gen:" + epilogue_.kernel->symbol() : "");
   }
   std::size_t scratch_bytes() const override {
-    return epilogue_.kernel && !generated_ && !fused_ ? static_cast<std::size_t>(shape_numel(out_shape_)) * sizeof(float) : 0;
+    return epilogue_.kernel && !generated_ && !fused_ && !graph_ ? static_cast<std::size_t>(shape_numel(out_shape_)) * sizeof(float) : 0;
   }
-  std::size_t workspace_bytes() const override { return generated_ ? 0 : workspace_; }
+  std::size_t workspace_bytes() const override {
+    return generated_ ? 0 : graph_ ? graph_->workspace(graph_plan_) : workspace_;
+  }
   std::size_t zeros_bytes() const override {
     if (!fused_ || generated_ || (has_bias_ && has_residual_)) return 0;
     return std::max(has_residual_ ? 0 : static_cast<std::size_t>(shape_numel(out_shape_)) * sizeof(float),
@@ -157,6 +168,46 @@ class ConvOp : public DeviceOp {
     return c;
   }
 
+  // cuDNN's graph API: the convolution and its epilogue as one operation graph, each engine that
+  // runs it in float32 timed against what runs now (cuDNN's convolution and the generated
+  // epilogue, or its fused legacy call); the fastest that agrees runs.
+  void consider_cudnn_graph(const PrepareEnv& env, const FusedConvGeometry& g) {
+    const std::string key = "cudnn_graph_" + signature();
+    if (known_alternative(key) == -1) return;
+    std::unique_ptr<CudnnFusedConv> graph;
+    try {
+      graph = std::make_unique<CudnnFusedConv>(env.handles.dnn(), g);
+      graph->make_plans(env.handles.dnn(), kMaxWorkspace);
+    } catch (const Error& e) {
+      logger().debug("cuda conv {}: cuDNN's graph API: {}", env.node.name, e.what());
+      remember_alternative(key, -1);
+      return;
+    }
+    if (!graph->plans()) {
+      logger().debug("cuda conv {}: no cuDNN engine runs the fused graph in float32 ({})", env.node.name, graph->passed_over());
+      remember_alternative(key, -1);
+      return;
+    }
+    std::size_t most = workspace_;
+    for (std::size_t i = 0; i < graph->plans(); ++i) most = std::max(most, graph->workspace(i));
+    DeviceBuffer scratch(scratch_bytes(), "measuring a convolution"), workspace(most, "measuring a convolution");
+    DeviceBuffer zeros(zeros_bytes(), "measuring a convolution");
+    if (zeros_bytes()) check(driver().MemsetD32Async(zeros.get(), 0, zeros_bytes() / 4, env.handles.stream()), "zeroing");
+    const LaunchEnv measuring{env.handles, scratch.get(), workspace.get(), zeros.get()};
+    std::vector<Alternative> alternatives;
+    for (std::size_t i = 0; i < graph->plans(); ++i)
+      alternatives.push_back({"cuDNN fused graph plan " + std::to_string(i), [&, i] {
+                                graph->launch(env.handles.dnn(), i, env.in[0].ptr, env.in[1].ptr, has_bias_ ? env.in[2].ptr : 0,
+                                              has_residual_ ? env.in[3].ptr : 0, env.out.ptr, workspace.get());
+                              }});
+    const int winner = fastest_alternative(env, key, "conv", [&] { launch(measuring, env.in, env.out); },
+                                           alternatives);
+    if (winner < 0 || static_cast<std::size_t>(winner) >= graph->plans()) return;
+    graph_ = std::move(graph);
+    graph_plan_ = static_cast<std::size_t>(winner);
+    fused_ = false;
+  }
+
   // Without tuning: what an earlier tuning on this device chose, if it chose a generated schedule.
   void take_recorded_choice(const PrepareEnv& env) {
     const Choice c = recorded_choice(env, signature(), candidates(env));
@@ -165,7 +216,7 @@ class ConvOp : public DeviceOp {
 
   // Tuning: cuDNN (its fastest algorithm, with the epilogue) against the generated convolution.
   void choose_implementation(const PrepareEnv& env) {
-    DeviceBuffer scratch(scratch_bytes(), "measuring a convolution"), workspace(workspace_, "measuring a convolution");
+    DeviceBuffer scratch(scratch_bytes(), "measuring a convolution"), workspace(workspace_bytes(), "measuring a convolution");
     DeviceBuffer zeros(zeros_bytes(), "measuring a convolution");
     if (zeros_bytes()) check(driver().MemsetD32Async(zeros.get(), 0, zeros_bytes() / 4, env.handles.stream()), "zeroing");
     const LaunchEnv measuring{env.handles, scratch.get(), workspace.get(), zeros.get()};
@@ -212,6 +263,8 @@ class ConvOp : public DeviceOp {
   bool fused_ = false;
   ActivationDescriptor act_desc_;  // used when fused_
   TensorDescriptor bias_desc_;
+  std::unique_ptr<CudnnFusedConv> graph_;  // set: cuDNN's fused graph runs (unless generated_)
+  std::size_t graph_plan_ = 0;
 };
 
 }  // namespace

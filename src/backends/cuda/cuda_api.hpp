@@ -63,7 +63,10 @@ namespace wpk::cuda {
   X(PoolingForward, cudnnPoolingForward) X(SoftmaxForward, cudnnSoftmaxForward)                                   \
   X(ConvolutionBiasActivationForward, cudnnConvolutionBiasActivationForward)                                      \
   X(CreateActivationDescriptor, cudnnCreateActivationDescriptor) X(SetActivationDescriptor, cudnnSetActivationDescriptor) \
-  X(DestroyActivationDescriptor, cudnnDestroyActivationDescriptor)
+  X(DestroyActivationDescriptor, cudnnDestroyActivationDescriptor)                                               \
+  X(BackendCreateDescriptor, cudnnBackendCreateDescriptor) X(BackendDestroyDescriptor, cudnnBackendDestroyDescriptor) \
+  X(BackendSetAttribute, cudnnBackendSetAttribute) X(BackendGetAttribute, cudnnBackendGetAttribute)               \
+  X(BackendFinalize, cudnnBackendFinalize) X(BackendExecute, cudnnBackendExecute)
 
 #define WPK_CUDA_DECLARE(name, symbol) decltype(&::symbol) name = nullptr;
 struct DriverApi { WPK_CUDA_DRIVER_FUNCTIONS(WPK_CUDA_DECLARE) };

@@ -2,6 +2,8 @@
 
 #include <future>
 #include <limits>
+#include <map>
+#include <mutex>
 
 #include "runtime/logging.hpp"
 #include "runtime/measurement.hpp"
@@ -110,6 +112,59 @@ Choice recorded_choice(const PrepareEnv& env, const std::string& key, const Gene
                   e.what());
     return {};
   }
+}
+
+namespace {
+struct Answers {
+  std::mutex mutex;
+  std::map<std::string, int> by_key;
+};
+Answers& answers() {
+  static Answers a;
+  return a;
+}
+}  // namespace
+
+std::optional<int> known_alternative(const std::string& key) {
+  Answers& a = answers();
+  const std::lock_guard<std::mutex> lock(a.mutex);
+  if (auto it = a.by_key.find(key); it != a.by_key.end()) return it->second;
+  return std::nullopt;
+}
+
+void remember_alternative(const std::string& key, int winner) {
+  Answers& a = answers();
+  const std::lock_guard<std::mutex> lock(a.mutex);
+  a.by_key[key] = winner;
+}
+
+int fastest_alternative(const PrepareEnv& env, const std::string& key, const std::string& what, const std::function<void()>& current,
+                        const std::vector<Alternative>& alternatives) {
+  if (const auto known = known_alternative(key)) return *known;
+  const std::vector<CUdeviceptr> out = {env.out.ptr};
+  const Tensor want = output_after(env, out, current);
+  const double current_seconds = median_launch_seconds(env.handles, current);
+  double best = current_seconds;
+  int winner = -1;
+  std::string timings;
+  for (std::size_t i = 0; i < alternatives.size(); ++i) {
+    const Alternative& a = alternatives[i];
+    try {
+      if (!outputs_agree(output_after(env, out, a.launch), want)) {
+        timings += ", " + a.name + " disagrees";
+        continue;
+      }
+      const double seconds = median_launch_seconds(env.handles, a.launch);
+      timings += fmt::format(", {} {:.1f} us", a.name, seconds * 1e6);
+      if (seconds < best) best = seconds, winner = static_cast<int>(i);
+    } catch (const Error& e) {
+      timings += ", " + a.name + " failed (" + e.what() + ")";
+    }
+  }
+  logger().debug("cuda {} {}: current {:.1f} us{}; {}", what, env.node.name, current_seconds * 1e6, timings,
+                 winner < 0 ? std::string("kept") : alternatives[static_cast<std::size_t>(winner)].name + " runs");
+  remember_alternative(key, winner);
+  return winner;
 }
 
 }  // namespace wpk::cuda

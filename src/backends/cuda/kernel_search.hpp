@@ -3,6 +3,7 @@
 // region: how tuning picks between them, and how a later session takes what tuning recorded.
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -37,5 +38,22 @@ Choice search_generated(const PrepareEnv& env, const std::string& key, const std
 // Without tuning: the generated schedule an earlier tuning recorded under `key`, if any (a
 // schedule that no longer compiles or fits leaves the library's kernel, with a warning).
 Choice recorded_choice(const PrepareEnv& env, const std::string& key, const GeneratedCandidates& candidates);
+
+// A library's variants of one op measured at load (cuBLASLt's algorithms against cuBLAS with the
+// generated epilogue, cuDNN's fused graphs against its convolution): `current` is what the op runs
+// now, each alternative is timed on the op's buffers and must reproduce current's output; returns
+// the index of the fastest alternative faster than current, or -1. Identical ops in this process
+// (same `key`) take the first one's answer without measuring. `what` names them in the log.
+struct Alternative {
+  std::string name;
+  std::function<void()> launch;
+};
+int fastest_alternative(const PrepareEnv& env, const std::string& key, const std::string& what, const std::function<void()>& current,
+                        const std::vector<Alternative>& alternatives);
+// What fastest_alternative answered for `key` in this process, if it was asked: an op whose
+// alternatives are costly to build (cuDNN's fused graphs) skips them when they lost before.
+std::optional<int> known_alternative(const std::string& key);
+// Records that `key` has no alternative worth measuring (-1) or which one won.
+void remember_alternative(const std::string& key, int winner);
 
 }  // namespace wpk::cuda

@@ -1,19 +1,15 @@
 // Gemm, MatMul and FusedMatMul: cuBLAS's float32 GEMM (batched when both operands carry the same
 // batch dims), then Gemm's beta * C, the fused bias and residual and the activation as one
 // generated epilogue; or, where the epilogue maps to cuBLASLt's, cuBLASLt's GEMM with it inside,
-// when one of the algorithms its heuristic offers is measured faster at load. When the session
-// tunes, a generated product with the epilogue inside competes for MatMul and FusedMatMul
-// (kernel_search.hpp).
-#include <limits>
-#include <mutex>
+// when one of the algorithms its heuristic offers is measured faster at load (identical products
+// of one process measured once). When the session tunes, a generated product with the epilogue
+// inside competes for MatMul and FusedMatMul (kernel_search.hpp).
 
 #include "backends/cuda/cublaslt_product.hpp"
 #include "backends/cuda/device_op.hpp"
 #include "backends/cuda/generated_kernels.hpp"
 #include "backends/cuda/kernel_search.hpp"
 #include "graph/fused_ops.hpp"
-#include "runtime/logging.hpp"
-#include "runtime/measurement.hpp"
 
 namespace wpk::cuda {
 namespace {
@@ -22,17 +18,6 @@ namespace {
 // measured against cuBLAS's GEMM with the generated epilogue.
 constexpr std::size_t kMaxLtWorkspace = std::size_t(32) << 20;
 constexpr int kLtAlgorithms = 4;
-
-// Which of cuBLASLt's algorithms won a product's measurement in this process (-1: none did), by
-// the product's signature: a model's repeated layers measure once.
-struct LtChoices {
-  std::mutex mutex;
-  std::map<std::string, int> by_signature;
-};
-LtChoices& lt_choices() {
-  static LtChoices c;
-  return c;
-}
 
 class ProductOp : public DeviceOp {
  public:
@@ -141,65 +126,28 @@ class ProductOp : public DeviceOp {
   }
 
   // cuBLASLt's offered algorithms, each timed on the region's buffers against cuBLAS's GEMM with
-  // the generated epilogue; the fastest that reproduces cuBLAS's output runs. An identical
-  // product earlier in this process reuses its answer.
+  // the generated epilogue; the fastest that reproduces cuBLAS's output runs.
   void consider_lt(const PrepareEnv& env, const LtEpilogue& e) {
     const LtProductShape shape{batch_, m_, n_, k_, trans_a_, trans_b_, alpha_};
     auto product = std::make_unique<LtProduct>(shape, e);
     const auto algos = product->algorithms(env.handles.lt(), kLtAlgorithms, kMaxLtWorkspace, e.bias ? env.in[2].ptr : 0);
     if (algos.empty()) return;
     lt_ = std::move(product);
-    const std::string key = lt_signature(e);
-    {
-      LtChoices& choices = lt_choices();
-      const std::lock_guard<std::mutex> lock(choices.mutex);
-      if (auto it = choices.by_signature.find(key); it != choices.by_signature.end()) {
-        if (it->second >= 0 && static_cast<std::size_t>(it->second) < algos.size()) take_lt(algos, it->second);
-        if (!lt_algo_) lt_.reset();
-        return;
-      }
-    }
     std::size_t most = 0;
     for (const auto& a : algos) most = std::max(most, a.workspaceSize);
     DeviceBuffer scratch(scratch_bytes(), "measuring a product"), workspace(most, "measuring a product");
     const LaunchEnv measuring{env.handles, scratch.get(), 0, 0};
-    auto output = [&](const std::function<void()>& launch) {
-      launch();
-      Tensor t = Tensor::zeros(DType::Float32, out_shape_);
-      check(driver().MemcpyDtoHAsync(t.raw(), env.out.ptr, t.nbytes(), env.handles.stream()), "reading a product's output");
-      env.handles.synchronize("checking cuBLASLt against cuBLAS");
-      return t;
-    };
-    auto cublas_launch = [&] { launch(measuring, env.in, env.out); };
-    const Tensor want = output(cublas_launch);
-    const double cublas_seconds = median_launch_seconds(env.handles, cublas_launch);
-    double best = std::numeric_limits<double>::infinity();
-    int winner = -1;
-    for (std::size_t i = 0; i < algos.size(); ++i) {
-      lt_workspace_ = algos[i].workspaceSize;
-      auto lt_launch = [&] { launch_lt(env.handles, algos[i].algo, env.in, env.out, workspace.get()); };
-      double seconds = 0;
-      try {
-        if (!outputs_agree(output(lt_launch), want)) {
-          logger().debug("cuda product {}: cuBLASLt's algorithm {} disagrees with cuBLAS", env.node.name, i);
-          continue;
-        }
-        seconds = median_launch_seconds(env.handles, lt_launch);
-      } catch (const Error& err) {
-        logger().debug("cuda product {}: cuBLASLt's algorithm {} failed: {}", env.node.name, i, err.what());
-        continue;
-      }
-      if (seconds < best) best = seconds, winner = static_cast<int>(i);
-    }
-    if (best >= cublas_seconds) winner = -1;
+    std::vector<Alternative> alternatives;
+    for (std::size_t i = 0; i < algos.size(); ++i)
+      alternatives.push_back({"cuBLASLt algorithm " + std::to_string(i), [&, i] {
+                                lt_workspace_ = algos[i].workspaceSize;
+                                launch_lt(env.handles, algos[i].algo, env.in, env.out, workspace.get());
+                              }});
+    const int winner = fastest_alternative(env, "lt_" + lt_signature(e), "product", [&] { launch(measuring, env.in, env.out); },
+                                           alternatives);
     lt_workspace_ = 0;
-    logger().debug("cuda product {}: cuBLAS with the epilogue {:.1f} us, cuBLASLt with it inside {:.1f} us (best of {})",
-                   env.node.name, cublas_seconds * 1e6, best * 1e6, algos.size());
-    if (winner >= 0) take_lt(algos, winner);
+    if (winner >= 0 && static_cast<std::size_t>(winner) < algos.size()) take_lt(algos, winner);
     else lt_.reset();
-    LtChoices& choices = lt_choices();
-    const std::lock_guard<std::mutex> lock(choices.mutex);
-    choices.by_signature[key] = winner;
   }
 
   void take_lt(const std::vector<cublasLtMatmulHeuristicResult_t>& algos, int rank) {

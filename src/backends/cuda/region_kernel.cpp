@@ -29,6 +29,8 @@ struct Slot {
 
 class RegionKernel : public Kernel {
  public:
+  // The ops go before the run contexts: cuDNN's execution plans keep the first context's handle.
+  ~RegionKernel() override { steps_.clear(); }
   RegionKernel(const Node& node, const Graph& body) : name_(node.name), cubins_(node.attr_string("kernel_cache", "")) {
     Device::get();
     const std::vector<std::size_t> roots = elementwise_group_roots(body);
