@@ -232,6 +232,10 @@ Session::Session(Graph graph, SessionOptions options, const std::vector<const Ba
     for (Node& n : impl_->graph.mutable_nodes()) {
       if (n.domain != kWpkDomain || n.op_type != cuda::kRegionOp) continue;
       n.attributes.emplace("kernel_cache", Attribute(cubins));
+      std::vector<std::string> variants;
+      for (const char* v : {cuda::kCublasLtVariant, cuda::kCudnnGraphVariant})
+        if (listed(disabled, std::string("cuda:") + v)) variants.emplace_back(v);
+      if (!variants.empty()) n.attributes.emplace("disabled_variants", Attribute(variants));
       if (!options.tuning) continue;
       // The regions search their generated kernels' schedules as the CPU's nodes do.
       n.attributes.emplace("tune_algorithm", Attribute(options.tuning_algorithm));

@@ -70,7 +70,7 @@ class ConvOp : public DeviceOp {
     choose_algorithm(env);
     if (activation_ == "Relu") fuse_in_cudnn(env, w[0]);
     geometry_ = conv_geometry(n, env.graph);
-    if (has_bias_ || has_residual_ || !activation_.empty())
+    if ((has_bias_ || has_residual_ || !activation_.empty()) && env.allows(kCudnnGraphVariant))
       consider_cudnn_graph(env, {x, w, out_shape_, pads, strides, dilations, has_bias_, has_residual_, activation_, params_});
     if (env.search) choose_implementation(env);
     else take_recorded_choice(env);

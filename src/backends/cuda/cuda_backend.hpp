@@ -12,6 +12,9 @@ namespace wpk::cuda {
 class CudaBackend : public Backend {
  public:
   std::string name() const override { return "cuda"; }
+  // The library variants measured at load that `disabled_kernels` may leave out ("cuda:cublaslt"):
+  // a way round a library release that misbehaves on some device.
+  std::vector<std::string> kernel_names() const override { return {kCublasLtVariant, kCudnnGraphVariant}; }
   std::string why_unsupported(const Node& node, const Graph& graph) const override;
   std::unique_ptr<Kernel> prepare(const Node& node, const Graph& graph) const override;
   std::string version() const override;

@@ -5,9 +5,11 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
+#include "backends/cuda/cuda_backend_names.hpp"
 #include "backends/cuda/device.hpp"
 #include "backends/cuda/elementwise_kernels.hpp"
 #include "backends/cuda/tuning_records.hpp"
@@ -86,6 +88,9 @@ struct PrepareEnv {
   std::map<std::string, std::string>* choices = nullptr;
   codegen::CubinStore* cubins = nullptr;  // the cache folder's compiled kernels
   const TuningRecords* records = nullptr;  // earlier tuning's choices, and where new ones go
+  // Library variants left out (cuda_backend_names.hpp: kCublasLtVariant, kCudnnGraphVariant).
+  const std::set<std::string>* disabled = nullptr;
+  bool allows(const char* variant) const { return !disabled || !disabled->count(variant); }
 };
 
 // Throws Error(Unsupported) for a node support.hpp would have refused.

@@ -62,7 +62,7 @@ class ProductOp : public DeviceOp {
     e.residual = fused_residual_;
     e.activation = activation_;
     if (fused_residual_ && env.in[3].shape != out_shape_) e.bias = ProductEpilogue::Bias::Other;
-    if (const auto lt = lt_epilogue(e)) consider_lt(env, *lt);
+    if (const auto lt = lt_epilogue(e); lt && env.allows(kCublasLtVariant)) consider_lt(env, *lt);
     if (!gemm && bias_on_columns && (env.search || env.records)) consider_generated(env, b.size() != 2);
   }
 

@@ -55,6 +55,8 @@ class RegionKernel : public Kernel {
       search->seed = static_cast<std::uint64_t>(node.attr_int("tune_seed", 0));
       search->trials = static_cast<std::size_t>(std::max<std::int64_t>(1, node.attr_int("tune_trials", 16)));
     }
+    if (const Attribute* a = node.find_attr("disabled_variants"))
+      disabled_.insert(a->strings().begin(), a->strings().end());
     std::map<std::string, std::string> choices;
     for (std::size_t i = 0; i < body.nodes().size(); ++i) {
       const Node& n = body.nodes()[i];
@@ -68,7 +70,7 @@ class RegionKernel : public Kernel {
       step.out = n.outputs[0];
       const std::vector<DeviceTensor> in = first.tensors(*this, step.in);
       const PrepareEnv env{n,       body,      in, first.tensor(*this, step.out), first.handles, search ? &*search : nullptr,
-                           &choices, &cubins_, current_tuning_records()};
+                           &choices, &cubins_, current_tuning_records(), &disabled_};
       step.op = grouped ? prepare_elementwise_group(env, *group) : prepare_device_op(env);
       scratch_bytes_ = std::max(scratch_bytes_, step.op->scratch_bytes());
       workspace_bytes_ = std::max(workspace_bytes_, step.op->workspace_bytes());
@@ -259,7 +261,7 @@ class RegionKernel : public Kernel {
       const SeparateOps separate{*dw->op, first.tensors(*this, dw->in), first.tensor(*this, dw->out),
                                  *pw->op, first.tensors(*this, pw->in), first.tensor(*this, pw->out)};
       const PrepareEnv env{body.nodes()[g.pointwise], body, first.tensors(*this, in), first.tensor(*this, pw->out), first.handles, search,
-                           choices, &cubins_, current_tuning_records()};
+                           choices, &cubins_, current_tuning_records(), &disabled_};
       std::unique_ptr<DeviceOp> op = prepare_depth_first(env, depthwise, separate);
       if (!op) continue;
       pw->op = std::move(op);
@@ -318,6 +320,7 @@ class RegionKernel : public Kernel {
   std::vector<ValueId> inputs_, outputs_;
   std::set<std::size_t> returned_;  // outputs only the caller reads (RunOptions::outputs_on_device)
   std::vector<Step> steps_;
+  std::set<std::string> disabled_;  // library variants left out (PrepareEnv::disabled)
   std::size_t scratch_bytes_ = 0, workspace_bytes_ = 0, zeros_bytes_ = 0;
   DeviceBuffer zeros_;
   std::string kernels_;

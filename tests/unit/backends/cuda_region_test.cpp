@@ -81,6 +81,27 @@ TEST_CASE("device regions match the CPU: convolutions, pooling, residuals, clips
   check_matches_cpu(device_test::conv_net(1, 3, 9), device_test::conv_net_inputs(1, 3, 9), 1e-5);
 }
 
+TEST_CASE("a region leaves out the library variants disabled_kernels names, and still matches the CPU", "[cuda]") {
+  if (!have_gpu()) return;
+  int regions = 0;
+  Graph placed = all_on_gpu(device_test::conv_net(2, 16, 20), &regions);
+  for (Node& n : placed.mutable_nodes())
+    if (n.op_type == cuda::kRegionOp)
+      n.attributes.emplace("disabled_variants",
+                           Attribute(std::vector<std::string>{cuda::kCublasLtVariant, cuda::kCudnnGraphVariant}));
+  Session gpu(std::move(placed), SessionOptions{});
+  Session cpu(device_test::conv_net(2, 16, 20), SessionOptions{});
+  const TensorMap inputs = device_test::conv_net_inputs(2, 16, 20);
+  const TensorMap want = cpu.run(inputs), got = gpu.run(inputs);
+  for (const auto& [name, t] : want) CHECK(testing::relative_l2_error(got.at(name), t) <= 1e-5);
+  std::string kernels;
+  for (const auto& step : gpu.describe().steps) kernels += step.backend + " ";
+  INFO(kernels);
+  CHECK(kernels.find("cuda") != std::string::npos);
+  CHECK(kernels.find("cublaslt") == std::string::npos);
+  CHECK(kernels.find("fused_graph") == std::string::npos);
+}
+
 TEST_CASE("tuned device regions, generated convolutions among their candidates, match the CPU", "[cuda]") {
   if (!have_gpu()) return;
   check_matches_cpu(device_test::conv_net(2, 16, 20), device_test::conv_net_inputs(2, 16, 20), 1e-5, true);

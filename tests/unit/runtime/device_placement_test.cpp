@@ -235,5 +235,15 @@ TEST_CASE("device cuda without a GPU is a clear error, and auto runs on the CPU"
   }
 }
 
+TEST_CASE("disabled_kernels names the CUDA backend's library variants, and nothing else of it", "[placement]") {
+  // Without a GPU the session runs on the CPU; the names are checked all the same, so a service's
+  // configuration fails where it is wrong, not on the first machine with a GPU.
+  SessionOptions o;
+  o.disabled_kernels = {std::string("cuda:") + cuda::kCublasLtVariant, std::string("cuda:") + cuda::kCudnnGraphVariant};
+  CHECK_NOTHROW(Session(device_test::conv_net(1, 3, 9), o));
+  o.disabled_kernels = {"cuda:cudnn"};
+  CHECK_THROWS_WITH(Session(device_test::conv_net(1, 3, 9), o), Catch::Contains("it has cublaslt, cudnn_fused_graph"));
+}
+
 }  // namespace
 }  // namespace wpk
