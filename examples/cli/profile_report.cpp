@@ -18,6 +18,13 @@ std::string json_string(const std::string& s) {
   return o + "\"";
 }
 
+// A backend's name as the table shows it: a device region names every kernel it runs (thousands
+// of characters for BERT), which would widen every row; the table keeps the start.
+constexpr std::size_t kBackendWidth = 72;
+std::string backend_cell(const std::string& backend) {
+  return backend.size() <= kBackendWidth ? backend : backend.substr(0, kBackendWidth - 3) + "...";
+}
+
 double median_of(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v.empty() ? 0 : v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
@@ -52,16 +59,20 @@ void print_profile_table(const std::vector<RunProfile>& runs) {
                 runs.front().batch_parts);
   int width = 4;  // the node column fits the longest name
   int backend_width = 10;  // "onednn:stream" is wider than the rest
+  bool cut = false;
   for (const StepProfile& p : runs.front().steps) {
     width = std::max(width, static_cast<int>(p.node.size()));
-    backend_width = std::max(backend_width, static_cast<int>(p.backend.size()));
+    backend_width = std::max(backend_width, static_cast<int>(backend_cell(p.backend).size()));
+    cut |= p.backend.size() > kBackendWidth;
   }
+  if (cut)
+    std::printf("(long backend names cut short; a device region's steps and their device times: WPK_LOG_LEVEL=debug)\n");
   std::printf("%10s %7s  %-*s %-24s %-*s %-12s %s\n", "ms", "share", width, "node", "op", backend_width, "backend",
               "layout", "output");
   for (std::size_t i : order) {
     const StepProfile& p = runs.front().steps[i];
     std::printf("%10.3f %6.1f%%  %-*s %-24s %-*s %-12s %s\n", per_step[i] / 1000, sum > 0 ? 100 * per_step[i] / sum : 0,
-                width, p.node.c_str(), p.op.c_str(), backend_width, p.backend.c_str(), p.layout.c_str(),
+                width, p.node.c_str(), p.op.c_str(), backend_width, backend_cell(p.backend).c_str(), p.layout.c_str(),
                 shape_to_string(p.output_shape).c_str());
   }
 }
