@@ -10,6 +10,7 @@
 #include "backends/cuda/generated_kernels.hpp"
 #include "backends/cuda/kernel_search.hpp"
 #include "graph/fused_ops.hpp"
+#include "runtime/logging.hpp"
 
 namespace wpk::cuda {
 namespace {
@@ -129,8 +130,16 @@ class ProductOp : public DeviceOp {
   // the generated epilogue; the fastest that reproduces cuBLAS's output runs.
   void consider_lt(const PrepareEnv& env, const LtEpilogue& e) {
     const LtProductShape shape{batch_, m_, n_, k_, trans_a_, trans_b_, alpha_};
-    auto product = std::make_unique<LtProduct>(shape, e);
-    const auto algos = product->algorithms(env.handles.lt(), kLtAlgorithms, kMaxLtWorkspace, e.bias ? env.in[2].ptr : 0);
+    std::unique_ptr<LtProduct> product;
+    std::vector<cublasLtMatmulHeuristicResult_t> algos;
+    try {
+      product = std::make_unique<LtProduct>(shape, e);
+      algos = product->algorithms(env.handles.lt(), kLtAlgorithms, kMaxLtWorkspace, e.bias ? env.in[2].ptr : 0);
+    } catch (const Error& err) {
+      // A variant cuBLASLt refuses is one candidate fewer, not a session that fails to load.
+      logger().debug("cuda product {}: cuBLASLt: {}", env.node.name, err.what());
+      return;
+    }
     if (algos.empty()) return;
     lt_ = std::move(product);
     std::size_t most = 0;
