@@ -162,7 +162,7 @@ CudnnFusedConv::CudnnFusedConv(cudnnHandle_t dnn, const FusedConvGeometry& g) : 
   if (act) pointwise(act->mode, nullptr, kY, &*act);
 
   graph_ = std::make_unique<BackendDescriptor>(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
-  set(graph_->get(), kGraphHandle, CUDNN_TYPE_HANDLE, &dnn, 1, "the operation graph's handle");
+  if (dnn) set(graph_->get(), kGraphHandle, CUDNN_TYPE_HANDLE, &dnn, 1, "the operation graph's handle");
   set(graph_->get(), CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, ops.data(), static_cast<std::int64_t>(ops.size()),
       "the operation graph's operations");
   const cudnnStatus_t s = cudnn().BackendFinalize(graph_->get());

@@ -47,7 +47,9 @@ class BackendDescriptor {
 class CudnnFusedConv {
  public:
   // The operation graph for `g` on `dnn`'s device; throws Error when cuDNN refuses the graph or a
-  // part of it, Error(Unsupported) when the activation has no cuDNN form.
+  // part of it, Error(Unsupported) when the activation has no cuDNN form. With no handle (null),
+  // the graph is built and checked by cuDNN on the host alone (tests without a GPU); it gets no
+  // plans.
   CudnnFusedConv(cudnnHandle_t dnn, const FusedConvGeometry& g);
   ~CudnnFusedConv();
   CudnnFusedConv(const CudnnFusedConv&) = delete;

@@ -34,6 +34,38 @@ TEST_CASE("a fused convolution's activation maps to cuDNN's pointwise modes as O
   CHECK_FALSE(cudnn_activation("LeakyRelu", {0.1f}));
 }
 
+// The forms the GPU test runs: grouped and strided, with and without bias, residual, activation.
+std::vector<FusedConvGeometry> fused_conv_forms() {
+  return {
+      {{2, 8, 9, 9}, {16, 8, 3, 3}, {2, 16, 9, 9}, {1, 1}, {1, 1}, {1, 1}, true, true, "Relu", {}},
+      {{1, 16, 14, 14}, {16, 1, 3, 3}, {1, 16, 7, 7}, {1, 1}, {2, 2}, {1, 1}, true, false, "Clip", {0.0f, 6.0f}},
+      {{2, 4, 7, 7}, {8, 4, 1, 1}, {2, 8, 7, 7}, {0, 0}, {1, 1}, {1, 1}, true, false, "SiLU", {}},
+      {{1, 3, 10, 10}, {4, 3, 3, 3}, {1, 4, 8, 8}, {0, 0}, {1, 1}, {1, 1}, false, false, "Sigmoid", {}},
+      {{1, 32, 28, 28}, {64, 32, 1, 1}, {1, 64, 28, 28}, {0, 0}, {1, 1}, {1, 1}, true, true, "", {}},
+  };
+}
+
+TEST_CASE("a fused convolution's cuDNN operations build and finalize without a device", "[cuda]") {
+  // Tensors, the convolution, its operation and the pointwise ones are host objects: every
+  // attribute's type and value is checked by cuDNN here, on machines with no GPU. Only the
+  // operation graph's engines need one.
+  try {
+    cudnn();
+  } catch (const Error& e) {
+    WARN("cuDNN is not installed here: " << e.what());
+    return;
+  }
+  for (const FusedConvGeometry& g : fused_conv_forms()) {
+    INFO("w " << g.w[0] << "x" << g.w[1] << "x" << g.w[2] << " bias " << g.bias << " residual " << g.residual << " activation "
+              << g.activation);
+    CHECK_NOTHROW(CudnnFusedConv(nullptr, g));
+  }
+  // An activation cuDNN has no pointwise form of is refused before anything is built.
+  FusedConvGeometry hard_swish = fused_conv_forms().front();
+  hard_swish.activation = "HardSwish";
+  CHECK_THROWS_WITH(CudnnFusedConv(nullptr, hard_swish), Catch::Contains("no pointwise form of HardSwish"));
+}
+
 Tensor filled(const Shape& shape, int seed) {
   Tensor t = Tensor::zeros(DType::Float32, shape);
   float* p = t.data<float>();
@@ -88,13 +120,7 @@ TEST_CASE("cuDNN's fused convolution graphs match a direct computation, every fl
     WARN("no GPU here, cuDNN's graph API is not run: " << why);
     return;
   }
-  const std::vector<FusedConvGeometry> cases = {
-      {{2, 8, 9, 9}, {16, 8, 3, 3}, {2, 16, 9, 9}, {1, 1}, {1, 1}, {1, 1}, true, true, "Relu", {}},
-      {{1, 16, 14, 14}, {16, 1, 3, 3}, {1, 16, 7, 7}, {1, 1}, {2, 2}, {1, 1}, true, false, "Clip", {0.0f, 6.0f}},
-      {{2, 4, 7, 7}, {8, 4, 1, 1}, {2, 8, 7, 7}, {0, 0}, {1, 1}, {1, 1}, true, false, "SiLU", {}},
-      {{1, 3, 10, 10}, {4, 3, 3, 3}, {1, 4, 8, 8}, {0, 0}, {1, 1}, {1, 1}, false, false, "Sigmoid", {}},
-      {{1, 32, 28, 28}, {64, 32, 1, 1}, {1, 64, 28, 28}, {0, 0}, {1, 1}, {1, 1}, true, true, "", {}},
-  };
+  const std::vector<FusedConvGeometry> cases = fused_conv_forms();
   StreamHandles h;
   std::size_t engines = 0;
   for (const FusedConvGeometry& g : cases) {
