@@ -188,20 +188,26 @@ class ConvOp : public DeviceOp {
       remember_alternative(key, -1);
       return;
     }
-    std::size_t most = workspace_;
-    for (std::size_t i = 0; i < graph->plans(); ++i) most = std::max(most, graph->workspace(i));
-    DeviceBuffer scratch(scratch_bytes(), "measuring a convolution"), workspace(most, "measuring a convolution");
-    DeviceBuffer zeros(zeros_bytes(), "measuring a convolution");
-    if (zeros_bytes()) check(driver().MemsetD32Async(zeros.get(), 0, zeros_bytes() / 4, env.handles.stream()), "zeroing");
-    const LaunchEnv measuring{env.handles, scratch.get(), workspace.get(), zeros.get()};
-    std::vector<Alternative> alternatives;
-    for (std::size_t i = 0; i < graph->plans(); ++i)
-      alternatives.push_back({"cuDNN fused graph plan " + std::to_string(i), [&, i] {
-                                graph->launch(env.handles.dnn(), i, env.in[0].ptr, env.in[1].ptr, has_bias_ ? env.in[2].ptr : 0,
-                                              has_residual_ ? env.in[3].ptr : 0, env.out.ptr, workspace.get());
-                              }});
-    const int winner = fastest_alternative(env, key, "conv", [&] { launch(measuring, env.in, env.out); },
-                                           alternatives);
+    int winner = -1;
+    try {
+      std::size_t most = workspace_;
+      for (std::size_t i = 0; i < graph->plans(); ++i) most = std::max(most, graph->workspace(i));
+      DeviceBuffer scratch(scratch_bytes(), "measuring a convolution"), workspace(most, "measuring a convolution");
+      DeviceBuffer zeros(zeros_bytes(), "measuring a convolution");
+      if (zeros_bytes()) check(driver().MemsetD32Async(zeros.get(), 0, zeros_bytes() / 4, env.handles.stream()), "zeroing");
+      const LaunchEnv measuring{env.handles, scratch.get(), workspace.get(), zeros.get()};
+      std::vector<Alternative> alternatives;
+      for (std::size_t i = 0; i < graph->plans(); ++i)
+        alternatives.push_back({"cuDNN fused graph plan " + std::to_string(i), [&, i] {
+                                  graph->launch(env.handles.dnn(), i, env.in[0].ptr, env.in[1].ptr, has_bias_ ? env.in[2].ptr : 0,
+                                                has_residual_ ? env.in[3].ptr : 0, env.out.ptr, workspace.get());
+                                }});
+      winner = fastest_alternative(env, key, "conv", [&] { launch(measuring, env.in, env.out); }, alternatives);
+    } catch (const Error& e) {
+      // No memory to measure in: the variant is left out, the convolution loads as before.
+      logger().debug("cuda conv {}: measuring cuDNN's fused graph: {}", env.node.name, e.what());
+      return;
+    }
     if (winner < 0 || static_cast<std::size_t>(winner) >= graph->plans()) return;
     graph_ = std::move(graph);
     graph_plan_ = static_cast<std::size_t>(winner);

@@ -1,5 +1,7 @@
 #include "backends/cuda/cublaslt_product.hpp"
 
+#include <utility>
+
 namespace wpk::cuda {
 
 std::optional<LtEpilogue> lt_epilogue(const ProductEpilogue& e) {
@@ -16,6 +18,12 @@ std::optional<LtEpilogue> lt_epilogue(const ProductEpilogue& e) {
   lt.mode = lt.bias ? (relu ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS)
                     : (relu ? CUBLASLT_EPILOGUE_RELU : CUBLASLT_EPILOGUE_DEFAULT);
   return lt;
+}
+
+std::uint32_t lt_alignment(CUdeviceptr address) {
+  std::uint32_t a = 256;
+  while (address % a != 0) a /= 2;
+  return a;
 }
 
 std::string lt_kernel_name(const LtEpilogue& e, bool batched) {
@@ -94,7 +102,7 @@ void LtProduct::set_bias(CUdeviceptr bias) const {
 }
 
 std::vector<cublasLtMatmulHeuristicResult_t> LtProduct::algorithms(cublasLtHandle_t h, int count, std::size_t workspace,
-                                                                   CUdeviceptr bias) const {
+                                                                   const LtOperands& operands) const {
   const CublasLtApi& lt = cublaslt();
   cublasLtMatmulPreference_t pref = nullptr;
   check(lt.MatmulPreferenceCreate(&pref), "a cuBLASLt preference");
@@ -103,9 +111,20 @@ std::vector<cublasLtMatmulHeuristicResult_t> LtProduct::algorithms(cublasLtHandl
   cublasStatus_t status = CUBLAS_STATUS_SUCCESS;
   {
     const std::lock_guard<std::mutex> lock(mutex_);
-    set_bias(bias);
+    set_bias(operands.bias);
     const std::uint64_t limit = workspace;
     status = lt.MatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &limit, sizeof(limit));
+    // cuBLASLt's A is our B, its B our A; C is Y's place when the epilogue reads no C.
+    const std::pair<cublasLtMatmulPreferenceAttributes_t, CUdeviceptr> aligned[] = {
+        {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, operands.b},
+        {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, operands.a},
+        {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, epilogue_.c_matrix ? operands.c : operands.y},
+        {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, operands.y}};
+    for (const auto& [attribute, address] : aligned) {
+      if (status != CUBLAS_STATUS_SUCCESS) break;
+      const std::uint32_t bytes = lt_alignment(address);
+      status = lt.MatmulPreferenceSetAttribute(pref, attribute, &bytes, sizeof(bytes));
+    }
     if (status == CUBLAS_STATUS_SUCCESS)
       status = lt.MatmulAlgoGetHeuristic(h, desc_, lt_a_, lt_b_, lt_d_, lt_d_, pref, count, found.data(), &returned);
   }

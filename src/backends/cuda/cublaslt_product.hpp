@@ -44,6 +44,16 @@ struct LtEpilogue {
 // and a residual).
 std::optional<LtEpilogue> lt_epilogue(const ProductEpilogue& e);
 
+// A product's operand addresses. cuBLASLt's heuristic offers only algorithms valid for their
+// alignment, so an algorithm chosen for one product holds for another only if their operands
+// align alike.
+struct LtOperands {
+  CUdeviceptr a = 0, b = 0, bias = 0, c = 0, y = 0;  // 0: not given
+};
+// The largest power of two up to 256 dividing `address` (256 for 0: an absent operand constrains
+// nothing).
+std::uint32_t lt_alignment(CUdeviceptr address);
+
 // cuBLASLt's descriptors for one product: float32 data and float32 arithmetic (no TF32).
 class LtProduct {
  public:
@@ -53,9 +63,9 @@ class LtProduct {
   LtProduct& operator=(const LtProduct&) = delete;
 
   // Up to `count` algorithms cuBLASLt's heuristic offers for this product on this device, its best
-  // first, each needing at most `workspace` bytes. `bias` is the bias's address (alignment counts).
+  // first, each needing at most `workspace` bytes and valid for the operands' alignment.
   std::vector<cublasLtMatmulHeuristicResult_t> algorithms(cublasLtHandle_t h, int count, std::size_t workspace,
-                                                          CUdeviceptr bias) const;
+                                                          const LtOperands& operands) const;
   // Enqueues Y (and the epilogue) on `stream`; c is read only when the epilogue has a C matrix.
   void launch(cublasLtHandle_t h, CUstream stream, const cublasLtMatmulAlgo_t& algo, CUdeviceptr a, CUdeviceptr b,
               CUdeviceptr bias, CUdeviceptr c, CUdeviceptr y, CUdeviceptr workspace, std::size_t workspace_bytes) const;

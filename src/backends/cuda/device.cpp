@@ -128,7 +128,7 @@ void StreamHandles::release() {
   if (lt_) cublaslt().Destroy(lt_);
   if (blas_) cublas().Destroy(blas_);
   if (stream_) driver().StreamDestroy(stream_);
-  dnn_ = nullptr, blas_ = nullptr, stream_ = nullptr;
+  dnn_ = nullptr, lt_ = nullptr, blas_ = nullptr, stream_ = nullptr;
 }
 
 void StreamHandles::synchronize(const std::string& what) const { check(driver().StreamSynchronize(stream_), what); }

@@ -127,36 +127,45 @@ class ProductOp : public DeviceOp {
   }
 
   // cuBLASLt's offered algorithms, each timed on the region's buffers against cuBLAS's GEMM with
-  // the generated epilogue; the fastest that reproduces cuBLAS's output runs.
+  // the generated epilogue; the fastest that reproduces cuBLAS's output runs. The answer is kept
+  // per signature and operand alignment: the heuristic's list depends on both.
   void consider_lt(const PrepareEnv& env, const LtEpilogue& e) {
     const LtProductShape shape{batch_, m_, n_, k_, trans_a_, trans_b_, alpha_};
-    std::unique_ptr<LtProduct> product;
-    std::vector<cublasLtMatmulHeuristicResult_t> algos;
+    LtOperands operands{env.in[0].ptr, env.in[1].ptr, e.bias ? env.in[2].ptr : 0, 0, env.out.ptr};
+    if (e.c_matrix) operands.c = fused_residual_ ? env.in[3].ptr : env.in[2].ptr;
+    std::string key = "lt_" + lt_signature(e) + "_aligned";
+    for (CUdeviceptr p : {operands.a, operands.b, operands.bias, operands.c, operands.y}) key += "_" + std::to_string(lt_alignment(p));
+    if (known_alternative(key) == -1) return;
     try {
-      product = std::make_unique<LtProduct>(shape, e);
-      algos = product->algorithms(env.handles.lt(), kLtAlgorithms, kMaxLtWorkspace, e.bias ? env.in[2].ptr : 0);
+      auto product = std::make_unique<LtProduct>(shape, e);
+      const auto algos = product->algorithms(env.handles.lt(), kLtAlgorithms, kMaxLtWorkspace, operands);
+      if (algos.empty()) {
+        remember_alternative(key, -1);
+        return;
+      }
+      lt_ = std::move(product);
+      std::size_t most = 0;
+      for (const auto& a : algos) most = std::max(most, a.workspaceSize);
+      DeviceBuffer scratch(scratch_bytes(), "measuring a product"), workspace(most, "measuring a product");
+      const LaunchEnv measuring{env.handles, scratch.get(), 0, 0};
+      std::vector<Alternative> alternatives;
+      for (std::size_t i = 0; i < algos.size(); ++i)
+        alternatives.push_back({"cuBLASLt algorithm " + std::to_string(i), [&, i] {
+                                  lt_workspace_ = algos[i].workspaceSize;
+                                  launch_lt(env.handles, algos[i].algo, env.in, env.out, workspace.get());
+                                }});
+      const int winner = fastest_alternative(env, key, "product", [&] { launch(measuring, env.in, env.out); }, alternatives);
+      lt_workspace_ = 0;
+      if (winner >= 0 && static_cast<std::size_t>(winner) < algos.size()) take_lt(algos, winner);
+      else lt_.reset();
     } catch (const Error& err) {
-      // A variant cuBLASLt refuses is one candidate fewer, not a session that fails to load.
+      // A variant cuBLASLt refuses, or no memory to measure it in, is one candidate fewer, not a
+      // session that fails to load.
       logger().debug("cuda product {}: cuBLASLt: {}", env.node.name, err.what());
-      return;
+      lt_.reset();
+      lt_algo_.reset();
+      lt_workspace_ = 0;
     }
-    if (algos.empty()) return;
-    lt_ = std::move(product);
-    std::size_t most = 0;
-    for (const auto& a : algos) most = std::max(most, a.workspaceSize);
-    DeviceBuffer scratch(scratch_bytes(), "measuring a product"), workspace(most, "measuring a product");
-    const LaunchEnv measuring{env.handles, scratch.get(), 0, 0};
-    std::vector<Alternative> alternatives;
-    for (std::size_t i = 0; i < algos.size(); ++i)
-      alternatives.push_back({"cuBLASLt algorithm " + std::to_string(i), [&, i] {
-                                lt_workspace_ = algos[i].workspaceSize;
-                                launch_lt(env.handles, algos[i].algo, env.in, env.out, workspace.get());
-                              }});
-    const int winner = fastest_alternative(env, "lt_" + lt_signature(e), "product", [&] { launch(measuring, env.in, env.out); },
-                                           alternatives);
-    lt_workspace_ = 0;
-    if (winner >= 0 && static_cast<std::size_t>(winner) < algos.size()) take_lt(algos, winner);
-    else lt_.reset();
   }
 
   void take_lt(const std::vector<cublasLtMatmulHeuristicResult_t>& algos, int rank) {
@@ -185,9 +194,9 @@ class ProductOp : public DeviceOp {
     c.args = generated_args(env.in, env.out);
     Choice choice;
     if (env.search) {
-      DeviceBuffer scratch(scratch_bytes(), "measuring a product");
-      const LaunchEnv measuring{env.handles, scratch.get(), 0, 0};
-      choice = search_generated(env, key, "matmul", batch_ > 1 ? "cuBLAS batched" : "cuBLAS", c,
+      DeviceBuffer scratch(scratch_bytes(), "measuring a product"), workspace(workspace_bytes(), "measuring a product");
+      const LaunchEnv measuring{env.handles, scratch.get(), workspace.get(), 0};
+      choice = search_generated(env, key, "matmul", describe(), c,
                                 [&] { launch(measuring, env.in, env.out); });
     } else {
       choice = recorded_choice(env, key, c);

@@ -29,8 +29,6 @@ struct Slot {
 
 class RegionKernel : public Kernel {
  public:
-  // The ops go before the run contexts: cuDNN's execution plans keep the first context's handle.
-  ~RegionKernel() override { steps_.clear(); }
   RegionKernel(const Node& node, const Graph& body) : name_(node.name), cubins_(node.attr_string("kernel_cache", "")) {
     Device::get();
     const std::vector<std::size_t> roots = elementwise_group_roots(body);
@@ -319,13 +317,15 @@ class RegionKernel : public Kernel {
   std::vector<DeviceBuffer> constants_;
   std::vector<ValueId> inputs_, outputs_;
   std::set<std::size_t> returned_;  // outputs only the caller reads (RunOptions::outputs_on_device)
+  // Declared before the steps, so destroyed after them, also when the constructor throws: cuDNN's
+  // execution plans (in the ops) keep the first context's handle.
+  mutable std::vector<std::unique_ptr<Context>> contexts_;
   std::vector<Step> steps_;
   std::set<std::string> disabled_;  // library variants left out (PrepareEnv::disabled)
   std::size_t scratch_bytes_ = 0, workspace_bytes_ = 0, zeros_bytes_ = 0;
   DeviceBuffer zeros_;
   std::string kernels_;
   bool graphed_ = false;
-  mutable std::vector<std::unique_ptr<Context>> contexts_;
   mutable std::size_t making_ = 0;
   mutable std::set<Context*> busy_;
   mutable std::mutex mu_;

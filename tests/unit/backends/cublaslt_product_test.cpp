@@ -61,6 +61,14 @@ TEST_CASE("a product's epilogue maps to cuBLASLt's only where cuBLASLt computes 
   CHECK_FALSE(lt_epilogue(epilogue(Bias::Other, 1.0f, false, "")));
 }
 
+TEST_CASE("an operand's alignment for cuBLASLt is the largest power of two up to 256 dividing its address", "[cuda]") {
+  CHECK(lt_alignment(0) == 256);  // absent
+  CHECK(lt_alignment(0x7f0000000000) == 256);
+  CHECK(lt_alignment(0x7f0000000040) == 64);
+  CHECK(lt_alignment(0x7f0000000044) == 4);
+  CHECK(lt_alignment(0x7f0000000102) == 2);
+}
+
 TEST_CASE("cuBLASLt's descriptors for products of every form build without a device", "[cuda]") {
   try {
     cublaslt();
@@ -146,7 +154,7 @@ TEST_CASE("cuBLASLt's products with their epilogues match a direct computation, 
     DeviceBuffer y(want.nbytes(), "a test output"), workspace(std::size_t(32) << 20, "a test workspace");
     const LtEpilogue e = *lt_epilogue(c.epilogue);
     LtProduct product(s, e);
-    const auto algos = product.algorithms(h.lt(), 8, workspace.bytes(), dbias);
+    const auto algos = product.algorithms(h.lt(), 8, workspace.bytes(), LtOperands{da, db, dbias, dc, y.get()});
     REQUIRE_FALSE(algos.empty());
     for (std::size_t i = 0; i < algos.size(); ++i) {
       INFO("algorithm " << i << " of " << algos.size());
