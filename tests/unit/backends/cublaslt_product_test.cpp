@@ -9,6 +9,7 @@
 
 #include "backends/cuda/cublaslt_product.hpp"
 #include "backends/cuda/device.hpp"
+#include "device_operands.hpp"
 #include "support/tensor_compare.hpp"
 #include "wpk/tensor.hpp"
 
@@ -122,12 +123,6 @@ Tensor direct(const Case& c, const Tensor& a, const Tensor& b, const Tensor& bia
   return y;
 }
 
-CUdeviceptr upload(const Tensor& t, std::vector<DeviceBuffer>& keep) {
-  keep.emplace_back(std::max<std::size_t>(t.nbytes(), 4), "a test operand");
-  check(driver().MemcpyHtoD(keep.back().get(), t.raw(), t.nbytes()), "uploading a test operand");
-  return keep.back().get();
-}
-
 TEST_CASE("cuBLASLt's products with their epilogues match a direct computation, every algorithm offered", "[cuda]") {
   if (const std::string why = why_no_cuda_device(); !why.empty()) {
     WARN("no GPU here, cuBLASLt is not run: " << why);
@@ -150,7 +145,8 @@ TEST_CASE("cuBLASLt's products with their epilogues match a direct computation, 
                  cm = filled({s.batch, s.m, s.n}, 4);
     const Tensor want = direct(c, a, b, bias, cm);
     std::vector<DeviceBuffer> keep;
-    const CUdeviceptr da = upload(a, keep), db = upload(b, keep), dbias = upload(bias, keep), dc = upload(cm, keep);
+    const CUdeviceptr da = upload_operand(a, keep), db = upload_operand(b, keep);
+    const CUdeviceptr dbias = upload_operand(bias, keep), dc = upload_operand(cm, keep);
     DeviceBuffer y(want.nbytes(), "a test output"), workspace(std::size_t(32) << 20, "a test workspace");
     const LtEpilogue e = *lt_epilogue(c.epilogue);
     LtProduct product(s, e);
@@ -161,8 +157,7 @@ TEST_CASE("cuBLASLt's products with their epilogues match a direct computation, 
       check(driver().MemsetD32Async(y.get(), 0x7fc00000u, static_cast<std::size_t>(want.numel()), h.stream()), "poisoning");
       product.launch(h.lt(), h.stream(), algos[i].algo, da, db, dbias, dc, y.get(), workspace.get(), workspace.bytes());
       h.synchronize("a cuBLASLt product");
-      Tensor got = Tensor::zeros(DType::Float32, want.shape());
-      check(driver().MemcpyDtoH(got.raw(), y.get(), got.nbytes()), "reading the product");
+      const Tensor got = download_result(y.get(), want.shape());
       CHECK(testing::relative_l2_error(got, want) <= 1e-5);
     }
   }

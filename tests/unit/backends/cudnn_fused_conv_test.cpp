@@ -10,6 +10,7 @@
 
 #include "backends/cuda/cudnn_fused_conv.hpp"
 #include "backends/cuda/device.hpp"
+#include "device_operands.hpp"
 #include "support/tensor_compare.hpp"
 #include "wpk/tensor.hpp"
 
@@ -109,12 +110,6 @@ Tensor direct(const FusedConvGeometry& g, const Tensor& x, const Tensor& w, cons
   return y;
 }
 
-CUdeviceptr upload(const Tensor& t, std::vector<DeviceBuffer>& keep) {
-  keep.emplace_back(t.nbytes(), "a test operand");
-  check(driver().MemcpyHtoD(keep.back().get(), t.raw(), t.nbytes()), "uploading a test operand");
-  return keep.back().get();
-}
-
 TEST_CASE("cuDNN's fused convolution graphs match a direct computation, every float32 engine offered", "[cuda]") {
   if (const std::string why = why_no_cuda_device(); !why.empty()) {
     WARN("no GPU here, cuDNN's graph API is not run: " << why);
@@ -129,7 +124,8 @@ TEST_CASE("cuDNN's fused convolution graphs match a direct computation, every fl
     const Tensor x = filled(g.x, 1), w = filled(g.w, 2), bias = filled({g.w[0]}, 3), z = filled(g.y, 4);
     const Tensor want = direct(g, x, w, bias, z);
     std::vector<DeviceBuffer> keep;
-    const CUdeviceptr dx = upload(x, keep), dw = upload(w, keep), dbias = upload(bias, keep), dz = upload(z, keep);
+    const CUdeviceptr dx = upload_operand(x, keep), dw = upload_operand(w, keep);
+    const CUdeviceptr dbias = upload_operand(bias, keep), dz = upload_operand(z, keep);
     DeviceBuffer y(want.nbytes(), "a test output"), workspace(std::size_t(64) << 20, "a test workspace");
     // cuDNN accepts the graph itself: a refusal here is a mistake in how it was described.
     CudnnFusedConv fused(h.dnn(), g);
@@ -141,8 +137,7 @@ TEST_CASE("cuDNN's fused convolution graphs match a direct computation, every fl
       check(driver().MemsetD32Async(y.get(), 0x7fc00000u, static_cast<std::size_t>(want.numel()), h.stream()), "poisoning");
       fused.launch(h.dnn(), p, dx, dw, dbias, dz, y.get(), workspace.get());
       h.synchronize("a fused convolution");
-      Tensor got = Tensor::zeros(DType::Float32, want.shape());
-      check(driver().MemcpyDtoH(got.raw(), y.get(), got.nbytes()), "reading the output");
+      const Tensor got = download_result(y.get(), want.shape());
       CHECK(testing::relative_l2_error(got, want) <= 1e-5);
     }
   }
