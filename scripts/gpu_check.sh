@@ -5,7 +5,8 @@
 # time and the library variants measured at load).
 # Usage: scripts/gpu_check.sh BUNDLE.tar.xz RESULTS_DIR [MODEL:BATCH ...]
 # Environment: TUNE_RUNS (MODEL:BATCH pairs to tune, default "resnet50:1 mobilenet_v2:1 resnet50:8
-# bert_base:8"), TRIALS (per distinct op, default 24), TUNE_SECONDS (per tune, default 75).
+# bert_base:8"; set but empty: tune nothing), TRIALS (per distinct op, default 24), TUNE_SECONDS
+# (per tune, default 75).
 set -uo pipefail
 bundle=$1 results=$2
 shift 2
@@ -41,7 +42,7 @@ for run in $runs; do
   echo "library variants that won: $(grep -c " runs$" "$results/untuned_${m}_b$n.txt"), kept: $(grep -c "; kept$" "$results/untuned_${m}_b$n.txt")"
   grep -m2 "no cuDNN engine\|graph API" "$results/untuned_${m}_b$n.txt"
 done
-for run in ${TUNE_RUNS:-resnet50:1 mobilenet_v2:1 resnet50:8 bert_base:8}; do
+for run in ${TUNE_RUNS-resnet50:1 mobilenet_v2:1 resnet50:8 bert_base:8}; do
   m=${run%:*} n=${run#*:}
   stage "$m batch $n tune"
   WPK_LOG_LEVEL=info timeout "${TUNE_SECONDS:-75}" "$wpk" tune "build/models/$m.onnx" --device cuda --batch "$n" \
