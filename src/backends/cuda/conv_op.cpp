@@ -71,7 +71,7 @@ class ConvOp : public DeviceOp {
     if (activation_ == "Relu") fuse_in_cudnn(env, w[0]);
     geometry_ = conv_geometry(n, env.graph);
     if ((has_bias_ || has_residual_ || !activation_.empty()) && env.allows(kCudnnGraphVariant))
-      consider_cudnn_graph(env, {x, w, out_shape_, pads, strides, dilations, has_bias_, has_residual_, activation_, params_});
+      consider_cudnn_graph(env);
     if (env.search) choose_implementation(env);
     else take_recorded_choice(env);
   }
@@ -171,12 +171,12 @@ class ConvOp : public DeviceOp {
   // cuDNN's graph API: the convolution and its epilogue as one operation graph, each engine that
   // runs it in float32 timed against what runs now (cuDNN's convolution and the generated
   // epilogue, or its fused legacy call); the fastest that agrees runs.
-  void consider_cudnn_graph(const PrepareEnv& env, const FusedConvGeometry& g) {
+  void consider_cudnn_graph(const PrepareEnv& env) {
     const std::string key = "cudnn_graph_" + signature();
     if (known_alternative(key) == -1) return;
     std::unique_ptr<CudnnFusedConv> graph;
     try {
-      graph = std::make_unique<CudnnFusedConv>(env.handles.dnn(), g);
+      graph = std::make_unique<CudnnFusedConv>(env.handles.dnn(), geometry_, conv_epilogue(env.node));
       graph->make_plans(env.handles.dnn(), kMaxWorkspace);
     } catch (const Error& e) {
       logger().debug("cuda conv {}: cuDNN's graph API: {}", env.node.name, e.what());

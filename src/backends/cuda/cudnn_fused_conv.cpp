@@ -67,11 +67,11 @@ struct CudnnFusedConv::Plan {
 
 CudnnFusedConv::~CudnnFusedConv() = default;
 
-CudnnFusedConv::CudnnFusedConv(cudnnHandle_t dnn, const FusedConvGeometry& g) : g_(g) {
+CudnnFusedConv::CudnnFusedConv(cudnnHandle_t dnn, const ConvGeometry& g, const ConvEpilogue& e) : e_(e) {
   std::optional<CudnnActivation> act;
-  if (!g.activation.empty()) {
-    act = cudnn_activation(g.activation, g.params);
-    if (!act) throw Error(ErrorCode::Unsupported, "cuDNN: no pointwise form of " + g.activation);
+  if (!e.activation.empty()) {
+    act = cudnn_activation(e.activation, e.params);
+    if (!act) throw Error(ErrorCode::Unsupported, "cuDNN: no pointwise form of " + e.activation);
   }
   auto tensor = [&](TensorId id, const std::vector<std::int64_t>& dims, bool is_virtual) -> const BackendDescriptor& {
     keep_.push_back(std::make_unique<BackendDescriptor>(CUDNN_BACKEND_TENSOR_DESCRIPTOR));
@@ -90,7 +90,7 @@ CudnnFusedConv::CudnnFusedConv(cudnnHandle_t dnn, const FusedConvGeometry& g) : 
     finalize(*keep_.back(), "a graph tensor");
     return *keep_.back();
   };
-  const bool epilogue_after_conv = g.bias || g.residual || act;
+  const bool epilogue_after_conv = e.bias || e.residual || act;
   const BackendDescriptor& x = tensor(kX, g.x, false);
   const BackendDescriptor& w = tensor(kW, g.w, false);
   const BackendDescriptor* current = &tensor(epilogue_after_conv ? kConvOut : kY, g.y, epilogue_after_conv);
@@ -130,7 +130,7 @@ CudnnFusedConv::CudnnFusedConv(cudnnHandle_t dnn, const FusedConvGeometry& g) : 
     d[1] = g.y[1];
     return d;
   }();
-  int remaining = (g.bias ? 1 : 0) + (g.residual ? 1 : 0) + (act ? 1 : 0);
+  int remaining = (e.bias ? 1 : 0) + (e.residual ? 1 : 0) + (act ? 1 : 0);
   auto pointwise = [&](cudnnPointwiseMode_t mode, const BackendDescriptor* operand, TensorId out_id, const CudnnActivation* a) {
     --remaining;
     const BackendDescriptor& out = tensor(remaining ? out_id : kY, g.y, remaining > 0);
@@ -157,8 +157,8 @@ CudnnFusedConv::CudnnFusedConv(cudnnHandle_t dnn, const FusedConvGeometry& g) : 
     current = &out;
   };
   // Residual before bias: the order cuDNN's fused convolution engines match (the sum is the same).
-  if (g.residual) pointwise(CUDNN_POINTWISE_ADD, &tensor(kZ, g.y, false), kAdded, nullptr);
-  if (g.bias) pointwise(CUDNN_POINTWISE_ADD, &tensor(kBias, bias_dims, false), kBiased, nullptr);
+  if (e.residual) pointwise(CUDNN_POINTWISE_ADD, &tensor(kZ, g.y, false), kAdded, nullptr);
+  if (e.bias) pointwise(CUDNN_POINTWISE_ADD, &tensor(kBias, bias_dims, false), kBiased, nullptr);
   if (act) pointwise(act->mode, nullptr, kY, &*act);
 
   graph_ = std::make_unique<BackendDescriptor>(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
@@ -277,8 +277,8 @@ void CudnnFusedConv::launch(cudnnHandle_t dnn, std::size_t plan, CUdeviceptr x, 
                             CUdeviceptr y, CUdeviceptr workspace) const {
   std::vector<std::int64_t> ids = {kX, kW, kY};
   std::vector<void*> pointers = {reinterpret_cast<void*>(x), reinterpret_cast<void*>(w), reinterpret_cast<void*>(y)};
-  if (g_.bias) ids.push_back(kBias), pointers.push_back(reinterpret_cast<void*>(bias));
-  if (g_.residual) ids.push_back(kZ), pointers.push_back(reinterpret_cast<void*>(z));
+  if (e_.bias) ids.push_back(kBias), pointers.push_back(reinterpret_cast<void*>(bias));
+  if (e_.residual) ids.push_back(kZ), pointers.push_back(reinterpret_cast<void*>(z));
   BackendDescriptor pack(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
   void* space = plans_.at(plan)->workspace > 0 ? reinterpret_cast<void*>(workspace) : nullptr;
   set(pack.get(), CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, ids.data(), static_cast<std::int64_t>(ids.size()),

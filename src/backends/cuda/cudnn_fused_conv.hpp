@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "backends/cuda/cuda_api.hpp"
+#include "backends/cuda/generated_kernels.hpp"
 
 namespace wpk::cuda {
 
@@ -22,14 +23,6 @@ struct CudnnActivation {
   std::optional<double> lower_clip, upper_clip;
 };
 std::optional<CudnnActivation> cudnn_activation(const std::string& activation, const std::vector<float>& params);
-
-struct FusedConvGeometry {
-  std::vector<std::int64_t> x, w, y;  // NCHW (or NCDHW) and the filter's KCRS
-  std::vector<std::int64_t> pads, strides, dilations;  // per spatial dim; pads both sides alike
-  bool bias = false, residual = false;
-  std::string activation;  // "" for none
-  std::vector<float> params;
-};
 
 // One cuDNN backend descriptor, destroyed with its owner.
 class BackendDescriptor {
@@ -46,11 +39,11 @@ class BackendDescriptor {
 
 class CudnnFusedConv {
  public:
-  // The operation graph for `g` on `dnn`'s device; throws Error when cuDNN refuses the graph or a
+  // The operation graph for `g` with epilogue `e` on `dnn`'s device; throws Error when cuDNN refuses the graph or a
   // part of it, Error(Unsupported) when the activation has no cuDNN form. With no handle (null),
   // the graph is built and checked by cuDNN on the host alone (tests without a GPU); it gets no
   // plans.
-  CudnnFusedConv(cudnnHandle_t dnn, const FusedConvGeometry& g);
+  CudnnFusedConv(cudnnHandle_t dnn, const ConvGeometry& g, const ConvEpilogue& e);
   ~CudnnFusedConv();
   CudnnFusedConv(const CudnnFusedConv&) = delete;
   CudnnFusedConv& operator=(const CudnnFusedConv&) = delete;
@@ -69,7 +62,7 @@ class CudnnFusedConv {
 
  private:
   struct Plan;
-  FusedConvGeometry g_;
+  ConvEpilogue e_;
   std::vector<std::unique_ptr<BackendDescriptor>> keep_;  // tensors and ops the graph refers to
   std::unique_ptr<BackendDescriptor> graph_;
   std::vector<std::unique_ptr<Plan>> plans_;

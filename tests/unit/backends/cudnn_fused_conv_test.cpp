@@ -35,14 +35,17 @@ TEST_CASE("a fused convolution's activation maps to cuDNN's pointwise modes as O
   CHECK_FALSE(cudnn_activation("LeakyRelu", {0.1f}));
 }
 
+// A convolution and its epilogue, read as one in the tests.
+struct Form : ConvGeometry, ConvEpilogue {};
+
 // The forms the GPU test runs: grouped and strided, with and without bias, residual, activation.
-std::vector<FusedConvGeometry> fused_conv_forms() {
+std::vector<Form> fused_conv_forms() {
   return {
-      {{2, 8, 9, 9}, {16, 8, 3, 3}, {2, 16, 9, 9}, {1, 1}, {1, 1}, {1, 1}, true, true, "Relu", {}},
-      {{1, 16, 14, 14}, {16, 1, 3, 3}, {1, 16, 7, 7}, {1, 1}, {2, 2}, {1, 1}, true, false, "Clip", {0.0f, 6.0f}},
-      {{2, 4, 7, 7}, {8, 4, 1, 1}, {2, 8, 7, 7}, {0, 0}, {1, 1}, {1, 1}, true, false, "SiLU", {}},
-      {{1, 3, 10, 10}, {4, 3, 3, 3}, {1, 4, 8, 8}, {0, 0}, {1, 1}, {1, 1}, false, false, "Sigmoid", {}},
-      {{1, 32, 28, 28}, {64, 32, 1, 1}, {1, 64, 28, 28}, {0, 0}, {1, 1}, {1, 1}, true, true, "", {}},
+      {{{2, 8, 9, 9}, {16, 8, 3, 3}, {2, 16, 9, 9}, 1, {1, 1}, {1, 1}, {1, 1}}, {true, true, "Relu", {}}},
+      {{{1, 16, 14, 14}, {16, 1, 3, 3}, {1, 16, 7, 7}, 16, {1, 1}, {2, 2}, {1, 1}}, {true, false, "Clip", {0.0f, 6.0f}}},
+      {{{2, 4, 7, 7}, {8, 4, 1, 1}, {2, 8, 7, 7}, 1, {0, 0}, {1, 1}, {1, 1}}, {true, false, "SiLU", {}}},
+      {{{1, 3, 10, 10}, {4, 3, 3, 3}, {1, 4, 8, 8}, 1, {0, 0}, {1, 1}, {1, 1}}, {false, false, "Sigmoid", {}}},
+      {{{1, 32, 28, 28}, {64, 32, 1, 1}, {1, 64, 28, 28}, 1, {0, 0}, {1, 1}, {1, 1}}, {true, true, "", {}}},
   };
 }
 
@@ -56,15 +59,15 @@ TEST_CASE("a fused convolution's cuDNN operations build and finalize without a d
     WARN("cuDNN is not installed here: " << e.what());
     return;
   }
-  for (const FusedConvGeometry& g : fused_conv_forms()) {
+  for (const Form& g : fused_conv_forms()) {
     INFO("w " << g.w[0] << "x" << g.w[1] << "x" << g.w[2] << " bias " << g.bias << " residual " << g.residual << " activation "
               << g.activation);
-    CHECK_NOTHROW(CudnnFusedConv(nullptr, g));
+    CHECK_NOTHROW(CudnnFusedConv(nullptr, g, g));
   }
   // An activation cuDNN has no pointwise form of is refused before anything is built.
-  FusedConvGeometry hard_swish = fused_conv_forms().front();
+  Form hard_swish = fused_conv_forms().front();
   hard_swish.activation = "HardSwish";
-  CHECK_THROWS_WITH(CudnnFusedConv(nullptr, hard_swish), Catch::Contains("no pointwise form of HardSwish"));
+  CHECK_THROWS_WITH(CudnnFusedConv(nullptr, hard_swish, hard_swish), Catch::Contains("no pointwise form of HardSwish"));
 }
 
 Tensor filled(const Shape& shape, int seed) {
@@ -74,7 +77,7 @@ Tensor filled(const Shape& shape, int seed) {
   return t;
 }
 
-double activate(const FusedConvGeometry& g, double v) {
+double activate(const Form& g, double v) {
   if (g.activation == "Relu") return std::max(v, 0.0);
   if (g.activation == "Clip") return std::min(std::max(v, static_cast<double>(g.params[0])), static_cast<double>(g.params[1]));
   if (g.activation == "Sigmoid") return 1.0 / (1.0 + std::exp(-v));
@@ -83,7 +86,7 @@ double activate(const FusedConvGeometry& g, double v) {
 }
 
 // act(conv(x, w) + bias + z) in double precision, NCHW with groups.
-Tensor direct(const FusedConvGeometry& g, const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& z) {
+Tensor direct(const Form& g, const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& z) {
   Tensor y = Tensor::zeros(DType::Float32, g.y);
   const std::int64_t n = g.x[0], c = g.x[1], h = g.x[2], wd = g.x[3], k = g.w[0], cg = g.w[1], r = g.w[2], s = g.w[3];
   const std::int64_t oh = g.y[2], ow = g.y[3], groups = c / cg, kg = k / groups;
@@ -115,10 +118,10 @@ TEST_CASE("cuDNN's fused convolution graphs match a direct computation, every fl
     WARN("no GPU here, cuDNN's graph API is not run: " << why);
     return;
   }
-  const std::vector<FusedConvGeometry> cases = fused_conv_forms();
+  const std::vector<Form> cases = fused_conv_forms();
   StreamHandles h;
   std::size_t engines = 0;
-  for (const FusedConvGeometry& g : cases) {
+  for (const Form& g : cases) {
     INFO("x " << g.x[1] << "x" << g.x[2] << " w " << g.w[0] << "x" << g.w[1] << "x" << g.w[2] << " bias " << g.bias << " residual "
               << g.residual << " activation " << g.activation);
     const Tensor x = filled(g.x, 1), w = filled(g.w, 2), bias = filled({g.w[0]}, 3), z = filled(g.y, 4);
@@ -128,7 +131,7 @@ TEST_CASE("cuDNN's fused convolution graphs match a direct computation, every fl
     const CUdeviceptr dbias = upload_operand(bias, keep), dz = upload_operand(z, keep);
     DeviceBuffer y(want.nbytes(), "a test output"), workspace(std::size_t(64) << 20, "a test workspace");
     // cuDNN accepts the graph itself: a refusal here is a mistake in how it was described.
-    CudnnFusedConv fused(h.dnn(), g);
+    CudnnFusedConv fused(h.dnn(), g, g);
     fused.make_plans(h.dnn(), workspace.bytes());
     UNSCOPED_INFO(fused.passed_over());
     engines += fused.plans();
