@@ -193,11 +193,12 @@ class Backend {
   // an output that shares the bytes of a same-sized input nothing reads afterwards. A backend
   // whose kernel for `node` cannot compute in place returns false.
   virtual bool runs_in_place(const Node& /*node*/) const { return true; }
-  // True when the kernel for a com.wpk FusedConv/FusedMatMul with a residual Z (input 3) reads
-  // Z's element i before it writes output element i, so the memory planner may give the output
-  // Z's bytes when nothing reads Z afterwards. Off unless a backend says so: a kernel that
-  // writes the product first and adds Z afterwards would read overwritten bytes.
-  virtual bool accumulates_into_residual(const Node& /*node*/) const { return false; }
+  // True when the kernel for a com.wpk FusedConv/FusedMatMul with a residual Z (input 3), in
+  // `config`, reads Z's element i before it writes output element i, so the memory planner may
+  // give the output Z's bytes when nothing reads Z afterwards. Off unless a backend says so: a
+  // kernel that writes the product (or part of it) first and adds Z afterwards would read
+  // overwritten bytes.
+  virtual bool accumulates_into_residual(const Node& /*node*/, const std::string& /*config*/) const { return false; }
   // True when its kernel for `node` (marked compute_precision = "bf16") reads a bfloat16 input 0
   // or fused residual and writes a bfloat16 output 0 where the graph's values are so
   // (graph/fused_ops.hpp): only such backends are offered a node with bfloat16 activations.

@@ -579,7 +579,17 @@ class Lowering {
         return to_output ? output_store(value) : store(acc_buffer, at, value);
       });
     };
-    return block({alloc, tile_nest(extents, constant(reducer_identity(c_.reducer)), false),
+    StmtPtr start = tile_nest(extents, constant(reducer_identity(c_.reducer)), false);
+    StmtPtr finish = tile_nest(extents, rewrite(c_.epilogue, sum), true);
+    if (outer_reduction_ != kNone) {
+      // The outer reduction's first block starts from the identity and each later one from the
+      // partial result the block before it stored; only the last one applies the epilogue.
+      const Var& outer = loops_[outer_reduction_].var;
+      const std::int64_t blocks = extent(outer.get(), extents);
+      start = on_outer_block(outer, 1, start, tile_nest(extents, load(c_.output, output_index()), false));
+      if (blocks > 1) finish = on_outer_block(outer, blocks - 1, tile_nest(extents, sum, true), finish);
+    }
+    return block({alloc, start,
                   nest(first_reduction_, first_tile_, extents,
                        [&](const Extents& e) {
                          const Expr term = rewrite(c_.body, nullptr, true);
@@ -589,7 +599,16 @@ class Lowering {
                          steps.push_back(std::move(step));
                          return block(std::move(steps));
                        }),
-                  tile_nest(extents, rewrite(c_.epilogue, sum), true)});
+                  finish});
+  }
+  // outer < below ? before : after.
+  static StmtPtr on_outer_block(const Var& outer, std::int64_t below, StmtPtr before, StmtPtr after) {
+    auto branch = std::make_shared<Stmt>();
+    branch->kind = StmtKind::Tail;
+    branch->var = outer;
+    branch->full = below;
+    branch->body = {std::move(before), std::move(after)};
+    return branch;
   }
 
   void check_rules() {
@@ -608,6 +627,9 @@ class Lowering {
       }
     first_tile_ = first_reduction_;
     while (first_tile_ < loops_.size() && loops_[first_tile_].reduction) ++first_tile_;
+    std::size_t inner = first_tile_;
+    while (inner < loops_.size() && !loops_[inner].reduction) ++inner;
+    if (inner < loops_.size()) check_outer_reduction(inner);
     for (std::size_t i = first_tile_; i < loops_.size(); ++i) {
       if (loops_[i].reduction)
         throw std::invalid_argument(name + ": reduction loop '" + loops_[i].var->name +
@@ -650,11 +672,38 @@ class Lowering {
     }
   }
 
+  // Reductions at `inner` after spatial loops that follow the first one: that first one is an
+  // outer reduction (Schedule::split's outer part of a reduction variable, alone), whose blocks
+  // keep their partial results in the output between them.
+  void check_outer_reduction(std::size_t inner) {
+    const std::string& name = c_.name;
+    const Loop& outer = loops_[first_reduction_];
+    const SplitRecord* split = s_.split_with_outer(outer.var.get());
+    if (first_tile_ != first_reduction_ + 1 || !split || split->parent->dynamic())
+      throw std::invalid_argument(name + ": reduction loops must be contiguous, but for one outer part of a split reduction ('" +
+                                  loops_[inner].var->name + "')");
+    if (outer.kind != LoopKind::Serial || !s_.stages().empty() || !s_.prefetches().empty() || block_threads_)
+      throw std::invalid_argument(name + ": an outer reduction ('" + outer.var->name +
+                                  "') is a serial CPU loop, in a schedule that neither stages nor prefetches");
+    for (const Loop& l : loops_)
+      if (l.kind == LoopKind::GpuBlock || l.kind == LoopKind::GpuThread)
+        throw std::invalid_argument(name + ": an outer reduction ('" + outer.var->name + "') in a CUDA kernel");
+    for (std::size_t i = first_tile_; i < inner; ++i)
+      if (loops_[i].kind != LoopKind::Serial && loops_[i].kind != LoopKind::Parallel)
+        throw std::invalid_argument(name + ": '" + loops_[i].var->name + "' lies between two reductions but is neither serial nor parallel");
+    outer_reduction_ = first_reduction_;
+    first_reduction_ = inner;
+    first_tile_ = inner;
+    while (first_tile_ < loops_.size() && loops_[first_tile_].reduction) ++first_tile_;
+  }
+
+  static constexpr std::size_t kNone = static_cast<std::size_t>(-1);
   const Schedule& s_;
   const Compute& c_;
   const std::vector<Loop>& loops_;
   const std::string acc_;
   std::size_t first_reduction_ = 0, first_tile_ = 0;
+  std::size_t outer_reduction_ = kNone;  // check_outer_reduction
   std::vector<StmtPtr> prefetches_;
   bool block_threads_ = false;  // loops bound to a CUDA block's threads
   bool whole_tiles_ = false;    // spatial remainders computed as whole tiles (stages shared by threads)

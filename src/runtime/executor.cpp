@@ -156,7 +156,7 @@ void Executor::run_step(std::size_t s) {
     profile_->steps.push_back({node.name, qualified_op(node), std::move(backend), std::move(layout), reorders,
                                std::move(shape), us_between(run_start_, t0), us_between(t0, t1)});
   }
-  if (memory_.recorder) memory_.recorder->on_step(s, *cand.backend, ins, ctx.outputs());
+  if (memory_.recorder) memory_.recorder->on_step(s, *cand.backend, cand.config, ins, ctx.outputs());
   for (std::size_t o = 0; o < node.outputs.size(); ++o) {
     if (node.outputs[o] == kNoValue) continue;
     if (ctx.outputs()[o].empty())

@@ -144,7 +144,8 @@ std::unique_ptr<Kernel> GroupPartsBackend::prepare(const Node& node, const Graph
   Graph parts = group_graph(node, graph, &inputs);
   const int threads = threads_ > 0 ? threads_ : machine_threads();
   std::vector<CompositeKernel::Alternatives> kernels;
-  const Backend* last = nullptr;  // the backend of the last part's kernel
+  const Backend* last = nullptr;  // the backend of the last part's kernel, and its config
+  std::string last_config;
   const Backend* reference = nullptr;
   for (const Backend* b : backends_.empty() ? registered_backends() : backends_)
     if (b->name() == "reference" && !listed(disabled_, b->name())) reference = b;
@@ -169,6 +170,7 @@ std::unique_ptr<Kernel> GroupPartsBackend::prepare(const Node& node, const Graph
         kernels.back().push_back(std::move(k));
         if (!owns_any && reference) kernels.back().push_back(reference->prepare(part, parts));
         last = c.backend;
+        last_config = c.config;
         break;
       } catch (const Error& e) {
         why = e.what();
@@ -179,12 +181,12 @@ std::unique_ptr<Kernel> GroupPartsBackend::prepare(const Node& node, const Graph
   }
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    accumulates_[node.name] = last->accumulates_into_residual(parts.nodes().back());
+    accumulates_[node.name] = last->accumulates_into_residual(parts.nodes().back(), last_config);
   }
   return std::make_unique<CompositeKernel>(std::move(parts), std::move(inputs), std::move(kernels), profile);
 }
 
-bool GroupPartsBackend::accumulates_into_residual(const Node& node) const {
+bool GroupPartsBackend::accumulates_into_residual(const Node& node, const std::string& /*config*/) const {
   std::lock_guard<std::mutex> lock(mutex_);
   const auto it = accumulates_.find(node.name);
   return it != accumulates_.end() && it->second && fused_residual_input(node) >= 0;

@@ -34,7 +34,7 @@ class GroupPartsBackend : public Backend {
   std::optional<KernelProfile> describe(const Node& node, const Graph& graph, const std::string& config,
                                         const InputShapes& shapes, int threads) const override;
   // As the prepared kernel of the group's last part does (false before it is prepared).
-  bool accumulates_into_residual(const Node& node) const override;
+  bool accumulates_into_residual(const Node& node, const std::string& config) const override;
 
  private:
   struct Choice {

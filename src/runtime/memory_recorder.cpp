@@ -17,7 +17,7 @@ bool overlaps(const Tensor& t, const char* data, std::size_t bytes) {
 
 }  // namespace
 
-InPlaceRule in_place_rule(const Node& node, const Backend& backend) {
+InPlaceRule in_place_rule(const Node& node, const Backend& backend, const std::string& config) {
   static const std::set<std::string> onnx_ops = {
       "Relu", "LeakyRelu", "Sigmoid", "Tanh", "Exp", "Log", "Sqrt", "Neg", "Abs", "Erf", "Reciprocal", "Floor",
       "Ceil", "Clip", "HardSigmoid", "HardSwish", "Elu", "Selu", "Softplus", "Softsign", "Add", "Sub", "Mul", "Div"};
@@ -30,7 +30,7 @@ InPlaceRule in_place_rule(const Node& node, const Backend& backend) {
     for (std::size_t i = 0; i < rule.inputs.size(); ++i) rule.inputs[i] = i;
     return rule;
   }
-  if (const int z = fused_residual_input(node); z >= 0 && backend.accumulates_into_residual(node))
+  if (const int z = fused_residual_input(node); z >= 0 && backend.accumulates_into_residual(node, config))
     return {{static_cast<std::size_t>(z)}, false};
   return {};
 }
@@ -62,7 +62,7 @@ ValueId MemoryRecorder::find_root_overlapping(const Tensor& t, const Node& node)
   return kNoValue;
 }
 
-void MemoryRecorder::on_step(std::size_t s, const Backend& backend, const std::vector<const Tensor*>& inputs,
+void MemoryRecorder::on_step(std::size_t s, const Backend& backend, const std::string& config, const std::vector<const Tensor*>& inputs,
                              const std::vector<Tensor>& outputs) {
   const Node& node = graph_.nodes()[plan_.steps()[s].node_index];
   for (std::size_t i = 0; i < node.outputs.size() && i < outputs.size(); ++i) {
@@ -73,7 +73,7 @@ void MemoryRecorder::on_step(std::size_t s, const Backend& backend, const std::v
     if (sv.allocated && outputs[i].raw() != sv.data) sv.allocated = false;
     if (!sv.allocated) sv.alias_root = find_root_overlapping(outputs[i], node);
   }
-  note_in_place(s, node, inputs, in_place_rule(node, backend));
+  note_in_place(s, node, inputs, in_place_rule(node, backend, config));
 }
 
 void MemoryRecorder::note_in_place(std::size_t s, const Node& node, const std::vector<const Tensor*>& inputs,

@@ -24,7 +24,7 @@ struct InPlaceRule {
   std::vector<std::size_t> inputs;  // candidates, in order of preference
   bool elementwise = false;         // other inputs may read the same bytes in the same arrangement
 };
-InPlaceRule in_place_rule(const Node& node, const Backend& backend);
+InPlaceRule in_place_rule(const Node& node, const Backend& backend, const std::string& config);
 
 class MemoryRecorder {
  public:
@@ -32,8 +32,8 @@ class MemoryRecorder {
 
   // The step allocator made `t` for intermediate `v` (never called for graph outputs).
   void on_allocate(ValueId v, const Tensor& t);
-  // Step `s` ran on `backend` with these inputs and produced these outputs.
-  void on_step(std::size_t s, const Backend& backend, const std::vector<const Tensor*>& inputs,
+  // Step `s` ran on `backend` in `config` with these inputs and produced these outputs.
+  void on_step(std::size_t s, const Backend& backend, const std::string& config, const std::vector<const Tensor*>& inputs,
                const std::vector<Tensor>& outputs);
   // Offsets, arena size and aliases for the plan of this signature.
   void finish(SignaturePlan& plan) const;

@@ -45,10 +45,10 @@ class OpCase {
   // What the backend offers for this case: configs() when it supports it, else nothing.
   std::vector<std::string> configs(const Backend& backend) const;
   std::string describe() const;
-
- private:
   // The one-node graph of this case (node "case", output "Y") and its run-time input values.
   Graph build(std::map<std::string, Tensor>& values) const;
+
+ private:
 
   std::string op_, domain_;
   std::vector<std::string> order_;  // input names in order; "" for omitted

@@ -97,7 +97,7 @@ std::optional<KernelProfile> CpuBackend::describe(const Node& node, const Graph&
   return std::nullopt;
 }
 
-bool CpuBackend::accumulates_into_residual(const Node& node) const {
+bool CpuBackend::accumulates_into_residual(const Node& node, const std::string& /*config*/) const {
   // The conv and product kernels compute y = act(conv + bias + y), y holding the residual on entry.
   // The 8-bit ones read each residual element before they store its output.
   const Family f = family_of(node);

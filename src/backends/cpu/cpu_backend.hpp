@@ -20,7 +20,7 @@ class CpuBackend : public Backend {
   // Its kernels that describe() leaves out (layer norm, pooling, row broadcast, concat, ...) are
   // vector loops over the widest vectors this CPU runs, as their profile() says once prepared.
   KernelProfile undescribed_profile(const Node& node) const override;
-  bool accumulates_into_residual(const Node& node) const override;
+  bool accumulates_into_residual(const Node& node, const std::string& config) const override;
   std::string version() const override { return "1"; }
   std::vector<std::string> kernel_names() const override;
 };

@@ -211,7 +211,11 @@ std::string GeneratedBackend::why_unsupported(const Node& node, const Graph& gra
   return why;
 }
 
-bool GeneratedBackend::accumulates_into_residual(const Node& node) const { return fused_residual_input(node) >= 0; }
+bool GeneratedBackend::accumulates_into_residual(const Node& node, const std::string& config) const {
+  if (fused_residual_input(node) < 0) return false;
+  const std::optional<MatMulConfig> c = MatMulConfig::parse(config);
+  return !c || c->k_block == 0;
+}
 
 std::vector<std::string> GeneratedBackend::configs(const Node& node, const Graph& graph) const {
   std::string why;
@@ -244,6 +248,15 @@ std::vector<std::string> GeneratedBackend::configs(const Node& node, const Graph
         c.prefetch = true;
         out.push_back(c.text());
       }
+  // A product with constant B in blocks of K: over column tiles, for the tiles of at least 8
+  // vectors (a smaller one reloads the partial sums too often for the blocks to pay).
+  if (plan.product && graph.initializer(node.inputs[1]))
+    for (int block : k_blocks(plan.product->k))
+      for (MatMulConfig c : matmul_configs(vector_registers(widest_target())))
+        if (c.parallel_cols && c.rows * c.vectors >= 8) {
+          c.k_block = block;
+          out.push_back(c.text());
+        }
   return out;
 }
 
@@ -281,6 +294,8 @@ std::unique_ptr<Kernel> GeneratedBackend::prepare(const Node& node, const Graph&
   }
   const std::optional<MatMulConfig> c = MatMulConfig::parse(config.empty() ? configs(node, graph).front() : config);
   if (!c) throw Error(ErrorCode::Internal, node_label(node) + "the gen backend has no configuration '" + config + "'");
+  if (c->k_block && !plan.product)
+    throw Error(ErrorCode::Unsupported, node_label(node) + "only generated products run in blocks of K ('" + config + "')");
   if (plan.pool) {
     try {
       return make_pool(*plan.pool, *c);
@@ -400,9 +415,15 @@ std::optional<KernelProfile> GeneratedBackend::describe(const Node& node, const 
     // Each row tile walks every panel of B, each panel every row tile of A: where the one read
     // again does not fit a core's private cache, every pass after the first comes from memory
     // (B of BERT's feed-forward products, 9 MB, read once per row tile split over rows).
-    const double again_bytes = sizeof(float) * static_cast<double>(c->parallel_cols ? *rows * s.k : s.k * s.n);
+    // In blocks of K, the rows of one block are read again (each pass over the column tiles
+    // reads a block of A), and the partial sums go out to the output and back between blocks.
+    const std::int64_t k_read = c->k_block ? std::min<std::int64_t>(c->k_block, s.k) : s.k;
+    const double again_bytes = sizeof(float) * static_cast<double>(c->parallel_cols ? *rows * k_read : s.k * s.n);
     const std::int64_t passes = c->parallel_cols ? col_tiles : row_tiles;
-    if (again_bytes > static_cast<double>(private_cache_bytes()) && passes > 1) p.extra_bytes += static_cast<double>(passes - 1) * again_bytes;
+    const std::int64_t blocks = (s.k + k_read - 1) / k_read;
+    if (again_bytes > static_cast<double>(private_cache_bytes()) && passes > 1)
+      p.extra_bytes += static_cast<double>(passes - 1) * again_bytes * static_cast<double>(blocks);
+    p.extra_bytes += 2.0 * sizeof(float) * static_cast<double>(blocks - 1) * static_cast<double>(*rows * s.n);
     if (c->prefetch) p.prefetched_bytes = sizeof(float) * static_cast<double>(s.k * s.n) + p.extra_bytes;
   } else {
     const ConvSpec& s = *plan.conv;

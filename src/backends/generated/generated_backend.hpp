@@ -25,8 +25,10 @@ class GeneratedBackend : public Backend {
   }
   std::string version() const override { return "1"; }
   bool generates_code() const override { return true; }
-  // Every kernel's store reads the residual's element just before it writes the output's.
-  bool accumulates_into_residual(const Node& node) const override;
+  // Every kernel's store reads the residual's element just before it writes the output's, but
+  // for a product in blocks of its reduction (MatMulConfig::k_block), whose blocks before the
+  // last store partial sums there.
+  bool accumulates_into_residual(const Node& node, const std::string& config) const override;
 };
 
 }  // namespace wpk::gen

@@ -101,7 +101,7 @@ std::optional<MatMulSpec> matmul_spec(const Node& node, const Graph& graph, std:
 
 std::string MatMulConfig::text() const {
   return "rows=" + std::to_string(rows) + ",vectors=" + std::to_string(vectors) + ",parallel=" + (parallel_cols ? "cols" : "rows") +
-         (prefetch ? ",prefetch=1" : "");
+         (prefetch ? ",prefetch=1" : "") + (k_block ? ",kblock=" + std::to_string(k_block) : "");
 }
 
 std::optional<MatMulConfig> MatMulConfig::parse(const std::string& text) {
@@ -110,13 +110,30 @@ std::optional<MatMulConfig> MatMulConfig::parse(const std::string& text) {
   int used = 0;
   if (std::sscanf(text.c_str(), "rows=%d,vectors=%d,parallel=%4[a-z]%n", &c.rows, &c.vectors, parallel, &used) != 3)
     return std::nullopt;
-  const std::string rest = text.substr(static_cast<std::size_t>(used));
-  if (!rest.empty() && rest != ",prefetch=1") return std::nullopt;
-  c.prefetch = !rest.empty();
+  std::string rest = text.substr(static_cast<std::size_t>(used));
+  if (rest.rfind(",prefetch=1", 0) == 0) {
+    c.prefetch = true;
+    rest = rest.substr(11);
+  }
+  if (!rest.empty()) {
+    int block = 0, end = 0;
+    if (std::sscanf(rest.c_str(), ",kblock=%d%n", &block, &end) != 1 || static_cast<std::size_t>(end) != rest.size() ||
+        rest != ",kblock=" + std::to_string(block))
+      return std::nullopt;
+    c.k_block = block;
+  }
   const std::string p = parallel;
   if ((p != "rows" && p != "cols") || c.rows < 1 || c.rows > 16 || c.vectors < 1 || c.vectors > 8) return std::nullopt;
   c.parallel_cols = p == "cols";
+  if (c.k_block != 0 && (c.k_block < 8 || c.k_block > 4096 || !c.parallel_cols || c.prefetch)) return std::nullopt;
   return c;
+}
+
+std::vector<int> k_blocks(std::int64_t k) {
+  std::vector<int> out;
+  for (int block : {256, 128, 512})
+    if (block < k) out.push_back(block);
+  return out;
 }
 
 std::vector<MatMulConfig> matmul_configs(int vector_registers) {
@@ -145,7 +162,12 @@ Schedule matmul_schedule(const Compute& c, const MatMulConfig& config, int lanes
   const Var& k = c.reduce[0];
   const auto [io, ii] = s.split(i, config.rows);
   const auto [jo, ji] = s.split(j, std::min<std::int64_t>(std::int64_t{config.vectors} * lanes, j->extent));
-  if (config.parallel_cols) {
+  if (config.k_block > 0) {
+    if (!config.parallel_cols || config.prefetch) throw std::invalid_argument("a product in blocks of K is parallel over column tiles and does not prefetch");
+    const auto [ko, ki] = s.split(k, std::min<std::int64_t>(config.k_block, k->extent));
+    s.reorder({ko, jo, io, ki, ii, ji});
+    s.parallel(jo);
+  } else if (config.parallel_cols) {
     s.reorder({jo, io, k, ii, ji});
     s.parallel(jo);
   } else {

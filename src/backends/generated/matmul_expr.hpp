@@ -31,11 +31,17 @@ std::optional<MatMulSpec> matmul_spec(const Node& node, const Graph& graph, std:
 // tiles or over column tiles: "rows=4,vectors=2,parallel=rows". With prefetch (",prefetch=1":
 // products with constant B, and convs), the next panel of packed weights is prefetched while one
 // is computed (codegen::Schedule::prefetch_next): a gain where the weights stream from memory, a
-// cost where they stay cached.
+// cost where they stay cached. With a block of the reduction (",kblock=256": products with
+// constant B, parallel over column tiles, not prefetching), the product runs k_block values of
+// K at a time over all its tiles, the partial sums kept in the output between blocks
+// (codegen::Schedule's outer reduction): each thread's A rows of one block stay in its private
+// cache while it walks its column tiles, where without blocks A streams from memory once per
+// column tile.
 struct MatMulConfig {
   int rows = 4, vectors = 2;
   bool parallel_cols = false;
   bool prefetch = false;
+  int k_block = 0;  // 0: the whole of K at once
   std::string text() const;
   static std::optional<MatMulConfig> parse(const std::string& text);
 };
@@ -43,6 +49,8 @@ struct MatMulConfig {
 // The configs whose tile fits the target's vector registers (accumulators, a row of B, a
 // broadcast of A), the usual favourite first.
 std::vector<MatMulConfig> matmul_configs(int vector_registers);
+// The reduction blocks a product over `k` may take (MatMulConfig::k_block), each below k.
+std::vector<int> k_blocks(std::int64_t k);
 
 // The product as a tensor expression; its arguments: A, B, [bias], [residual], then the output.
 codegen::Compute matmul_compute(const MatMulSpec& spec);

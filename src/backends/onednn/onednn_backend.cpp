@@ -92,7 +92,7 @@ std::string OneDnnBackend::version() const {
   return std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch) + "+" + v->hash;
 }
 
-bool OneDnnBackend::accumulates_into_residual(const Node& node) const {
+bool OneDnnBackend::accumulates_into_residual(const Node& node, const std::string& /*config*/) const {
   return fused_residual_input(node) >= 0;
 }
 

@@ -20,7 +20,7 @@ class OneDnnBackend : public Backend {
   KernelProfile undescribed_profile(const Node& node) const override;
   std::string version() const override;
   // Conv and MatMul residual adds are sum post-ops (onednn_common.hpp).
-  bool accumulates_into_residual(const Node& node) const override;
+  bool accumulates_into_residual(const Node& node, const std::string& config) const override;
   bool takes_bf16_activations(const Node& node, const Graph& graph) const override;
 };
 

@@ -31,6 +31,9 @@ struct SweepCase {
   // what the kernel asks the caches for: those configs are checked on a few cases at the tiles'
   // edges (remainders in rows, columns and panels), not on every one.
   bool prefetch_configs = false;
+  // Products in blocks of K (",kblock=N": products with constant B and K past a block) are
+  // checked on the cases made for them, and only those configs there.
+  bool k_block_configs = false;
 };
 
 // NHWC convs as the layout pass leaves them, with the epilogues kernels fuse.
@@ -316,6 +319,21 @@ std::vector<SweepCase> other_cases() {
         out.push_back({OpCase("FusedMatMul", "com.wpk").input("A", {rows, k}).constant("B", {k, n}).constant("C", {n})
                            .seed(seed++),
                        1e-4, 1e-4, true, k == 17});
+  // Products in blocks of K: K of 300 in two blocks of 256 (a remainder) or three of 128, the
+  // epilogue (residual, bias, ReLU) meeting the whole sum once; as a product and as a pointwise
+  // NHWC conv.
+  for (std::int64_t rows : {1, 7}) {
+    SweepCase blocked{OpCase("FusedMatMul", "com.wpk").input("A", {rows, 300}).constant("B", {300, 33}).constant("C", {33})
+                          .input("Z", {rows, 33}).activation("Relu").seed(seed++),
+                      1e-4, 1e-4};
+    blocked.k_block_configs = true;
+    out.push_back(std::move(blocked));
+  }
+  SweepCase blocked_conv{OpCase("FusedConv", "com.wpk").input("X", {1, 5, 5, 300}).constant("W", {40, 300, 1, 1}).constant("B", {40})
+                             .input("Z", {1, 5, 5, 40}).attr("channels_last", std::int64_t{1}).activation("Relu").seed(seed++),
+                         1e-4, 1e-4};
+  blocked_conv.k_block_configs = true;
+  out.push_back(std::move(blocked_conv));
   // Every epilogue a generated product fuses, with a residual and rows over two leading dims.
   for (const char* act : {"Relu", "Sigmoid", "Tanh", "SiLU", "Clip", "LeakyRelu", "HardSwish", "Gelu", "GeluTanh"})
     out.push_back({OpCase("FusedMatMul", "com.wpk").input("A", {2, 3, 17}).constant("B", {17, 33}).constant("C", {33})
@@ -401,6 +419,10 @@ std::vector<std::string> configs_of(const SweepCase& c, const wpk::Backend& back
                                  [](const std::string& s) { return s.find(",prefetch=1") != std::string::npos; }),
                   configs.end());
   if (backend.name() == "gen" && !c.every_generated_config && configs.size() > 1) configs.resize(1);
+  if (backend.name() == "gen")
+    configs.erase(std::remove_if(configs.begin(), configs.end(),
+                                 [&](const std::string& s) { return (s.find(",kblock=") != std::string::npos) != c.k_block_configs; }),
+                  configs.end());
   return configs;
 }
 
@@ -459,6 +481,7 @@ TEST_CASE("every candidate of every registered backend matches the reference at 
   for (const char* op : {"QLinearConv", "com.wpk.QLinearConvAdd", "com.wpk.MatMulIntegerToFloat"})
     CHECK(ops_checked["cpu"].count(op) == (wpk::cpu_features().avx2 ? 1u : 0u));
   CHECK(checked["gen(rows=4,vectors=2,parallel=rows)"] > 0);  // products, on every CPU
+  CHECK(checked["gen(rows=6,vectors=2,parallel=cols,kblock=128)"] == 3);
   // Depth-first groups: the generated kernel of the whole group, and the parts on their own kernels.
   for (const char* op : {"com.wpk.DepthwisePointwiseConv", "com.wpk.ScaledPointwiseConv", "com.wpk.ElementwiseChain"}) {
     CHECK(ops_checked["gen"].count(op) == 1);

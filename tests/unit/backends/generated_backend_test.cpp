@@ -2,7 +2,11 @@
 // bounds, activations the DSL does not write.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <map>
+
 #include "backends/generated/generated_backend.hpp"
+#include "backends/generated/matmul_expr.hpp"
 #include "support/backend_tester.hpp"
 
 using wpk::testing::OpCase;
@@ -45,4 +49,41 @@ TEST_CASE("the gen backend declines pools whose window or output a hostile model
     REQUIRE_FALSE(fits.configs(gen).empty());
     CHECK(fits.check(gen, fits.configs(gen).front(), 1e-5, 1e-6) == "");
   }
+}
+
+TEST_CASE("products in blocks of K are offered past a block, and keep their output apart from the residual", "[gen]") {
+  const wpk::gen::GeneratedBackend gen;
+  const auto has_blocks = [](const std::vector<std::string>& configs) {
+    return std::any_of(configs.begin(), configs.end(), [](const std::string& c) { return c.find(",kblock=") != std::string::npos; });
+  };
+  const OpCase blocked =
+      OpCase("FusedMatMul", "com.wpk").input("A", {4, 300}).constant("B", {300, 16}).constant("C", {16}).input("Z", {4, 16});
+  const std::vector<std::string> configs = blocked.configs(gen);
+  CHECK(has_blocks(configs));
+  CHECK_FALSE(has_blocks(OpCase("FusedMatMul", "com.wpk").input("A", {4, 100}).constant("B", {100, 16}).configs(gen)));
+  CHECK_FALSE(has_blocks(OpCase("MatMul").input("A", {4, 300}).input("B", {300, 16}).configs(gen)));
+  std::map<std::string, wpk::Tensor> values;
+  const wpk::Graph graph = blocked.build(values);
+  const wpk::Node& node = graph.nodes().back();
+  for (const std::string& config : configs) {
+    INFO(config);
+    CHECK(gen.accumulates_into_residual(node, config) == (config.find(",kblock=") == std::string::npos));
+  }
+
+  using wpk::gen::MatMulConfig;
+  const auto round_trip = MatMulConfig::parse("rows=6,vectors=2,parallel=cols,kblock=256");
+  REQUIRE(round_trip);
+  CHECK(round_trip->k_block == 256);
+  CHECK(round_trip->text() == "rows=6,vectors=2,parallel=cols,kblock=256");
+  for (const char* bad : {"rows=6,vectors=2,parallel=rows,kblock=256", "rows=6,vectors=2,parallel=cols,prefetch=1,kblock=256",
+                          "rows=6,vectors=2,parallel=cols,kblock=4", "rows=6,vectors=2,parallel=cols,kblock=0256",
+                          "rows=6,vectors=2,parallel=cols,kblock=256x", "rows=6,vectors=2,parallel=cols,kblock=99999"}) {
+    INFO(bad);
+    CHECK_FALSE(MatMulConfig::parse(bad));
+  }
+  // A conv's window has no blocks of K.
+  const OpCase conv = OpCase("FusedConv", "com.wpk").input("X", {1, 5, 5, 300}).constant("W", {8, 300, 3, 3})
+                          .attr("channels_last", std::int64_t{1});
+  CHECK_FALSE(has_blocks(conv.configs(gen)));
+  CHECK_THROWS_WITH(conv.prepare(gen, "rows=4,vectors=1,parallel=cols,kblock=128"), Catch::Contains("blocks of K"));
 }

@@ -220,6 +220,31 @@ TEST_CASE("a product over a dynamic number of rows runs every row count with one
   CHECK_THROWS_WITH(compute("bad", out, {i, j}, {}, load(wide, {j, j}), nullptr, {wide}), Catch::Contains("dynamic"));
 }
 
+// A product over a dynamic number of rows (its first input, A) whose one packed input is read
+// packed, against the interpreter at 1, 4 and 8 rows on these thread counts: inputs random from
+// `seed` on, in the compute's order.
+void check_packed_product(const Schedule& s, CpuTarget target, std::uint32_t seed, const std::vector<int>& thread_counts) {
+  const Compute& c = s.compute();
+  REQUIRE(s.packs().size() == 1);
+  std::string why;
+  const auto kernel = build(s, target, &why);
+  INFO(why);
+  REQUIRE(kernel);
+  for (std::int64_t rows : {1, 4, 8}) {
+    Values v;
+    std::uint32_t next = seed;
+    for (const Buffer& b : c.inputs) v[b.get()] = random_values(b == c.inputs[0] ? numel(b, rows) : numel(b), next++);
+    const std::vector<float> want = interpret(c, v, rows);
+    const Buffer& packed = s.packs()[0].original;
+    v[packed.get()] = pack_input(s.packs()[0], s, v[packed.get()].data());
+    for (int threads : thread_counts) {
+      bool guards = false;
+      check_close(run(kernel, c, v, threads, &guards, rows), want, 1e-5f);
+      CHECK(guards);
+    }
+  }
+}
+
 TEST_CASE("a product reading B packed in column panels matches the interpreter", "[codegen]") {
   // Panels of 2 vectors, the last one partial (37 columns), rows dynamic.
   const std::int64_t n = 37, kk = 19;
@@ -238,20 +263,7 @@ TEST_CASE("a product reading B packed in column panels matches the interpreter",
     INFO("target " << target_name(target) << ": " << s.describe());
     REQUIRE(s.packs().size() == 1);
     CHECK(s.packs()[0].packed->dims == std::vector<std::int64_t>{(n + ji->extent - 1) / ji->extent, kk, ji->extent});
-    std::string why;
-    const auto kernel = build(s, target, &why);
-    INFO(why);
-    REQUIRE(kernel);
-    for (std::int64_t rows : {1, 4, 8}) {
-      Values v;
-      v[a.get()] = random_values(numel(a, rows), 31);
-      v[b.get()] = random_values(numel(b), 32);
-      const std::vector<float> want = interpret(c, v, rows);
-      v[b.get()] = pack_input(s.packs()[0], s, v[b.get()].data());
-      bool guards = false;
-      check_close(run(kernel, c, v, 2, &guards, rows), want, 1e-5f);
-      CHECK(guards);
-    }
+    check_packed_product(s, target, 31, {2});
   }
   Schedule s(c);
   CHECK_THROWS_WITH(s.pack(b, j), Catch::Contains("split it first"));
@@ -263,6 +275,32 @@ TEST_CASE("a product reading B packed in column panels matches the interpreter",
   Schedule s4(compute("static", out4, {r, j}, {k}, load(a4, {r, k}) * load(b, {k, j}), nullptr, {a4, b}));
   s4.split(j, 8);
   CHECK_THROWS_WITH(s4.pack(a4, j), Catch::Contains("must index one dimension"));
+}
+
+TEST_CASE("a product whose reduction blocks lie outside its tile loops keeps the partial sums in its output", "[codegen]") {
+  // k in blocks outside the row and column loops (the parallel one inside them), B packed, rows
+  // dynamic: the ReLU of the epilogue must meet the whole sum, once, after the last block; k's
+  // extent below, at and above a block, with and without a remainder.
+  const std::int64_t n = 37;
+  for (std::int64_t kk : {19, 16, 5}) {
+    Var i = dynamic_var("i"), j = var("j", n), k = var("k", kk);
+    Buffer a = buffer("a", {kDynamic, kk}), b = buffer("b", {kk, n}), bias = buffer("bias", {n}), out = buffer("c", {kDynamic, n});
+    const Compute c = compute("blocked", out, {i, j}, {k}, load(a, {i, k}) * load(b, {k, j}), relu(acc() + load(bias, {j})),
+                              {a, b, bias});
+    for (CpuTarget target : runnable_targets()) {
+      Schedule s(c);
+      const auto [io, ii] = s.split(i, 3);
+      const auto [jo, ji] = s.split(j, std::min<std::int64_t>(2 * vector_lanes(target), n));
+      const auto [ko, ki] = s.split(k, std::min<std::int64_t>(8, kk));
+      s.reorder({ko, jo, io, ki, ii, ji});
+      s.parallel(jo);
+      s.unroll(ii);
+      s.vectorize(ji);
+      s.pack(b, j);
+      INFO("target " << target_name(target) << ", k " << kk << ": " << s.describe());
+      check_packed_product(s, target, 41, {1, 2});
+    }
+  }
 }
 
 // How many times `what` occurs in `text`.
@@ -665,6 +703,25 @@ TEST_CASE("schedules that break a rule are refused with the rule named", "[codeg
     s.parallel(p.i);
     s.parallel(p.j);
     CHECK_THROWS_WITH(lower(s), Catch::Contains("one parallel loop"));
+  }
+  {
+    Schedule s(p.c);
+    const auto [io, ii] = s.split(p.i, 4);
+    const auto [ko, ki] = s.split(p.k, 4);
+    const auto [k2, k3] = s.split(ki, 2);
+    s.reorder({ko, k2, io, p.j, k3, ii});  // two reduction loops outside the row loop
+    s.unroll(ii);
+    CHECK_THROWS_WITH(lower(s), Catch::Contains("must be contiguous"));
+  }
+  {
+    Schedule s(p.c);
+    const auto [ko, ki] = s.split(p.k, 4);
+    const auto [jo, ji] = s.split(p.j, 8);
+    s.reorder({ko, jo, p.i, ki, ji});
+    s.vectorize(ji);
+    s.pack(p.b, p.j);
+    s.prefetch_next(p.b, jo);
+    CHECK_THROWS_WITH(lower(s), Catch::Contains("neither stages nor prefetches"));
   }
   {
     Schedule s(p.c);
