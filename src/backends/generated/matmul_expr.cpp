@@ -131,8 +131,9 @@ std::optional<MatMulConfig> MatMulConfig::parse(const std::string& text) {
 
 std::vector<int> k_blocks(std::int64_t k) {
   std::vector<int> out;
-  for (int block : {256, 128, 512})
-    if (block < k) out.push_back(block);
+  // Two blocks at least: one block and a sliver reloads the partial sums for little.
+  for (int block : {256, 512})
+    if (2 * std::int64_t{block} <= k) out.push_back(block);
   return out;
 }
 

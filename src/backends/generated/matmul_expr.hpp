@@ -49,7 +49,7 @@ struct MatMulConfig {
 // The configs whose tile fits the target's vector registers (accumulators, a row of B, a
 // broadcast of A), the usual favourite first.
 std::vector<MatMulConfig> matmul_configs(int vector_registers);
-// The reduction blocks a product over `k` may take (MatMulConfig::k_block), each below k.
+// The reduction blocks a product over `k` may take (MatMulConfig::k_block), each at most k / 2.
 std::vector<int> k_blocks(std::int64_t k);
 
 // The product as a tensor expression; its arguments: A, B, [bias], [residual], then the output.

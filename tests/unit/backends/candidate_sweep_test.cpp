@@ -319,17 +319,16 @@ std::vector<SweepCase> other_cases() {
         out.push_back({OpCase("FusedMatMul", "com.wpk").input("A", {rows, k}).constant("B", {k, n}).constant("C", {n})
                            .seed(seed++),
                        1e-4, 1e-4, true, k == 17});
-  // Products in blocks of K: K of 300 in two blocks of 256 (a remainder) or three of 128, the
-  // epilogue (residual, bias, ReLU) meeting the whole sum once; as a product and as a pointwise
-  // NHWC conv.
+  // Products in blocks of K: K of 600 in blocks of 256, the last a remainder, the epilogue
+  // (residual, bias, ReLU) meeting the whole sum once; as a product and as a pointwise NHWC conv.
   for (std::int64_t rows : {1, 7}) {
-    SweepCase blocked{OpCase("FusedMatMul", "com.wpk").input("A", {rows, 300}).constant("B", {300, 33}).constant("C", {33})
+    SweepCase blocked{OpCase("FusedMatMul", "com.wpk").input("A", {rows, 600}).constant("B", {600, 33}).constant("C", {33})
                           .input("Z", {rows, 33}).activation("Relu").seed(seed++),
                       1e-4, 1e-4};
     blocked.k_block_configs = true;
     out.push_back(std::move(blocked));
   }
-  SweepCase blocked_conv{OpCase("FusedConv", "com.wpk").input("X", {1, 5, 5, 300}).constant("W", {40, 300, 1, 1}).constant("B", {40})
+  SweepCase blocked_conv{OpCase("FusedConv", "com.wpk").input("X", {1, 5, 5, 600}).constant("W", {40, 600, 1, 1}).constant("B", {40})
                              .input("Z", {1, 5, 5, 40}).attr("channels_last", std::int64_t{1}).activation("Relu").seed(seed++),
                          1e-4, 1e-4};
   blocked_conv.k_block_configs = true;
@@ -481,7 +480,7 @@ TEST_CASE("every candidate of every registered backend matches the reference at 
   for (const char* op : {"QLinearConv", "com.wpk.QLinearConvAdd", "com.wpk.MatMulIntegerToFloat"})
     CHECK(ops_checked["cpu"].count(op) == (wpk::cpu_features().avx2 ? 1u : 0u));
   CHECK(checked["gen(rows=4,vectors=2,parallel=rows)"] > 0);  // products, on every CPU
-  CHECK(checked["gen(rows=6,vectors=2,parallel=cols,kblock=128)"] == 3);
+  CHECK(checked["gen(rows=6,vectors=2,parallel=cols,kblock=256)"] == 3);
   // Depth-first groups: the generated kernel of the whole group, and the parts on their own kernels.
   for (const char* op : {"com.wpk.DepthwisePointwiseConv", "com.wpk.ScaledPointwiseConv", "com.wpk.ElementwiseChain"}) {
     CHECK(ops_checked["gen"].count(op) == 1);

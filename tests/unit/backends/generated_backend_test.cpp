@@ -51,17 +51,17 @@ TEST_CASE("the gen backend declines pools whose window or output a hostile model
   }
 }
 
-TEST_CASE("products in blocks of K are offered past a block, and keep their output apart from the residual", "[gen]") {
+TEST_CASE("products in blocks of K are offered for two blocks or more, and keep their output apart from the residual", "[gen]") {
   const wpk::gen::GeneratedBackend gen;
   const auto has_blocks = [](const std::vector<std::string>& configs) {
     return std::any_of(configs.begin(), configs.end(), [](const std::string& c) { return c.find(",kblock=") != std::string::npos; });
   };
   const OpCase blocked =
-      OpCase("FusedMatMul", "com.wpk").input("A", {4, 300}).constant("B", {300, 16}).constant("C", {16}).input("Z", {4, 16});
+      OpCase("FusedMatMul", "com.wpk").input("A", {4, 600}).constant("B", {600, 16}).constant("C", {16}).input("Z", {4, 16});
   const std::vector<std::string> configs = blocked.configs(gen);
   CHECK(has_blocks(configs));
-  CHECK_FALSE(has_blocks(OpCase("FusedMatMul", "com.wpk").input("A", {4, 100}).constant("B", {100, 16}).configs(gen)));
-  CHECK_FALSE(has_blocks(OpCase("MatMul").input("A", {4, 300}).input("B", {300, 16}).configs(gen)));
+  CHECK_FALSE(has_blocks(OpCase("FusedMatMul", "com.wpk").input("A", {4, 500}).constant("B", {500, 16}).configs(gen)));
+  CHECK_FALSE(has_blocks(OpCase("MatMul").input("A", {4, 600}).input("B", {600, 16}).configs(gen)));
   std::map<std::string, wpk::Tensor> values;
   const wpk::Graph graph = blocked.build(values);
   const wpk::Node& node = graph.nodes().back();
@@ -82,7 +82,7 @@ TEST_CASE("products in blocks of K are offered past a block, and keep their outp
     CHECK_FALSE(MatMulConfig::parse(bad));
   }
   // A conv's window has no blocks of K.
-  const OpCase conv = OpCase("FusedConv", "com.wpk").input("X", {1, 5, 5, 300}).constant("W", {8, 300, 3, 3})
+  const OpCase conv = OpCase("FusedConv", "com.wpk").input("X", {1, 5, 5, 600}).constant("W", {8, 600, 3, 3})
                           .attr("channels_last", std::int64_t{1});
   CHECK_FALSE(has_blocks(conv.configs(gen)));
   CHECK_THROWS_WITH(conv.prepare(gen, "rows=4,vectors=1,parallel=cols,kblock=128"), Catch::Contains("blocks of K"));
