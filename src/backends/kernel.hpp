@@ -123,6 +123,8 @@ struct KernelProfile {
   double call_seconds = 0;
   // Splits its work over the node's threads; false: runs on the calling thread alone.
   bool multithreaded = true;
+  // How many times a call starts and joins its threads (a product in blocks of K: once a block).
+  int parallel_regions = 1;
   // Set by a kernel made of other kernels: the sum of its parts' predicted seconds, which the
   // cost model takes instead of its own estimate for the node's workload.
   double predicted_seconds = 0;

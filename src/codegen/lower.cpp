@@ -681,7 +681,7 @@ class Lowering {
     const SplitRecord* split = s_.split_with_outer(outer.var.get());
     if (first_tile_ != first_reduction_ + 1 || !split || split->parent->dynamic())
       throw std::invalid_argument(name + ": reduction loops must be contiguous, but for one outer part of a split reduction ('" +
-                                  loops_[inner].var->name + "')");
+                                  outer.var->name + "' is not one, or is not alone)");
     if (outer.kind != LoopKind::Serial || !s_.stages().empty() || !s_.prefetches().empty() || block_threads_)
       throw std::invalid_argument(name + ": an outer reduction ('" + outer.var->name +
                                   "') is a serial CPU loop, in a schedule that neither stages nor prefetches");

@@ -39,8 +39,8 @@
 // Spatial loops inside the reductions form the register tile: the sums of one tile stay in
 // registers over the whole reduction and meet the epilogue once (they must be unrolled or
 // vectorized). One outer reduction loop may lie outside the rest (the outer part of a split
-// reduction, serial, on the CPU, with neither stages nor prefetches): spatial loops, the
-// parallel one among them, then the other reductions and the register tile come inside it. Its
+// reduction of fixed extent, serial, on the CPU, with neither stages nor prefetches): serial or
+// parallel spatial loops, then the other reductions and the register tile come inside it. Its
 // blocks keep partial results in the output; the first starts from the reducer's identity, the
 // last applies the epilogue. So the data a block of the reduction reads stays in cache while
 // every tile reads it (a K-blocked product), at the cost of the output's reads and writes

@@ -27,6 +27,7 @@ double predicted_seconds(const KernelProfile& k, const std::string& identity, co
   traits.overlaps_memory = k.overlaps_memory;
   traits.prefetched_bytes = k.prefetched_bytes;
   traits.call_seconds = k.call_seconds;
+  traits.parallel_regions = k.parallel_regions;
   traits.multithreaded = k.multithreaded;
   const double seconds = k.predicted_seconds > 0 ? k.predicted_seconds
                                                 : search::predict_seconds(estimate_workload(node, shapes), traits,

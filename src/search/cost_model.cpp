@@ -13,7 +13,8 @@ double predict_seconds(const Workload& w, const KernelTraits& k, const Machine& 
   const double prefetched = std::clamp(k.prefetched_bytes, 0.0, bytes);
   const double memory = (bytes - prefetched) / (threads * m.bytes_per_second);
   const double behind = prefetched / (threads * m.bytes_per_second);
-  const double fixed = std::max(0.0, k.call_seconds) + (threads > 1 ? m.parallel_region_seconds : 0.0);
+  const double fixed =
+      std::max(0.0, k.call_seconds) + (threads > 1 ? std::max(1, k.parallel_regions) * m.parallel_region_seconds : 0.0);
   if (k.overlaps_memory) return fixed + std::max(compute, memory + behind);
   return fixed + compute + memory + std::max(0.0, behind - compute);
 }

@@ -28,6 +28,7 @@ struct KernelTraits {
   double prefetched_bytes = 0;
   double call_seconds = 0;       // per call, whatever the size
   bool multithreaded = true;     // false: one thread does the work whatever the machine offers
+  int parallel_regions = 1;      // times a call starts and joins its threads
 };
 
 struct Machine {

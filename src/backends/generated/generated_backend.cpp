@@ -360,7 +360,7 @@ std::optional<KernelProfile> GeneratedBackend::describe(const Node& node, const 
   }
   const std::optional<GroupConfig> group_config = plan.group || plan.scaled ? GroupConfig::parse(config) : std::nullopt;
   const std::optional<MatMulConfig> c = group_config ? group_config->tile() : MatMulConfig::parse(config);
-  if (!plan || !c) return std::nullopt;
+  if (!plan || !c || (c->k_block && !plan.product)) return std::nullopt;
   const CpuTarget target = widest_target();
   const int lanes = codegen::vector_lanes(target);
   threads = std::max(1, threads);
@@ -424,6 +424,7 @@ std::optional<KernelProfile> GeneratedBackend::describe(const Node& node, const 
     if (again_bytes > static_cast<double>(private_cache_bytes()) && passes > 1)
       p.extra_bytes += static_cast<double>(passes - 1) * again_bytes * static_cast<double>(blocks);
     p.extra_bytes += 2.0 * sizeof(float) * static_cast<double>(blocks - 1) * static_cast<double>(*rows * s.n);
+    p.parallel_regions = static_cast<int>(blocks);
     if (c->prefetch) p.prefetched_bytes = sizeof(float) * static_cast<double>(s.k * s.n) + p.extra_bytes;
   } else {
     const ConvSpec& s = *plan.conv;

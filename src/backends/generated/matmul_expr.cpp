@@ -118,7 +118,7 @@ std::optional<MatMulConfig> MatMulConfig::parse(const std::string& text) {
   if (!rest.empty()) {
     int block = 0, end = 0;
     if (std::sscanf(rest.c_str(), ",kblock=%d%n", &block, &end) != 1 || static_cast<std::size_t>(end) != rest.size() ||
-        rest != ",kblock=" + std::to_string(block))
+        rest != ",kblock=" + std::to_string(block) || block <= 0)
       return std::nullopt;
     c.k_block = block;
   }

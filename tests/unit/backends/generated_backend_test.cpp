@@ -7,6 +7,7 @@
 
 #include "backends/generated/generated_backend.hpp"
 #include "backends/generated/matmul_expr.hpp"
+#include "runtime/memory_recorder.hpp"
 #include "support/backend_tester.hpp"
 
 using wpk::testing::OpCase;
@@ -67,7 +68,10 @@ TEST_CASE("products in blocks of K are offered for two blocks or more, and keep 
   const wpk::Node& node = graph.nodes().back();
   for (const std::string& config : configs) {
     INFO(config);
-    CHECK(gen.accumulates_into_residual(node, config) == (config.find(",kblock=") == std::string::npos));
+    const bool blocked = config.find(",kblock=") != std::string::npos;
+    CHECK(gen.accumulates_into_residual(node, config) == !blocked);
+    // The memory plan gives the output the residual's bytes only where the kernel allows it.
+    CHECK(wpk::in_place_rule(node, gen, config).inputs == (blocked ? std::vector<std::size_t>{} : std::vector<std::size_t>{3}));
   }
 
   using wpk::gen::MatMulConfig;
@@ -76,7 +80,7 @@ TEST_CASE("products in blocks of K are offered for two blocks or more, and keep 
   CHECK(round_trip->k_block == 256);
   CHECK(round_trip->text() == "rows=6,vectors=2,parallel=cols,kblock=256");
   for (const char* bad : {"rows=6,vectors=2,parallel=rows,kblock=256", "rows=6,vectors=2,parallel=cols,prefetch=1,kblock=256",
-                          "rows=6,vectors=2,parallel=cols,kblock=4", "rows=6,vectors=2,parallel=cols,kblock=0256",
+                          "rows=6,vectors=2,parallel=cols,kblock=4", "rows=6,vectors=2,parallel=cols,kblock=0", "rows=6,vectors=2,parallel=cols,kblock=0256",
                           "rows=6,vectors=2,parallel=cols,kblock=256x", "rows=6,vectors=2,parallel=cols,kblock=99999"}) {
     INFO(bad);
     CHECK_FALSE(MatMulConfig::parse(bad));

@@ -35,6 +35,12 @@ TEST_CASE("a call's fixed cost is added whatever the size; a single-threaded ker
   const Workload tiny{64, 768}, large{1 << 20, 12 << 20};
   CHECK(predict_seconds(tiny, scalar, Machine{2}) < predict_seconds(tiny, library, Machine{1}));
   CHECK(predict_seconds(large, library, Machine{2}) < predict_seconds(large, scalar, Machine{2}));
+  // A kernel that starts its threads once per block of its work pays the start each time.
+  KernelTraits blocked = own;
+  blocked.parallel_regions = 3;
+  const Machine two{2};
+  CHECK(predict_seconds(w, blocked, two) == Approx(predict_seconds(w, own, two) + 2 * two.parallel_region_seconds));
+  CHECK(predict_seconds(w, blocked, Machine{1}) == Approx(predict_seconds(w, own, Machine{1})));
 }
 
 TEST_CASE("prefetched bytes cost only the time they take beyond the compute", "[cost][search]") {
