@@ -10,7 +10,9 @@ best measured trial of each kernel family (backend and kernel name up to `__`, o
 algorithm: the tuner's families), fastest first; then, for each hand-written family of the cpu
 backend, over the signatures where it was the fastest of all: how far the best generated kernel
 was behind it (median of gen / hand-written, and how many within 3%, the code-generation
-issue's rule for deleting a hand-written kernel). --ops keeps signatures whose op text holds one
+issue's rule for deleting a hand-written kernel); then, per op, the best generated kernel against
+the best that runs on oneDNN alone (oneDNN's algorithms, or a group's parts all on oneDNN) and
+against the best of any other backend, over the signatures where both were measured. --summary prints the two summaries only. --ops keeps signatures whose op text holds one
 of the substrings (default: Conv,MatMul,Gemm,Attention,Pool,Normalization,Softmax); --all keeps every one.
 Times are the tuner's medians in microseconds; rejected or failed trials (inf) are left out.
 """
@@ -49,6 +51,14 @@ def parse_trials(value):
     return out
 
 
+def onednn_only(fam):
+    """True for a family that runs on oneDNN alone: one of its algorithms, or a group whose parts
+    all run there."""
+    if fam.startswith("onednn:"):
+        return True
+    return fam.startswith("parts:") and all(p.startswith("onednn(") for p in fam[len("parts:"):].split("+"))
+
+
 def read_database(path):
     envs, nodes = {}, defaultdict(dict)  # env hash -> key; env hash -> {op: {family: (us, identity, threads)}}
     with open(path, encoding="utf-8", errors="replace") as f:
@@ -75,6 +85,7 @@ def main():
                    os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "wpk"))
     p.add_argument("--ops", default=DEFAULT_OPS)
     p.add_argument("--all", action="store_true")
+    p.add_argument("--summary", action="store_true", help="the summaries only, not each signature's families")
     a = p.parse_args()
     path = os.path.join(a.cache_dir, "tuning-v1.tsv")
     if not os.path.exists(path):
@@ -84,19 +95,27 @@ def main():
     for env, ops in nodes.items():
         print("== environment %s: %s" % (env, envs.get(env, "(no env line)")))
         behind = defaultdict(list)  # hand-written family -> [gen best / its best] where it won
+        versus = defaultdict(list)  # (op, against) -> [gen best / the other's best]
         for op in sorted(ops):
             if not a.all and not any(s in op for s in wanted):
                 continue
             ranked = sorted(ops[op].items(), key=lambda kv: kv[1][0])
             if not ranked:
                 continue
-            print(op)
-            for fam, (us, identity, threads) in ranked:
-                print("  %10.1f us  threads=%s  %-28s %s" % (us, threads, fam, identity))
+            if not a.summary:
+                print(op)
+                for fam, (us, identity, threads) in ranked:
+                    print("  %10.1f us  threads=%s  %-28s %s" % (us, threads, fam, identity))
             winner, (win_us, _, _) = ranked[0]
             gen = [us for fam, (us, _, _) in ranked if fam.startswith("gen:")]
             if winner.startswith("cpu:") and gen:
                 behind[winner].append(gen[0] / win_us)
+            onednn = [us for fam, (us, _, _) in ranked if onednn_only(fam)]
+            others = [us for fam, (us, _, _) in ranked if not fam.startswith("gen:")]
+            if gen and onednn:
+                versus[op.split(" ", 1)[0], "oneDNN alone"].append(gen[0] / onednn[0])
+            if gen and others:
+                versus[op.split(" ", 1)[0], "any other"].append(gen[0] / others[0])
         print("\nhand-written families where they won, against the best generated kernel there:")
         if not behind:
             print("  (none: no hand-written kernel won a signature that a generated one also ran)")
@@ -104,6 +123,13 @@ def main():
             within = sum(r <= 1.03 for r in ratios)
             print("  %-28s won %3d signatures; gen / it: median %.2f, range %.2f-%.2f, within 3%%: %d" %
                   (fam, len(ratios), statistics.median(ratios), min(ratios), max(ratios), within))
+        print("\nthe best generated kernel against the best on oneDNN alone and the best of any other backend,")
+        print("per op (gen / it):")
+        if not versus:
+            print("  (none: no signature measured a generated kernel and another)")
+        for (op, against), ratios in sorted(versus.items()):
+            print("  %-30s vs %-12s %3d signatures; median %.2f, range %.2f-%.2f, generated ahead on %d" %
+                  (op, against, len(ratios), statistics.median(ratios), min(ratios), max(ratios), sum(r < 1 for r in ratios)))
         print()
 
 
