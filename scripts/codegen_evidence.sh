@@ -54,7 +54,7 @@ gen_steps() {
     awk '/^ +ms +share/ {on = 1; next} on && NF >= 5 && $1 ~ /^[0-9.]+$/ {n++; if ($5 ~ /^gen[(:]/) g++} END {printf "%d of %d steps", g, n}'
 }
 ratio() {
-  WPK_CACHE_DIR="$1" OMP_WAIT_POLICY=active .venv/bin/python scripts/compare_ort.py --models "$2" --models-dir "$3" \
+  WPK_CACHE_DIR="$1" OMP_WAIT_POLICY=active .venv/bin/python scripts/compare_ort.py --models "$2:1" --models-dir "$3" \
     --rounds 3 2>/dev/null |
     sed -n 's/.*"ratio_median": \([0-9.]*\).*/\1/p' | tail -1
 }
