@@ -28,7 +28,9 @@ some models take only meaningful values (the greedy decoder's token ids lie belo
 then prints, on stdout, one JSON line per runtime in the format of BENCHMARKS.md, aggregated over
 the rounds (median_ms and p90_ms: median of the rounds' values; min_ms: the least; load_ms: the
 slowest of the rounds' loads; peak_rss_mb: the largest), and one ratio line wpk / onnxruntime (below 1.0 =
-wpk faster). For the int8 rows a last line (scripts/agreement_ort.py) says how closely the two
+wpk faster): ratio_median of the aggregated medians (the protocol's), and ratio_rounds, the median
+of each round's ratio of the two neighbouring processes' medians, which a machine that slows
+down for a few seconds at a time (a shared VM) moves less. For the int8 rows a last line (scripts/agreement_ort.py) says how closely the two
 runtimes' outputs agree on the stored input, and how far each is from the float model. Progress
 and per-round figures go to stderr. Exit status 1 if any row failed.
 """
@@ -139,6 +141,12 @@ def ratio(a, b):
     return round(a / b, 3) if b > 0 else None
 
 
+def round_ratio(ours, theirs):
+    """The median over rounds of wpk's median / the peer's in that round (None if none has one)."""
+    ratios = [r for r in (ratio(x["median_ms"], y["median_ms"]) for x, y in zip(ours, theirs)) if r is not None]
+    return round(statistics.median(ratios), 3) if ratios else None
+
+
 def main():
     p = argparse.ArgumentParser(description="wpk vs ONNX Runtime, side by side (see BENCHMARKS.md)")
     p.add_argument("--models", default="", help="comma-separated NAME or NAME:BATCH (default: the four rows)")
@@ -230,6 +238,7 @@ def main():
         print(json.dumps({k: o[k] for k in FIELDS}))
         print(json.dumps({"model": model, "batch": batch, "threads": a.threads,
                           "ratio_median": ratio(w["median_ms"], o["median_ms"]),
+                          "ratio_rounds": round_ratio(results["wpk"], results[a.peer]),
                           "ratio_rss": ratio(w["peak_rss_mb"], o["peak_rss_mb"]),
                           "ratio_load": ratio(w["load_ms"], o["load_ms"])}), flush=True)
         if model in QUANTIZED and a.peer == "onnxruntime":
