@@ -16,11 +16,12 @@ cd "$(dirname "$0")/.."
 models=("$@")
 [ ${#models[@]} -gt 0 ] || models=(resnet50 mobilenet_v2 bert_base densenet121 efficientnet_b0 elementwise_chain)
 scripts/setup.sh >&2  # incremental: quick when the build is current
+python=$(scripts/peer_venv.sh)  # ONNX Runtime for the ratios
 exported=()
 for m in "${models[@]}"; do [ "$m" = elementwise_chain ] || exported+=("$m"); done
 [ ${#exported[@]} -eq 0 ] || /usr/bin/python3 scripts/export_models.py build/models "${exported[@]}" >&2
 out=build/codegen_evidence
-rm -rf "$out" && mkdir -p "$out/empty" "$out/models"
+rm -rf "$out/empty" && mkdir -p "$out/empty" "$out/models"
 if [[ " ${models[*]} " == *" elementwise_chain "* ]]; then
   /usr/bin/python3 - "$out/models/elementwise_chain.onnx" <<'EOF'
 import sys
@@ -54,7 +55,7 @@ gen_steps() {
     awk '/^ +ms +share/ {on = 1; next} on && NF >= 5 && $1 ~ /^[0-9.]+$/ {n++; if ($5 ~ /^gen[(:]/) g++} END {printf "%d of %d steps", g, n}'
 }
 ratio() {
-  WPK_CACHE_DIR="$1" OMP_WAIT_POLICY=active .venv/bin/python scripts/compare_ort.py --models "$2:1" --models-dir "$3" \
+  WPK_CACHE_DIR="$1" OMP_WAIT_POLICY=active "$python" scripts/compare_ort.py --models "$2:1" --models-dir "$3" \
     --rounds 3 2>/dev/null |
     sed -n 's/.*"ratio_median": \([0-9.]*\).*/\1/p' | tail -1
 }
@@ -64,7 +65,7 @@ for m in "${models[@]}"; do
   [ "$m" != elementwise_chain ] || dir=$out/models
   model=$dir/$m.onnx
   tuned=$out/$m
-  mkdir -p "$tuned"
+  rm -rf "$tuned" && mkdir -p "$tuned"
   echo "== $m"
   echo "untuned: generated kernels run $(gen_steps "$out/empty" "$model"); ratio to ONNX Runtime $(ratio "$out/empty" "$m" "$dir")"
   start=$(date +%s)
