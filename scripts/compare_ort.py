@@ -30,8 +30,9 @@ the rounds (median_ms and p90_ms: median of the rounds' values; min_ms: the leas
 slowest of the rounds' loads; peak_rss_mb: the largest), and one ratio line wpk / onnxruntime (below 1.0 =
 wpk faster): ratio_median of the aggregated medians (the protocol's), and ratio_rounds, the median
 of each round's ratio of the two neighbouring processes' medians, which a machine that slows
-down for a few seconds at a time (a shared VM) moves less. For the int8 rows a last line (scripts/agreement_ort.py) says how closely the two
-runtimes' outputs agree on the stored input, and how far each is from the float model. Progress
+down for a few seconds at a time (a shared VM) moves less. For the int8 rows a last line
+(scripts/agreement_ort.py) says how closely the two runtimes' outputs agree on the stored input,
+and how far each is from the float model. Progress
 and per-round figures go to stderr. Exit status 1 if any row failed.
 """
 import argparse

@@ -12,8 +12,9 @@ backend, over the signatures where it was the fastest of all: how far the best g
 was behind it (median of gen / hand-written, and how many within 3%, the code-generation
 issue's rule for deleting a hand-written kernel); then, per op, the best generated kernel against
 the best that runs on oneDNN alone (oneDNN's algorithms, or a group's parts all on oneDNN) and
-against the best of any other backend, over the signatures where both were measured. --summary prints the two summaries only. --ops keeps signatures whose op text holds one
-of the substrings (default: Conv,MatMul,Gemm,Attention,Pool,Normalization,Softmax); --all keeps every one.
+against the best of any other backend, over the signatures where both were measured.
+--summary prints the two summaries only. --ops keeps signatures whose op text holds one of the
+substrings (default: Conv,MatMul,Gemm,Attention,Pool,Normalization,Softmax); --all keeps every one.
 Times are the tuner's medians in microseconds; rejected or failed trials (inf) are left out.
 """
 import argparse
