@@ -4,9 +4,10 @@
 #   scripts/codegen_evidence.sh [MODELS...]
 # Default models: resnet50 mobilenet_v2 bert_base densenet121 efficientnet_b0, plus a chain of
 # element-wise ops built here (elementwise_chain: Mul, Add, Sigmoid, Mul, Sub, Relu over
-# [1, 64, 112, 112] with per-channel constants, kept in build/codegen_evidence/models). For each model, into a cache folder of its own
-# under build/codegen_evidence: the steps a generated kernel runs untuned (an empty folder) and
-# after `wpk tune` (default budget), the ratio to ONNX Runtime of both (compare_ort.py, 3 rounds),
+# [1, 64, 112, 112] with per-channel constants, kept in build/codegen_evidence/models). For each
+# model, into a cache folder of its own under build/codegen_evidence: the steps a generated kernel
+# runs untuned (an empty folder) and after `wpk tune` (default budget), the ratio to ONNX Runtime
+# of both (compare_ort.py, 3 rounds: ratio_median, and ratio_rounds in brackets),
 # and from the tuning trials (kernel_families.py --summary) the best generated kernel against
 # the best on oneDNN alone per op, and against the hand-written kernels where those won.
 # About an hour on 2 cores; nothing else should run meanwhile (the timings are the evidence).
@@ -57,7 +58,7 @@ gen_steps() {
 ratio() {
   WPK_CACHE_DIR="$1" OMP_WAIT_POLICY=active "$python" scripts/compare_ort.py --models "$2:1" --models-dir "$3" \
     --rounds 3 2>/dev/null |
-    sed -n 's/.*"ratio_median": \([0-9.]*\).*/\1/p' | tail -1
+    sed -n 's/.*"ratio_median": \([0-9.]*\), "ratio_rounds": \([0-9.]*\).*/\1 (\2)/p' | tail -1
 }
 echo "CPU: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores; wpk $(git rev-parse --short HEAD)"
 for m in "${models[@]}"; do
