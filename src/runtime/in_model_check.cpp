@@ -40,6 +40,23 @@ std::vector<Series> alternate(const std::vector<std::vector<StepChoice>>& plans,
 
 double median_step(const Series& s, std::size_t step) { return median(s.step_us[step]); }
 
+// The median over rounds of what `t` saved against `u` on `step` in the same round: a machine
+// that slows down for a while slows both runs of the rounds it spans.
+double paired_saving(const Series& u, const Series& t, std::size_t step) {
+  std::vector<double> saved;
+  for (std::size_t r = 0; r < u.step_us[step].size() && r < t.step_us[step].size(); ++r)
+    saved.push_back(u.step_us[step][r] - t.step_us[step][r]);
+  return median(saved);
+}
+
+// The median over rounds of `t`'s run time over `u`'s in the same round.
+double paired_ratio(const Series& t, const Series& u) {
+  std::vector<double> ratios;
+  for (std::size_t r = 0; r < u.total_us.size() && r < t.total_us.size(); ++r)
+    if (u.total_us[r] > 0) ratios.push_back(t.total_us[r] / u.total_us[r]);
+  return ratios.empty() ? 1.0 : median(ratios);
+}
+
 }  // namespace
 
 std::vector<std::vector<std::size_t>> step_consumers(const Graph& graph, const ExecutionPlan& plan) {
@@ -97,8 +114,8 @@ InModelCheckResult check_in_model(const std::vector<StepChoice>& tuned, const st
       double readers = 0;
       if (c.step < consumers.size())
         for (std::size_t r : consumers[c.step])
-          if (!changed[r]) readers += median_step(u, r) - median_step(t, r);
-      saved[rank] += median_step(u, c.step) - median_step(t, c.step) + readers;
+          if (!changed[r]) readers += paired_saving(u, t, r);
+      saved[rank] += paired_saving(u, t, c.step) + readers;
       logger().debug("in-model check: {} (option {}): {:.1f} us untuned, {:.1f} us; its readers {:+.1f} us", c.node,
                      rank, median_step(u, c.step), median_step(t, c.step), -readers);
     }
@@ -125,7 +142,7 @@ InModelCheckResult check_in_model(const std::vector<StepChoice>& tuned, const st
     return kept;
   };
   const std::size_t records = saved_us.size();
-  double kept_ms = 0, untuned_ms = median(u.total_us) / 1000;
+  double kept_ms = 0, untuned_ms = median(u.total_us) / 1000, ratio = 1;
   result.pairs = static_cast<int>(u.total_us.size());
   bool accepted = false;
   for (int attempt = 0; attempt <= limits.back_offs && !kept_records.empty(); ++attempt) {
@@ -133,20 +150,24 @@ InModelCheckResult check_in_model(const std::vector<StepChoice>& tuned, const st
     // A plan the first runs already timed is not run again.
     const auto timed = std::find(plans.begin(), plans.end(), kept);
     if (attempt == 0 && kept_records.size() == records && timed != plans.end()) {
-      kept_ms = median(series[static_cast<std::size_t>(timed - plans.begin())].total_us) / 1000;
+      const Series& k = series[static_cast<std::size_t>(timed - plans.begin())];
+      kept_ms = median(k.total_us) / 1000;
+      ratio = paired_ratio(k, u);
     } else {
       const std::vector<Series> again = alternate({kept, untuned}, run, limits);
       kept_ms = median(again[0].total_us) / 1000;
       untuned_ms = median(again[1].total_us) / 1000;
+      ratio = paired_ratio(again[0], again[1]);
       result.pairs = static_cast<int>(again[0].total_us.size());
     }
-    if (kept_ms < untuned_ms) {
+    if (ratio <= limits.accepted_ratio) {
       accepted = true;
       break;
     }
     kept_records.erase(kept_records.begin());
   }
   result.untuned_ms = untuned_ms;
+  result.ratio = accepted ? ratio : 1.0;
   if (!accepted) {
     kept_records.clear();
     kept_ms = untuned_ms;

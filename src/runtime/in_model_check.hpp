@@ -9,10 +9,13 @@
 //     that read its outputs (where a cache effect lands); steps sharing a tuning record are
 //     decided together, as the record is one; the configurations that measured next fastest
 //     alone (runners-up) run in plans of their own, and a record takes whichever of its options
-//     saves most in the model;
-//   - then the plan with the kept choices runs against the untuned one again, alternately; not
-//     faster end to end, it drops the record that saved least and runs again (a few times), and
-//     then keeps none.
+//     saves most in the model; each saving is the median over rounds of what one round's two
+//     runs differ by (a machine slower for a while slows both runs of a round);
+//   - then the plan with the kept choices runs against the untuned one again, alternately; unless
+//     the median of its runs' times over the untuned runs' of the same rounds is at most
+//     accepted_ratio, it drops the record that saved least and runs again (a few times), and then
+//     keeps none. The margin keeps a plan whose gain is within the machine's noise from being
+//     stored: a record outlives the session, the noise that made it look faster does not.
 #include <cstddef>
 #include <functional>
 #include <string>
@@ -32,10 +35,11 @@ struct PlannedChange {
 };
 
 struct InModelCheckLimits {
-  int min_pairs = 5;          // alternating runs of each plan, whatever the time
-  int max_pairs = 15;
-  double seconds = 3.0;       // per phase: no new pair after this
+  int min_pairs = 8;          // alternating runs of each plan, whatever the time
+  int max_pairs = 25;
+  double seconds = 4.0;       // per phase: no new pair after this
   int back_offs = 3;          // kept plans tried without their weakest record before keeping none
+  double accepted_ratio = 0.99;  // the kept plan's time over the untuned one's, paired by round
 };
 
 struct InModelCheckResult {
@@ -46,6 +50,7 @@ struct InModelCheckResult {
   double tuned_ms = 0;         // median run, every tuned choice
   double untuned_ms = 0;       // median run, no tuned choice (the final comparison's)
   double kept_ms = 0;          // median run, the kept choices (== untuned_ms when none is kept)
+  double ratio = 1;            // the kept plan's paired ratio to the untuned one (1 when none is kept)
 };
 
 // Runs the model once on the given per-step choices and returns its profile (one StepProfile per

@@ -115,6 +115,47 @@ TEST_CASE("in-model check: a runner-up the model runs faster than the winner tak
   CHECK(model.runs == 3 * 3);  // untuned, winner, runner-up: the kept plan is the runner-up's, timed already
 }
 
+TEST_CASE("in-model check: a plan faster by less than the margin keeps no tuned choice", "[tuning]") {
+  ScriptedModel model;
+  model.own = {20, 0, 0, 10};  // record a saves 30 us of 4000: less than 1%
+  model.reader_cost = {0, 0, 0, 0};
+  const InModelCheckResult r = check_in_model(tuned_plan(), changes(), kChain, std::ref(model), {3, 3, 0.0});
+  CHECK(r.keep == std::vector<bool>{false, false, false});
+  CHECK(r.kept_ms == r.untuned_ms);
+  CHECK(r.ratio == 1.0);
+
+  model.own = {40, 0, 0, 10};  // 50 us of 4000: more than 1%
+  const InModelCheckResult faster = check_in_model(tuned_plan(), changes(), kChain, std::ref(model), {3, 3, 0.0});
+  CHECK(faster.keep == std::vector<bool>{true, false, true});
+  CHECK(faster.ratio == Approx(3950.0 / 4000));
+}
+
+TEST_CASE("in-model check: a slow spell that ends between a round's two runs does not decide", "[tuning]") {
+  // The tuned choice saves 10 us in its step and costs 50 outside; the machine runs at half speed
+  // for the first five runs: the untuned plan's first three and the tuned one's first two.
+  // Medians taken apart would call the tuned plan faster; rounds compared pairwise do not.
+  ScriptedModel model;
+  model.own = {10, 0, 0, 0};
+  model.reader_cost = {0, 0, 0, 0};
+  model.hidden = {50, 0, 0, 0};
+  const std::vector<PlannedChange> one = {{0, {0, 0}, "a", "s0", {}}};
+  const std::vector<StepChoice> plan = {{1, 0}, {0, 0}, {0, 0}, {0, 0}};
+  const PlanRunner slow_at_first = [&model](const std::vector<StepChoice>& choice) {
+    const bool slow = model.runs < 5;
+    RunProfile p = model(choice);
+    if (slow) {
+      p.total_us *= 2;
+      for (StepProfile& step : p.steps) step.duration_us *= 2;
+    }
+    return p;
+  };
+  const InModelCheckResult r = check_in_model(plan, one, kChain, slow_at_first, {5, 5, 0.0});
+  CHECK(r.tuned_ms < r.untuned_ms);  // the medians apart: fooled
+  REQUIRE(r.keep.size() == 1);
+  CHECK_FALSE(r.keep[0]);
+  CHECK(r.kept_ms == r.untuned_ms);
+}
+
 TEST_CASE("in-model check: nothing changed, nothing run", "[tuning]") {
   ScriptedModel model;
   const InModelCheckResult r = check_in_model(tuned_plan(), {}, kChain, std::ref(model));
