@@ -119,15 +119,39 @@ double median(std::vector<double> v) {
 }
 
 double time_once(const Kernel& kernel, const Node& node, const std::vector<const Tensor*>& inputs, int threads,
-                 std::vector<Tensor>& out, const CacheState& cache) {
+                 std::vector<Tensor>& out, const CacheState& cache, int residual_in_place) {
   std::vector<Tensor> previous = std::move(out);
-  KernelContext ctx(node, inputs, [&previous](DType dtype, const Shape& shape) {
+  std::vector<const Tensor*> in = inputs;
+  CacheState state = cache;
+  // The output's bytes holding the residual's values, handed to the kernel as both.
+  Tensor shared;
+  const Tensor* z = residual_in_place >= 0 && static_cast<std::size_t>(residual_in_place) < in.size()
+                        ? in[static_cast<std::size_t>(residual_in_place)]
+                        : nullptr;
+  if (z && !z->empty() && !z->on_device() && dtype_is_float(z->dtype())) {
+    for (Tensor& t : previous)
+      if (!t.empty() && t.dtype() == z->dtype() && t.shape() == z->shape()) {
+        shared = std::exchange(t, Tensor());
+        break;
+      }
+    if (shared.empty()) shared = Tensor::zeros(z->dtype(), z->shape());
+    std::memcpy(shared.raw(), z->raw(), z->nbytes());
+    for (const Tensor*& a : state.activations)
+      if (a == z) a = &shared;
+    in[static_cast<std::size_t>(residual_in_place)] = &shared;
+  }
+  bool handed = shared.empty();
+  KernelContext ctx(node, in, [&](DType dtype, const Shape& shape) {
+    if (!handed && dtype == shared.dtype() && shape == shared.shape()) {
+      handed = true;
+      return shared;  // a copy shares the bytes
+    }
     for (Tensor& t : previous)
       if (!t.empty() && t.dtype() == dtype && t.shape() == shape) return std::exchange(t, Tensor());
     return Tensor::zeros(dtype, shape);
   });
   const int all = omp_get_max_threads();
-  if (cache.sweep_bytes > 0) evict_all_but(cache);
+  if (state.sweep_bytes > 0) evict_all_but(state);
 #pragma omp parallel num_threads(all)
   { (void)0; }
   const auto t0 = std::chrono::steady_clock::now();
@@ -143,11 +167,11 @@ double time_once(const Kernel& kernel, const Node& node, const std::vector<const
 }
 
 double time_config(const Kernel& kernel, const Node& node, const std::vector<const Tensor*>& inputs, int threads,
-                   std::vector<Tensor>& out, const CacheState& cache) {
-  double spent = time_once(kernel, node, inputs, threads, out, cache);
+                   std::vector<Tensor>& out, const CacheState& cache, int residual_in_place) {
+  double spent = time_once(kernel, node, inputs, threads, out, cache, residual_in_place);
   std::vector<double> times;
   for (int r = 0; r < kTimedReps && spent < kRepBudgetUs; ++r) {
-    times.push_back(time_once(kernel, node, inputs, threads, out, cache));
+    times.push_back(time_once(kernel, node, inputs, threads, out, cache, residual_in_place));
     spent += times.back();
   }
   return times.empty() ? spent : median(times);

@@ -30,9 +30,13 @@ std::size_t private_cache_bytes();
 std::size_t sweep_bytes_for_constants(std::size_t bytes);
 
 // One run of `kernel` on `threads` OpenMP threads between steps on all of them, as in a model:
-// its microseconds; the outputs in `out`, as time_config says.
+// its microseconds; the outputs in `out`, as time_config says. `residual_in_place` >= 0: inside
+// the model output 0 has the bytes of that input (a fused residual the kernel accumulates into,
+// which no later step reads: the memory plan's in-place rule), so the run starts, untimed, from
+// the residual's values copied into the output and reads them there; a kernel measured with a
+// copy the model never makes would lose to one that needs none.
 double time_once(const Kernel& kernel, const Node& node, const std::vector<const Tensor*>& inputs, int threads,
-                 std::vector<Tensor>& out, const CacheState& cache = {});
+                 std::vector<Tensor>& out, const CacheState& cache = {}, int residual_in_place = -1);
 
 // One warm-up (caches, lazy compiles, the outputs' pages), then up to 5 timed runs into the same
 // outputs: their median in microseconds. The kernel runs on `threads` OpenMP threads, and the
@@ -41,7 +45,7 @@ double time_once(const Kernel& kernel, const Node& node, const std::vector<const
 // inside a model they live in an arena the run has touched, so fresh pages are no part of a
 // step). Throws what the kernel throws.
 double time_config(const Kernel& kernel, const Node& node, const std::vector<const Tensor*>& inputs, int threads,
-                   std::vector<Tensor>& out, const CacheState& cache = {});
+                   std::vector<Tensor>& out, const CacheState& cache = {}, int residual_in_place = -1);
 
 // The median of a non-empty list (of times, of ratios).
 double median(std::vector<double> v);

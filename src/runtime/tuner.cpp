@@ -8,6 +8,7 @@
 #include <optional>
 #include <set>
 
+#include "graph/fused_ops.hpp"
 #include "runtime/cache_key.hpp"
 #include "runtime/candidate_cost.hpp"
 #include "runtime/cost_calibration.hpp"
@@ -132,6 +133,18 @@ CacheState Tuner::cache_state(const Node& node, const std::vector<const Tensor*>
     if (v != kNoValue && !graph_.is_initializer(v) && !plan_.is_released(v)) cache.activations.push_back(inputs[i]);
   }
   return cache;
+}
+
+int Tuner::residual_in_place(std::size_t s, const Node& node, const Candidate& c) const {
+  const int z = fused_residual_input(node);
+  if (z < 0 || static_cast<std::size_t>(z) >= node.inputs.size()) return -1;
+  const ValueId v = node.inputs[static_cast<std::size_t>(z)];
+  const auto& graph_inputs = graph_.inputs();
+  if (v == kNoValue || graph_.is_initializer(v) || plan_.is_graph_output(v) ||
+      std::find(graph_inputs.begin(), graph_inputs.end(), v) != graph_inputs.end())
+    return -1;
+  if (plan_.last_reader(v) != static_cast<int>(s) || !c.backend->accumulates_into_residual(node, c.config)) return -1;
+  return z;
 }
 
 void Tuner::mark_tuned(std::size_t step) const {
@@ -412,8 +425,9 @@ std::vector<TunedNode::StrategyRun> Tuner::replay_strategies(const search::Space
   return runs;
 }
 
-bool Tuner::confirmed(const PlanStep& step, const Node& node, const std::vector<const Tensor*>& inputs, StepChoice winner,
-                      StepChoice untuned, double& winner_us, double& untuned_us) const {
+bool Tuner::confirmed(std::size_t step_index, const PlanStep& step, const Node& node,
+                      const std::vector<const Tensor*>& inputs, StepChoice winner, StepChoice untuned, double& winner_us,
+                      double& untuned_us) const {
   // Measured again, alternately, twice each: a winner found on one noisy series (another
   // process taking a core for a while) must not be stored as the node's tuning.
   const Kernel* winner_kernel = step.candidates[static_cast<std::size_t>(winner.candidate)].ready();
@@ -425,9 +439,13 @@ bool Tuner::confirmed(const PlanStep& step, const Node& node, const std::vector<
   const CacheState cache = cache_state(node, inputs);
   winner_us = untuned_us = std::numeric_limits<double>::infinity();
   try {
+    const auto in_place = [&](StepChoice c) {
+      return residual_in_place(step_index, node, step.candidates[static_cast<std::size_t>(c.candidate)]);
+    };
+    const int u_in_place = in_place(untuned), w_in_place = in_place(winner);
     for (int round = 0; round < 2; ++round) {
-      untuned_us = std::min(untuned_us, time_config(u, node, inputs, threads_of(untuned), scratch_u, cache));
-      winner_us = std::min(winner_us, time_config(w, node, inputs, winner.threads, scratch_w, cache));
+      untuned_us = std::min(untuned_us, time_config(u, node, inputs, threads_of(untuned), scratch_u, cache, u_in_place));
+      winner_us = std::min(winner_us, time_config(w, node, inputs, winner.threads, scratch_w, cache, w_in_place));
     }
   } catch (const std::exception&) {
     return false;
@@ -467,7 +485,8 @@ StepChoice Tuner::search_node(std::size_t s, const std::vector<const Tensor*>& i
     double us = std::numeric_limits<double>::infinity();
     try {
       std::vector<Tensor> got;
-      us = time_config(*step.candidates[c].ready(), node, inputs, t, got, cache);
+      us = time_config(*step.candidates[c].ready(), node, inputs, t, got, cache,
+                       residual_in_place(s, node, step.candidates[c]));
       if (c != ref && !all_agree(node, got, want)) {
         logger().debug("{}tuning: {} rejected, its result differs from {}", node_label(node), step.candidates[c].backend->name(),
                        step.candidates[ref].backend->name());
@@ -568,7 +587,7 @@ StepChoice Tuner::search_node(std::size_t s, const std::vector<const Tensor*>& i
   StepChoice winner{static_cast<int>(space.value(result.best, 0)), static_cast<int>(space.value(result.best, 1))};
   double winner_us = result.best_cost;
   double baseline_us = untuned_us;
-  if (result.best != untuned_point && !confirmed(step, node, inputs, winner, untuned, winner_us, baseline_us)) {
+  if (result.best != untuned_point && !confirmed(s, step, node, inputs, winner, untuned, winner_us, baseline_us)) {
     winner = {untuned.candidate, threads_of(untuned)};
     winner_us = baseline_us;
   }

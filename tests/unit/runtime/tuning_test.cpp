@@ -487,6 +487,53 @@ TEST_CASE("measurement sweeps what a run goes through: nothing where a core keep
   CHECK(sweep_bytes_for_constants(std::size_t{1} << 40) == cap);
 }
 
+namespace {
+
+// y = z + 1 for a residual z (input 3), read element by element before it is written, as a
+// kernel that accumulates into its residual does; notes whether y had z's bytes.
+struct AccumulatingKernel : Kernel {
+  mutable int runs_in_place = 0, runs_apart = 0;
+  void run(KernelContext& ctx) const override {
+    const Tensor& z = ctx.input(3);
+    Tensor& y = ctx.allocate_output(0, DType::Float32, z.shape());
+    (y.raw() == z.raw() ? runs_in_place : runs_apart) += 1;
+    const float* from = z.data<float>();
+    float* to = y.data<float>();
+    for (std::int64_t i = 0; i < z.numel(); ++i) to[i] = from[i] + 1.0f;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("measurement gives a residual's bytes to the output where the model does, fresh each run", "[tuning]") {
+  Node node;
+  node.name = "fused";
+  node.op_type = "Accumulate";
+  node.inputs = {0, 1, 2, 3};
+  node.outputs = {4};
+  const Tensor x = Tensor::from_vector<float>({0, 0}, {2});
+  const Tensor z = Tensor::from_vector<float>({1.0f, 2.0f}, {2});
+  const std::vector<const Tensor*> inputs = {&x, nullptr, nullptr, &z};
+  AccumulatingKernel kernel;
+  std::vector<Tensor> out;
+  time_config(kernel, node, inputs, 1, out, {}, 3);
+  CHECK(kernel.runs_in_place >= 2);  // the warm-up and at least one timed run
+  CHECK(kernel.runs_apart == 0);
+  REQUIRE(out.size() == 1);
+  // Every run starts from the residual's values, and the input itself is never written.
+  CHECK(out[0].data<float>()[0] == 2.0f);
+  CHECK(out[0].data<float>()[1] == 3.0f);
+  CHECK(z.data<float>()[0] == 1.0f);
+  CHECK(z.data<float>()[1] == 2.0f);
+
+  AccumulatingKernel apart;
+  std::vector<Tensor> out_apart;
+  time_config(apart, node, inputs, 1, out_apart, {}, -1);
+  CHECK(apart.runs_in_place == 0);
+  CHECK(apart.runs_apart >= 2);
+  CHECK(out_apart.at(0).data<float>()[1] == 3.0f);
+}
+
 // A backend of two algorithms: "algo=tiled" in 60 tiles, all slow, and "algo=lone", one config,
 // fast. The cost model sees them all alike; a search of 8 trials drawn from 120 points would most
 // likely never try the lone one. The search measures each family's best-predicted config first.
