@@ -8,12 +8,12 @@
 #include <optional>
 #include <set>
 
-#include "graph/fused_ops.hpp"
 #include "runtime/cache_key.hpp"
 #include "runtime/candidate_cost.hpp"
 #include "runtime/cost_calibration.hpp"
 #include "runtime/logging.hpp"
 #include "runtime/measurement.hpp"
+#include "runtime/memory_recorder.hpp"
 #include "runtime/threads.hpp"
 #include "runtime/trial_log.hpp"
 #include "runtime/workload.hpp"
@@ -136,15 +136,16 @@ CacheState Tuner::cache_state(const Node& node, const std::vector<const Tensor*>
 }
 
 int Tuner::residual_in_place(std::size_t s, const Node& node, const Candidate& c) const {
-  const int z = fused_residual_input(node);
-  if (z < 0 || static_cast<std::size_t>(z) >= node.inputs.size()) return -1;
-  const ValueId v = node.inputs[static_cast<std::size_t>(z)];
+  // The memory plan's own rule; its element-wise ops are left as they were measured.
+  const InPlaceRule rule = in_place_rule(node, *c.backend, c.config);
+  if (rule.elementwise || rule.inputs.size() != 1 || rule.inputs[0] >= node.inputs.size()) return -1;
+  const ValueId v = node.inputs[rule.inputs[0]];
   const auto& graph_inputs = graph_.inputs();
   if (v == kNoValue || graph_.is_initializer(v) || plan_.is_graph_output(v) ||
-      std::find(graph_inputs.begin(), graph_inputs.end(), v) != graph_inputs.end())
+      std::find(graph_inputs.begin(), graph_inputs.end(), v) != graph_inputs.end() ||
+      plan_.last_reader(v) != static_cast<int>(s))
     return -1;
-  if (plan_.last_reader(v) != static_cast<int>(s) || !c.backend->accumulates_into_residual(node, c.config)) return -1;
-  return z;
+  return static_cast<int>(rule.inputs[0]);
 }
 
 void Tuner::mark_tuned(std::size_t step) const {
@@ -425,11 +426,11 @@ std::vector<TunedNode::StrategyRun> Tuner::replay_strategies(const search::Space
   return runs;
 }
 
-bool Tuner::confirmed(std::size_t step_index, const PlanStep& step, const Node& node,
-                      const std::vector<const Tensor*>& inputs, StepChoice winner, StepChoice untuned, double& winner_us,
-                      double& untuned_us) const {
+bool Tuner::confirmed(std::size_t s, const Node& node, const std::vector<const Tensor*>& inputs, StepChoice winner,
+                      StepChoice untuned, double& winner_us, double& untuned_us) const {
   // Measured again, alternately, twice each: a winner found on one noisy series (another
   // process taking a core for a while) must not be stored as the node's tuning.
+  const PlanStep& step = plan_.steps()[s];
   const Kernel* winner_kernel = step.candidates[static_cast<std::size_t>(winner.candidate)].ready();
   const Kernel* untuned_kernel = step.candidates[static_cast<std::size_t>(untuned.candidate)].ready();
   if (!winner_kernel || !untuned_kernel) return false;
@@ -440,7 +441,7 @@ bool Tuner::confirmed(std::size_t step_index, const PlanStep& step, const Node& 
   winner_us = untuned_us = std::numeric_limits<double>::infinity();
   try {
     const auto in_place = [&](StepChoice c) {
-      return residual_in_place(step_index, node, step.candidates[static_cast<std::size_t>(c.candidate)]);
+      return residual_in_place(s, node, step.candidates[static_cast<std::size_t>(c.candidate)]);
     };
     const int u_in_place = in_place(untuned), w_in_place = in_place(winner);
     for (int round = 0; round < 2; ++round) {
@@ -587,7 +588,7 @@ StepChoice Tuner::search_node(std::size_t s, const std::vector<const Tensor*>& i
   StepChoice winner{static_cast<int>(space.value(result.best, 0)), static_cast<int>(space.value(result.best, 1))};
   double winner_us = result.best_cost;
   double baseline_us = untuned_us;
-  if (result.best != untuned_point && !confirmed(s, step, node, inputs, winner, untuned, winner_us, baseline_us)) {
+  if (result.best != untuned_point && !confirmed(s, node, inputs, winner, untuned, winner_us, baseline_us)) {
     winner = {untuned.candidate, threads_of(untuned)};
     winner_us = baseline_us;
   }

@@ -106,8 +106,8 @@ class Tuner {
   // Replays random, GA and RL on `measured` (every point of `space`) from the untuned point.
   std::vector<TunedNode::StrategyRun> replay_strategies(const search::Space& space, const search::CostModel& model,
                                                         const std::vector<search::Trial>& measured, std::size_t step) const;
-  bool confirmed(std::size_t step_index, const PlanStep& step, const Node& node, const std::vector<const Tensor*>& inputs,
-                 StepChoice winner, StepChoice untuned, double& winner_us, double& untuned_us) const;
+  bool confirmed(std::size_t s, const Node& node, const std::vector<const Tensor*>& inputs, StepChoice winner,
+                 StepChoice untuned, double& winner_us, double& untuned_us) const;
   std::string key_for(const PlanStep& step, const Node& node, const std::vector<const Tensor*>& inputs) const;
   std::string describe(const PlanStep& step, StepChoice c) const;
   // How the caches stand when the step runs inside the model (measurement.hpp).
