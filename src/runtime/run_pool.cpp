@@ -16,12 +16,19 @@ namespace {
 
 thread_local bool on_runner_thread = false;
 
-// How long a thread that waits for a run to finish, or a runner that waits for the next run,
-// polls before it sleeps on its condition variable. Waking a sleeping thread costs a futex call
-// on each side and a trip through the scheduler, which on a virtual machine is tens of
+// How long a runner that waits for the next run, or a caller that waits for a run expected to be
+// this short, polls before it sleeps on its condition variable. Waking a sleeping thread costs a
+// futex call on each side and a trip through the scheduler, which on a virtual machine is tens of
 // microseconds: as much as a small model's whole run, and every iteration of a serving loop
 // pays it twice. Polling yields the CPU between checks, so a thread with work to do is not held
 // up by it.
+//
+// A caller whose run takes longer sleeps at once. Each yield moves the yielding thread behind
+// every other runnable thread of its CPU (Linux's EEVDF scheduler pushes its deadline a whole
+// slice per yield), so a caller that polls while the run's threads hold both CPUs of a two-core
+// machine can find itself queued behind a thread that never yields, such as an OpenMP worker
+// spinning at the end of a parallel region, until the scheduler's next tick: 4 ms after every
+// run, in some processes, for a model that runs in 0.5 ms.
 constexpr auto kPollBeforeSleeping = std::chrono::microseconds(100);
 
 // Polls `ready` until it holds or kPollBeforeSleeping has passed; returns its last answer.
@@ -102,7 +109,7 @@ void RunPool::stop_runners() {
     if (r->thread.joinable()) r->thread.join();
 }
 
-void RunPool::execute(int threads, const std::function<void()>& work) {
+void RunPool::execute(int threads, const std::function<void()>& work, double expected_us) {
   if (on_runner_thread) {
     work();
     return;
@@ -115,8 +122,10 @@ void RunPool::execute(int threads, const std::function<void()>& work) {
   queue_.push_back(&w);
   start_queued(lock);
   lock.unlock();
-  if (!poll_briefly([&] { return w.done.load(std::memory_order_acquire); })) {
+  const bool poll = expected_us >= 0 && expected_us < std::chrono::duration<double, std::micro>(kPollBeforeSleeping).count();
+  if (!poll || !poll_briefly([&] { return w.done.load(std::memory_order_acquire); })) {
     lock.lock();
+    if (!w.done.load(std::memory_order_relaxed)) ++counters_.slept;
     w.sleeping = true;
     w.finished.wait(lock, [&] { return w.done.load(std::memory_order_relaxed); });
   }

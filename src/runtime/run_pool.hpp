@@ -26,6 +26,7 @@ struct RunPoolCounters {
   int peak_busy_cpus = 0;      // the most CPUs held by runs at once
   std::uint64_t executed = 0;  // works run on a runner thread
   std::uint64_t waited = 0;    // of those, works that found too few CPUs free and queued
+  std::uint64_t slept = 0;     // works whose caller slept until the work was done
 };
 
 class RunPool {
@@ -42,8 +43,10 @@ class RunPool {
   // pool has waits until it is idle and then runs alone), waits for it and rethrows what it
   // threw. Works start in the order they were asked for. Called from a runner thread (a
   // session's set-up runs the model to tune it), it runs `work` at once on that thread: the
-  // CPUs are already held.
-  void execute(int threads, const std::function<void()>& work);
+  // CPUs are already held. `expected_us` is how long the work is likely to take (negative: not
+  // known): the caller polls for a work expected to finish sooner than waking it would cost, and
+  // sleeps until any other is done.
+  void execute(int threads, const std::function<void()>& work, double expected_us = -1);
 
   RunPoolCounters counters() const;
 

@@ -59,6 +59,9 @@ struct Session::Impl {
   mutable std::map<ShapeSignature, int> parts;  // per signature, the record's choice once looked up
   BatchPartsCheck parts_check;
   mutable std::atomic<int> last_run_parts{1};  // of the most recent run (describe())
+  // How long the most recent run took on its runner thread (negative before the first): what a
+  // caller waiting for the next run expects (RunPool::execute polls for a short one).
+  mutable std::atomic<double> last_run_us{-1};
 
   // How many parts a run of these inputs goes in: what the tuning record for their shapes says,
   // when they can; else 1 (whole).
