@@ -63,11 +63,13 @@ void* map_huge(std::size_t length) {
   if (start > first) ::munmap(raw, start - first);
   if (last > end) ::munmap(reinterpret_cast<void*>(end), last - end);
   void* p = reinterpret_cast<void*>(start);
-  populate(p, length);
-  // Advice only, and after populating: asked before, every fault may stop to compact memory
-  // into a huge page (the kernel's default for advised ranges), which made loads swing.
-  // Advised after, khugepaged merges the block into huge pages in the background.
+  // Advised before populating, so the faults map huge pages at once. Advised after, only
+  // khugepaged would merge them, in the background at a few MB every 10 s by default: a
+  // process that runs for seconds never saw one. Where the system has no free huge page the
+  // fault may stop to compact memory (the default for advised ranges), which costs the load,
+  // not the runs; a system that refuses huge pages maps small ones.
   ::madvise(p, length, MADV_HUGEPAGE);
+  populate(p, length);
   return p;
 }
 

@@ -8,8 +8,8 @@
 //   in bulk at session load; from the heap the freed copies stayed resident (glibc returns heap
 //   memory only from its top, and raises its mmap threshold up to 32 MB as big blocks are
 //   freed): ResNet-50's peak RSS was ~40 MB above this at batch 1, ~80 MB at batch 8, BERT's
-//   ~130 MB. Blocks of 2 MB and more are aligned to 2 MB and, once populated, advised as
-//   transparent huge pages.
+//   ~130 MB. Blocks of 2 MB and more are aligned to 2 MB and advised as transparent huge pages
+//   before they are populated.
 #include <cstddef>
 #include <memory>
 
