@@ -35,6 +35,9 @@ enum class StmtKind {
              // computed, the lines of panel var + 1 (unless var + 1 = extent, the panels) at
              // fractions index[0] / trips of it, trips = full * ceil(dynamic / divisor) (the
              // product of the loops index[0] walks: full alone without a dynamic one)
+  PrefetchLines,  // the cache lines of buffer[index] and the `extent` - 1 elements after it (along
+                  // its contiguous last dimension), into L1: an epilogue's input asked for while the
+                  // tile's reduction runs (Schedule::prefetch_epilogue; the C++ printer only)
 };
 
 struct Stmt {

@@ -337,7 +337,21 @@ class LoopPrinter {
         return;
       case StmtKind::Stage: stage(s, depth); return;
       case StmtKind::Prefetch: prefetch(s, depth); return;
+      case StmtKind::PrefetchLines: prefetch_lines(s, depth); return;
     }
+  }
+
+  // Schedule::prefetch_epilogue on the CPU: each line the run of elements touches, into L1 (the
+  // run need not start on a line: its last element is asked for too).
+  void prefetch_lines(const StmtPtr& s, int depth) {
+    if (d_.gpu) return;
+    const std::string at = arg_names_.at(s->buffer.get()) + " + (" + flat(s->buffer, s->index).text() + ")";
+    std::int64_t last = 0;
+    for (std::int64_t k = 0; k < s->extent; k += 16) {
+      line(depth, "__builtin_prefetch(" + at + " + " + std::to_string(k) + ", 0, 3);");
+      last = k;
+    }
+    if (s->extent - 1 > last) line(depth, "__builtin_prefetch(" + at + " + " + std::to_string(s->extent - 1) + ", 0, 3);");
   }
 
   // Schedule::prefetch_next on the CPU: the lines of the next panel at this step's fraction of it,

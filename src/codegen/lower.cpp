@@ -580,6 +580,7 @@ class Lowering {
       });
     };
     StmtPtr start = tile_nest(extents, constant(reducer_identity(c_.reducer)), false);
+    if (StmtPtr fetch = epilogue_prefetch(extents)) start = block({std::move(fetch), start});
     StmtPtr finish = tile_nest(extents, rewrite(c_.epilogue, sum), true);
     if (outer_reduction_ != kNone) {
       // The outer reduction's first block starts from the identity and each later one from the
@@ -601,6 +602,43 @@ class Lowering {
                        }),
                   finish});
   }
+  // Schedule::prefetch_epilogue: at the top of a register tile, for each epilogue read of such an
+  // input, one PrefetchLines per point of the tile's unrolled loops; the vectorized loop (the last,
+  // walking the input's last dimension contiguously) is the run of elements each one covers.
+  StmtPtr epilogue_prefetch(const Extents& extents) {
+    std::vector<StmtPtr> out;
+    const std::size_t n = loops_.size();
+    const bool vectorized = n > first_tile_ && loops_.back().kind == LoopKind::Vectorized;
+    const VarNode* run = vectorized ? loops_.back().var.get() : nullptr;
+    for (const Buffer& b : s_.epilogue_prefetches()) {
+      std::vector<const ExprNode*> reads;
+      loads_of(c_.epilogue, b.get(), reads);
+      for (const ExprNode* read : reads) {
+        std::vector<Affine> index;
+        for (std::size_t d = 0; d < read->index.size(); ++d) {
+          const Affine a = rewrite(read->index[d]);
+          const std::int64_t along = run ? a.coefficient(run) : 0;
+          if (along != 0 && (along != 1 || d + 1 != read->index.size()))
+            throw std::invalid_argument(c_.name + ": prefetch_epilogue '" + b->name + "': the vectorized loop '" + run->name +
+                                        "' must walk its last dimension contiguously");
+          Affine start(a.offset);
+          for (const auto& t : a.terms)
+            if (t.first.get() != run) start.terms.push_back(t);
+          index.push_back(std::move(start));
+        }
+        out.push_back(nest(first_tile_, vectorized ? n - 1 : n, extents, [&](const Extents& e) {
+          auto fetch = std::make_shared<Stmt>();
+          fetch->kind = StmtKind::PrefetchLines;
+          fetch->buffer = b;
+          fetch->index = index;
+          fetch->extent = run ? extent(run, e) : 1;
+          return fetch;
+        }));
+      }
+    }
+    return out.empty() ? nullptr : block(std::move(out));
+  }
+
   // outer < below ? before : after.
   static StmtPtr on_outer_block(const Var& outer, std::int64_t below, StmtPtr before, StmtPtr after) {
     auto branch = std::make_shared<Stmt>();
@@ -682,7 +720,8 @@ class Lowering {
     if (first_tile_ != first_reduction_ + 1 || !split || split->parent->dynamic())
       throw std::invalid_argument(name + ": reduction loops must be contiguous, but for one outer part of a split reduction ('" +
                                   outer.var->name + "' is not one, or is not alone)");
-    if (outer.kind != LoopKind::Serial || !s_.stages().empty() || !s_.prefetches().empty() || block_threads_)
+    if (outer.kind != LoopKind::Serial || !s_.stages().empty() || !s_.prefetches().empty() ||
+        !s_.epilogue_prefetches().empty() || block_threads_)
       throw std::invalid_argument(name + ": an outer reduction ('" + outer.var->name +
                                   "') is a serial CPU loop, in a schedule that neither stages nor prefetches");
     for (const Loop& l : loops_)
@@ -772,6 +811,12 @@ void dump_into(const StmtPtr& s, int depth, std::string& out) {
     case StmtKind::Prefetch:
       out += pad + "prefetch " + s->buffer->name + "[" + s->var->name + " + 1] at " + affine_text(s->index[0]) + "\n";
       return;
+    case StmtKind::PrefetchLines: {
+      std::string at;
+      for (const Affine& a : s->index) at += "[" + affine_text(a) + "]";
+      out += pad + "prefetch " + s->buffer->name + at + " +" + std::to_string(s->extent) + "\n";
+      return;
+    }
     case StmtKind::Stage: {
       std::string dims;
       for (std::int64_t d : s->buffer->dims) dims += "[" + std::to_string(d) + "]";

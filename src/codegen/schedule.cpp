@@ -104,6 +104,28 @@ void Schedule::prefetch_next(const Buffer& b, const Var& at) {
   prefetches_.push_back({b, at});
 }
 
+namespace {
+
+bool reads(const Expr& e, const BufferNode* b) {
+  if (!e) return false;
+  if (e->op == Op::Load && e->buffer.get() == b) return true;
+  for (const Expr& a : e->args)
+    if (reads(a, b)) return true;
+  return false;
+}
+
+}  // namespace
+
+void Schedule::prefetch_epilogue(const Buffer& b) {
+  if (std::find(compute_.inputs.begin(), compute_.inputs.end(), b) == compute_.inputs.end() || !reads(compute_.epilogue, b.get()))
+    throw std::invalid_argument(compute_.name + ": prefetch_epilogue '" + b->name + "': not an input the epilogue reads");
+  if (reads(compute_.body, b.get()) || pack_of(b.get()))
+    throw std::invalid_argument(compute_.name + ": prefetch_epilogue '" + b->name + "': the reduction reads it too");
+  if (std::find(epilogue_prefetches_.begin(), epilogue_prefetches_.end(), b) != epilogue_prefetches_.end())
+    throw std::invalid_argument(compute_.name + ": '" + b->name + "' is prefetched for the epilogue already");
+  epilogue_prefetches_.push_back(b);
+}
+
 void Schedule::stage_shared(const Buffer& b, const Var& at) {
   if (std::find(compute_.inputs.begin(), compute_.inputs.end(), b) == compute_.inputs.end())
     throw std::invalid_argument(compute_.name + ": '" + b->name + "' is not an input, nothing to stage");
@@ -188,6 +210,7 @@ std::string Schedule::describe() const {
   }
   for (const PackRecord& p : packs_) s += " pack(" + p.original->name + "@" + p.var->name + ")";
   for (const PrefetchRecord& r : prefetches_) s += " prefetch(" + r.original->name + "@" + r.at->name + ")";
+  for (const Buffer& b : epilogue_prefetches_) s += " prefetch_epilogue(" + b->name + ")";
   for (const StageRecord& r : stages_)
     s += " shared(" + r.original->name + "@" + r.at->name + (r.producer ? "=" + r.producer->name : "") + ")";
   return s;

@@ -22,6 +22,11 @@
 //                  iterations of the loops between v and the register tile: weights streamed from
 //                  memory arrive while the panel before them is computed (the C++ printer only;
 //                  the CUDA printer leaves it out)
+//   prefetch_epilogue(b)
+//                  as each register tile starts its reduction, the lines of input b that the
+//                  tile's epilogue will read are prefetched into L1: an input read only after the
+//                  reduction (a residual) arrives while the tile computes instead of stalling its
+//                  stores (the C++ printer only; no outer reduction)
 //   stage_shared(b, r)
 //                  input b is read from a staged tile: at the top of each iteration of the serial
 //                  loop r (a reduction loop in a CUDA kernel; on the CPU also a spatial loop,
@@ -103,6 +108,7 @@ class Schedule {
   void bind_thread(const Var& v) { kind(v, LoopKind::GpuThread); }
   void pack(const Buffer& b, const Var& v);
   void prefetch_next(const Buffer& b, const Var& at);
+  void prefetch_epilogue(const Buffer& b);
   void stage_shared(const Buffer& b, const Var& at);
   // `chunk`: on the CPU, how many values of the tile's last dimension the producer computes at
   // every point of the others before the next (one SIMD vector keeps what it reads along that
@@ -119,6 +125,7 @@ class Schedule {
   const PackRecord* pack_of(const BufferNode* b) const;
   const std::vector<PackRecord>& packs() const { return packs_; }
   const std::vector<PrefetchRecord>& prefetches() const { return prefetches_; }
+  const std::vector<Buffer>& epilogue_prefetches() const { return epilogue_prefetches_; }
   const std::vector<StageRecord>& stages() const { return stages_; }
   // How input b is staged, or null.
   const StageRecord* stage_of(const BufferNode* b) const;
@@ -133,6 +140,7 @@ class Schedule {
   std::map<const VarNode*, SplitRecord> splits_;
   std::vector<PackRecord> packs_;
   std::vector<PrefetchRecord> prefetches_;
+  std::vector<Buffer> epilogue_prefetches_;
   std::vector<StageRecord> stages_;
 };
 

@@ -140,6 +140,7 @@ Schedule conv_schedule(const Compute& c, const MatMulConfig& config, int lanes) 
   Schedule s = window_schedule(c, config, lanes);
   s.pack(c.inputs[1], c.axes[3]);
   if (config.prefetch) s.prefetch_next(c.inputs[1], s.split_of(c.axes[3].get())->outer);
+  if (config.prefetch_residual) s.prefetch_epilogue(residual_input(c));
   return s;
 }
 

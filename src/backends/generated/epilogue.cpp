@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <stdexcept>
 
 #include "graph/fused_ops.hpp"
 
@@ -9,6 +10,8 @@ namespace wpk::gen {
 namespace {
 
 using namespace codegen;
+
+constexpr const char* kResidualName = "z";
 
 std::size_t expected_params(const std::string& activation) {
   if (activation == "Clip" || activation == "HardSigmoid") return 2;
@@ -71,6 +74,12 @@ Expr activation_of(const Epilogue& e, Expr x) {
   return x * (constant(1.0f) + unary(Op::Tanh, inner)) * constant(0.5f);
 }
 
+Buffer residual_input(const Compute& c) {
+  for (const Buffer& b : c.inputs)
+    if (b->name == kResidualName) return b;
+  throw std::invalid_argument(c.name + ": no residual input");
+}
+
 Expr epilogue_expr(const Epilogue& e, const Var& column, const std::vector<Var>& output_axes,
                   const std::vector<std::int64_t>& output_dims, std::vector<Buffer>& inputs) {
   Expr sum = acc();
@@ -79,7 +88,7 @@ Expr epilogue_expr(const Epilogue& e, const Var& column, const std::vector<Var>&
     sum = sum + load(inputs.back(), {column});
   }
   if (e.residual) {
-    inputs.push_back(buffer("z", output_dims));
+    inputs.push_back(buffer(kResidualName, output_dims));
     sum = sum + load(inputs.back(), std::vector<Affine>(output_axes.begin(), output_axes.end()));
   }
   Expr out = activation_of(e, sum);

@@ -31,6 +31,9 @@ codegen::Expr activation_of(const Epilogue& e, codegen::Expr x);
 // sum alone; appends the bias ([columns]) and residual (the output's dims) buffers to `inputs`.
 codegen::Expr epilogue_expr(const Epilogue& e, const codegen::Var& column, const std::vector<codegen::Var>& output_axes,
                             const std::vector<std::int64_t>& output_dims, std::vector<codegen::Buffer>& inputs);
+// The residual buffer epilogue_expr appended to a compute's inputs; std::invalid_argument when it
+// has none.
+codegen::Buffer residual_input(const codegen::Compute& c);
 
 // The value's shape when every dimension is static, else nullopt.
 std::optional<std::vector<std::int64_t>> static_dims(const Graph& graph, ValueId v);

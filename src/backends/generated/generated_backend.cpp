@@ -248,6 +248,14 @@ std::vector<std::string> GeneratedBackend::configs(const Node& node, const Graph
         c.prefetch = true;
         out.push_back(c.text());
       }
+  // A product or a conv with a fused residual: each tile over row tiles also asking for the
+  // residual it adds as it starts (a thread's rows of the residual then arrive in order).
+  if ((plan.product && plan.product->residual) || (plan.conv && plan.conv->residual))
+    for (MatMulConfig c : matmul_configs(vector_registers(widest_target())))
+      if (!c.parallel_cols && (plan.product || c.rows >= 4)) {
+        c.prefetch_residual = true;
+        out.push_back(c.text());
+      }
   // A product with constant B in blocks of K: over column tiles, for the tiles of at least 8
   // vectors (a smaller one reloads the partial sums too often for the blocks to pay).
   if (plan.product && graph.initializer(node.inputs[1]))
@@ -296,6 +304,8 @@ std::unique_ptr<Kernel> GeneratedBackend::prepare(const Node& node, const Graph&
   if (!c) throw Error(ErrorCode::Internal, node_label(node) + "the gen backend has no configuration '" + config + "'");
   if (c->k_block && !plan.product)
     throw Error(ErrorCode::Unsupported, node_label(node) + "only generated products run in blocks of K ('" + config + "')");
+  if (c->prefetch_residual && plan.pool)
+    throw Error(ErrorCode::Unsupported, node_label(node) + "a pool has no residual to prefetch ('" + config + "')");
   if (plan.pool) {
     try {
       return make_pool(*plan.pool, *c);
@@ -426,18 +436,23 @@ std::optional<KernelProfile> GeneratedBackend::describe(const Node& node, const 
     p.extra_bytes += 2.0 * sizeof(float) * static_cast<double>(blocks - 1) * static_cast<double>(*rows * s.n);
     p.parallel_regions = static_cast<int>(blocks);
     if (c->prefetch) p.prefetched_bytes = sizeof(float) * static_cast<double>(s.k * s.n) + p.extra_bytes;
+    if (c->prefetch_residual) p.prefetched_bytes += sizeof(float) * static_cast<double>(*rows * s.n);
   } else {
     const ConvSpec& s = *plan.conv;
     if (!dynamic_extent(shapes, 3)) return std::nullopt;
     p.name = kernel_name(s.depthwise ? "depthwise_conv_nhwc" : "conv_nhwc", *c, target);
     p.efficiency = s.depthwise ? 0.3 * fmas / (fmas + c->vectors) : 0.36 * tile_efficiency(c->rows, c->vectors, s.ow);
     if (c->prefetch) p.prefetched_bytes = sizeof(float) * static_cast<double>(s.kh * s.kw * s.c * s.o);
+    if (c->prefetch_residual && shapes[0] && !shapes[0]->empty())
+      p.prefetched_bytes += sizeof(float) * static_cast<double>((*shapes[0])[0] * s.oh * s.ow * s.o);
     columns = s.o;
     tiles = c->parallel_cols ? (s.o + c->vectors * lanes - 1) / (c->vectors * lanes) : s.oh;
   }
   // A prefetch a reduction step beside the tile's multiply-adds takes issue slots; what it saves,
   // the weights' transfer hidden behind the arithmetic, is prefetched_bytes.
   if (c->prefetch) p.efficiency *= static_cast<double>(c->rows * c->vectors) / (c->rows * c->vectors + 1);
+  // A residual's prefetches (a line or two per tile row, once per reduction) take too few issue
+  // slots to count.
   // Masked last vectors do whole vectors' work; the parallel loop's tiles shared among threads.
   const std::int64_t cols = std::min<std::int64_t>(std::int64_t{c->vectors} * lanes, columns);
   const std::int64_t per_thread = (tiles + threads - 1) / threads;

@@ -101,7 +101,8 @@ std::optional<MatMulSpec> matmul_spec(const Node& node, const Graph& graph, std:
 
 std::string MatMulConfig::text() const {
   return "rows=" + std::to_string(rows) + ",vectors=" + std::to_string(vectors) + ",parallel=" + (parallel_cols ? "cols" : "rows") +
-         (prefetch ? ",prefetch=1" : "") + (k_block ? ",kblock=" + std::to_string(k_block) : "");
+         (prefetch ? ",prefetch=1" : "") + (prefetch_residual ? ",prefetch_residual=1" : "") +
+         (k_block ? ",kblock=" + std::to_string(k_block) : "");
 }
 
 std::optional<MatMulConfig> MatMulConfig::parse(const std::string& text) {
@@ -115,6 +116,10 @@ std::optional<MatMulConfig> MatMulConfig::parse(const std::string& text) {
     c.prefetch = true;
     rest = rest.substr(11);
   }
+  if (rest.rfind(",prefetch_residual=1", 0) == 0) {
+    c.prefetch_residual = true;
+    rest = rest.substr(20);
+  }
   if (!rest.empty()) {
     int block = 0, end = 0;
     if (std::sscanf(rest.c_str(), ",kblock=%d%n", &block, &end) != 1 || static_cast<std::size_t>(end) != rest.size() ||
@@ -125,7 +130,8 @@ std::optional<MatMulConfig> MatMulConfig::parse(const std::string& text) {
   const std::string p = parallel;
   if ((p != "rows" && p != "cols") || c.rows < 1 || c.rows > 16 || c.vectors < 1 || c.vectors > 8) return std::nullopt;
   c.parallel_cols = p == "cols";
-  if (c.k_block != 0 && (c.k_block < 8 || c.k_block > 4096 || !c.parallel_cols || c.prefetch)) return std::nullopt;
+  if (c.k_block != 0 && (c.k_block < 8 || c.k_block > 4096 || !c.parallel_cols || c.prefetch || c.prefetch_residual))
+    return std::nullopt;
   return c;
 }
 
@@ -181,6 +187,7 @@ Schedule matmul_schedule(const Compute& c, const MatMulConfig& config, int lanes
     s.pack(c.inputs[1], j);
     if (config.prefetch) s.prefetch_next(c.inputs[1], jo);
   }
+  if (config.prefetch_residual) s.prefetch_epilogue(residual_input(c));
   return s;
 }
 

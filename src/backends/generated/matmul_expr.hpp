@@ -36,11 +36,14 @@ std::optional<MatMulSpec> matmul_spec(const Node& node, const Graph& graph, std:
 // K at a time over all its tiles, the partial sums kept in the output between blocks
 // (codegen::Schedule's outer reduction): each thread's A rows of one block stay in its private
 // cache while it walks its column tiles, where without blocks A streams from memory once per
-// column tile.
+// column tile. With ",prefetch_residual=1" (a fused residual, no block of K), each tile asks for
+// the residual it adds as it starts its reduction (codegen::Schedule::prefetch_epilogue): the
+// tile's stores wait for it otherwise where it comes from memory (a batch's activations).
 struct MatMulConfig {
   int rows = 4, vectors = 2;
   bool parallel_cols = false;
   bool prefetch = false;
+  bool prefetch_residual = false;
   int k_block = 0;  // 0: the whole of K at once
   std::string text() const;
   static std::optional<MatMulConfig> parse(const std::string& text);

@@ -34,6 +34,10 @@ struct SweepCase {
   // Products in blocks of K (",kblock=N": products with constant B and K past a block) are
   // checked on the cases made for them, and only those configs there.
   bool k_block_configs = false;
+  // Asking for the residual as a tile starts (",prefetch_residual=1": products and convs with a
+  // residual) likewise changes no value: checked on the cases made for it, at the tiles' edges,
+  // and only those configs there.
+  bool residual_prefetch_configs = false;
 };
 
 // NHWC convs as the layout pass leaves them, with the epilogues kernels fuse.
@@ -333,6 +337,24 @@ std::vector<SweepCase> other_cases() {
                          1e-4, 1e-4};
   blocked_conv.k_block_configs = true;
   out.push_back(std::move(blocked_conv));
+  // Residuals asked for as each tile starts: a product, a pointwise NHWC conv (a product over the
+  // same bytes) and a 3x3 conv, each with remainders in rows and columns.
+  {
+    SweepCase product{OpCase("FusedMatMul", "com.wpk").input("A", {2, 7, 17}).constant("B", {17, 33}).constant("C", {33})
+                          .input("Z", {2, 7, 33}).activation("Relu").seed(seed++),
+                      1e-4, 1e-5};
+    SweepCase pointwise{OpCase("FusedConv", "com.wpk").input("X", {2, 5, 7, 17}).constant("W", {33, 17, 1, 1}).constant("B", {33})
+                            .input("Z", {2, 5, 7, 33}).attr("channels_last", std::int64_t{1}).activation("Relu").seed(seed++),
+                        1e-4, 1e-4};
+    SweepCase window{OpCase("FusedConv", "com.wpk").input("X", {1, 7, 7, 15}).constant("W", {17, 15, 3, 3}).constant("B", {17})
+                         .input("Z", {1, 7, 7, 17}).attr("pads", std::vector<std::int64_t>{1, 1, 1, 1})
+                         .attr("channels_last", std::int64_t{1}).seed(seed++),
+                     1e-4, 1e-4};
+    for (SweepCase* c : {&product, &pointwise, &window}) {
+      c->residual_prefetch_configs = true;
+      out.push_back(std::move(*c));
+    }
+  }
   // Every epilogue a generated product fuses, with a residual and rows over two leading dims.
   for (const char* act : {"Relu", "Sigmoid", "Tanh", "SiLU", "Clip", "LeakyRelu", "HardSwish", "Gelu", "GeluTanh"})
     out.push_back({OpCase("FusedMatMul", "com.wpk").input("A", {2, 3, 17}).constant("B", {17, 33}).constant("C", {33})
@@ -416,6 +438,12 @@ std::vector<std::string> configs_of(const SweepCase& c, const wpk::Backend& back
   if (backend.name() == "gen" && !c.prefetch_configs)
     configs.erase(std::remove_if(configs.begin(), configs.end(),
                                  [](const std::string& s) { return s.find(",prefetch=1") != std::string::npos; }),
+                  configs.end());
+  if (backend.name() == "gen")
+    configs.erase(std::remove_if(configs.begin(), configs.end(),
+                                 [&](const std::string& s) {
+                                   return (s.find(",prefetch_residual=1") != std::string::npos) != c.residual_prefetch_configs;
+                                 }),
                   configs.end());
   if (backend.name() == "gen" && !c.every_generated_config && configs.size() > 1) configs.resize(1);
   if (backend.name() == "gen")

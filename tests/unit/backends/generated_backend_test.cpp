@@ -91,3 +91,32 @@ TEST_CASE("products in blocks of K are offered for two blocks or more, and keep 
   CHECK_FALSE(has_blocks(conv.configs(gen)));
   CHECK_THROWS_WITH(conv.prepare(gen, "rows=4,vectors=1,parallel=cols,kblock=128"), Catch::Contains("blocks of K"));
 }
+
+TEST_CASE("products and convs with a residual also offer to ask for it as each tile starts", "[gen]") {
+  const wpk::gen::GeneratedBackend gen;
+  const auto asks = [](const std::vector<std::string>& configs) {
+    return std::count_if(configs.begin(), configs.end(),
+                         [](const std::string& c) { return c.find(",prefetch_residual=1") != std::string::npos; });
+  };
+  const OpCase product =
+      OpCase("FusedMatMul", "com.wpk").input("A", {4, 32}).constant("B", {32, 16}).constant("C", {16}).input("Z", {4, 16});
+  const OpCase conv = OpCase("FusedConv", "com.wpk").input("X", {1, 6, 6, 8}).constant("W", {16, 8, 3, 3}).constant("B", {16})
+                          .attr("channels_last", std::int64_t{1}).attr("pads", std::vector<std::int64_t>{1, 1, 1, 1});
+  OpCase conv_residual = conv;
+  conv_residual.input("Z", {1, 6, 6, 16});
+  CHECK(asks(product.configs(gen)) > 0);
+  CHECK(asks(conv_residual.configs(gen)) > 0);
+  CHECK(asks(conv.configs(gen)) == 0);
+  CHECK(asks(OpCase("FusedMatMul", "com.wpk").input("A", {4, 32}).constant("B", {32, 16}).configs(gen)) == 0);
+  // Named in the kernel, kept in the config's text; a config asking for a residual the node has
+  // not is refused, as is one that also runs in blocks of K.
+  CHECK(conv_residual.prepare(gen, "rows=4,vectors=1,parallel=rows,prefetch_residual=1")->profile().name.find("_pz") != std::string::npos);
+  CHECK_THROWS_WITH(conv.prepare(gen, "rows=4,vectors=1,parallel=rows,prefetch_residual=1"), Catch::Contains("no residual"));
+  using wpk::gen::MatMulConfig;
+  const auto round_trip = MatMulConfig::parse("rows=4,vectors=3,parallel=rows,prefetch=1,prefetch_residual=1");
+  REQUIRE(round_trip);
+  CHECK(round_trip->prefetch_residual);
+  CHECK(round_trip->text() == "rows=4,vectors=3,parallel=rows,prefetch=1,prefetch_residual=1");
+  CHECK_FALSE(MatMulConfig::parse("rows=6,vectors=2,parallel=cols,prefetch_residual=1,kblock=256"));
+  CHECK_FALSE(MatMulConfig::parse("rows=6,vectors=2,parallel=cols,prefetch_residual=2"));
+}

@@ -680,6 +680,88 @@ TEST_CASE("prefetching the next panel of packed B leaves a product's values as t
   CHECK_THROWS_WITH(lower(s), Catch::Contains("outside the reductions"));
 }
 
+TEST_CASE("asking for the residual as each tile starts leaves a product's values as they were", "[codegen]") {
+  // The epilogue adds z[i, j] after the reduction; every tile asks for the lines of its rows of z
+  // before it (a run of a vector, or of a masked last vector, from each unrolled row). Rows
+  // dynamic (remainder tiles of 1 and 2 rows), columns with a remainder; the packed B prefetched
+  // too on one pass.
+  const std::int64_t n = 37, kk = 19;
+  Var j = var("j", n), k = var("k", kk), i = dynamic_var("i");
+  Buffer a = buffer("a", {kDynamic, kk}), b = buffer("b", {kk, n}), z = buffer("z", {kDynamic, n}), out = buffer("c", {kDynamic, n});
+  const Compute c = compute("residual", out, {i, j}, {k}, load(a, {i, k}) * load(b, {k, j}), relu(acc() + load(z, {i, j})), {a, b, z});
+  for (bool with_panels : {false, true})
+    for (CpuTarget target : runnable_targets()) {
+      Schedule s(c);
+      const auto [io, ii] = s.split(i, 3);
+      const auto [jo, ji] = s.split(j, std::min<std::int64_t>(2 * vector_lanes(target), n));
+      s.reorder({io, jo, k, ii, ji});
+      s.parallel(io);
+      s.unroll(ii);
+      s.vectorize(ji);
+      s.pack(b, j);
+      if (with_panels) s.prefetch_next(b, jo);
+      s.prefetch_epilogue(z);
+      INFO("target " << target_name(target) << ": " << s.describe());
+      const std::string ir = dump(lower(s).body);
+      INFO(ir);
+      CHECK(ir.find("prefetch z[") != std::string::npos);
+      CHECK(ir.find("prefetch z[") < ir.find("for k <"));  // before the reduction
+      const PrintedKernel printed = print_cpp(lower(s), target, "f", "unit test");
+      CHECK(printed.source.find("__builtin_prefetch(a2 + (") != std::string::npos);  // z is the third argument
+      std::string why;
+      const auto kernel = build(s, target, &why);
+      INFO(why);
+      REQUIRE(kernel);
+      for (std::int64_t rows : {1, 4, 8}) {
+        INFO(rows << " rows");
+        Values v;
+        v[a.get()] = random_values(numel(a, rows), 51);
+        v[b.get()] = random_values(numel(b), 52);
+        v[z.get()] = random_values(numel(z, rows), 53);
+        const std::vector<float> want = interpret(c, v, rows);
+        v[b.get()] = pack_input(s.packs()[0], s, v[b.get()].data());
+        for (int threads : {1, 2}) {
+          bool guards = false;
+          check_close(run(kernel, c, v, threads, &guards, rows), want, 1e-5f);
+          CHECK(guards);
+        }
+      }
+    }
+  Schedule s(c);
+  CHECK_THROWS_WITH(s.prefetch_epilogue(a), Catch::Contains("not an input the epilogue reads"));
+  CHECK_THROWS_WITH(s.prefetch_epilogue(buffer("elsewhere", {4})), Catch::Contains("not an input the epilogue reads"));
+  s.prefetch_epilogue(z);
+  CHECK_THROWS_WITH(s.prefetch_epilogue(z), Catch::Contains("already"));
+  // Read by the reduction as well: it is there before the epilogue anyway.
+  Var row = var("row", kk);
+  Buffer square = buffer("square", {kk, kk}), zs = buffer("zs", {kk, n});
+  const Compute both = compute("both", buffer("y", {kk, n}), {row, j}, {k}, load(square, {row, k}) * load(zs, {k, j}),
+                               acc() + load(zs, {row, j}), {square, zs});
+  Schedule sb(both);
+  CHECK_THROWS_WITH(sb.prefetch_epilogue(zs), Catch::Contains("the reduction reads it too"));
+  // The vectorized loop must walk the residual's last dimension, as each prefetch covers a run of it.
+  Buffer zt = buffer("zt", {n, 8}), a8 = buffer("a8", {8, kk});
+  Var r = var("r", 8);
+  const Compute across = compute("across", buffer("y", {8, n}), {r, j}, {k}, load(a8, {r, k}) * load(b, {k, j}),
+                                 acc() + load(zt, {j, r}), {a8, b, zt});
+  Schedule st(across);
+  const auto [jo, ji] = st.split(j, 8);
+  st.reorder({r, jo, k, ji});
+  st.vectorize(ji);
+  st.prefetch_epilogue(zt);
+  CHECK_THROWS_WITH(lower(st), Catch::Contains("must walk its last dimension contiguously"));
+  // Not with the reduction in blocks outside the tiles: only the last block reads the residual.
+  Schedule so(c);
+  const auto [io, ii] = so.split(i, 3);
+  const auto [jo2, ji2] = so.split(j, 8);
+  const auto [ko, ki] = so.split(k, 8);
+  so.reorder({ko, jo2, io, ki, ii, ji2});
+  so.unroll(ii);
+  so.vectorize(ji2);
+  so.prefetch_epilogue(z);
+  CHECK_THROWS_WITH(lower(so), Catch::Contains("neither stages nor prefetches"));
+}
+
 TEST_CASE("schedules that break a rule are refused with the rule named", "[codegen]") {
   Product p = product(8, 32, 16);
   {
