@@ -117,12 +117,13 @@ void RunPool::execute(int threads, const std::function<void()>& work, double exp
   Work w;
   w.cpus = std::clamp(threads, 1, cpus_);
   w.body = &work;
+  const bool poll = expected_us >= 0 && expected_us < std::chrono::duration<double, std::micro>(kPollBeforeSleeping).count();
   std::unique_lock<std::mutex> lock(mutex_);
   if (!queue_.empty() || w.cpus > free_cpus_) ++counters_.waited;
+  if (poll) ++counters_.polled;
   queue_.push_back(&w);
   start_queued(lock);
   lock.unlock();
-  const bool poll = expected_us >= 0 && expected_us < std::chrono::duration<double, std::micro>(kPollBeforeSleeping).count();
   if (!poll || !poll_briefly([&] { return w.done.load(std::memory_order_acquire); })) {
     lock.lock();
     if (!w.done.load(std::memory_order_relaxed)) ++counters_.slept;

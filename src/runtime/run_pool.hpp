@@ -26,6 +26,7 @@ struct RunPoolCounters {
   int peak_busy_cpus = 0;      // the most CPUs held by runs at once
   std::uint64_t executed = 0;  // works run on a runner thread
   std::uint64_t waited = 0;    // of those, works that found too few CPUs free and queued
+  std::uint64_t polled = 0;    // works whose caller polled for them (before sleeping, if it did)
   std::uint64_t slept = 0;     // works whose caller slept until the work was done
 };
 

@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <ctime>
 #include <stdexcept>
 #include <thread>
 #include <vector>
@@ -124,41 +123,26 @@ TEST_CASE("run pool: one caller's works in sequence reuse one runner", "[threads
   CHECK(std::all_of(ids.begin(), ids.end(), [&](std::thread::id id) { return id == ids.front(); }));
 }
 
-namespace {
-
-double thread_cpu_us() {
-  timespec t{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-  return t.tv_sec * 1e6 + t.tv_nsec / 1e3;
-}
-
-// The least CPU time the calling thread spends in 10 executes of a 5 ms work announced as
-// `expected_us` long.
-double least_caller_cpu_us(RunPool& pool, double expected_us) {
-  double least = 1e9;
-  for (int i = 0; i < 10; ++i) {
-    const double before = thread_cpu_us();
-    pool.execute(1, [] { std::this_thread::sleep_for(std::chrono::milliseconds(5)); }, expected_us);
-    least = std::min(least, thread_cpu_us() - before);
-  }
-  return least;
-}
-
-}  // namespace
-
-TEST_CASE("run pool: a caller sleeps at once through a work not expected to be short", "[threads][run_pool]") {
+TEST_CASE("run pool: a caller polls only for a work expected to be short, and sleeps at once otherwise", "[threads][run_pool]") {
   // A caller that polls holds a CPU the work's own threads may need, and its yields put it behind
   // them until the scheduler's next tick: it polls only for a work expected to end sooner than a
-  // wake-up costs.
+  // wake-up costs (100 us), never for one of unknown length.
   RunPool pool(2);
-  const RunPoolCounters before = pool.counters();
-  const double known_long = least_caller_cpu_us(pool, 5000);
-  const double unknown = least_caller_cpu_us(pool, -1);
-  const double expected_short = least_caller_cpu_us(pool, 10);  // wrong: it polls, then sleeps
-  CHECK(known_long < 50);
-  CHECK(unknown < 50);
-  CHECK(expected_short > known_long);
-  CHECK(pool.counters().slept - before.slept == 30);
+  const auto five_ms = [] { std::this_thread::sleep_for(std::chrono::milliseconds(5)); };
+  for (const double expected_us : {-1.0, 100.0, 5000.0}) {
+    const RunPoolCounters before = pool.counters();
+    pool.execute(1, five_ms, expected_us);
+    INFO(expected_us << " us expected");
+    CHECK(pool.counters().polled == before.polled);
+    CHECK(pool.counters().slept == before.slept + 1);
+  }
+  for (const double expected_us : {0.0, 10.0, 99.0}) {
+    const RunPoolCounters before = pool.counters();
+    pool.execute(1, five_ms, expected_us);  // longer than expected: polls, then sleeps
+    INFO(expected_us << " us expected");
+    CHECK(pool.counters().polled == before.polled + 1);
+    CHECK(pool.counters().slept == before.slept + 1);
+  }
 }
 
 using runtime_test::ones;
