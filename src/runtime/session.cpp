@@ -495,18 +495,13 @@ TensorMap Session::run_with(const TensorMap& inputs, const RunOptions* options, 
     const double checks_us = us_since(called);
     const auto checked = std::chrono::steady_clock::now();
     std::vector<Tensor> values;
-    RunPool::process().execute(
-        impl_->threads,
-        [&] {
-          const auto started = std::chrono::steady_clock::now();
-          const double queued_us = std::chrono::duration<double, std::micro>(started - checked).count();
-          const int parts = impl_->batch_parts(bound);
-          impl_->last_run_parts.store(parts);
-          values = parts > 1 ? run_in_parts(bound, parts, options, profile, checks_us, queued_us)
-                             : run_checked(bound, options, profile, checks_us, queued_us);
-          impl_->last_run_us.store(us_since(started));
-        },
-        impl_->last_run_us.load());
+    impl_->execute_run([&] {
+      const double queued_us = us_since(checked);
+      const int parts = impl_->batch_parts(bound);
+      impl_->last_run_parts.store(parts);
+      values = parts > 1 ? run_in_parts(bound, parts, options, profile, checks_us, queued_us)
+                         : run_checked(bound, options, profile, checks_us, queued_us);
+    });
     TensorMap out;
     for (std::size_t k = 0; k < values.size(); ++k) out[impl_->graph.value(impl_->graph.outputs()[k]).name] = std::move(values[k]);
     return out;
@@ -526,14 +521,7 @@ std::vector<Tensor> Session::run_in_order(const std::vector<Tensor>& inputs) con
     }
     check_bound_inputs(impl_->graph, bound);
     std::vector<Tensor> out;
-    RunPool::process().execute(
-        impl_->threads,
-        [&] {
-          const auto started = std::chrono::steady_clock::now();
-          out = run_checked(bound, nullptr, nullptr, 0, 0);
-          impl_->last_run_us.store(us_since(started));
-        },
-        impl_->last_run_us.load());
+    impl_->execute_run([&] { out = run_checked(bound, nullptr, nullptr, 0, 0); });
     return out;
   } catch (...) {
     rethrow_as_error();

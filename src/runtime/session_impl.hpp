@@ -17,6 +17,7 @@
 #include "runtime/execution_plan.hpp"
 #include "runtime/memory_budget.hpp"
 #include "runtime/plan_cache.hpp"
+#include "runtime/run_pool.hpp"
 #include "runtime/tuner.hpp"
 #include "runtime/tuning_db.hpp"
 #include "wpk/session.hpp"
@@ -62,6 +63,20 @@ struct Session::Impl {
   // How long the most recent run took on its runner thread (negative before the first): what a
   // caller waiting for the next run expects (RunPool::execute polls for a short one).
   mutable std::atomic<double> last_run_us{-1};
+
+  // Runs `run` on the process's CPUs with the session's threads, telling the pool how long the
+  // last run took, and keeping this one's time for the next.
+  template <typename Run>
+  void execute_run(const Run& run) const {
+    RunPool::process().execute(
+        threads,
+        [&] {
+          const auto started = std::chrono::steady_clock::now();
+          run();
+          last_run_us.store(us_since(started));
+        },
+        last_run_us.load());
+  }
 
   // How many parts a run of these inputs goes in: what the tuning record for their shapes says,
   // when they can; else 1 (whole).

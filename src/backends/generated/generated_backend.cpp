@@ -449,10 +449,9 @@ std::optional<KernelProfile> GeneratedBackend::describe(const Node& node, const 
     tiles = c->parallel_cols ? (s.o + c->vectors * lanes - 1) / (c->vectors * lanes) : s.oh;
   }
   // A prefetch a reduction step beside the tile's multiply-adds takes issue slots; what it saves,
-  // the weights' transfer hidden behind the arithmetic, is prefetched_bytes.
+  // the weights' transfer hidden behind the arithmetic, is prefetched_bytes. A residual's
+  // prefetches (a line or two per tile row, once per reduction) take too few slots to count.
   if (c->prefetch) p.efficiency *= static_cast<double>(c->rows * c->vectors) / (c->rows * c->vectors + 1);
-  // A residual's prefetches (a line or two per tile row, once per reduction) take too few issue
-  // slots to count.
   // Masked last vectors do whole vectors' work; the parallel loop's tiles shared among threads.
   const std::int64_t cols = std::min<std::int64_t>(std::int64_t{c->vectors} * lanes, columns);
   const std::int64_t per_thread = (tiles + threads - 1) / threads;

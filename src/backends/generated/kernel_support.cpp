@@ -23,8 +23,8 @@ int vector_registers(CpuTarget t) { return t == CpuTarget::Avx512 ? 32 : 16; }
 std::string kernel_name(const std::string& op, const MatMulConfig& c, CpuTarget target) {
   const int lanes = codegen::vector_lanes(target);
   return "f32_" + op + "__" + codegen::target_name(target) + "_" + std::to_string(c.rows) + "x" +
-         std::to_string(c.vectors * lanes) + (c.parallel_cols ? "_pcols" : "_prows") + (c.prefetch ? "_pf" : "") + (c.prefetch_residual ? "_pz" : "") +
-         (c.k_block ? "_kb" + std::to_string(c.k_block) : "");
+         std::to_string(c.vectors * lanes) + (c.parallel_cols ? "_pcols" : "_prows") + (c.prefetch ? "_pf" : "") +
+         (c.prefetch_residual ? "_pz" : "") + (c.k_block ? "_kb" + std::to_string(c.k_block) : "");
 }
 
 std::shared_ptr<const std::vector<float>> packed_weights(const codegen::PackRecord& p, const codegen::Schedule& s,
