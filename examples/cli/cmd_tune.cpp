@@ -218,6 +218,12 @@ int cmd_tune(const Args& args) {
                 parts.parts, parts.runs, parts.parts_ms, parts.whole_ms, parts.ratio, parts.chosen ? "runs in parts" : "runs whole");
   std::printf("end to end, batch %d, %d threads (two sessions, alternately): untuned %.3f ms, tuned %.3f ms (x%.2f)\n",
               batch, threads, before_ms, after_ms, before_ms / after_ms);
+  // A session with a dynamic batch prepares at load what the records of the declared sizes name
+  // (symbolic dims as 1); records of other sizes serve only sessions that fix those sizes.
+  const auto& fixed = after_options.fixed_dims;
+  if (std::any_of(fixed.begin(), fixed.end(), [](const auto& d) { return d.second != 1; }))
+    std::printf("these records serve sessions that fix the same sizes at load (SessionOptions::fixed_dims, "
+                "wpk bench --fix-dims)\n");
   return 0;
 }
 

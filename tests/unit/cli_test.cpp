@@ -177,6 +177,8 @@ TEST_CASE("wpk info --optimized and tune run stored inputs with --inputs, and sa
   }();
   CHECK(tuned.exit_code == 0);
   CHECK(tuned.out.find("end to end, batch 1") != std::string::npos);
+  // The stored input fixes the model's symbolic length at 3, not at the 1 a dynamic session declares.
+  CHECK(tuned.out.find("these records serve sessions that fix the same sizes at load") != std::string::npos);
 }
 
 TEST_CASE("wpk info --dot draws the optimized graph: a box per step, its backend, fused group and edges", "[cli]") {

@@ -52,6 +52,8 @@ TEST_CASE("wpk tune reports each tuned node and both end-to-end times", "[cli][t
   CHECK(out.find("Relu float32[4, 64]") != std::string::npos);
   CHECK(out.find("Sigmoid float32[4, 64]") != std::string::npos);
   CHECK(out.find("end to end, batch 4") != std::string::npos);
+  // Batch 4's records do not serve a session with the batch dynamic (it prepares batch 1's).
+  CHECK(out.find("these records serve sessions that fix the same sizes at load") != std::string::npos);
   CHECK(out.find("threads=") != std::string::npos);
   CHECK(run_cli(cache, "tune " + small_model(dir) + " --algo annealing", out) == 2);
 }
