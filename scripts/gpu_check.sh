@@ -6,7 +6,8 @@
 # Usage: scripts/gpu_check.sh BUNDLE.tar.xz RESULTS_DIR [MODEL:BATCH ...]
 # Environment: TUNE_RUNS (MODEL:BATCH pairs to tune, default "resnet50:1 mobilenet_v2:1 resnet50:8
 # bert_base:8"; set but empty: tune nothing), TRIALS (per distinct op, default 24), TUNE_SECONDS
-# (per tune, default 75).
+# (per tune, default 75), TESTS (the test filter, default the device tests' tags; set but empty:
+# no tests).
 set -uo pipefail
 bundle=$1 results=$2
 shift 2
@@ -30,8 +31,11 @@ wpk="$b/bin/wpk" tests="$b/bin/wpk_unit_tests"
 [ -e /work/main ] || { mkdir -p /work && ln -s "$PWD" /work/main; }
 stage export
 python3 scripts/export_models.py /work/main/build/models resnet50 mobilenet_v2 bert_base 2>&1 | grep exported
-stage tests
-timeout 200 "$tests" "[cuda],[placement],[cost],[tensor]" 2>&1 | tail -12
+test_filter=${TESTS-[cuda],[placement],[cost],[tensor]}
+if [ -n "$test_filter" ]; then
+  stage tests
+  timeout 200 "$tests" "$test_filter" 2>&1 | tail -12
+fi
 export WPK_CACHE_DIR="$b/cache"
 for run in $runs; do
   m=${run%:*} n=${run#*:}
