@@ -1,5 +1,6 @@
 #pragma once
 // The `wpk` command-line tool: shared pieces of its subcommands.
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -26,6 +27,10 @@ TensorMap make_random_inputs(const Session& session, std::int64_t batch, const s
 // The inputs `run` and `bench` feed: with --inputs DIR, DIR's input_0.pb, ... (the ONNX test-data
 // layout, in the model's input order); else make_random_inputs for --batch and --dim.
 TensorMap command_inputs(const Session& session, const Args& args);
+// Calls `run`; where the inputs were random (no --inputs) an Error it throws says so and names
+// --inputs: a model that takes only meaningful values (a decoder's token ids below its
+// vocabulary) fails on random ones.
+void with_inputs_hint(const Args& args, const std::function<void()>& run);
 // SessionOptions from the flags every command shares: --disable PASS[,PASS] switches optimizer
 // passes off by name, --disable-kernels BACKEND[:KERNEL][,...] leaves candidates out (an
 // unknown name is an error when the Session is built), --precision fp32|bf16.

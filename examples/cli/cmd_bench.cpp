@@ -73,7 +73,9 @@ int cmd_bench(const Args& args) {
   // What runs once the kernels compiling after load are ready is what a long-lived process gets:
   // that is what is timed.
   const BackgroundCompilation compiled_later = session.wait_for_background_compilation();
-  for (int i = 0; i < warmup; ++i) session.run(inputs);
+  with_inputs_hint(args, [&] {
+    for (int i = 0; i < warmup; ++i) session.run(inputs);
+  });
   std::vector<double> times;
   std::vector<RunProfile> profiles(profiling ? static_cast<std::size_t>(iters) * clients : 0);
   std::mutex times_mutex;

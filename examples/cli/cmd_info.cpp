@@ -30,8 +30,6 @@ void print_optimized(const std::string& path, const Args& args, SessionOptions o
   std::string passes;
   for (const std::string& name : Optimizer(options.optimizer).pass_names()) passes += (passes.empty() ? "" : ", ") + name;
   std::printf("optimizer passes (switch off with --disable NAME): %s\n", passes.c_str());
-  // Random inputs unless --inputs names stored ones: a model that takes only meaningful values (a
-  // decoder's token ids below its vocabulary) fails on random ones, and the error says to use them.
   const TensorMap inputs = command_inputs(session, args);
   // What a long-lived process runs: with the kernels compiled after load.
   const BackgroundCompilation compiled_later = session.wait_for_background_compilation();
@@ -39,12 +37,7 @@ void print_optimized(const std::string& path, const Args& args, SessionOptions o
     std::printf("compiled after load: %d of %d generated kernels in %.1f s\n", compiled_later.ready,
                 compiled_later.kernels, compiled_later.seconds);
   RunProfile run;
-  try {
-    session.run(inputs, &run);  // plans memory (and backends) for these shapes
-  } catch (const Error& e) {
-    if (args.has("--inputs")) throw;
-    throw Error(e.code(), std::string(e.what()) + " (with random inputs; pass stored ones with --inputs DIR)");
-  }
+  with_inputs_hint(args, [&] { session.run(inputs, &run); });  // plans memory (and backends) for these shapes
   const PlanSummary plan = session.describe();
   int fused = 0, transposes = 0, inside = 0, inside_steps = 0;
   for (std::size_t i = 0; i < plan.steps.size(); ++i) {

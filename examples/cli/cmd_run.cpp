@@ -16,7 +16,8 @@ int cmd_run(const Args& args) {
   fix_dims_for_device(options, graph, args);
   Session session(std::move(graph), options);
   const TensorMap inputs = command_inputs(session, args);
-  const TensorMap outputs = session.run(inputs);
+  TensorMap outputs;
+  with_inputs_hint(args, [&] { outputs = session.run(inputs); });
   const fs::path out_dir = args.get("--outputs", "");
   if (!out_dir.empty()) {
     std::error_code ec;

@@ -160,6 +160,9 @@ int cmd_tune(const Args& args) {
   TuningCheck check;
   BatchPartsCheck parts;
   int tuned_nodes = 0, threads = 0;
+  std::vector<double> warm;
+  // Inputs the model refuses fail here, before minutes of tuning.
+  with_inputs_hint(args, [&] { time_runs(untuned, inputs, 1, warm); });
   {
     // Gone before the fresh session is timed: it keeps every candidate and the loaded weights.
     const Session tuned(graph, options);
@@ -179,7 +182,7 @@ int cmd_tune(const Args& args) {
   // Both sessions alternately, a share of the runs at a time: a drift of the machine's speed
   // (another process, the clock) falls on both.
   constexpr int kRounds = 5;
-  std::vector<double> before_times, after_times, warm;
+  std::vector<double> before_times, after_times;
   time_runs(untuned, inputs, 3, warm);
   time_runs(after, inputs, 3, warm);
   for (int round = 0; round < kRounds; ++round) {

@@ -151,6 +151,15 @@ TensorMap command_inputs(const Session& session, const Args& args) {
   return inputs;
 }
 
+void with_inputs_hint(const Args& args, const std::function<void()>& run) {
+  try {
+    run();
+  } catch (const Error& e) {
+    if (args.has("--inputs")) throw;
+    throw Error(e.code(), std::string(e.what()) + " (with random inputs; pass stored ones with --inputs DIR)");
+  }
+}
+
 TensorMap make_random_inputs(const Session& session, std::int64_t batch, const std::map<std::string, std::int64_t>& dims) {
   std::mt19937_64 rng(20261121);
   TensorMap inputs;

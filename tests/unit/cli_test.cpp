@@ -154,7 +154,7 @@ TEST_CASE("wpk info --optimized lists the passes that ran, and --disable switche
   CHECK(wpk_cli("run " + model + " --disable fuse_gelu").exit_code == 0);
 }
 
-TEST_CASE("wpk info --optimized and tune run stored inputs with --inputs, and say so when random ones fail", "[cli]") {
+TEST_CASE("wpk info --optimized, run, bench and tune run stored inputs with --inputs, and say so when random ones fail", "[cli]") {
   // A lookup in a 4-row table: random ids fall outside it, as a decoder's tokens outside its
   // vocabulary. The ids' count is symbolic: tune fixes it at load from the stored ids.
   const std::string dir = wpk::testing::temp_dir("cli_info_inputs");
@@ -162,10 +162,16 @@ TEST_CASE("wpk info --optimized and tune run stored inputs with --inputs, and sa
   b.input("ids", {-1}, 7).output("y", {-1, 2}).float_initializer("table", {4, 2}, {0, 1, 2, 3, 4, 5, 6, 7});
   b.node("Gather", {"table", "ids"}, {"y"});
   const std::string model = b.save(dir + "/lookup.onnx");
-  const Run random = wpk_cli("info " + model + " --optimized");
-  CHECK(random.exit_code == 2);
-  CHECK(count_lines(random.err) == 1);
-  CHECK(random.err.find("--inputs") != std::string::npos);
+  const wpk::testing::EnvOverride empty_cache("WPK_CACHE_DIR", dir + "/random_cache");
+  for (const std::string& command : {"info " + model + " --optimized", "run " + model, "bench " + model + " --iters 2",
+                                    "tune " + model + " --budget-trials 4 --iters 2"}) {
+    INFO(command);
+    const Run random = wpk_cli(command);
+    CHECK(random.exit_code == 2);
+    CHECK(count_lines(random.err) == 1);
+    CHECK(random.err.find("out of range") != std::string::npos);
+    CHECK(random.err.find("with random inputs; pass stored ones with --inputs DIR") != std::string::npos);
+  }
   std::filesystem::create_directories(dir + "/in");
   wpk::save_tensor(wpk::Tensor::from_vector<std::int64_t>({3, 0, 1}, {3}), dir + "/in/input_0.pb");
   const Run stored = wpk_cli("info " + model + " --optimized --inputs " + dir + "/in");
