@@ -1,6 +1,7 @@
 #include "runtime/run_pool.hpp"
 
 #include <pthread.h>
+#include <sched.h>
 
 #include <algorithm>
 #include <atomic>
@@ -15,29 +16,64 @@ namespace wpk {
 namespace {
 
 thread_local bool on_runner_thread = false;
+// Where this caller's last short work ran on the caller's own CPU, that CPU, else -1: a caller
+// back on it sleeps at once instead of waiting for a runner that cannot start while it spins.
+thread_local int caller_shares_cpu = -1;
 
 // How long a runner that waits for the next run, or a caller that waits for a run expected to be
-// this short, polls before it sleeps on its condition variable. Waking a sleeping thread costs a
+// this short, spins before it sleeps on its condition variable. Waking a sleeping thread costs a
 // futex call on each side and a trip through the scheduler, which on a virtual machine is tens of
 // microseconds: as much as a small model's whole run, and every iteration of a serving loop
-// pays it twice. Polling yields the CPU between checks, so a thread with work to do is not held
-// up by it.
+// pays it twice.
 //
-// A caller whose run takes longer sleeps at once. Each yield moves the yielding thread behind
-// every other runnable thread of its CPU (Linux's EEVDF scheduler pushes its deadline a whole
-// slice per yield), so a caller that polls while the run's threads hold both CPUs of a two-core
-// machine can find itself queued behind a thread that never yields, such as an OpenMP worker
-// spinning at the end of a parallel region, until the scheduler's next tick: 4 ms after every
-// run, in some processes, for a model that runs in 0.5 ms.
+// The spin never yields. Linux's EEVDF scheduler pushes a yielding thread's deadline a whole slice
+// back per yield, so a thread that yields thousands of times while it polls ends up behind any
+// other runnable thread of its CPU, a nice-19 one too, for that thread's whole slice (see
+// docs/threads.md). So a thread spins only where it keeps no thread of its own process from a
+// CPU: a runner while no other work runs and on another CPU than its last caller; a caller while
+// its work runs on another CPU, and not much longer than the work is expected to take, since the
+// work's OpenMP workers may need the caller's CPU. A caller whose work is expected to take longer
+// sleeps at once.
 constexpr auto kPollBeforeSleeping = std::chrono::microseconds(100);
 
-// Polls `ready` until it holds or kPollBeforeSleeping has passed; returns its last answer.
+// How long a caller spins for its runner to pick the work up. A runner that spins on another CPU
+// sees the work within a microsecond or two; one that has not started by then is asleep, or
+// waits for the caller's own CPU, and either way the caller does best to sleep at once.
+constexpr auto kPickUpWait = std::chrono::microseconds(10);
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield" ::: "memory");
+#endif
+}
+
+// Moves the calling thread off `cpu` if it runs there and may run elsewhere; returns the CPU it
+// runs on. A caller and a runner that wake each other stay on one CPU of a virtual machine (the
+// scheduler places a woken thread beside its waker rather than on an idle virtual CPU, which may
+// be descheduled), and there each waits for the other to sleep: twice a futex wake-up a run. One
+// move apart, the runner spins on its own CPU for the next work. The thread's affinity is only
+// narrowed for the move and then restored as it was.
+int move_off(int cpu) {
+  const int now = sched_getcpu();
+  if (now != cpu || cpu < 0) return now;
+  cpu_set_t mask;
+  if (pthread_getaffinity_np(pthread_self(), sizeof(mask), &mask) != 0 || CPU_COUNT(&mask) < 2) return now;
+  cpu_set_t others = mask;
+  CPU_CLR(cpu, &others);
+  if (pthread_setaffinity_np(pthread_self(), sizeof(others), &others) != 0) return now;
+  pthread_setaffinity_np(pthread_self(), sizeof(mask), &mask);
+  return sched_getcpu();
+}
+
+// Spins until `ready` holds or `at_most` has passed; returns its last answer.
 template <typename Ready>
-bool poll_briefly(const Ready& ready) {
-  const auto until = std::chrono::steady_clock::now() + kPollBeforeSleeping;
+bool spin_until(std::chrono::nanoseconds at_most, const Ready& ready) {
+  const auto until = std::chrono::steady_clock::now() + at_most;
   while (!ready()) {
-    if (std::chrono::steady_clock::now() >= until) return false;
-    std::this_thread::yield();
+    if (std::chrono::steady_clock::now() >= until) return ready();
+    cpu_relax();
   }
   return true;
 }
@@ -57,6 +93,8 @@ struct RunPool::Work {
   // Set under the pool's lock, as the runner's last touch of the work unless `sleeping`: a caller
   // that polls it needs no lock to see it, and may then drop the work at once.
   std::atomic<bool> done{false};
+  int caller_cpu = -1;              // where the caller was when it handed the work over
+  std::atomic<int> runner_cpu{-1};  // where its runner started it
   bool sleeping = false;  // under the lock: the caller waits on `finished` and must be notified
   std::exception_ptr error;
   std::condition_variable finished;
@@ -117,6 +155,7 @@ void RunPool::execute(int threads, const std::function<void()>& work, double exp
   Work w;
   w.cpus = std::clamp(threads, 1, cpus_);
   w.body = &work;
+  w.caller_cpu = sched_getcpu();
   const bool poll = expected_us >= 0 && expected_us < std::chrono::duration<double, std::micro>(kPollBeforeSleeping).count();
   std::unique_lock<std::mutex> lock(mutex_);
   if (!queue_.empty() || w.cpus > free_cpus_) ++counters_.waited;
@@ -124,13 +163,36 @@ void RunPool::execute(int threads, const std::function<void()>& work, double exp
   queue_.push_back(&w);
   start_queued(lock);
   lock.unlock();
-  if (!poll || !poll_briefly([&] { return w.done.load(std::memory_order_acquire); })) {
+  bool left_cpu = false;
+  if (!poll || !poll_for_end(w, expected_us, left_cpu)) {
     lock.lock();
+    if (left_cpu) ++counters_.left_cpu;
     if (!w.done.load(std::memory_order_relaxed)) ++counters_.slept;
     w.sleeping = true;
     w.finished.wait(lock, [&] { return w.done.load(std::memory_order_relaxed); });
   }
+  if (poll) caller_shares_cpu = w.runner_cpu.load(std::memory_order_relaxed) == w.caller_cpu ? w.caller_cpu : -1;
   if (w.error) std::rethrow_exception(w.error);
+}
+
+// Spins for a short work's end while its runner runs it on another CPU; returns whether it ended.
+// Gives up at once (`left_cpu`) where the runner is slow to start it or started it on this CPU,
+// which the caller then leaves to it.
+bool RunPool::poll_for_end(Work& w, double expected_us, bool& left_cpu) {
+  if (w.caller_cpu == caller_shares_cpu) {
+    left_cpu = true;
+    return false;
+  }
+  int runner_cpu = -1;
+  spin_until(kPickUpWait, [&] { return (runner_cpu = w.runner_cpu.load(std::memory_order_acquire)) >= 0; });
+  if (runner_cpu < 0 || runner_cpu == sched_getcpu()) {
+    left_cpu = true;
+    return false;
+  }
+  const auto expected = std::chrono::duration<double, std::micro>(2 * expected_us + 10);
+  const auto window = std::min<std::chrono::nanoseconds>(kPollBeforeSleeping,
+                                                         std::chrono::duration_cast<std::chrono::nanoseconds>(expected));
+  return spin_until(window, [&] { return w.done.load(std::memory_order_acquire); });
 }
 
 // Hands queued works to runners, oldest first, while the oldest fits in the free CPUs. The caller
@@ -153,11 +215,12 @@ void RunPool::start_queued(std::unique_lock<std::mutex>& lock) {
 
 void RunPool::runner_loop(Runner* runner) {
   on_runner_thread = true;
+  bool spin = false;  // for the next work, rather than sleep at once
   for (;;) {
-    // A work handed over while this runner polls starts without the lock, which the thread that
+    // A work handed over while this runner spins starts without the lock, which the thread that
     // handed it may still hold.
     Work* w = nullptr;
-    if (poll_briefly([&] { return runner->work.load(std::memory_order_acquire) != nullptr; })) {
+    if (spin && spin_until(kPollBeforeSleeping, [&] { return runner->work.load(std::memory_order_acquire) != nullptr; })) {
       w = runner->work.load(std::memory_order_acquire);
     } else {
       std::unique_lock<std::mutex> lock(mutex_);
@@ -165,6 +228,8 @@ void RunPool::runner_loop(Runner* runner) {
       w = runner->work.load(std::memory_order_relaxed);
       if (!w) return;
     }
+    const int caller_cpu = w->caller_cpu;
+    w->runner_cpu.store(cpus_ > 1 ? move_off(caller_cpu) : sched_getcpu(), std::memory_order_release);
     try {
       (*w->body)();
     } catch (...) {
@@ -178,6 +243,7 @@ void RunPool::runner_loop(Runner* runner) {
     if (notify) w->finished.notify_one();
     idle_.push_back(runner);
     start_queued(lock);
+    spin = free_cpus_ == cpus_ && caller_cpu != sched_getcpu();
   }
 }
 

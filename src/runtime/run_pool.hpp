@@ -28,6 +28,8 @@ struct RunPoolCounters {
   std::uint64_t waited = 0;    // of those, works that found too few CPUs free and queued
   std::uint64_t polled = 0;    // works whose caller polled for them (before sleeping, if it did)
   std::uint64_t slept = 0;     // works whose caller slept until the work was done
+  std::uint64_t left_cpu = 0;  // of the polled, works whose caller slept at once: their runner
+                               // had not started them soon or ran them on the caller's CPU
 };
 
 class RunPool {
@@ -45,8 +47,8 @@ class RunPool {
   // threw. Works start in the order they were asked for. Called from a runner thread (a
   // session's set-up runs the model to tune it), it runs `work` at once on that thread: the
   // CPUs are already held. `expected_us` is how long the work is likely to take (negative: not
-  // known): the caller polls for a work expected to finish sooner than waking it would cost, and
-  // sleeps until any other is done.
+  // known): the caller polls for a work expected to finish sooner than waking it would cost,
+  // while a runner on another CPU runs it, and sleeps until any other is done.
   void execute(int threads, const std::function<void()>& work, double expected_us = -1);
 
   RunPoolCounters counters() const;
@@ -68,6 +70,7 @@ class RunPool {
  private:
   struct Work;
   struct Runner;
+  bool poll_for_end(Work& w, double expected_us, bool& left_cpu);
   void start_queued(std::unique_lock<std::mutex>& lock);
   void runner_loop(Runner* runner);
   void stop_runners();

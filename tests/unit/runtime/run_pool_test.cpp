@@ -2,6 +2,7 @@
 // works that do not queue in order, a work larger than the pool runs alone, errors reach the
 // caller, a work started from a runner runs inline, and sessions' runs go through the pool.
 #include <catch2/catch.hpp>
+#include <sched.h>
 
 #include <algorithm>
 #include <atomic>
@@ -121,6 +122,31 @@ TEST_CASE("run pool: one caller's works in sequence reuse one runner", "[threads
   std::vector<std::thread::id> ids;
   for (int i = 0; i < 10; ++i) pool.execute(2, [&] { ids.push_back(std::this_thread::get_id()); });
   CHECK(std::all_of(ids.begin(), ids.end(), [&](std::thread::id id) { return id == ids.front(); }));
+}
+
+TEST_CASE("run pool: a caller whose work runs on its own CPU sleeps at once and leaves the CPU to it", "[threads][run_pool]") {
+  // A caller that spun there would keep its runner from the CPU until its spin ran out. The
+  // pool's runners are made while this thread may use one CPU only, so they share it.
+  struct OneCpu {
+    cpu_set_t all;
+    OneCpu() {
+      REQUIRE(sched_getaffinity(0, sizeof(all), &all) == 0);
+      cpu_set_t one;
+      CPU_ZERO(&one);
+      int first = 0;
+      while (!CPU_ISSET(first, &all)) ++first;
+      CPU_SET(first, &one);
+      REQUIRE(sched_setaffinity(0, sizeof(one), &one) == 0);
+    }
+    ~OneCpu() { sched_setaffinity(0, sizeof(all), &all); }
+  } pinned;
+  RunPool pool(2);
+  for (int i = 0; i < 5; ++i) {
+    const RunPoolCounters before = pool.counters();
+    pool.execute(1, [] { std::this_thread::sleep_for(std::chrono::milliseconds(2)); }, 10.0);
+    CHECK(pool.counters().polled == before.polled + 1);
+    CHECK(pool.counters().left_cpu == before.left_cpu + 1);
+  }
 }
 
 TEST_CASE("run pool: a caller polls only for a work expected to be short, and sleeps at once otherwise", "[threads][run_pool]") {
