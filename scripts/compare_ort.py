@@ -17,8 +17,9 @@ CPU has AMX or AVX-512 BF16) in place of ONNX Runtime; --precision bf16 runs wpk
 `--precision bf16` (the issue's AMX rows: wpk bf16 against OpenVINO's default).
 
 With --fix-dims both runtimes get the model's symbolic first dims (its batch) fixed at load to the
-row's batch (`--dim NAME=BATCH`: SessionOptions::fixed_dims in wpk, a free dimension override in
-ONNX Runtime); by default they stay symbolic, as the models declare them.
+row's batch, or to the stored input's where a row runs one (`--dim NAME=SIZE`:
+SessionOptions::fixed_dims in wpk, a free dimension override in ONNX Runtime); by default they
+stay symbolic, as the models declare them.
 
 For each row it runs R rounds of `wpk bench` then scripts/bench_ort.py (A B A B ...), each a fresh
 process doing W warm-up runs and K timed runs, so drift hits both and peak RSS is per model; the
@@ -79,17 +80,26 @@ def read_into_page_cache(path):
                 pass
 
 
-def batch_dim_names(path):
-    """Symbolic names of the model inputs' first dims, read with Debian's onnx in a separate process
-    (so neither benchmark process pays for it)."""
-    code = ("import onnx, sys\n"
+def batch_dims(path, batch, stored=None):
+    """(name, size) of the model inputs' symbolic first dims: `batch`, or with a stored input folder
+    the size its input_<i>.pb has there. Read with Debian's onnx in a separate process (so neither
+    benchmark process pays for it)."""
+    code = ("import onnx, os, sys\n"
             "g = onnx.load(sys.argv[1], load_external_data=False).graph\n"
             "init = {t.name for t in g.initializer}\n"
-            "for i in g.input:\n"
+            "inputs = [i for i in g.input if i.name not in init]\n"
+            "for k, i in enumerate(inputs):\n"
             "    d = i.type.tensor_type.shape.dim\n"
-            "    if i.name not in init and len(d) and d[0].dim_param: print(d[0].dim_param)\n")
-    out = subprocess.run(["/usr/bin/python3", "-c", code, path], cwd=ROOT, check=True, capture_output=True, text=True)
-    return sorted(set(out.stdout.split()))
+            "    if not len(d) or not d[0].dim_param: continue\n"
+            "    size = sys.argv[2]\n"
+            "    if len(sys.argv) > 3:\n"
+            "        t = onnx.TensorProto()\n"
+            "        with open(os.path.join(sys.argv[3], 'input_%d.pb' % k), 'rb') as f: t.ParseFromString(f.read())\n"
+            "        size = t.dims[0]\n"
+            "    print(d[0].dim_param, size)\n")
+    args = ["/usr/bin/python3", "-c", code, path, str(batch)] + ([stored] if stored else [])
+    out = subprocess.run(args, cwd=ROOT, check=True, capture_output=True, text=True)
+    return sorted(set(tuple(line.split()) for line in out.stdout.splitlines() if line.strip()))
 
 
 def parse_rows(spec, models_dir):
@@ -205,12 +215,13 @@ def main():
         # At batch 1 both runtimes run the model's own stored input where it has one: some models
         # take only meaningful values (a decoder's token ids below its vocabulary).
         stored = os.path.join(a.models_dir, model, "test_data_set_0")
-        if batch == 1 and os.path.isfile(os.path.join(ROOT, stored, "input_0.pb")):
+        uses_stored = batch == 1 and os.path.isfile(os.path.join(ROOT, stored, "input_0.pb"))
+        if uses_stored:
             common += ["--inputs", stored]
         fix = []
-        if a.fix_dims:
-            for name in batch_dim_names(path):
-                fix += ["--dim", "%s=%d" % (name, batch)]
+        if a.fix_dims:  # the stored input's sizes where it runs one (a few store a batch of 2 or 3)
+            for name, size in batch_dims(path, batch, stored if uses_stored else None):
+                fix += ["--dim", "%s=%s" % (name, size)]
         cmds = {"wpk": [a.wpk, "bench", path] + common + fix + (["--fix-dims"] if fix else []) +
                        (["--precision", a.precision] if a.precision != "fp32" else []),
                 a.peer: [sys.executable, peer_bench, path] + common + fix}
