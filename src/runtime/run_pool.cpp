@@ -94,6 +94,8 @@ struct RunPool::Work {
   // that polls it needs no lock to see it, and may then drop the work at once.
   std::atomic<bool> done{false};
   int caller_cpu = -1;              // where the caller was when it handed the work over
+  bool polled = false;              // its caller spins for it while its runner runs elsewhere
+  bool alone = false;               // under the lock: no other work ran when it was handed over
   std::atomic<int> runner_cpu{-1};  // where its runner started it
   bool sleeping = false;  // under the lock: the caller waits on `finished` and must be notified
   std::exception_ptr error;
@@ -157,6 +159,7 @@ void RunPool::execute(int threads, const std::function<void()>& work, double exp
   w.body = &work;
   w.caller_cpu = sched_getcpu();
   const bool poll = expected_us >= 0 && expected_us < std::chrono::duration<double, std::micro>(kPollBeforeSleeping).count();
+  w.polled = poll;
   std::unique_lock<std::mutex> lock(mutex_);
   if (!queue_.empty() || w.cpus > free_cpus_) ++counters_.waited;
   if (poll) ++counters_.polled;
@@ -202,6 +205,7 @@ void RunPool::start_queued(std::unique_lock<std::mutex>& lock) {
   while (!queue_.empty() && queue_.front()->cpus <= free_cpus_) {
     Work* w = queue_.front();
     queue_.pop_front();
+    w->alone = free_cpus_ == cpus_;
     free_cpus_ -= w->cpus;
     counters_.peak_busy_cpus = std::max(counters_.peak_busy_cpus, cpus_ - free_cpus_);
     ++counters_.executed;
@@ -229,7 +233,10 @@ void RunPool::runner_loop(Runner* runner) {
       if (!w) return;
     }
     const int caller_cpu = w->caller_cpu;
-    w->runner_cpu.store(cpus_ > 1 ? move_off(caller_cpu) : sched_getcpu(), std::memory_order_release);
+    // Only a work whose caller spins, and with no other work running, whose runner would take
+    // that work's CPU: a queued caller's CPU is long out of date.
+    const bool move = cpus_ > 1 && w->polled && w->alone;
+    w->runner_cpu.store(move ? move_off(caller_cpu) : sched_getcpu(), std::memory_order_release);
     try {
       (*w->body)();
     } catch (...) {
