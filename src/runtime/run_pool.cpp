@@ -31,9 +31,10 @@ thread_local int caller_shares_cpu = -1;
 // other runnable thread of its CPU, a nice-19 one too, for that thread's whole slice (see
 // docs/threads.md). So a thread spins only where it keeps no thread of its own process from a
 // CPU: a runner while no other work runs and on another CPU than its last caller; a caller while
-// its work runs on another CPU, and not much longer than the work is expected to take, since the
-// work's OpenMP workers may need the caller's CPU. A caller whose work is expected to take longer
-// sleeps at once.
+// its work runs alone on another CPU, and not much longer than the work is expected to take,
+// since the work's OpenMP workers may need the caller's CPU. Beside other works both yield
+// between checks, as before: there a spin would take a CPU from another work's threads. A caller
+// whose work is expected to take longer sleeps at once.
 constexpr auto kPollBeforeSleeping = std::chrono::microseconds(100);
 
 // How long a caller spins for its runner to pick the work up. A runner that spins on another CPU
@@ -67,6 +68,19 @@ int move_off(int cpu) {
   return sched_getcpu();
 }
 
+// Polls `ready`, yielding the CPU between checks, until it holds or `at_most` has passed; returns
+// its last answer. For waits beside other works of the pool, whose threads a spin would keep from
+// a CPU.
+template <typename Ready>
+bool yield_until(std::chrono::nanoseconds at_most, const Ready& ready) {
+  const auto until = std::chrono::steady_clock::now() + at_most;
+  while (!ready()) {
+    if (std::chrono::steady_clock::now() >= until) return ready();
+    std::this_thread::yield();
+  }
+  return true;
+}
+
 // Spins until `ready` holds or `at_most` has passed; returns its last answer.
 template <typename Ready>
 bool spin_until(std::chrono::nanoseconds at_most, const Ready& ready) {
@@ -94,7 +108,8 @@ struct RunPool::Work {
   // that polls it needs no lock to see it, and may then drop the work at once.
   std::atomic<bool> done{false};
   int caller_cpu = -1;              // where the caller was when it handed the work over
-  bool polled = false;              // its caller spins for it while its runner runs elsewhere
+  bool polled = false;              // its caller polls for it rather than sleep at once
+  bool queued = false;              // it found other works ahead of it or too few CPUs free
   bool alone = false;               // under the lock: no other work ran when it was handed over
   std::atomic<int> runner_cpu{-1};  // where its runner started it
   bool sleeping = false;  // under the lock: the caller waits on `finished` and must be notified
@@ -161,7 +176,8 @@ void RunPool::execute(int threads, const std::function<void()>& work, double exp
   const bool poll = expected_us >= 0 && expected_us < std::chrono::duration<double, std::micro>(kPollBeforeSleeping).count();
   w.polled = poll;
   std::unique_lock<std::mutex> lock(mutex_);
-  if (!queue_.empty() || w.cpus > free_cpus_) ++counters_.waited;
+  w.queued = !queue_.empty() || w.cpus > free_cpus_;
+  if (w.queued) ++counters_.waited;
   if (poll) ++counters_.polled;
   queue_.push_back(&w);
   start_queued(lock);
@@ -182,6 +198,8 @@ void RunPool::execute(int threads, const std::function<void()>& work, double exp
 // Gives up at once (`left_cpu`) where the runner is slow to start it or started it on this CPU,
 // which the caller then leaves to it.
 bool RunPool::poll_for_end(Work& w, double expected_us, bool& left_cpu) {
+  const auto is_done = [&] { return w.done.load(std::memory_order_acquire); };
+  if (w.queued) return yield_until(kPollBeforeSleeping, is_done);
   if (w.caller_cpu == caller_shares_cpu) {
     left_cpu = true;
     return false;
@@ -195,7 +213,7 @@ bool RunPool::poll_for_end(Work& w, double expected_us, bool& left_cpu) {
   const auto expected = std::chrono::duration<double, std::micro>(2 * expected_us + 10);
   const auto window = std::min<std::chrono::nanoseconds>(kPollBeforeSleeping,
                                                          std::chrono::duration_cast<std::chrono::nanoseconds>(expected));
-  return spin_until(window, [&] { return w.done.load(std::memory_order_acquire); });
+  return w.alone ? spin_until(window, is_done) : yield_until(window, is_done);
 }
 
 // Hands queued works to runners, oldest first, while the oldest fits in the free CPUs. The caller
@@ -219,12 +237,14 @@ void RunPool::start_queued(std::unique_lock<std::mutex>& lock) {
 
 void RunPool::runner_loop(Runner* runner) {
   on_runner_thread = true;
-  bool spin = false;  // for the next work, rather than sleep at once
+  enum class Wait { Sleep, Spin, Yield } wait = Wait::Sleep;  // for the next work
   for (;;) {
-    // A work handed over while this runner spins starts without the lock, which the thread that
+    // A work handed over while this runner polls starts without the lock, which the thread that
     // handed it may still hold.
     Work* w = nullptr;
-    if (spin && spin_until(kPollBeforeSleeping, [&] { return runner->work.load(std::memory_order_acquire) != nullptr; })) {
+    const auto assigned = [&] { return runner->work.load(std::memory_order_acquire) != nullptr; };
+    if ((wait == Wait::Spin && spin_until(kPollBeforeSleeping, assigned)) ||
+        (wait == Wait::Yield && yield_until(kPollBeforeSleeping, assigned))) {
       w = runner->work.load(std::memory_order_acquire);
     } else {
       std::unique_lock<std::mutex> lock(mutex_);
@@ -250,7 +270,9 @@ void RunPool::runner_loop(Runner* runner) {
     if (notify) w->finished.notify_one();
     idle_.push_back(runner);
     start_queued(lock);
-    spin = free_cpus_ == cpus_ && caller_cpu != sched_getcpu();
+    // Alone in the pool it spins, unless its caller shares its CPU; beside other works it yields.
+    if (free_cpus_ < cpus_) wait = Wait::Yield;
+    else wait = caller_cpu != sched_getcpu() ? Wait::Spin : Wait::Sleep;
   }
 }
 
