@@ -194,9 +194,10 @@ void RunPool::execute(int threads, const std::function<void()>& work, double exp
   if (w.error) std::rethrow_exception(w.error);
 }
 
-// Spins for a short work's end while its runner runs it on another CPU; returns whether it ended.
-// Gives up at once (`left_cpu`) where the runner is slow to start it or started it on this CPU,
-// which the caller then leaves to it.
+// Polls for a short work's end while its runner runs it on another CPU (spinning where the work
+// runs alone, yielding beside other works or behind them in the queue); returns whether it
+// ended. Gives up at once (`left_cpu`) where the runner is slow to start it or started it on
+// this CPU, which the caller then leaves to it.
 bool RunPool::poll_for_end(Work& w, double expected_us, bool& left_cpu) {
   const auto is_done = [&] { return w.done.load(std::memory_order_acquire); };
   if (w.queued) return yield_until(kPollBeforeSleeping, is_done);
