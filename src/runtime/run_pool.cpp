@@ -68,29 +68,20 @@ int move_off(int cpu) {
   return sched_getcpu();
 }
 
-// Polls `ready`, yielding the CPU between checks, until it holds or `at_most` has passed; returns
-// its last answer. For waits beside other works of the pool, whose threads a spin would keep from
-// a CPU.
-template <typename Ready>
-bool yield_until(std::chrono::nanoseconds at_most, const Ready& ready) {
+// Checks `ready`, calling `between` between checks, until it holds or `at_most` has passed;
+// returns its last answer. `spin` pauses the core; `yield` hands the CPU over, for waits beside
+// other works of the pool, whose threads a spin would keep from a CPU.
+template <typename Ready, typename Between>
+bool poll_until(std::chrono::nanoseconds at_most, const Ready& ready, const Between& between) {
   const auto until = std::chrono::steady_clock::now() + at_most;
   while (!ready()) {
     if (std::chrono::steady_clock::now() >= until) return ready();
-    std::this_thread::yield();
+    between();
   }
   return true;
 }
-
-// Spins until `ready` holds or `at_most` has passed; returns its last answer.
-template <typename Ready>
-bool spin_until(std::chrono::nanoseconds at_most, const Ready& ready) {
-  const auto until = std::chrono::steady_clock::now() + at_most;
-  while (!ready()) {
-    if (std::chrono::steady_clock::now() >= until) return ready();
-    cpu_relax();
-  }
-  return true;
-}
+const auto spin = [] { cpu_relax(); };
+const auto yield = [] { std::this_thread::yield(); };
 
 std::atomic<RunPool*> process_pool{nullptr};
 
@@ -200,13 +191,13 @@ void RunPool::execute(int threads, const std::function<void()>& work, double exp
 // this CPU, which the caller then leaves to it.
 bool RunPool::poll_for_end(Work& w, double expected_us, bool& left_cpu) {
   const auto is_done = [&] { return w.done.load(std::memory_order_acquire); };
-  if (w.queued) return yield_until(kPollBeforeSleeping, is_done);
+  if (w.queued) return poll_until(kPollBeforeSleeping, is_done, yield);
   if (w.caller_cpu == caller_shares_cpu) {
     left_cpu = true;
     return false;
   }
   int runner_cpu = -1;
-  spin_until(kPickUpWait, [&] { return (runner_cpu = w.runner_cpu.load(std::memory_order_acquire)) >= 0; });
+  poll_until(kPickUpWait, [&] { return (runner_cpu = w.runner_cpu.load(std::memory_order_acquire)) >= 0; }, spin);
   if (runner_cpu < 0 || runner_cpu == sched_getcpu()) {
     left_cpu = true;
     return false;
@@ -214,7 +205,7 @@ bool RunPool::poll_for_end(Work& w, double expected_us, bool& left_cpu) {
   const auto expected = std::chrono::duration<double, std::micro>(2 * expected_us + 10);
   const auto window = std::min<std::chrono::nanoseconds>(kPollBeforeSleeping,
                                                          std::chrono::duration_cast<std::chrono::nanoseconds>(expected));
-  return w.alone ? spin_until(window, is_done) : yield_until(window, is_done);
+  return poll_until(window, is_done, [&] { w.alone ? spin() : yield(); });
 }
 
 // Hands queued works to runners, oldest first, while the oldest fits in the free CPUs. The caller
@@ -244,8 +235,8 @@ void RunPool::runner_loop(Runner* runner) {
     // handed it may still hold.
     Work* w = nullptr;
     const auto assigned = [&] { return runner->work.load(std::memory_order_acquire) != nullptr; };
-    if ((wait == Wait::Spin && spin_until(kPollBeforeSleeping, assigned)) ||
-        (wait == Wait::Yield && yield_until(kPollBeforeSleeping, assigned))) {
+    if ((wait == Wait::Spin && poll_until(kPollBeforeSleeping, assigned, spin)) ||
+        (wait == Wait::Yield && poll_until(kPollBeforeSleeping, assigned, yield))) {
       w = runner->work.load(std::memory_order_acquire);
     } else {
       std::unique_lock<std::mutex> lock(mutex_);
@@ -254,8 +245,8 @@ void RunPool::runner_loop(Runner* runner) {
       if (!w) return;
     }
     const int caller_cpu = w->caller_cpu;
-    // Only a work whose caller spins, and with no other work running, whose runner would take
-    // that work's CPU: a queued caller's CPU is long out of date.
+    // Moves off the caller's CPU only for a caller that spins with no other work running: a
+    // queued caller's CPU is long out of date, and the other CPU may hold another work.
     const bool move = cpus_ > 1 && w->polled && w->alone;
     w->runner_cpu.store(move ? move_off(caller_cpu) : sched_getcpu(), std::memory_order_release);
     try {
