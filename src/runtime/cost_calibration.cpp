@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -151,6 +152,11 @@ CostCalibration CostCalibration::fit(const std::vector<LoggedTrial>& logged) {
     for (std::size_t g = 0; g < groups.size(); ++g)
       if (seen[g]) fit.in_group[g].push_back(id);
   }
+  // A call term is told apart from a factor only by trials whose predicted work is smaller than
+  // it: where every trial of a backend is larger, a term would price the backend's small nodes,
+  // none of them measured, by its large ones' prediction errors.
+  std::vector<double> smallest_work(groups.size(), std::numeric_limits<double>::infinity());
+  for (const FitTrial& t : fit.trials) smallest_work[t.group] = std::min(smallest_work[t.group], t.x);
   std::vector<double> scratch;
   for (std::size_t id = 0; id < fit.of_identity.size(); ++id) fit.update(id, scratch);
   // Each backend's call term in turn, the others held, twice over: 0, then a doubling series
@@ -160,6 +166,7 @@ CostCalibration CostCalibration::fit(const std::vector<LoggedTrial>& logged) {
     for (std::size_t g = 0; g < groups.size(); ++g) {
       double best = fit.call[g];
       for (double term = 0; term <= 512; term = term == 0 ? 0.25 : 2 * term) {
+        if (term > 0 && term <= smallest_work[g]) continue;
         fit.call[g] = term;
         const double e = fit.error_after_changing(g, scratch);
         if (e < best_error) best_error = e, best = term;

@@ -10,7 +10,9 @@
 //   (a library's primitive dispatch, a team of threads shrunk and grown, a generated kernel's
 //   entry): on the smallest nodes measured times sit far above anything proportional to their
 //   work. It is fitted with the factors, each backend's the value (from a doubling series) that
-//   makes its trials' predictions closest to their measurements (mean absolute log error).
+//   makes its trials' predictions closest to their measurements (mean absolute log error), and
+//   only larger than the smallest work it has a trial of (above that, a term would price the
+//   backend's small nodes by how far the large ones' predictions miss).
 // Only candidates their backends describe (Backend::describe) are logged with a prediction;
 // the others, and a candidate never measured, keep factor 1 and no call term.
 #include <map>

@@ -364,6 +364,27 @@ TEST_CASE("calibration learns a backend's fixed cost a call besides its factor",
   CHECK(recorded.factor("lib(algorithm=a)") == c.factor("lib(algorithm=a)"));
 }
 
+// "big" was only ever measured on large nodes, whose times follow their predictions loosely
+// (predicted 1 to 6.4 ms, measured 0.7 to 1.1 ms: as a tuned model's convolutions do). A call term
+// would fit those better, and then price every small node of the backend at hundreds of us.
+TEST_CASE("calibration learns no call term from a backend's large nodes alone", "[tuning]") {
+  std::vector<LoggedTrial> log;
+  const double predicted[] = {1000, 1300, 1600, 2200, 5200, 6400, 1000, 1300};
+  const double measured[] = {1030, 740, 870, 1080, 1000, 670, 1090, 790};
+  for (int i = 0; i < 8; ++i) {
+    log.push_back({i % 2 ? "big(kernel=a)" : "big(kernel=b)", 1, measured[i], predicted[i], ""});
+    log.push_back({"other", 1, predicted[i] * 0.5, predicted[i], ""});
+  }
+  const CostCalibration c = CostCalibration::fit(log);
+  CHECK(c.call_seconds("big(kernel=a)", 1) == 0.0);
+  CHECK(c.call_seconds("big(kernel=a)", 2) == 0.0);
+  // The same trials and two small nodes that took ~40 us for 2-5 us of work: now there is a term.
+  log.push_back({"big(kernel=a)", 1, 45.0, 5.0, ""});
+  log.push_back({"big(kernel=b)", 1, 42.0, 2.0, ""});
+  const CostCalibration with_small = CostCalibration::fit(log);
+  CHECK(with_small.call_seconds("big(kernel=a)", 1) > 4e-6);
+}
+
 TEST_CASE("tuning options that make no sense are an InvalidArgument error", "[tuning]") {
   const std::string dir = wpk::testing::temp_dir("tune_args");
   SessionOptions bad_algorithm, bad_budget;
