@@ -163,6 +163,10 @@ int cmd_tune(const Args& args) {
   std::vector<double> warm;
   // Inputs the model refuses fail here, before minutes of tuning.
   with_inputs_hint(args, [&] { time_runs(untuned, inputs, 1, warm); });
+  // Preparing every configuration compiles the generated kernels the cache folder lacks, before
+  // the search's first progress line: minutes on a cold folder, which must not look like a hang.
+  std::fprintf(stderr, "tuning: preparing every candidate of every node (generated kernels not in the cache compile now)\n");
+  std::fflush(stderr);
   {
     // Gone before the fresh session is timed: it keeps every candidate and the loaded weights.
     const Session tuned(graph, options);
