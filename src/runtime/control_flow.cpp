@@ -10,6 +10,8 @@ namespace wpk {
 namespace {
 
 thread_local const SessionOptions* t_body_options = nullptr;
+// Whether the bodies being prepared on this thread belong to a tuning session (at any depth).
+thread_local bool t_bodies_of_tuning = false;
 
 std::vector<const char*> body_attributes(const Node& node) {
   if (node.op_type == "If") return {"then_branch", "else_branch"};
@@ -45,15 +47,21 @@ class IfKernel : public Kernel {
 
 }  // namespace
 
-BodyOptionsScope::BodyOptionsScope(const SessionOptions& enclosing) : previous_(t_body_options), options_(enclosing) {
+BodyOptionsScope::BodyOptionsScope(const SessionOptions& enclosing)
+    : previous_(t_body_options), options_(enclosing), compile_choices_(enclosing.tuning || t_bodies_of_tuning) {
   options_.tuning = false;
   options_.fixed_dims.clear();
   options_.profile = false;
   options_.on_tuning_progress = nullptr;
   t_body_options = &options_;
+  previous_of_tuning_ = t_bodies_of_tuning;
+  t_bodies_of_tuning = compile_choices_;
 }
 
-BodyOptionsScope::~BodyOptionsScope() { t_body_options = previous_; }
+BodyOptionsScope::~BodyOptionsScope() {
+  t_body_options = previous_;
+  t_bodies_of_tuning = previous_of_tuning_;
+}
 
 Body::Body(const Node& node, const char* attribute) : where_(node_label(node) + attribute + ": ") {
   const Attribute* a = node.find_attr(attribute);

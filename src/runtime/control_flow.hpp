@@ -30,10 +30,15 @@ class BodyOptionsScope {
   ~BodyOptionsScope();
   BodyOptionsScope(const BodyOptionsScope&) = delete;
   BodyOptionsScope& operator=(const BodyOptionsScope&) = delete;
+  // Whether the session that opened this scope tunes, or is a body (at any depth) of one that
+  // does: its plan compiles the generated kernels it chooses at load (PlanOptions::compile_choices).
+  bool compiles_choices_at_load() const { return compile_choices_; }
 
  private:
   const SessionOptions* previous_;
   SessionOptions options_;
+  bool compile_choices_ = false;
+  bool previous_of_tuning_ = false;
 };
 
 // One body: its session, and its inputs and outputs in the order the node binds them.

@@ -307,7 +307,8 @@ PreparedNode prepare_node(const Graph& graph, std::size_t i, const std::vector<c
   for (const Option& o : options_offered)
     only_generated = only_generated && (o.backend->generates_code() || o.backend->name() == "reference");
   const auto may_compile = [&](const Option& o) {
-    return options.every_config || only_generated || (is_recorded(o) && !options.compile_later);
+    return options.every_config || only_generated || options.compile_choices ||
+           (is_recorded(o) && !options.compile_later);
   };
   std::vector<bool> wanted(options_offered.size(), options.every_config);
   // Where an input's shape is unknown until it arrives (a size the graph computes from values),

@@ -85,6 +85,10 @@ struct PlanOptions {
   // step's last candidate, awaiting its code (Candidate::awaiting_code), for the session to
   // compile after load (runtime/background_compiler.hpp).
   bool compile_later = false;
+  // A generated kernel the node chooses is compiled at load when the store lacks it, whatever
+  // chose it (a tuning session's loop bodies: compiled after load, their code would be lost with
+  // the session, and every later process would compile it again). Overrides compile_later.
+  bool compile_choices = false;
   // Where generated kernels' code is found or compiled into (runtime/kernel_compilation.hpp),
   // asked once, when a prepared kernel first needs code; unset: a store private to this process.
   std::function<codegen::KernelStore*()> kernel_store;

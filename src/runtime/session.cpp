@@ -294,7 +294,8 @@ Session::Session(Graph graph, SessionOptions options, const std::vector<const Ba
     plan.release_owned_constants = !options.tuning;
     plan.disabled = disabled;
     plan.every_config = options.tuning;
-    plan.compile_later = !options.tuning && compiles_in_background(options);
+    plan.compile_choices = bodies.compiles_choices_at_load();
+    plan.compile_later = !options.tuning && !plan.compile_choices && compiles_in_background(options);
     plan.threads = impl_->threads;
     plan.defer_alternatives = true;  // the session's graph outlives its plan
     impl_->calibration = CostCalibration::from(impl_->tuning_db.get());

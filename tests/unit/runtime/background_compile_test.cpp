@@ -229,3 +229,71 @@ TEST_CASE("without compile_in_background a session compiles nothing and keeps th
   }
   CHECK(wpk::process_counters().compiled_kernels == compiled);
 }
+
+namespace {
+
+// Loop(3 times) over h' = tanh(h W + b), h [2, 32]: a body whose product the cost model gives to
+// a generated kernel, as the greedy decoder's bodies.
+wpk::testing::OnnxModelBuilder loop_of_products() {
+  constexpr int kInt64 = 7, kBool = 9;
+  wpk::testing::OnnxModelBuilder body, m;
+  body.input("i", {}, kInt64).input("cond_in", {}, kBool).input("h", {-1, 32});
+  body.output("cond_out", {}, kBool).output("h_out", {-1, 32});
+  body.node("Gemm", {"h", "w", "b"}, {"g"}).node("Tanh", {"g"}, {"h_out"}).node("Identity", {"cond_in"}, {"cond_out"});
+  std::vector<float> w(32 * 32), bias(32);
+  for (std::size_t i = 0; i < w.size(); ++i) w[i] = 0.05f * std::sin(0.37f * static_cast<float>(i));
+  for (std::size_t i = 0; i < bias.size(); ++i) bias[i] = 0.01f * static_cast<float>(i);
+  m.input("h0", {2, 32}).output("h_final", {2, 32});
+  m.float_initializer("w", {32, 32}, w).float_initializer("b", {32}, bias);
+  auto* n = m.model.mutable_graph()->add_initializer();
+  n->set_name("n");
+  n->set_data_type(kInt64);
+  n->add_int64_data(3);
+  auto* go = m.model.mutable_graph()->add_initializer();
+  go->set_name("go");
+  go->set_data_type(kBool);
+  go->add_int32_data(1);
+  m.node("Loop", {"n", "go", "h0"}, {"h_final"}).attr("body", body);
+  return m;
+}
+
+}  // namespace
+
+// A tuning session's loop bodies compile at load what they choose: compiled in the background
+// (the compiler here takes 2 s, the session less) their code would go with the session, and every
+// later process would start the compilers again beside its runs.
+TEST_CASE("a tuning session compiles its loop bodies' generated kernels at load, for later sessions", "[gen][session][control]") {
+  const wpk::testing::EnvOverride on("WPK_COMPILE_IN_BACKGROUND", "1");
+  const std::string cache = wpk::testing::temp_dir("body_compile");
+  const wpk::testing::EnvOverride slow("WPK_CXX", slow_compiler(cache, 2));
+  const std::string bytes = loop_of_products().bytes();
+  std::vector<float> h0(2 * 32);
+  for (std::size_t i = 0; i < h0.size(); ++i) h0[i] = std::cos(0.13f * static_cast<float>(i));
+  const wpk::TensorMap in = {{"h0", wpk::Tensor::from_vector(h0, {2, 32})}};
+  wpk::SessionOptions reference_only;
+  reference_only.disabled_kernels = {"cpu", "onednn", "gen"};
+  const wpk::Tensor expected = wpk::Session(wpk::load_from_bytes(bytes), reference_only).run(in).at("h_final");
+
+  wpk::SessionOptions tune;
+  tune.cache_dir = cache;
+  tune.threads = 1;
+  tune.tuning = true;
+  tune.tuning_trials = 1;
+  const std::uint64_t before = wpk::process_counters().compiled_kernels;
+  {
+    const wpk::Session tuning(wpk::load_from_bytes(bytes), tune);
+    CHECK(wpk::testing::compare_allclose(tuning.run(in).at("h_final"), expected, 0, 1e-5) == "");
+  }
+  CHECK(wpk::process_counters().compiled_kernels > before);
+  // A later session, which would compile in the background what its bodies lack, finds their
+  // code in the store: no compiler starts (the script marks `started` as it begins).
+  std::filesystem::remove(cache + "/started");
+  wpk::SessionOptions later;
+  later.cache_dir = cache;
+  later.threads = 1;
+  later.compile_in_background = true;
+  const wpk::Session warm(wpk::load_from_bytes(bytes), later);
+  CHECK(wpk::testing::compare_allclose(warm.run(in).at("h_final"), expected, 0, 1e-5) == "");
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  CHECK_FALSE(std::filesystem::exists(cache + "/started"));
+}
