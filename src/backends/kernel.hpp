@@ -142,6 +142,9 @@ class Kernel {
   // candidate then runs this input-shape signature. Inputs as run() would see them.
   virtual bool runs(const std::vector<const Tensor*>& /*inputs*/) const { return true; }
   virtual KernelProfile profile() const { return {}; }
+  // False when it runs on the calling thread alone, whatever threads its node is given: a run of
+  // such kernels leaves the session's other CPUs idle (RunPool lets its caller poll longer).
+  virtual bool multithreaded() const { return true; }
   // True when the kernel keeps its own copy of constant input i (weights packed into its
   // backend's layout) and never reads it from the context: the session may then free the
   // graph's copy, and runs pass no tensor for it.

@@ -18,6 +18,8 @@ class ControlFlowBackend : public Backend {
   std::string name() const override { return "control"; }
   std::string why_unsupported(const Node& node, const Graph& graph) const override;
   std::unique_ptr<Kernel> prepare(const Node& node, const Graph& graph) const override;
+  // A body runs on its own session's threads, whatever the node is given.
+  bool uses_host_threads() const override { return false; }
 };
 
 const ControlFlowBackend& control_flow_backend();

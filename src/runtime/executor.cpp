@@ -135,6 +135,7 @@ void Executor::run_step(std::size_t s) {
   try {
     std::optional<OmpThreadScope> fewer;
     if (choice.threads > 0 && choice.threads < omp_get_max_threads()) fewer.emplace(choice.threads);
+    note_step_cpus(cand.backend->uses_host_threads() && kernel->multithreaded() ? omp_get_max_threads() : 1);
     kernel->run(ctx);
   } catch (const Error&) {
     throw;

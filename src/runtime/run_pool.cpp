@@ -37,6 +37,13 @@ thread_local int caller_shares_cpu = -1;
 // whose work is expected to take longer sleeps at once.
 constexpr auto kPollBeforeSleeping = std::chrono::microseconds(100);
 
+// A caller of a work that leaves its CPU idle polls while sleeping would cost the run more than
+// this share of it (the wake-up measured on this machine), for runs of at most kLongestPolledRun:
+// on a virtual machine a wake-up costs tens of microseconds, a tenth of a 300 us run, and a
+// caller's CPU spinning past a millisecond is worth more to other processes than that.
+constexpr double kSleepCostShare = 0.1;
+constexpr auto kLongestPolledRun = std::chrono::microseconds(1000);
+
 // How long a caller spins for its runner to pick the work up. A runner that spins on another CPU
 // sees the work within a microsecond or two; one that has not started by then is asleep, or
 // waits for the caller's own CPU, and either way the caller does best to sleep at once.
@@ -104,6 +111,7 @@ struct RunPool::Work {
   bool alone = false;               // under the lock: no other work ran when it was handed over
   std::atomic<int> runner_cpu{-1};  // where its runner started it
   bool sleeping = false;  // under the lock: the caller waits on `finished` and must be notified
+  std::chrono::steady_clock::time_point done_at;  // under the lock: when a sleeping caller's work ended
   std::exception_ptr error;
   std::condition_variable finished;
 };
@@ -155,7 +163,14 @@ void RunPool::stop_runners() {
     if (r->thread.joinable()) r->thread.join();
 }
 
-void RunPool::execute(int threads, const std::function<void()>& work, double expected_us) {
+double RunPool::poll_bound_us(int expected_cpus, int pool_cpus, double wake_us) {
+  const double base = std::chrono::duration<double, std::micro>(kPollBeforeSleeping).count();
+  if (expected_cpus != 1 || pool_cpus < 2 || wake_us <= 0) return base;
+  const double longest = std::chrono::duration<double, std::micro>(kLongestPolledRun).count();
+  return std::clamp(wake_us / kSleepCostShare, base, longest);
+}
+
+void RunPool::execute(int threads, const std::function<void()>& work, double expected_us, int expected_cpus) {
   if (on_runner_thread) {
     work();
     return;
@@ -164,22 +179,29 @@ void RunPool::execute(int threads, const std::function<void()>& work, double exp
   w.cpus = std::clamp(threads, 1, cpus_);
   w.body = &work;
   w.caller_cpu = sched_getcpu();
-  const bool poll = expected_us >= 0 && expected_us < std::chrono::duration<double, std::micro>(kPollBeforeSleeping).count();
-  w.polled = poll;
   std::unique_lock<std::mutex> lock(mutex_);
   w.queued = !queue_.empty() || w.cpus > free_cpus_;
   if (w.queued) ++counters_.waited;
+  // Beside other works the caller's CPU may be another work's: only a work alone polls longer.
+  const double bound_us = poll_bound_us(w.queued || free_cpus_ != cpus_ ? 0 : expected_cpus, cpus_, counters_.wake_us);
+  const bool poll = expected_us >= 0 && expected_us < bound_us;
+  w.polled = poll;
   if (poll) ++counters_.polled;
   queue_.push_back(&w);
   start_queued(lock);
   lock.unlock();
   bool left_cpu = false;
-  if (!poll || !poll_for_end(w, expected_us, left_cpu)) {
+  if (!poll || !poll_for_end(w, expected_us, bound_us, left_cpu)) {
     lock.lock();
     if (left_cpu) ++counters_.left_cpu;
-    if (!w.done.load(std::memory_order_relaxed)) ++counters_.slept;
+    const bool waits = !w.done.load(std::memory_order_relaxed);
+    if (waits) ++counters_.slept;
     w.sleeping = true;
     w.finished.wait(lock, [&] { return w.done.load(std::memory_order_relaxed); });
+    if (waits) {
+      const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - w.done_at).count();
+      counters_.wake_us = counters_.wake_us < 0 ? us : counters_.wake_us + (us - counters_.wake_us) / 8;
+    }
   }
   if (poll) caller_shares_cpu = w.runner_cpu.load(std::memory_order_relaxed) == w.caller_cpu ? w.caller_cpu : -1;
   if (w.error) std::rethrow_exception(w.error);
@@ -189,7 +211,7 @@ void RunPool::execute(int threads, const std::function<void()>& work, double exp
 // runs alone, yielding beside other works or behind them in the queue); returns whether it
 // ended. Gives up at once (`left_cpu`) where the runner is slow to start it or started it on
 // this CPU, which the caller then leaves to it.
-bool RunPool::poll_for_end(Work& w, double expected_us, bool& left_cpu) {
+bool RunPool::poll_for_end(Work& w, double expected_us, double bound_us, bool& left_cpu) {
   const auto is_done = [&] { return w.done.load(std::memory_order_acquire); };
   if (w.queued) return poll_until(kPollBeforeSleeping, is_done, yield);
   if (w.caller_cpu == caller_shares_cpu) {
@@ -202,9 +224,8 @@ bool RunPool::poll_for_end(Work& w, double expected_us, bool& left_cpu) {
     left_cpu = true;
     return false;
   }
-  const auto expected = std::chrono::duration<double, std::micro>(2 * expected_us + 10);
-  const auto window = std::min<std::chrono::nanoseconds>(kPollBeforeSleeping,
-                                                         std::chrono::duration_cast<std::chrono::nanoseconds>(expected));
+  const auto window = std::chrono::duration_cast<std::chrono::nanoseconds>(
+      std::chrono::duration<double, std::micro>(std::min(bound_us, 2 * expected_us + 10)));
   return poll_until(window, is_done, [&] { w.alone ? spin() : yield(); });
 }
 
@@ -258,6 +279,7 @@ void RunPool::runner_loop(Runner* runner) {
     runner->work.store(nullptr, std::memory_order_relaxed);
     free_cpus_ += w->cpus;
     const bool notify = w->sleeping;
+    if (notify) w->done_at = std::chrono::steady_clock::now();
     w->done.store(true, std::memory_order_release);
     if (notify) w->finished.notify_one();
     idle_.push_back(runner);

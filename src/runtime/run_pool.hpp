@@ -30,6 +30,9 @@ struct RunPoolCounters {
   std::uint64_t slept = 0;     // works whose caller slept until the work was done
   std::uint64_t left_cpu = 0;  // of the polled, works whose caller slept at once: their runner
                                // had not started them soon or ran them on the caller's CPU
+  // How long a caller that slept took to resume once its work was done (a running mean over the
+  // sleeps; negative before the first): what sleeping costs a run on this machine.
+  double wake_us = -1;
 };
 
 class RunPool {
@@ -48,8 +51,16 @@ class RunPool {
   // session's set-up runs the model to tune it), it runs `work` at once on that thread: the
   // CPUs are already held. `expected_us` is how long the work is likely to take (negative: not
   // known): the caller polls for a work expected to finish sooner than waking it would cost,
-  // while a runner on another CPU runs it, and sleeps until any other is done.
-  void execute(int threads, const std::function<void()>& work, double expected_us = -1);
+  // while a runner on another CPU runs it, and sleeps until any other is done. `expected_cpus`
+  // is how many CPUs the work is likely to keep busy (0: not known): one that leaves the caller's
+  // CPU idle is polled for longer (poll_bound_us).
+  void execute(int threads, const std::function<void()>& work, double expected_us = -1, int expected_cpus = 0);
+
+  // The longest expected work a caller polls for when it runs alone in a pool of `pool_cpus`:
+  // 100 us, or, for a work that keeps one CPU busy while others are free (the caller's spin then
+  // takes nothing from it), as long as sleeping would add more than a tenth to it by the
+  // measured `wake_us`, up to 1 ms.
+  static double poll_bound_us(int expected_cpus, int pool_cpus, double wake_us);
 
   RunPoolCounters counters() const;
 
@@ -70,7 +81,7 @@ class RunPool {
  private:
   struct Work;
   struct Runner;
-  bool poll_for_end(Work& w, double expected_us, bool& left_cpu);
+  bool poll_for_end(Work& w, double expected_us, double bound_us, bool& left_cpu);
   void start_queued(std::unique_lock<std::mutex>& lock);
   void runner_loop(Runner* runner);
   void stop_runners();

@@ -7,6 +7,7 @@
 #include "runtime/logging.hpp"
 #include "runtime/measurement.hpp"
 #include "runtime/run_pool.hpp"
+#include "runtime/threads.hpp"
 #include "runtime/session_impl.hpp"
 
 namespace wpk {
@@ -37,6 +38,7 @@ std::vector<Tensor> Session::run_in_parts(const std::vector<const Tensor*>& inpu
   RunProfile first;
   // The session's CPUs are held: one part a thread of this runner's OpenMP team, each running
   // its nodes on that thread alone.
+  note_step_cpus(parts);
 #pragma omp parallel for schedule(static, 1) num_threads(parts)
   for (int p = 0; p < parts; ++p) {
     const RunPool::HeldCpusScope held;

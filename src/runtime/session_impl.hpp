@@ -18,6 +18,7 @@
 #include "runtime/memory_budget.hpp"
 #include "runtime/plan_cache.hpp"
 #include "runtime/run_pool.hpp"
+#include "runtime/threads.hpp"
 #include "runtime/tuner.hpp"
 #include "runtime/tuning_db.hpp"
 #include "wpk/session.hpp"
@@ -60,22 +61,26 @@ struct Session::Impl {
   mutable std::map<ShapeSignature, int> parts;  // per signature, the record's choice once looked up
   BatchPartsCheck parts_check;
   mutable std::atomic<int> last_run_parts{1};  // of the most recent run (describe())
-  // How long the most recent run took on its runner thread (negative before the first): what a
-  // caller waiting for the next run expects (RunPool::execute polls for a short one).
+  // How long the most recent run took on its runner thread (negative before the first) and the
+  // most CPUs one of its steps was given: what a caller waiting for the next run expects
+  // (RunPool::execute polls for a short one, and longer for one that leaves the caller's CPU idle).
   mutable std::atomic<double> last_run_us{-1};
+  mutable std::atomic<int> last_run_cpus{0};
 
   // Runs `run` on the process's CPUs with the session's threads, telling the pool how long the
-  // last run took, and keeping this one's time for the next.
+  // last run took and on how many CPUs, and keeping this one's for the next.
   template <typename Run>
   void execute_run(const Run& run) const {
     RunPool::process().execute(
         threads,
         [&] {
+          const StepCpusScope cpus;
           const auto started = std::chrono::steady_clock::now();
           run();
           last_run_us.store(us_since(started));
+          last_run_cpus.store(cpus.widest());
         },
-        last_run_us.load());
+        last_run_us.load(), last_run_cpus.load());
   }
 
   // How many parts a run of these inputs goes in: what the tuning record for their shapes says,

@@ -54,6 +54,15 @@ OmpThreadScope::~OmpThreadScope() {
 #endif
 }
 
+namespace {
+thread_local int t_widest_step = 0;
+}  // namespace
+
+StepCpusScope::StepCpusScope() : enclosing_(t_widest_step) { t_widest_step = 0; }
+StepCpusScope::~StepCpusScope() { t_widest_step = std::max(enclosing_, t_widest_step); }
+int StepCpusScope::widest() const { return t_widest_step; }
+void note_step_cpus(int cpus) { t_widest_step = std::max(t_widest_step, cpus); }
+
 void log_openmp_wait_policy() {
   static std::once_flag once;
   std::call_once(once, [] {

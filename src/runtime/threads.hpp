@@ -27,6 +27,23 @@ class OmpThreadScope {
   int previous_ = 0;
 };
 
+// The most CPUs a step run on this thread was given since the innermost scope began (a body's
+// runs inside a Loop count for the enclosing run): a run whose every step kept to one CPU leaves
+// its caller's CPU idle, and RunPool lets such a caller poll for it longer.
+class StepCpusScope {
+ public:
+  StepCpusScope();
+  ~StepCpusScope();  // the enclosing scope takes this one's widest step
+  StepCpusScope(const StepCpusScope&) = delete;
+  StepCpusScope& operator=(const StepCpusScope&) = delete;
+  int widest() const;  // 0 before any step
+
+ private:
+  int enclosing_ = 0;
+};
+// Called for each step: the CPUs it is given.
+void note_step_cpus(int cpus);
+
 // Once per process, at debug level: whether libgomp's idle workers spin after a run (its default,
 // about 3 ms) or sleep at once (OMP_WAIT_POLICY=passive); see the README, "Threads".
 void log_openmp_wait_policy();

@@ -34,19 +34,39 @@ const OpTable& op_table() {
 namespace {
 class FunctionKernel : public Kernel {
  public:
-  FunctionKernel(KernelFn fn, std::int64_t opset, KernelProfile profile)
-      : fn_(fn), opset_(opset), profile_(std::move(profile)) {}
+  FunctionKernel(KernelFn fn, std::int64_t opset, KernelProfile profile, bool multithreaded)
+      : fn_(fn), opset_(opset), profile_(std::move(profile)), multithreaded_(multithreaded) {}
   void run(KernelContext& ctx) const override {
     ctx.set_opset(opset_);
     fn_(ctx);
   }
   KernelProfile profile() const override { return profile_; }
+  bool multithreaded() const override { return multithreaded_; }
 
  private:
   KernelFn fn_;
   std::int64_t opset_;
   KernelProfile profile_;
+  bool multithreaded_;
 };
+
+// The ops the given registrations add (table_key's form).
+std::set<std::string> ops_of(std::initializer_list<void (*)(OpTable&)> registrations) {
+  OpTable t;
+  for (const auto add : registrations) add(t);
+  std::set<std::string> keys;
+  for (const auto& kv : t.entries()) keys.insert(kv.first);
+  return keys;
+}
+
+// Whether the node's kernel may start threads: Eigen's products (MatMul, Conv, and the fused
+// and recurrent ops built on them) do with OpenMP; the elementwise, reduction, shape and index
+// ops never do.
+bool may_start_threads(const Node& node) {
+  static const std::set<std::string> calling_thread_only =
+      ops_of({register_elementwise, register_binary, register_reduce, register_shape_ops, register_index_ops});
+  return calling_thread_only.count(table_key(node)) == 0;
+}
 }  // namespace
 
 KernelProfile reference_profile() {
@@ -58,14 +78,7 @@ KernelProfile reference_profile() {
 }
 
 KernelProfile reference_profile(const Node& node) {
-  static const std::set<std::string> elementwise = [] {
-    OpTable t;
-    register_elementwise(t);
-    register_binary(t);
-    std::set<std::string> keys;
-    for (const auto& kv : t.entries()) keys.insert(kv.first);
-    return keys;
-  }();
+  static const std::set<std::string> elementwise = ops_of({register_elementwise, register_binary});
   KernelProfile p = reference_profile();
   // A few nanoseconds an element: a scalar loop with its broadcast index walk.
   if (elementwise.count(table_key(node))) p.efficiency = 0.03;
@@ -101,7 +114,8 @@ std::string ReferenceBackend::why_unsupported(const Node& node, const Graph& gra
 std::unique_ptr<Kernel> ReferenceBackend::prepare(const Node& node, const Graph& graph) const {
   std::string why = why_unsupported(node, graph);
   if (!why.empty()) throw Error(ErrorCode::Unsupported, node_label(node) + why);
-  return std::make_unique<FunctionKernel>(op_table().find(table_key(node))->fn, graph.opset(), reference_profile(node));
+  return std::make_unique<FunctionKernel>(op_table().find(table_key(node))->fn, graph.opset(), reference_profile(node),
+                                          may_start_threads(node));
 }
 
 }  // namespace wpk::reference

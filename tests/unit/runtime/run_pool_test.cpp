@@ -171,6 +171,41 @@ TEST_CASE("run pool: a caller polls only for a work expected to be short, and sl
   }
 }
 
+TEST_CASE("run pool: a caller polls longer for a work that leaves its CPU idle, by what a wake-up costs", "[threads][run_pool]") {
+  // Sleeping costs a run the wake-up measured here; a caller polls while that would add more
+  // than a tenth, at least 100 us and at most 1 ms of it, and only where its spin takes nothing
+  // from the work (one CPU of a pool of two or more).
+  CHECK(RunPool::poll_bound_us(1, 2, 40) == Approx(400));
+  CHECK(RunPool::poll_bound_us(1, 2, 5) == Approx(100));
+  CHECK(RunPool::poll_bound_us(1, 2, 500) == Approx(1000));
+  CHECK(RunPool::poll_bound_us(2, 2, 40) == Approx(100));
+  CHECK(RunPool::poll_bound_us(0, 2, 40) == Approx(100));
+  CHECK(RunPool::poll_bound_us(1, 1, 40) == Approx(100));
+  CHECK(RunPool::poll_bound_us(1, 2, -1) == Approx(100));
+
+  RunPool pool(2);
+  const auto busy_us = [](int us) {
+    return [us] {
+      const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(us);
+      while (std::chrono::steady_clock::now() < until) {
+      }
+    };
+  };
+  CHECK(pool.counters().wake_us < 0);
+  for (int i = 0; i < 4; ++i) pool.execute(1, busy_us(300));  // of unknown length: the caller sleeps
+  const double wake_us = pool.counters().wake_us;
+  REQUIRE(wake_us > 0);
+  INFO("a wake-up here: " << wake_us << " us");
+  // Where a wake-up costs more than 15 us (virtual machines: tens), 150 us is under the bound.
+  const bool polls = RunPool::poll_bound_us(1, 2, wake_us) > 150;
+  RunPoolCounters before = pool.counters();
+  pool.execute(1, busy_us(20), 150, 1);
+  CHECK(pool.counters().polled == before.polled + (polls ? 1 : 0));
+  before = pool.counters();
+  pool.execute(2, busy_us(20), 150, 2);
+  CHECK(pool.counters().polled == before.polled);
+}
+
 using runtime_test::ones;
 using runtime_test::relu_graph;
 

@@ -90,3 +90,33 @@ TEST_CASE("wpk bench --idle: with OMP_WAIT_POLICY=passive no worker spins after 
   const double used = std::stod(idle.substr(idle.find("used ") + 5));
   CHECK(used < 2.0);
 }
+
+TEST_CASE("threads: a run's widest step counts the steps of its bodies' runs", "[threads]") {
+  // A Loop's body runs as a session of its own on the same thread, inside the enclosing run.
+  StepCpusScope run;
+  CHECK(run.widest() == 0);
+  note_step_cpus(1);
+  {
+    StepCpusScope body;
+    CHECK(body.widest() == 0);
+    note_step_cpus(2);
+    CHECK(body.widest() == 2);
+  }
+  CHECK(run.widest() == 2);
+  {
+    StepCpusScope body;
+    note_step_cpus(1);
+  }
+  CHECK(run.widest() == 2);
+}
+
+TEST_CASE("threads: the reference kernels that may start threads are the ones built on Eigen's products", "[threads]") {
+  Graph g;
+  g.add_input("a", DType::Float32, {2, 2});
+  g.add_node("Tanh", {"a"}, {"t"});
+  g.add_node("MatMul", {"t", "a"}, {"y"});
+  g.add_output("y");
+  const Backend& reference = runtime_test::reference_backend();
+  CHECK_FALSE(reference.prepare(g.nodes()[0], g)->multithreaded());
+  CHECK(reference.prepare(g.nodes()[1], g)->multithreaded());
+}
