@@ -9,9 +9,8 @@
 namespace wpk {
 namespace {
 
-thread_local const SessionOptions* t_body_options = nullptr;
-// Whether the bodies being prepared on this thread belong to a tuning session (at any depth).
-thread_local bool t_bodies_of_tuning = false;
+// The innermost scope open on this thread: the options of the bodies being prepared here.
+thread_local const BodyOptionsScope* t_body_scope = nullptr;
 
 std::vector<const char*> body_attributes(const Node& node) {
   if (node.op_type == "If") return {"then_branch", "else_branch"};
@@ -48,20 +47,17 @@ class IfKernel : public Kernel {
 }  // namespace
 
 BodyOptionsScope::BodyOptionsScope(const SessionOptions& enclosing)
-    : previous_(t_body_options), options_(enclosing), compile_choices_(enclosing.tuning || t_bodies_of_tuning) {
+    : previous_(t_body_scope),
+      options_(enclosing),
+      compile_choices_(enclosing.tuning || (previous_ && previous_->compile_choices_)) {
   options_.tuning = false;
   options_.fixed_dims.clear();
   options_.profile = false;
   options_.on_tuning_progress = nullptr;
-  t_body_options = &options_;
-  previous_of_tuning_ = t_bodies_of_tuning;
-  t_bodies_of_tuning = compile_choices_;
+  t_body_scope = this;
 }
 
-BodyOptionsScope::~BodyOptionsScope() {
-  t_body_options = previous_;
-  t_bodies_of_tuning = previous_of_tuning_;
-}
+BodyOptionsScope::~BodyOptionsScope() { t_body_scope = previous_; }
 
 Body::Body(const Node& node, const char* attribute) : where_(node_label(node) + attribute + ": ") {
   const Attribute* a = node.find_attr(attribute);
@@ -73,7 +69,7 @@ Body::Body(const Node& node, const char* attribute) : where_(node_label(node) + 
     output_names_.push_back(g.value(v).name);
     output_dtypes_.push_back(g.value(v).dtype);
   }
-  const SessionOptions options = t_body_options ? *t_body_options : SessionOptions{};
+  const SessionOptions options = t_body_scope ? t_body_scope->options_ : SessionOptions{};
   max_iterations_ = options.max_loop_iterations;
   try {
     session_ = std::make_unique<Session>(Graph(g), options);

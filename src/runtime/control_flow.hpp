@@ -37,10 +37,10 @@ class BodyOptionsScope {
   bool compiles_choices_at_load() const { return compile_choices_; }
 
  private:
-  const SessionOptions* previous_;
+  friend class Body;  // a body's session takes the innermost scope's options
+  const BodyOptionsScope* previous_;
   SessionOptions options_;
   bool compile_choices_ = false;
-  bool previous_of_tuning_ = false;
 };
 
 // One body: its session, and its inputs and outputs in the order the node binds them.

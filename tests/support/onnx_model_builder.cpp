@@ -72,6 +72,14 @@ OnnxModelBuilder& OnnxModelBuilder::int64_initializer(const std::string& name, c
   return *this;
 }
 
+OnnxModelBuilder& OnnxModelBuilder::bool_initializer(const std::string& name, bool value) {
+  auto* t = model.mutable_graph()->add_initializer();
+  t->set_name(name);
+  t->set_data_type(onnx::TensorProto::BOOL);
+  t->add_int32_data(value ? 1 : 0);
+  return *this;
+}
+
 namespace {
 onnx::AttributeProto* new_attribute(onnx::ModelProto& model, const std::string& name) {
   auto* graph = model.mutable_graph();

@@ -18,6 +18,7 @@ struct OnnxModelBuilder {
   OnnxModelBuilder& node(const std::string& op, const std::vector<std::string>& ins, const std::vector<std::string>& outs);
   OnnxModelBuilder& float_initializer(const std::string& name, const std::vector<long>& dims, const std::vector<float>& values);
   OnnxModelBuilder& int64_initializer(const std::string& name, const std::vector<long>& dims, const std::vector<long>& values);
+  OnnxModelBuilder& bool_initializer(const std::string& name, bool value);  // a scalar (Loop's condition)
   // Attributes of the last node added.
   OnnxModelBuilder& attr(const std::string& name, long value);
   OnnxModelBuilder& attr(const std::string& name, float value);

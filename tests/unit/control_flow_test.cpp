@@ -22,13 +22,6 @@ constexpr int kFloat = 1, kInt64 = 7, kBool = 9;
 
 std::vector<float> values(const Tensor& t) { return std::vector<float>(t.data<float>(), t.data<float>() + t.numel()); }
 
-void bool_initializer(OnnxModelBuilder& b, const std::string& name, bool v) {
-  auto* t = b.model.mutable_graph()->add_initializer();
-  t->set_name(name);
-  t->set_data_type(kBool);
-  t->add_int32_data(v ? 1 : 0);
-}
-
 // out = If(sum(x) > 0): then y * w (w a constant of the main graph), else Concat(y, x), with
 // y = x + x computed before the If: the branches give different shapes.
 OnnxModelBuilder if_model() {
@@ -56,7 +49,7 @@ OnnxModelBuilder loop_model() {
   m.input("n", {}, kInt64).input("x", {2}).output("acc_final", {2}).output("trace", {-1, 2});
   m.float_initializer("step", {2}, {1, 10}).float_initializer("limit", {}, {20}).float_initializer("half", {}, {0.5f});
   m.float_initializer("acc0", {2}, {0, 0});
-  bool_initializer(m, "go", true);
+  m.bool_initializer("go", true);
   m.node("Mul", {"x", "half"}, {"half_x"});
   m.node("Loop", {"n", "go", "acc0"}, {"acc_final", "trace"}).attr("body", body);
   return m;
@@ -69,7 +62,7 @@ OnnxModelBuilder endless_loop(int opset = 17) {
   body.output("cond_out", {}, kBool).output("v_out", {1});
   body.node("Identity", {"cond_in"}, {"cond_out"}).node("Identity", {"v"}, {"v_out"});
   m.input("v0", {1}).output("v_final", {1});
-  bool_initializer(m, "go", true);
+  m.bool_initializer("go", true);
   m.node("Loop", {"", "go", "v0"}, {"v_final"}).attr("body", body);
   return m;
 }
@@ -123,7 +116,7 @@ TEST_CASE("an If inside a Loop reads values two graphs up", "[control]") {
   body.node("If", {"cond_in"}, {"acc_out"}).attr("then_branch", then_b).attr("else_branch", else_b);
   m.input("x", {2}).output("acc_final", {2});
   m.int64_initializer("three", {}, {3}).float_initializer("acc0", {2}, {0, 0});
-  bool_initializer(m, "go", true);
+  m.bool_initializer("go", true);
   m.node("Loop", {"three", "go", "acc0"}, {"acc_final"}).attr("body", body);
   Session s(load_from_bytes(m.bytes()));
   CHECK(values(s.run({{"x", Tensor::from_vector<float>({1, 2}, {2})}}).at("acc_final")) == std::vector<float>{3, 6});
@@ -178,7 +171,7 @@ TEST_CASE("bodies that do not fit their node are clear errors", "[control][error
   OnnxModelBuilder body, m;
   body.input("i", {}, kInt64).input("v", {1}).output("cond_out", {}, kBool).output("v_out", {1});
   body.node("Identity", {"v"}, {"v_out"});
-  bool_initializer(body, "yes", true);
+  body.bool_initializer("yes", true);
   body.node("Identity", {"yes"}, {"cond_out"});
   m.input("v0", {1}).output("v_final", {1});
   m.int64_initializer("two", {}, {2});

@@ -245,14 +245,7 @@ wpk::testing::OnnxModelBuilder loop_of_products() {
   for (std::size_t i = 0; i < bias.size(); ++i) bias[i] = 0.01f * static_cast<float>(i);
   m.input("h0", {2, 32}).output("h_final", {2, 32});
   m.float_initializer("w", {32, 32}, w).float_initializer("b", {32}, bias);
-  auto* n = m.model.mutable_graph()->add_initializer();
-  n->set_name("n");
-  n->set_data_type(kInt64);
-  n->add_int64_data(3);
-  auto* go = m.model.mutable_graph()->add_initializer();
-  go->set_name("go");
-  go->set_data_type(kBool);
-  go->add_int32_data(1);
+  m.int64_initializer("n", {}, {3}).bool_initializer("go", true);
   m.node("Loop", {"n", "go", "h0"}, {"h_final"}).attr("body", body);
   return m;
 }
