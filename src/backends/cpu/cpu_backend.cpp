@@ -10,7 +10,7 @@
 namespace wpk::cpu {
 namespace {
 
-enum class Family { None, Attention, Conv, MatMul, RowBroadcast, ConcatBatchNorm, Quantize, QLinearAdd, DynamicQuantize, QuantizedConv, QuantizedProduct, Concat };
+enum class Family { None, Attention, Conv, MatMul, RowBroadcast, ConcatBatchNorm, Quantize, QLinearAdd, DynamicQuantize, QuantizedConv, QuantizedProduct, Concat, Tanh };
 
 Family family_of(const Node& node) {
   const bool onnx = node.domain.empty() || node.domain == "ai.onnx";
@@ -28,6 +28,7 @@ Family family_of(const Node& node) {
   if ((onnx && node.op_type == "QLinearConv") || (wpk_op && node.op_type == "QLinearConvAdd")) return Family::QuantizedConv;
   if (wpk_op && node.op_type == "MatMulIntegerToFloat") return Family::QuantizedProduct;
   if (onnx && node.op_type == "Concat") return Family::Concat;
+  if (onnx && node.op_type == "Tanh") return Family::Tanh;
   return Family::None;
 }
 
@@ -60,6 +61,7 @@ std::vector<std::string> CpuBackend::kernel_names() const {
                  ConvConfig::Kernel::StreamAvx512})
     names.push_back(conv_kernel_name(k));
   names.push_back(kMatMulKernelName);
+  names.push_back(tanh_kernel_name());
   for (const std::string& name : quantized_kernel_names()) names.push_back(name);
   return names;
 }
@@ -119,6 +121,7 @@ std::string CpuBackend::why_unsupported(const Node& node, const Graph& graph) co
     case Family::QuantizedConv: return quantized_conv_unsupported(node, graph);
     case Family::QuantizedProduct: return quantized_product_unsupported(node, graph);
     case Family::Concat: return concat_unsupported(node, graph);
+    case Family::Tanh: return tanh_unsupported(node, graph);
     case Family::None: break;
   }
   return "the cpu backend does not run " + node.op_type;
@@ -139,6 +142,7 @@ std::unique_ptr<Kernel> CpuBackend::prepare(const Node& node, const Graph& graph
     case Family::QuantizedConv: return make_quantized_conv(node, graph, "");
     case Family::QuantizedProduct: return make_quantized_product(node, graph, "");
     case Family::Concat: return make_concat(node, graph);
+    case Family::Tanh: return make_tanh(node, graph);
     case Family::None: break;
   }
   throw Error(ErrorCode::Internal, node_label(node) + "no cpu kernel");

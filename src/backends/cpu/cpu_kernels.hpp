@@ -76,6 +76,10 @@ std::unique_ptr<Kernel> make_dynamic_quantize(const Node& node, const Graph& gra
 std::string qlinear_add_unsupported(const Node& node, const Graph& graph);  // quantize_kernel.cpp
 std::unique_ptr<Kernel> make_qlinear_add(const Node& node, const Graph& graph);
 
+std::string tanh_unsupported(const Node& node, const Graph& graph);  // tanh_kernel.cpp
+std::unique_ptr<Kernel> make_tanh(const Node& node, const Graph& graph);
+std::string tanh_kernel_name();  // "f32_tanh__sse2": the vectors Eigen was built for
+
 std::string row_broadcast_unsupported(const Node& node, const Graph& graph);  // row_broadcast_kernel.cpp
 std::unique_ptr<Kernel> make_row_broadcast(const Node& node, const Graph& graph);
 

@@ -417,6 +417,11 @@ std::vector<SweepCase> other_cases() {
       out.push_back({OpCase(op).input("A", {2, 5, hw[0], hw[1]}).input("B", {5, 1, 1}).seed(seed++), 0, 0});
     }
   out.push_back({OpCase("Mul").input("A", {1, 6, 1, 1}).input("B", {2, 6, 4, 5}).seed(seed++), 0, 0});
+  // Tanh: shorter than a vector, a vector's worth and a bit past, past the threads' threshold,
+  // and values where it saturates.
+  for (std::int64_t n : {1, 7, 16, 33, 70001})
+    out.push_back({OpCase("Tanh").input("X", {n}).seed(seed++), 1e-5, 1e-6});
+  out.push_back({OpCase("Tanh").input("X", random_codes<float>({5, 37}, seed++, -15, 15)), 1e-5, 1e-6});
   // Concat: along the first, a middle and the last axis (a negative one), one input, an input
   // empty along the axis, and int64 and bool data.
   out.push_back({OpCase("Concat").input("A", {2, 3, 5}).input("B", {4, 3, 5}).attr("axis", std::int64_t{0}).seed(seed++), 0, 0});
@@ -504,6 +509,7 @@ TEST_CASE("every candidate of every registered backend matches the reference at 
     CHECK(ops_checked["cpu"].count(op) == 1);
   CHECK(ops_checked["cpu"].count("Sub") == 1);
   CHECK(ops_checked["cpu"].count("Concat") == 1);  // the per-channel operand (Sub only broadcasts there)
+  CHECK(ops_checked["cpu"].count("Tanh") == 1);
   // wpk's exact 8-bit kernels, on every CPU with AVX2.
   for (const char* op : {"QLinearConv", "com.wpk.QLinearConvAdd", "com.wpk.MatMulIntegerToFloat"})
     CHECK(ops_checked["cpu"].count(op) == (wpk::cpu_features().avx2 ? 1u : 0u));
