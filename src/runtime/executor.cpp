@@ -19,9 +19,38 @@ double us_between(std::chrono::steady_clock::time_point a, std::chrono::steady_c
 
 }  // namespace
 
+namespace {
+
+// A run's vectors, kept by its thread for the next: a Loop's body is a run an iteration, and
+// allocating (and, for a graph's many values, consolidating the heap for) its value slots each
+// time cost it as much as some of its kernels. A few per thread: runs nest (a body inside its
+// node's run) but not deeply.
+struct RunVectors {
+  std::vector<Tensor> slots;
+  std::vector<std::int64_t> charged;
+  std::vector<StepChoice> choices;
+  std::vector<const Tensor*> step_inputs;
+  std::vector<Tensor> step_outputs;
+};
+constexpr std::size_t kSpareRunVectors = 4;
+thread_local std::vector<RunVectors> t_spare_vectors;
+
+}  // namespace
+
 Executor::Executor(const Graph& graph, const ExecutionPlan& plan, RunMemory memory)
-    : graph_(graph), plan_(plan), memory_(std::move(memory)), slots_(graph.values().size()),
-      charged_(graph.values().size(), 0), choices_(plan.steps().size()) {
+    : graph_(graph), plan_(plan), memory_(std::move(memory)) {
+  if (!t_spare_vectors.empty()) {
+    RunVectors& spare = t_spare_vectors.back();
+    slots_ = std::move(spare.slots);
+    charged_ = std::move(spare.charged);
+    choices_ = std::move(spare.choices);
+    step_inputs_ = std::move(spare.step_inputs);
+    step_outputs_ = std::move(spare.step_outputs);
+    t_spare_vectors.pop_back();
+  }
+  slots_.resize(graph.values().size());
+  charged_.assign(graph.values().size(), 0);
+  choices_.assign(plan.steps().size(), StepChoice{});
   step_inputs_.reserve(plan.most_step_inputs());
   step_outputs_.reserve(plan.most_step_outputs());
   if (memory_.plan && memory_.plan->memory_planned && memory_.arena) {
@@ -29,6 +58,15 @@ Executor::Executor(const Graph& graph, const ExecutionPlan& plan, RunMemory memo
     arena_bytes_ = memory_.plan->arena_bytes;
   }
   if (memory_.plan) choices_ = memory_.plan->choice;
+}
+
+Executor::~Executor() {
+  if (t_spare_vectors.size() >= kSpareRunVectors) return;
+  slots_.clear();  // the run's tensors go now, the storage stays
+  step_inputs_.clear();
+  step_outputs_.clear();
+  t_spare_vectors.push_back({std::move(slots_), std::move(charged_), std::move(choices_), std::move(step_inputs_),
+                             std::move(step_outputs_)});
 }
 
 void Executor::set_profile(RunProfile* profile, std::chrono::steady_clock::time_point run_start) {

@@ -35,6 +35,9 @@ class Executor {
   using Chooser = std::function<StepChoice(std::size_t step, const std::vector<const Tensor*>& inputs)>;
 
   Executor(const Graph& graph, const ExecutionPlan& plan, RunMemory memory);
+  ~Executor();  // leaves its vectors' storage to the thread's next run
+  Executor(const Executor&) = delete;
+  Executor& operator=(const Executor&) = delete;
   void set_chooser(Chooser chooser) { chooser_ = std::move(chooser); }
   void set_profile(RunProfile* profile, std::chrono::steady_clock::time_point run_start);
 
