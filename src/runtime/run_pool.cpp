@@ -109,6 +109,7 @@ struct RunPool::Work {
   bool polled = false;              // its caller polls for it rather than sleep at once
   bool queued = false;              // it found other works ahead of it or too few CPUs free
   bool alone = false;               // under the lock: no other work ran when it was handed over
+  std::uint64_t started_as = 0;     // works_started_ once it was handed over, if it was
   std::atomic<int> runner_cpu{-1};  // where its runner started it
   bool sleeping = false;  // under the lock: the caller waits on `finished` and must be notified
   std::chrono::steady_clock::time_point done_at;  // under the lock: when a sleeping caller's work ended
@@ -134,8 +135,9 @@ RunPool& RunPool::process() {
   return *pool;
 }
 
-RunPool::RunPool(int cpus) : cpus_(std::max(1, cpus)), free_cpus_(cpus_) {
+RunPool::RunPool(int cpus, double wake_us) : cpus_(std::max(1, cpus)), free_cpus_(cpus_) {
   counters_.cpus = cpus_;
+  counters_.wake_us = wake_us;
   // One runner per CPU, all started now: at most that many works run at once, so handing one
   // out never has to start a thread (which can fail, with the work already taken off the queue).
   try {
@@ -189,6 +191,7 @@ void RunPool::execute(int threads, const std::function<void()>& work, double exp
   if (poll) ++counters_.polled;
   queue_.push_back(&w);
   start_queued(lock);
+  w.started_as = works_started_.load(std::memory_order_relaxed);
   lock.unlock();
   bool left_cpu = false;
   if (!poll || !poll_for_end(w, expected_us, bound_us, left_cpu)) {
@@ -226,7 +229,19 @@ bool RunPool::poll_for_end(Work& w, double expected_us, double bound_us, bool& l
   }
   const auto window = std::chrono::duration_cast<std::chrono::nanoseconds>(
       std::chrono::duration<double, std::micro>(std::min(bound_us, 2 * expected_us + 10)));
-  return poll_until(window, is_done, [&] { w.alone ? spin() : yield(); });
+  if (!w.alone) return poll_until(window, is_done, yield);
+  // A work started beside it since may have its runner on this CPU: the caller sleeps instead.
+  bool ended = false, others = false;
+  poll_until(window, [&] {
+    ended = is_done();
+    others = !ended && works_started_.load(std::memory_order_relaxed) != w.started_as;
+    return ended || others;
+  }, spin);
+  if (others) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    ++counters_.gave_way;
+  }
+  return ended;
 }
 
 // Hands queued works to runners, oldest first, while the oldest fits in the free CPUs. The caller
@@ -238,6 +253,7 @@ void RunPool::start_queued(std::unique_lock<std::mutex>& lock) {
     queue_.pop_front();
     w->alone = free_cpus_ == cpus_;
     free_cpus_ -= w->cpus;
+    works_started_.fetch_add(1, std::memory_order_relaxed);
     counters_.peak_busy_cpus = std::max(counters_.peak_busy_cpus, cpus_ - free_cpus_);
     ++counters_.executed;
     // Never empty: a runner per CPU, and every work running holds at least one CPU.

@@ -10,6 +10,7 @@
 // the most recently used idle runner land on a team that is already awake, and a process has at
 // most one team per CPU however many threads call run(). The same holds for the per-thread
 // caches of the kernels (oneDNN streams and scratchpads).
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -30,6 +31,8 @@ struct RunPoolCounters {
   std::uint64_t slept = 0;     // works whose caller slept until the work was done
   std::uint64_t left_cpu = 0;  // of the polled, works whose caller slept at once: their runner
                                // had not started them soon or ran them on the caller's CPU
+  std::uint64_t gave_way = 0;  // of the polled, works whose caller stopped spinning because another
+                               // work started beside them (its runner may need the caller's CPU)
   // How long a caller that slept took to resume once its work was done (a running mean over the
   // sleeps; negative before the first): what sleeping costs a run on this machine.
   double wake_us = -1;
@@ -40,7 +43,9 @@ class RunPool {
   // The pool every Session uses: the CPUs of the process's affinity mask at first use.
   static RunPool& process();
 
-  explicit RunPool(int cpus);
+  // `wake_us`: what a wake-up is taken to cost until one is measured (RunPoolCounters::wake_us;
+  // tests set it, a pool measures its own).
+  explicit RunPool(int cpus, double wake_us = -1);
   ~RunPool();  // waits for the works in flight
   RunPool(const RunPool&) = delete;
   RunPool& operator=(const RunPool&) = delete;
@@ -89,6 +94,9 @@ class RunPool {
   const int cpus_;
   mutable std::mutex mutex_;
   int free_cpus_;
+  // Works handed to runners so far, read without the lock by a spinning caller: one that changes
+  // while it spins for a work that was alone means a work started beside it.
+  std::atomic<std::uint64_t> works_started_{0};
   bool stopping_ = false;
   std::deque<Work*> queue_;
   std::vector<std::unique_ptr<Runner>> runners_;
