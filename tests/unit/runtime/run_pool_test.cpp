@@ -215,7 +215,10 @@ TEST_CASE("run pool: a caller spinning for a work alone stops when another work 
   // The other work's caller sleeps until the first work has started, and is then moved to the
   // first work's runner CPU, which that runner yields while it waits: the spinning caller cannot
   // keep it from starting. Tried a few times.
-  if (affinity_cpu_count() < 2) SUCCEED("one CPU: no work starts beside another");
+  if (affinity_cpu_count() < 2) {
+    WARN("skipped: this process may use one CPU");
+    return;
+  }
   RunPool pool(2, 100);
   bool gave_way = false;
   for (int attempt = 0; attempt < 10 && !gave_way; ++attempt) {
