@@ -17,9 +17,6 @@ double us_between(std::chrono::steady_clock::time_point a, std::chrono::steady_c
   return std::chrono::duration<double, std::micro>(b - a).count();
 }
 
-}  // namespace
-
-namespace {
 
 // A run's vectors, kept by its thread for the next: a Loop's body is a run an iteration, and
 // allocating (and, for a graph's many values, consolidating the heap for) its value slots each
@@ -50,14 +47,14 @@ Executor::Executor(const Graph& graph, const ExecutionPlan& plan, RunMemory memo
   }
   slots_.resize(graph.values().size());
   charged_.assign(graph.values().size(), 0);
-  choices_.assign(plan.steps().size(), StepChoice{});
+  if (memory_.plan) choices_ = memory_.plan->choice;
+  else choices_.assign(plan.steps().size(), StepChoice{});
   step_inputs_.reserve(plan.most_step_inputs());
   step_outputs_.reserve(plan.most_step_outputs());
   if (memory_.plan && memory_.plan->memory_planned && memory_.arena) {
     arena_base_ = static_cast<char*>(memory_.arena.get());
     arena_bytes_ = memory_.plan->arena_bytes;
   }
-  if (memory_.plan) choices_ = memory_.plan->choice;
 }
 
 Executor::~Executor() {
