@@ -34,6 +34,11 @@ int main(int argc, char** argv) {
     std::fputs(kUsage, argc < 2 ? stderr : stdout);
     return argc < 2 ? 2 : 0;
   }
+  for (int i = 2; i < argc; ++i)
+    if (!std::strcmp(argv[i], "--help") || !std::strcmp(argv[i], "-h")) {
+      std::fputs(kUsage, stdout);
+      return 0;
+    }
   const std::string cmd = argv[1];
   try {
     if (cmd == "run") return cmd_run(parse_args(argc, argv, 2, {}, {"--inputs", "--outputs", "--batch", "--dim", "--disable", "--disable-kernels", "--precision", "--device"}));

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -15,7 +16,14 @@
 #include "runtime/tuning_db.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-  static const std::string dir = "/tmp/wpk_cache_fuzz_" + std::to_string(::getpid());
+  static const std::string dir = [] {
+    std::string d = "/tmp/wpk_cache_fuzz_" + std::to_string(::getpid());
+    std::atexit([] {
+      std::error_code ec;
+      std::filesystem::remove_all("/tmp/wpk_cache_fuzz_" + std::to_string(::getpid()), ec);
+    });
+    return d;
+  }();
   std::filesystem::create_directories(dir);
   const std::string path = wpk::TuningDb(dir).path();
   std::ofstream(path, std::ios::binary | std::ios::trunc).write(reinterpret_cast<const char*>(data),

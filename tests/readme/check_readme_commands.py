@@ -83,6 +83,9 @@ for number, command in found:
     words = command.split()
     if len(words) < 2:
         continue
+    if words[1] in ("--help", "-h"):
+        run([words[1]], where)
+        continue
     subs = words[1].split("|") if words[1] != "cache" else ["cache"]
     for sub in subs:
         if sub not in subcommands:

@@ -72,6 +72,16 @@ TEST_CASE("CLI errors are one line on stderr with exit code 2", "[cli][errors]")
   CHECK(r.err.find("junk.onnx") != std::string::npos);
 }
 
+TEST_CASE("--help anywhere prints the usage on stdout and exits 0", "[cli]") {
+  for (const char* args : {"--help", "-h", "bench --help", "tune x.onnx -h", "cache --help"}) {
+    INFO(args);
+    const Run r = wpk_cli(args);
+    CHECK(r.exit_code == 0);
+    CHECK(r.out.find("wpk bench MODEL") != std::string::npos);
+    CHECK(r.err.empty());
+  }
+}
+
 TEST_CASE("wpk run reads and writes the ONNX test-data layout", "[cli]") {
   const std::string dir = wpk::testing::temp_dir("cli_run");
   const std::string model = tiny_model(dir);

@@ -51,8 +51,9 @@ struct Child {
 
 // Starts argv with stdout and stderr going to log_path (and stdin from /dev/null), in a process
 // group of its own: stopping the compiler driver must stop the compilers it started too
-// (kill_group), or they would go on compiling as orphans.
-Child spawn(const std::vector<std::string>& argv, const std::string& log_path) {
+// (kill_group), or they would go on compiling as orphans. A non-empty `tmpdir` replaces TMPDIR
+// in its environment.
+Child spawn(const std::vector<std::string>& argv, const std::string& log_path, const std::string& tmpdir = "") {
   Child child;
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
@@ -66,7 +67,14 @@ Child spawn(const std::vector<std::string>& argv, const std::string& log_path) {
   posix_spawnattr_init(&attributes);
   posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETPGROUP);
   posix_spawnattr_setpgroup(&attributes, 0);
-  const int rc = posix_spawnp(&child.pid, args[0], &actions, &attributes, args.data(), environ);
+  std::vector<std::string> env_words;
+  for (char** e = environ; e && *e; ++e)
+    if (tmpdir.empty() || std::strncmp(*e, "TMPDIR=", 7) != 0) env_words.push_back(*e);
+  if (!tmpdir.empty()) env_words.push_back("TMPDIR=" + tmpdir);
+  std::vector<char*> env;
+  for (std::string& w : env_words) env.push_back(w.data());
+  env.push_back(nullptr);
+  const int rc = posix_spawnp(&child.pid, args[0], &actions, &attributes, args.data(), env.data());
   posix_spawnattr_destroy(&attributes);
   posix_spawn_file_actions_destroy(&actions);
   if (rc != 0) {
@@ -243,8 +251,9 @@ std::vector<CompileOutcome> compile_shared_objects(const HostCompiler& compiler,
       argv.insert(argv.end(), base_compile_flags().begin(), base_compile_flags().end());
       argv.insert(argv.end(), job.flags.begin(), job.flags.end());
       argv.insert(argv.end(), {job.source_path, "-o", job.output_path});
-      const std::string log = temp_log_path();
-      const Child child = spawn(argv, log);
+      const std::string log = job.scratch_dir.empty() ? temp_log_path()
+                                                      : job.scratch_dir + "/compiler-" + std::to_string(next) + ".log";
+      const Child child = spawn(argv, log, job.scratch_dir);
       if (child.pid < 0) {
         outcomes[next].log = child.error;
         std::remove(log.c_str());

@@ -34,6 +34,9 @@ struct CompileJob {
   std::string source_path;          // a C++ file
   std::string output_path;          // the shared object to write
   std::vector<std::string> flags;   // ISA and the like, after base_compile_flags()
+  // The compiler's TMPDIR ("" keeps the process's): a compiler killed mid-way cannot remove its
+  // temporary files, so they belong in a folder its caller removes.
+  std::string scratch_dir;
 };
 
 struct CompileOutcome {

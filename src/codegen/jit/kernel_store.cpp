@@ -317,7 +317,7 @@ void KernelStore::compile_units(const std::vector<KernelSource>& sources, const 
     const std::string src = work + "/" + stem + ".cpp";
     std::ofstream(src, std::ios::binary) << text;
     temps.push_back((folder / (stem + ".so.tmp." + std::to_string(getpid()) + "." + std::to_string(std::rand()))).string());
-    jobs.push_back({src, temps.back(), first.flags});
+    jobs.push_back({src, temps.back(), first.flags, work});
   }
   const std::vector<CompileOutcome> outcomes = compile_shared_objects(compiler_, jobs, std::max(1, parallel), 300, cancel);
   for (std::size_t u = 0; u < units.size(); ++u) {

@@ -5,8 +5,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include "codegen/jit/build_identity.hpp"
 #include "codegen/jit/kernel_store.hpp"
@@ -264,6 +267,43 @@ TEST_CASE("an entry another compiler built is built again by this one", "[codege
   const KernelFolderInfo info = inspect_kernel_folder(store_dir.string(), find_host_compiler().identity);
   REQUIRE(info.kernels.size() == 1);
   CHECK(info.kernels[0].current);
+}
+
+TEST_CASE("a compiler stopped mid-way leaves its temporary files in the job's scratch folder", "[codegen][store]") {
+  TempFolder dir;
+  const fs::path scratch = dir.path / "scratch";
+  const fs::path process_tmp = dir.path / "process-tmp";
+  fs::create_directories(scratch);
+  fs::create_directories(process_tmp);
+  // A compiler that writes a temporary file where TMPDIR says, then works until it is stopped.
+  const fs::path slow = dir.path / "slow-cxx";
+  {
+    std::ofstream w(slow);
+    w << "#!/bin/sh\nif [ \"$1\" = --version ]; then echo 'slow-cxx 1'; exit 0; fi\n"
+         "touch \"${TMPDIR:-/tmp}/slow-cxx-temp.$$\"\nexec sleep 30\n";
+  }
+  fs::permissions(slow, fs::perms::owner_all);
+  const HostCompiler compiler = probe_host_compiler(slow.string());
+  REQUIRE(compiler.usable());
+  const auto temps_in = [](const fs::path& folder) {
+    int n = 0;
+    for (const auto& e : fs::directory_iterator(folder)) n += e.path().filename().string().rfind("slow-cxx-temp.", 0) == 0;
+    return n;
+  };
+  const wpk::testing::EnvOverride tmpdir("TMPDIR", process_tmp.string());
+  std::atomic<bool> cancel{false};
+  std::thread stopper([&] {
+    for (int i = 0; i < 500 && temps_in(scratch) == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    cancel = true;
+  });
+  const auto outcomes = compile_shared_objects(
+      compiler, {{(dir.path / "a.cpp").string(), (dir.path / "a.so").string(), {}, scratch.string()}}, 1, 60, &cancel);
+  stopper.join();
+  REQUIRE(outcomes.size() == 1);
+  CHECK_FALSE(outcomes[0].ok);
+  CHECK(outcomes[0].log == "compiling was cancelled");
+  CHECK(temps_in(scratch) == 1);
+  CHECK(temps_in(process_tmp) == 0);
 }
 
 TEST_CASE("a kernel that does not compile is reported, and the others of its batch still come", "[codegen][store]") {
