@@ -119,7 +119,8 @@ struct SessionOptions {
   // Without tuning, a generated kernel that is a node's choice (the cost model's, or a tuning
   // record's) but that the kernel store lacks is compiled after load, on a thread of its own at
   // the lowest CPU priority; the node runs another kernel until it is ready
-  // (Session::background_compilation), and later sessions find it in the store. False: such a
+  // (Session::background_compilation), and later sessions find it in the store. A node's
+  // large-batch alternative compiles so when a run's shapes first rank it first. False: such a
   // session compiles nothing after load, those nodes run the best library or hand-written
   // kernel, and a record's generated choice is compiled at load. WPK_COMPILE_IN_BACKGROUND=0 in
   // the environment turns it off for every session.

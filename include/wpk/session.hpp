@@ -82,9 +82,11 @@ struct LoadProfile {
   double total_ms = 0;     // the whole construction
 };
 
-// Generated kernels a session compiles after load (SessionOptions::compile_in_background).
+// Generated kernels a session compiles after load (SessionOptions::compile_in_background), its
+// control-flow bodies' included.
 struct BackgroundCompilation {
-  int kernels = 0;       // nodes' choices (the cost model's or a record's) the store lacked at load
+  int kernels = 0;       // nodes' choices (the cost model's or a record's) the store lacked at load,
+                         // and large-batch alternatives a run's shapes have wanted since
   int ready = 0;         // of those, compiled: runs choose their kernels again, with them
   int failed = 0;        // could not be compiled (the log says why): their nodes keep what they ran
   bool finished = true;  // false while the compilers run

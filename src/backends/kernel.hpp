@@ -20,6 +20,8 @@
 
 namespace wpk {
 
+class Session;
+
 namespace codegen {
 struct KernelRecipe;
 struct KernelSource;
@@ -158,6 +160,9 @@ class Kernel {
   // recipe() is set and the store does not know the recipe.
   virtual const codegen::KernelSource* source() const { return nullptr; }
   virtual void set_code(std::shared_ptr<const codegen::LoadedKernel> /*code*/) {}
+  // The sessions a control-flow kernel runs its bodies on (runtime/control_flow.hpp): the
+  // enclosing session counts their background compilation as its own.
+  virtual std::vector<const Session*> body_sessions() const { return {}; }
 };
 
 class Backend {

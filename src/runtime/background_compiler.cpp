@@ -4,6 +4,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
+
 #include "runtime/logging.hpp"
 
 namespace wpk {
@@ -23,43 +25,78 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 
 BackgroundCompiler::BackgroundCompiler(ExecutionPlan& plan, codegen::KernelStore& store, int parallel,
                                        std::function<void()> on_ready)
-    : start_(std::chrono::steady_clock::now()) {
+    : plan_(plan), store_(store), parallel_(parallel), on_ready_(std::move(on_ready)), start_(std::chrono::steady_clock::now()) {
   status_.kernels = static_cast<int>(plan.awaiting_code().size());
   status_.finished = status_.kernels == 0;
   if (status_.finished) return;
-  thread_ = std::thread([this, &plan, &store, parallel, on_ready = std::move(on_ready)] {
-    compile(plan, store, parallel, on_ready);
-  });
+  serving_ = true;
+  thread_ = std::thread([this] { serve(); });
 }
 
 BackgroundCompiler::~BackgroundCompiler() {
+  // No run (so no want_more) outlives the session that owns this: the thread is not replaced now.
   cancel_ = true;
   if (thread_.joinable()) thread_.join();
 }
 
-void BackgroundCompiler::compile(ExecutionPlan& plan, codegen::KernelStore& store, int parallel,
-                                 const std::function<void()>& on_ready) {
-  if (!store.compiler().usable()) {
+void BackgroundCompiler::want_more() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (cancel_) return;
+  ++wanted_;
+  ++status_.kernels;
+  status_.finished = false;
+  if (serving_) return;  // the serving thread sees wanted_ move before it stops
+  // A thread that ran out of work has stopped, or is about to return without the lock.
+  if (thread_.joinable()) thread_.join();
+  serving_ = true;
+  thread_ = std::thread([this] { serve(); });
+}
+
+void BackgroundCompiler::serve() {
+  lower_this_threads_priority();
+  for (;;) {
+    std::uint64_t seen = 0;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      seen = wanted_;
+    }
+    compile_batch();
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (wanted_ == seen || cancel_) {
+      serving_ = false;
+      status_.finished = true;
+      status_.seconds = seconds_since(start_);
+      finished_.notify_all();
+      return;
+    }
+  }
+}
+
+void BackgroundCompiler::compile_batch() {
+  std::vector<std::pair<std::size_t, std::size_t>> awaiting;
+  for (const auto& c : plan_.awaiting_code())
+    if (std::find(tried_.begin(), tried_.end(), c) == tried_.end()) awaiting.push_back(c);
+  tried_.insert(tried_.end(), awaiting.begin(), awaiting.end());
+  if (awaiting.empty()) return;
+  if (!store_.compiler().usable()) {
     // A machine without a compiler: said once a process, not at every load.
     static std::atomic<bool> said{false};
     if (!said.exchange(true))
-      logger().info("generated kernels are not compiled after load: {}", store.compiler().why_unusable);
+      logger().info("generated kernels are not compiled after load: {}", store_.compiler().why_unusable);
     std::lock_guard<std::mutex> lock(mutex_);
-    status_.failed = status_.kernels;
-    status_.finished = true;
-    status_.seconds = seconds_since(start_);
-    finished_.notify_all();
+    status_.failed += static_cast<int>(awaiting.size());
     return;
   }
-  lower_this_threads_priority();
-  const std::vector<std::pair<std::size_t, std::size_t>> awaiting = plan.awaiting_code();
   // One source per awaiting kernel (the plan printed each before it let the kernel await; nodes
   // of one shape and config print the same source, which the store compiles once).
   std::vector<codegen::KernelSource> sources;
-  for (const auto& [step, candidate] : awaiting) sources.push_back(*plan.steps()[step].candidates[candidate].kernel->source());
+  for (const auto& [step, candidate] : awaiting) {
+    sources.push_back(*plan_.steps()[step].candidates[candidate].kernel->source());
+    logger().debug("compiling {} in the background (step {})", sources.back().name, step);
+  }
   std::vector<codegen::Obtained> got;
   try {
-    got = store.obtain(sources, parallel, true, &cancel_);
+    got = store_.obtain(sources, parallel_, true, &cancel_);
   } catch (const std::exception& e) {
     logger().warn("compiling generated kernels in the background failed: {}", e.what());
     got.assign(sources.size(), {});
@@ -72,23 +109,18 @@ void BackgroundCompiler::compile(ExecutionPlan& plan, codegen::KernelStore& stor
       if (first_failure.empty()) first_failure = got[a].why.substr(0, got[a].why.find('\n'));
       continue;
     }
-    plan.attach_code(awaiting[a].first, awaiting[a].second, got[a].kernel);
+    plan_.attach_code(awaiting[a].first, awaiting[a].second, got[a].kernel);
     ++ready;
   }
-  if (ready > 0 && !cancel_) on_ready();
+  if (ready > 0 && !cancel_) on_ready_();
   if (failed > 0 && !cancel_)
     logger().warn("{} of {} generated kernels could not be compiled in the background, their nodes keep the kernels "
                   "they run: {}",
                   failed, awaiting.size(), first_failure);
   logger().info("background compiling: {} generated kernels ready in {:.1f} s", ready, seconds_since(start_));
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    status_.ready = ready;
-    status_.failed = failed;
-    status_.finished = true;
-    status_.seconds = seconds_since(start_);
-  }
-  finished_.notify_all();
+  std::lock_guard<std::mutex> lock(mutex_);
+  status_.ready += ready;
+  status_.failed += failed;
 }
 
 BackgroundCompilation BackgroundCompiler::status() const {

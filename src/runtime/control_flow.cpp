@@ -39,6 +39,7 @@ class IfKernel : public Kernel {
     for (std::size_t o = 0; o < ctx.num_outputs(); ++o)
       if (ctx.wants_output(o)) ctx.set_output(o, std::move(outs[o]));
   }
+  std::vector<const Session*> body_sessions() const override { return {&then_.session(), &else_.session()}; }
 
  private:
   Body then_, else_;

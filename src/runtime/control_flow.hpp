@@ -52,6 +52,7 @@ class Body {
   // Runs the body on `args` (one per input, in order) and returns its outputs in order.
   std::vector<Tensor> run(const std::vector<Tensor>& args) const;
   std::int64_t max_iterations() const { return max_iterations_; }
+  const Session& session() const { return *session_; }
 
  private:
   std::string where_;  // "node 'x' (Loop) body: "

@@ -141,6 +141,8 @@ class LoopKernel : public Kernel {
       if (ctx.wants_output(n + j)) stacked[j].emit(ctx, n + j, 0, false);
   }
 
+  std::vector<const Session*> body_sessions() const override { return {&body_.session()}; }
+
  private:
   Body body_;
   std::size_t captured_ = 0, carried_ = 0;
@@ -204,6 +206,7 @@ class ScanKernel : public Kernel {
     for (std::size_t j = 0; j < scans; ++j)
       if (ctx.wants_output(states_ + j)) stacked[j].emit(ctx, states_ + j, 0, false);
   }
+  std::vector<const Session*> body_sessions() const override { return {&body_.session()}; }
 
  private:
   std::vector<ScanOutput> scan_outputs(std::size_t count) const {
@@ -289,6 +292,8 @@ class SequenceMapKernel : public Kernel {
         ctx.set_output(o, Tensor::sequence(std::move(collected[o]), element == DType::Undefined ? DType::Float32 : element));
     }
   }
+
+  std::vector<const Session*> body_sessions() const override { return {&body_.session()}; }
 
  private:
   Body body_;

@@ -311,6 +311,7 @@ PreparedNode prepare_node(const Graph& graph, std::size_t i, const std::vector<c
            (is_recorded(o) && !options.compile_later);
   };
   std::vector<bool> wanted(options_offered.size(), options.every_config);
+  std::vector<bool> large_only(options_offered.size(), false);  // wanted for large batches alone
   // Where an input's shape is unknown until it arrives (a size the graph computes from values),
   // the ranking above priced a workload it could not see: every candidate that can wait stays,
   // unprepared, for the tuner to rank at the first run's shapes (so only the one it picks packs
@@ -331,12 +332,15 @@ PreparedNode prepare_node(const Graph& graph, std::size_t i, const std::vector<c
           return predicted_seconds_on_best_threads(*o.backend, *o.at_large, o.identity, n, *large, options.threads,
                                                    options.calibration);
         };
-        if (at_large(options_offered[0]) > kSecondChoiceGain * at_large(options_offered[*best])) wanted[*best] = true;
+        if (at_large(options_offered[0]) > kSecondChoiceGain * at_large(options_offered[*best])) {
+          large_only[*best] = !wanted[*best];
+          wanted[*best] = true;
+        }
       }
   }
   bool packs_weights = false;  // a prepared candidate packs per shape, beside the loaded copy
   std::vector<Candidate> awaiting;  // generated kernels whose code compiles after load, last
-  const auto prepare = [&](const Option& o, bool fallback) {
+  const auto prepare = [&](const Option& o, bool fallback, bool for_large_batches) {
     // A fallback must be ready to run; compiling one only to stand by costs every load.
     if (fallback && o.backend->generates_code()) return;
     // Once the node has a kernel, the others wait for a run that picks them (the large-batch
@@ -362,6 +366,7 @@ PreparedNode prepare_node(const Graph& graph, std::size_t i, const std::vector<c
         if (!may_compile(o) && options.compile_later && printable(*kernel)) {
           awaiting.push_back({o.backend, std::move(kernel), o.config});
           awaiting.back().awaiting_code = std::make_shared<std::atomic<bool>>(true);
+          if (for_large_batches) awaiting.back().code_wanted = std::make_shared<std::atomic<bool>>(false);
           return;
         }
         why = o.backend->name() + ":" + kernel_name + " could not be had: " + compile_failure;
@@ -379,7 +384,7 @@ PreparedNode prepare_node(const Graph& graph, std::size_t i, const std::vector<c
     }
   };
   for (std::size_t o = 0; o < options_offered.size(); ++o)
-    if (wanted[o]) prepare(options_offered[o], false);
+    if (wanted[o]) prepare(options_offered[o], false, large_only[o]);
   // Unless a wanted candidate packs the node's weights (any other would pack another copy),
   // the best of every other backend too: the tuner picks per shape, and one of them runs the
   // shapes a kernel declines (Kernel::runs).
@@ -394,7 +399,7 @@ PreparedNode prepare_node(const Graph& graph, std::size_t i, const std::vector<c
       if (wanted[o]) continue;
       bool backend_present = false;
       for (const Candidate& c : step.candidates) backend_present = backend_present || c.backend == options_offered[o].backend;
-      if (!backend_present) prepare(options_offered[o], true);
+      if (!backend_present) prepare(options_offered[o], true, false);
     }
   }
   // Behind the node's other candidates, so that until its code comes one of them runs.
@@ -539,8 +544,13 @@ std::vector<std::pair<std::size_t, std::size_t>> ExecutionPlan::awaiting_code() 
   std::vector<std::pair<std::size_t, std::size_t>> out;
   for (std::size_t s = 0; s < steps_.size(); ++s)
     for (std::size_t c = 0; c < steps_[s].candidates.size(); ++c)
-      if (steps_[s].candidates[c].awaiting()) out.emplace_back(s, c);
+      if (steps_[s].candidates[c].awaiting() && !steps_[s].candidates[c].waits_to_be_wanted()) out.emplace_back(s, c);
   return out;
+}
+
+bool ExecutionPlan::want_code(std::size_t step, std::size_t candidate) const {
+  const Candidate& c = steps_.at(step).candidates.at(candidate);
+  return c.awaiting() && c.code_wanted && !c.code_wanted->exchange(true, std::memory_order_acq_rel);
 }
 
 void ExecutionPlan::attach_code(std::size_t step, std::size_t candidate, std::shared_ptr<const codegen::LoadedKernel> code) {

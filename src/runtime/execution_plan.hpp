@@ -51,6 +51,11 @@ struct Candidate {
   // never pick it before.
   std::shared_ptr<std::atomic<bool>> awaiting_code = nullptr;
   bool awaiting() const { return awaiting_code && awaiting_code->load(std::memory_order_acquire); }
+  // Set for an awaiting candidate kept only for large batches (the node's first choice is
+  // another): false until a run's shapes rank it first (ExecutionPlan::want_code). Until then
+  // nothing compiles it: a process that never runs such a batch starts no compiler for it.
+  std::shared_ptr<std::atomic<bool>> code_wanted = nullptr;
+  bool waits_to_be_wanted() const { return code_wanted && !code_wanted->load(std::memory_order_acquire); }
   // "reference", or "onednn(algorithm=winograd)" with a config: how tuning records and profiles
   // name it.
   std::string identity() const { return candidate_identity(*backend, config); }
@@ -155,8 +160,12 @@ class ExecutionPlan {
   std::size_t released_bytes() const { return released_bytes_; }
   // Of the construction, the time generated kernels' code took (kernel store or compiler).
   double compile_seconds() const { return compile_seconds_; }
-  // The candidates awaiting their code (PlanOptions::compile_later), as (step, candidate).
+  // The candidates awaiting their code (PlanOptions::compile_later), as (step, candidate); not
+  // those that wait to be wanted.
   std::vector<std::pair<std::size_t, std::size_t>> awaiting_code() const;
+  // Marks a candidate that waits to be wanted as wanted: true the first time (its code is then
+  // among awaiting_code()), false if it was wanted already or never waited.
+  bool want_code(std::size_t step, std::size_t candidate) const;
   // Gives an awaiting candidate its code; from then on runs may pick it. Safe while runs go on
   // (they do not look at the candidate until it stops awaiting); call it once per candidate.
   void attach_code(std::size_t step, std::size_t candidate, std::shared_ptr<const codegen::LoadedKernel> code);

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <mutex>
 #include <optional>
 
@@ -346,7 +347,15 @@ Session::Session(Graph graph, SessionOptions options, const std::vector<const Ba
   if (impl_->plan->released_bytes() > 0) return_free_heap_pages();
   impl_->arenas = ArenaPool::create(arena_poison_from_env());
   impl_->poison_outputs = poison_outputs_from_env();
-  impl_->tuner = std::make_unique<Tuner>(g, *impl_->plan, impl_->tuning_db.get(), impl_->threads, tuning_settings(options),
+  TuningSettings settings = tuning_settings(options);
+  settings.on_code_wanted = [im = impl_.get()](std::size_t step, std::size_t candidate) {
+    if (!im->plan->want_code(step, candidate) || !im->background) return;
+    const PlanStep& wanted = im->plan->steps()[step];
+    logger().debug("{}a run's shapes rank {} first: compiling it in the background",
+                   node_label(im->graph.nodes()[wanted.node_index]), wanted.candidates[candidate].identity());
+    im->background->want_more();
+  };
+  impl_->tuner = std::make_unique<Tuner>(g, *impl_->plan, impl_->tuning_db.get(), impl_->threads, std::move(settings),
                                          &impl_->calibration);
   if (impl_->rows_apart) {
     TuningSettings parts = tuning_settings(options);
@@ -591,11 +600,34 @@ std::vector<Tensor> Session::run_checked(const std::vector<const Tensor*>& input
 }
 
 LoadProfile Session::load_profile() const { return impl_->load; }
+namespace {
+
+// A session's own compilation with its bodies' (their sessions compile for themselves).
+BackgroundCompilation with_bodies(BackgroundCompilation own, const ExecutionPlan& plan,
+                                  const std::function<BackgroundCompilation(const Session&)>& of_body) {
+  for (const PlanStep& step : plan.steps())
+    for (const Candidate& c : step.candidates)
+      if (const Kernel* k = c.prepared())
+        for (const Session* body : k->body_sessions()) {
+          const BackgroundCompilation b = of_body(*body);
+          own.kernels += b.kernels;
+          own.ready += b.ready;
+          own.failed += b.failed;
+          own.finished = own.finished && b.finished;
+          own.seconds = std::max(own.seconds, b.seconds);
+        }
+  return own;
+}
+
+}  // namespace
+
 BackgroundCompilation Session::background_compilation() const {
-  return impl_->background ? impl_->background->status() : BackgroundCompilation{};
+  return with_bodies(impl_->background ? impl_->background->status() : BackgroundCompilation{}, *impl_->plan,
+                     [](const Session& body) { return body.background_compilation(); });
 }
 BackgroundCompilation Session::wait_for_background_compilation() const {
-  return impl_->background ? impl_->background->wait() : BackgroundCompilation{};
+  return with_bodies(impl_->background ? impl_->background->wait() : BackgroundCompilation{}, *impl_->plan,
+                     [](const Session& body) { return body.wait_for_background_compilation(); });
 }
 
 RunProfile Session::last_profile() const {

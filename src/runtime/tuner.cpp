@@ -278,8 +278,28 @@ StepChoice Tuner::predicted_best(std::size_t s, const std::vector<const Tensor*>
     }
     if (best.candidate < 0) return {};
     if (tracing) logger().trace("{}at these shapes{} ranked {}", node_label(node), as_untuned_session ? ", untuned," : "", ranked);
-    if (runs(step.candidates[static_cast<std::size_t>(best.candidate)], inputs)) return best;
+    if (runs(step.candidates[static_cast<std::size_t>(best.candidate)], inputs)) {
+      if (!as_untuned_session) want_code_if_first(s, shapes, best_seconds);
+      return best;
+    }
     out[static_cast<std::size_t>(best.candidate)] = true;
+  }
+}
+
+void Tuner::want_code_if_first(std::size_t s, const InputShapes& shapes, double best_seconds) const {
+  if (!settings_.on_code_wanted) return;
+  const PlanStep& step = plan_.steps()[s];
+  const Node& node = graph_.nodes()[step.node_index];
+  for (std::size_t c = 0; c < step.candidates.size(); ++c) {
+    const Candidate& cand = step.candidates[c];
+    if (!cand.waits_to_be_wanted() || !cand.awaiting()) continue;
+    std::vector<int> counts = {threads_};
+    if (threads_ > 1 && cand.backend->uses_host_threads()) counts.push_back(1);
+    for (const int t : counts)
+      if (predicted_seconds(*cand.backend, cand.config, node, graph_, shapes, t, cand.prepared(), calibration_) < best_seconds) {
+        settings_.on_code_wanted(s, c);
+        break;
+      }
   }
 }
 

@@ -40,6 +40,9 @@ struct TuningSettings {
   // Sessions that do not tune compile the generated kernels the cost model picks after load
   // (SessionOptions::compile_in_background), so the choice a tuned one must beat may be one.
   bool untuned_compiles_later = false;
+  // Told of a candidate waiting to be wanted (Candidate::code_wanted) that a run's shapes rank
+  // first, as (step, candidate); meanwhile the best of the others runs.
+  std::function<void(std::size_t, std::size_t)> on_code_wanted;
   // Set for the tuner of batch parts: it lists every candidate its records name per node
   // (node_choices_key, under the model's fingerprint, batch_parts.hpp model_fingerprint).
   bool lists_choices = false;
@@ -85,6 +88,9 @@ class Tuner {
   void settle(const std::vector<Change>& changes, const std::vector<StepChoice>& choices, const std::vector<double>& us) const;
 
  private:
+  // Tells settings_.on_code_wanted of the step's candidates waiting to be wanted that these shapes
+  // rank ahead of `best_seconds`.
+  void want_code_if_first(std::size_t step, const InputShapes& shapes, double best_seconds) const;
   // The cost model's choice among the step's candidates. as_untuned_session: among those a
   // session that does not tune would have (no generated kernel where another backend runs the
   // node, unless such a session compiles them after load) and ranked by the cost model uncalibrated, as on a

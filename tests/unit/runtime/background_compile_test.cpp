@@ -250,6 +250,21 @@ wpk::testing::OnnxModelBuilder loop_of_products() {
   return m;
 }
 
+// The loop model's bytes, an input for it and the reference's answer.
+struct LoopCase {
+  std::string bytes = loop_of_products().bytes();
+  wpk::TensorMap in;
+  wpk::Tensor expected;
+  LoopCase() {
+    std::vector<float> h0(2 * 32);
+    for (std::size_t i = 0; i < h0.size(); ++i) h0[i] = std::cos(0.13f * static_cast<float>(i));
+    in = {{"h0", wpk::Tensor::from_vector(h0, {2, 32})}};
+    wpk::SessionOptions reference_only;
+    reference_only.disabled_kernels = {"cpu", "onednn", "gen"};
+    expected = wpk::Session(wpk::load_from_bytes(bytes), reference_only).run(in).at("h_final");
+  }
+};
+
 }  // namespace
 
 // A tuning session's loop bodies compile at load what they choose: compiled in the background
@@ -259,13 +274,10 @@ TEST_CASE("a tuning session compiles its loop bodies' generated kernels at load,
   const wpk::testing::EnvOverride on("WPK_COMPILE_IN_BACKGROUND", "1");
   const std::string cache = wpk::testing::temp_dir("body_compile");
   const wpk::testing::EnvOverride slow("WPK_CXX", slow_compiler(cache, 2));
-  const std::string bytes = loop_of_products().bytes();
-  std::vector<float> h0(2 * 32);
-  for (std::size_t i = 0; i < h0.size(); ++i) h0[i] = std::cos(0.13f * static_cast<float>(i));
-  const wpk::TensorMap in = {{"h0", wpk::Tensor::from_vector(h0, {2, 32})}};
-  wpk::SessionOptions reference_only;
-  reference_only.disabled_kernels = {"cpu", "onednn", "gen"};
-  const wpk::Tensor expected = wpk::Session(wpk::load_from_bytes(bytes), reference_only).run(in).at("h_final");
+  const LoopCase loop;
+  const std::string& bytes = loop.bytes;
+  const wpk::TensorMap& in = loop.in;
+  const wpk::Tensor& expected = loop.expected;
 
   wpk::SessionOptions tune;
   tune.cache_dir = cache;
@@ -289,4 +301,102 @@ TEST_CASE("a tuning session compiles its loop bodies' generated kernels at load,
   CHECK(wpk::testing::compare_allclose(warm.run(in).at("h_final"), expected, 0, 1e-5) == "");
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
   CHECK_FALSE(std::filesystem::exists(cache + "/started"));
+}
+
+// A body compiles after load as a session of its own; the enclosing session counts and waits for
+// it, so `wpk bench` times the body's generated kernel and stores it for later processes.
+TEST_CASE("an untuned session counts and waits for its loop bodies' compiling", "[gen][session][control]") {
+  const wpk::testing::EnvOverride on("WPK_COMPILE_IN_BACKGROUND", "1");
+  const std::string cache = wpk::testing::temp_dir("body_background");
+  const wpk::testing::EnvOverride slow("WPK_CXX", slow_compiler(cache, 1));
+  const LoopCase loop;
+  const std::string& bytes = loop.bytes;
+  const wpk::TensorMap& in = loop.in;
+  const wpk::Tensor& expected = loop.expected;
+
+  wpk::SessionOptions later;
+  later.cache_dir = cache;
+  later.threads = 1;
+  later.compile_in_background = true;
+  const wpk::Session s(wpk::load_from_bytes(bytes), later);
+  const wpk::BackgroundCompilation compiling = s.background_compilation();
+  CHECK(compiling.kernels >= 1);
+  CHECK_FALSE(compiling.finished);
+  CHECK(wpk::testing::compare_allclose(s.run(in).at("h_final"), expected, 0, 1e-5) == "");
+  const wpk::BackgroundCompilation done = s.wait_for_background_compilation();
+  CHECK(done.finished);
+  CHECK(done.ready == compiling.kernels);
+  CHECK(done.failed == 0);
+  CHECK(wpk::testing::compare_allclose(s.run(in).at("h_final"), expected, 0, 1e-5) == "");
+  // Stored: a later session's bodies have nothing to compile.
+  const wpk::Session warm(wpk::load_from_bytes(bytes), later);
+  CHECK(warm.background_compilation().kernels == 0);
+  CHECK(warm.background_compilation().finished);
+}
+
+namespace {
+
+// A library the cost model ranks first under 8 rows and far behind the others from 8 rows on
+// (kLargeBatch): with a symbolic batch, its node's first choice is the library, and the generated
+// kernel is kept as the large-batch alternative.
+class SmallBatchLibrary : public wpk::reference::ReferenceBackend {
+ public:
+  std::string name() const override { return "small-batch-library"; }
+  std::optional<wpk::KernelProfile> describe(const wpk::Node&, const wpk::Graph&, const std::string&,
+                                             const wpk::InputShapes& shapes, int) const override {
+    wpk::KernelProfile p;
+    const bool small = !shapes.empty() && shapes[0] && !shapes[0]->empty() && (*shapes[0])[0] < 8;
+    p.predicted_seconds = small ? 1e-9 : 1.0;
+    return p;
+  }
+};
+
+wpk::TensorMap rows_of_input(std::int64_t rows) {
+  std::vector<float> a(static_cast<std::size_t>(rows) * 29);
+  for (std::size_t i = 0; i < a.size(); ++i) a[i] = std::cos(0.17f * static_cast<float>(i));
+  return {{"a", wpk::Tensor::from_vector(a, {rows, 29})}};
+}
+
+}  // namespace
+
+TEST_CASE("a large-batch generated alternative compiles once a run's shapes want it, not after every load", "[gen][session]") {
+  const wpk::testing::EnvOverride on("WPK_COMPILE_IN_BACKGROUND", "1");
+  const std::string cache = wpk::testing::temp_dir("wanted_compile");
+  const wpk::testing::EnvOverride slow("WPK_CXX", slow_compiler(cache, 1));
+  const wpk::gen::GeneratedBackend gen;
+  const SmallBatchLibrary library;
+  const wpk::reference::ReferenceBackend reference;
+  const std::vector<const wpk::Backend*> backends = {&gen, &library, &reference};
+  wpk::SessionOptions reference_only;
+  reference_only.disabled_kernels = {"cpu", "onednn", "gen"};
+  const wpk::Session expected(wpk::testing::relu_product_graph(wpk::Dim("N"), 29, 40, 11), reference_only);
+
+  const wpk::Session s =
+      wpk::SessionFactory::create(wpk::testing::relu_product_graph(wpk::Dim("N"), 29, 40, 11), options_in(cache), backends);
+  CHECK(s.background_compilation().kernels == 0);
+  CHECK(s.background_compilation().finished);
+  // Small batches run on the library and want nothing compiled: no compiler starts.
+  CHECK(wpk::testing::compare_allclose(s.run(rows_of_input(2)).at("y"), expected.run(rows_of_input(2)).at("y"), 0, 0) == "");
+  CHECK(product_backend(s) == "small-batch-library");
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  CHECK_FALSE(std::filesystem::exists(cache + "/started"));
+  CHECK(s.background_compilation().kernels == 0);
+
+  // A batch of 16 ranks the generated kernel first: it runs on another until its code comes.
+  const wpk::Tensor want16 = expected.run(rows_of_input(16)).at("y");
+  CHECK(wpk::testing::compare_allclose(s.run(rows_of_input(16)).at("y"), want16, 0, 0) == "");
+  CHECK(product_backend(s).rfind("gen(", 0) != 0);
+  CHECK(s.background_compilation().kernels == 1);
+  const wpk::BackgroundCompilation done = s.wait_for_background_compilation();
+  CHECK(done.finished);
+  CHECK(done.ready == 1);
+  CHECK(done.failed == 0);
+  CHECK(std::filesystem::exists(cache + "/started"));
+  CHECK(wpk::testing::compare_allclose(s.run(rows_of_input(16)).at("y"), want16, 0, 1e-5) == "");
+  CHECK(product_backend(s).rfind("gen(", 0) == 0);
+  // The small batch keeps its library; wanting again compiles nothing more.
+  s.run(rows_of_input(2));
+  CHECK(product_backend(s) == "small-batch-library");
+  s.run(rows_of_input(16));
+  CHECK(s.background_compilation().kernels == 1);
 }
