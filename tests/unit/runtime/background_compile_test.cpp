@@ -275,9 +275,6 @@ TEST_CASE("a tuning session compiles its loop bodies' generated kernels at load,
   const std::string cache = wpk::testing::temp_dir("body_compile");
   const wpk::testing::EnvOverride slow("WPK_CXX", slow_compiler(cache, 2));
   const LoopCase loop;
-  const std::string& bytes = loop.bytes;
-  const wpk::TensorMap& in = loop.in;
-  const wpk::Tensor& expected = loop.expected;
 
   wpk::SessionOptions tune;
   tune.cache_dir = cache;
@@ -286,19 +283,16 @@ TEST_CASE("a tuning session compiles its loop bodies' generated kernels at load,
   tune.tuning_trials = 1;
   const std::uint64_t before = wpk::process_counters().compiled_kernels;
   {
-    const wpk::Session tuning(wpk::load_from_bytes(bytes), tune);
-    CHECK(wpk::testing::compare_allclose(tuning.run(in).at("h_final"), expected, 0, 1e-5) == "");
+    const wpk::Session tuning(wpk::load_from_bytes(loop.bytes), tune);
+    CHECK(wpk::testing::compare_allclose(tuning.run(loop.in).at("h_final"), loop.expected, 0, 1e-5) == "");
   }
   CHECK(wpk::process_counters().compiled_kernels > before);
   // A later session, which would compile in the background what its bodies lack, finds their
   // code in the store: no compiler starts (the script marks `started` as it begins).
   std::filesystem::remove(cache + "/started");
-  wpk::SessionOptions later;
-  later.cache_dir = cache;
-  later.threads = 1;
-  later.compile_in_background = true;
-  const wpk::Session warm(wpk::load_from_bytes(bytes), later);
-  CHECK(wpk::testing::compare_allclose(warm.run(in).at("h_final"), expected, 0, 1e-5) == "");
+  const wpk::SessionOptions later = options_in(cache);
+  const wpk::Session warm(wpk::load_from_bytes(loop.bytes), later);
+  CHECK(wpk::testing::compare_allclose(warm.run(loop.in).at("h_final"), loop.expected, 0, 1e-5) == "");
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
   CHECK_FALSE(std::filesystem::exists(cache + "/started"));
 }
@@ -310,26 +304,20 @@ TEST_CASE("an untuned session counts and waits for its loop bodies' compiling", 
   const std::string cache = wpk::testing::temp_dir("body_background");
   const wpk::testing::EnvOverride slow("WPK_CXX", slow_compiler(cache, 1));
   const LoopCase loop;
-  const std::string& bytes = loop.bytes;
-  const wpk::TensorMap& in = loop.in;
-  const wpk::Tensor& expected = loop.expected;
 
-  wpk::SessionOptions later;
-  later.cache_dir = cache;
-  later.threads = 1;
-  later.compile_in_background = true;
-  const wpk::Session s(wpk::load_from_bytes(bytes), later);
+  const wpk::SessionOptions later = options_in(cache);
+  const wpk::Session s(wpk::load_from_bytes(loop.bytes), later);
   const wpk::BackgroundCompilation compiling = s.background_compilation();
   CHECK(compiling.kernels >= 1);
   CHECK_FALSE(compiling.finished);
-  CHECK(wpk::testing::compare_allclose(s.run(in).at("h_final"), expected, 0, 1e-5) == "");
+  CHECK(wpk::testing::compare_allclose(s.run(loop.in).at("h_final"), loop.expected, 0, 1e-5) == "");
   const wpk::BackgroundCompilation done = s.wait_for_background_compilation();
   CHECK(done.finished);
   CHECK(done.ready == compiling.kernels);
   CHECK(done.failed == 0);
-  CHECK(wpk::testing::compare_allclose(s.run(in).at("h_final"), expected, 0, 1e-5) == "");
+  CHECK(wpk::testing::compare_allclose(s.run(loop.in).at("h_final"), loop.expected, 0, 1e-5) == "");
   // Stored: a later session's bodies have nothing to compile.
-  const wpk::Session warm(wpk::load_from_bytes(bytes), later);
+  const wpk::Session warm(wpk::load_from_bytes(loop.bytes), later);
   CHECK(warm.background_compilation().kernels == 0);
   CHECK(warm.background_compilation().finished);
 }
