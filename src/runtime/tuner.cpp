@@ -239,6 +239,11 @@ bool runs(const Candidate& c, const std::vector<const Tensor*>& inputs) {
 
 }  // namespace
 
+std::vector<int> Tuner::ranked_thread_counts(const Candidate& c) const {
+  if (threads_ > 1 && c.backend->uses_host_threads()) return {threads_, 1};
+  return {threads_};
+}
+
 StepChoice Tuner::predicted_best(std::size_t s, const std::vector<const Tensor*>& inputs, bool as_untuned_session) const {
   const PlanStep& step = plan_.steps()[s];
   const bool threaded = threads_ > 1 && !step.candidates.empty() && step.candidates[0].backend->uses_host_threads();
@@ -263,9 +268,7 @@ StepChoice Tuner::predicted_best(std::size_t s, const std::vector<const Tensor*>
       if (out[c] || cand.awaiting() || (cand.kernel && !cand.kernel->runs(inputs)) ||
           (skip_generated && cand.backend->generates_code()))
         continue;
-      std::vector<int> counts = {threads_};
-      if (threads_ > 1 && cand.backend->uses_host_threads()) counts.push_back(1);
-      for (const int t : counts) {
+      for (const int t : ranked_thread_counts(cand)) {
         const double seconds =
             predicted_seconds(*cand.backend, cand.config, node, graph_, shapes, t, cand.prepared(),
                               as_untuned_session ? nullptr : calibration_);
@@ -292,10 +295,8 @@ void Tuner::want_code_if_first(std::size_t s, const InputShapes& shapes, double 
   const Node& node = graph_.nodes()[step.node_index];
   for (std::size_t c = 0; c < step.candidates.size(); ++c) {
     const Candidate& cand = step.candidates[c];
-    if (!cand.waits_to_be_wanted() || !cand.awaiting()) continue;
-    std::vector<int> counts = {threads_};
-    if (threads_ > 1 && cand.backend->uses_host_threads()) counts.push_back(1);
-    for (const int t : counts)
+    if (!cand.waits_to_be_wanted()) continue;
+    for (const int t : ranked_thread_counts(cand))
       if (predicted_seconds(*cand.backend, cand.config, node, graph_, shapes, t, cand.prepared(), calibration_) < best_seconds) {
         settings_.on_code_wanted(s, c);
         break;

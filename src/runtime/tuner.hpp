@@ -91,6 +91,9 @@ class Tuner {
   // Tells settings_.on_code_wanted of the step's candidates waiting to be wanted that these shapes
   // rank ahead of `best_seconds`.
   void want_code_if_first(std::size_t step, const InputShapes& shapes, double best_seconds) const;
+  // The thread counts the cost model ranks a candidate at: all the session's, and one where the
+  // candidate runs on the host's threads (on tiny tensors starting them costs more than they save).
+  std::vector<int> ranked_thread_counts(const Candidate& c) const;
   // The cost model's choice among the step's candidates. as_untuned_session: among those a
   // session that does not tune would have (no generated kernel where another backend runs the
   // node, unless such a session compiles them after load) and ranked by the cost model uncalibrated, as on a

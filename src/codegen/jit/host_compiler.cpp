@@ -68,13 +68,15 @@ Child spawn(const std::vector<std::string>& argv, const std::string& log_path, c
   posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETPGROUP);
   posix_spawnattr_setpgroup(&attributes, 0);
   std::vector<std::string> env_words;
-  for (char** e = environ; e && *e; ++e)
-    if (tmpdir.empty() || std::strncmp(*e, "TMPDIR=", 7) != 0) env_words.push_back(*e);
-  if (!tmpdir.empty()) env_words.push_back("TMPDIR=" + tmpdir);
   std::vector<char*> env;
-  for (std::string& w : env_words) env.push_back(w.data());
-  env.push_back(nullptr);
-  const int rc = posix_spawnp(&child.pid, args[0], &actions, &attributes, args.data(), env.data());
+  if (!tmpdir.empty()) {
+    for (char** e = environ; e && *e; ++e)
+      if (std::strncmp(*e, "TMPDIR=", 7) != 0) env_words.push_back(*e);
+    env_words.push_back("TMPDIR=" + tmpdir);
+    for (std::string& w : env_words) env.push_back(w.data());
+    env.push_back(nullptr);
+  }
+  const int rc = posix_spawnp(&child.pid, args[0], &actions, &attributes, args.data(), env.empty() ? environ : env.data());
   posix_spawnattr_destroy(&attributes);
   posix_spawn_file_actions_destroy(&actions);
   if (rc != 0) {
