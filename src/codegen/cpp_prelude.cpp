@@ -1,7 +1,7 @@
 // The vector helpers each target's generated source starts with (cpp_printer.hpp): loads and
 // stores (whole, masked to the first n lanes, strided), arithmetic, and exp/sigmoid/tanh as
-// polynomials after range reduction (Taylor terms to the 7th power on |r| <= ln2/2: under 1e-8
-// relative before rounding), with NaN, infinities and underflow as std::exp gives them.
+// polynomials after range reduction (exp's Taylor terms to the 7th power on |r| <= ln2/2: under
+// 1e-8 relative before rounding), with NaN, infinities and underflow as std::exp gives them.
 #include <string>
 
 #include "codegen/cpp_printer.hpp"
@@ -24,13 +24,37 @@ static inline float s_erf(float a) { return std::erf(a); }
 const char kScalarTail[] = R"(static inline V v_erf(V a) { return std::erf(a); }
 )";
 
+// sigmoid on vectors, from e = e^-|a| (it cannot overflow): 1 / (1 + e) for a >= 0 and e / (1 + e)
+// for a < 0 (no 1 - s to cancel). e^-|a| as v_exp takes it but with a degree-6 polynomial fitted
+// for relative error on |r| <= ln2/2 (the one wpk's hand-written AVX2 kernels use) and 2^n from the
+// rounding constant's bits; no clamps or blends for infinities, which e^-|a| never reaches. Past
+// |a| = 87.3, where e would leave float's normal range, e is 0: exactly 1 and 0, as the library's
+// sigmoid gives from 88.7 on. NaN stays NaN (v_min and the arithmetic carry it).
 // erf on vectors, for GELU's exact form in product epilogues and chains. Below |x| = 0.5 the odd
 // Taylor series to x^13 (relative error under 1e-8 there, where the other form cancels); above, the
 // rational-exponential fit 1 - t (a1 + t (a2 + ...)) exp(-x^2), t = 1 / (1 + p |x|), absolute
 // error under 1.5e-7 (the classic handbook approximation), the sign restored. Infinities give
 // +-1, NaN stays NaN. (A reciprocal estimate in place of the division loses the bits the fit
 // needs near 0.5.)
-const char kVectorTail[] = R"(static inline V v_erf(V x) {
+const char kVectorTail[] = R"(static inline V v_sigmoid(V a) {
+  const V x = v_abs(a), one = v_set1(1.0f), magic = v_set1(12583039.0f);
+  const V y = v_neg(v_min(v_set1(87.3f), x));
+  const V t = v_fma(y, v_set1(1.44269504f), magic);
+  const V n = v_sub(t, magic);
+  V r = v_fma(n, v_set1(-0.693145752f), y);
+  r = v_fma(n, v_set1(-1.42860677e-6f), r);
+  V p = v_set1(1.37527345e-3f);
+  p = v_fma(p, r, v_set1(8.36891215e-3f));
+  p = v_fma(p, r, v_set1(4.16695103e-2f));
+  p = v_fma(p, r, v_set1(0.166665182f));
+  p = v_fma(p, r, v_set1(0.499999881f));
+  p = v_fma(p, r, one);
+  p = v_fma(p, r, one);
+  const V e = v_below(v_neg(x), -87.3f, v_set1(0.0f), v_mul(p, v_pow2_bits(t)));
+  const V s = v_div(one, v_add(one, e));
+  return v_if_negative(a, v_mul(e, s), s);
+}
+static inline V v_erf(V x) {
   const V a = v_abs(x), one = v_set1(1.0f), x2 = v_mul(x, x);
   V q = v_set1(1.0f / 9360);
   q = v_fma(q, x2, v_set1(-1.0f / 1320));
@@ -123,7 +147,11 @@ static inline V v_exp(V x) {
   y = _mm256_blendv_ps(y, _mm256_setzero_ps(), _mm256_cmp_ps(x, lo, _CMP_LT_OQ));
   return _mm256_blendv_ps(y, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
 }
-static inline V v_sigmoid(V a) { const V one = _mm256_set1_ps(1.0f); return _mm256_div_ps(one, _mm256_add_ps(one, v_exp(v_neg(a)))); }
+// 2^n for t = n + 1.5 * 2^23 + 127 (n + 127 in [1, 254] in t's low mantissa bits): those bits
+// shifted into the exponent field.
+static inline V v_pow2_bits(V t) { return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_castps_si256(t), 23)); }
+// neg where a's sign bit is set (-0.0 and negative NaNs too), else pos.
+static inline V v_if_negative(V a, V neg, V pos) { return _mm256_blendv_ps(pos, neg, a); }
 static inline V v_tanh(V x) {
   const V a = v_abs(x), one = _mm256_set1_ps(1.0f);
   const V big = _mm256_sub_ps(one, _mm256_div_ps(_mm256_set1_ps(2.0f), _mm256_add_ps(v_exp(_mm256_add_ps(a, a)), one)));
@@ -181,7 +209,10 @@ static inline V v_exp(V x) {
   const V y = _mm512_scalef_ps(p, n);
   return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), y, x);
 }
-static inline V v_sigmoid(V a) { const V one = _mm512_set1_ps(1.0f); return _mm512_div_ps(one, _mm512_add_ps(one, v_exp(v_neg(a)))); }
+static inline V v_pow2_bits(V t) { return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_castps_si512(t), 23)); }
+static inline V v_if_negative(V a, V neg, V pos) {
+  return _mm512_mask_blend_ps(_mm512_cmp_epi32_mask(_mm512_castps_si512(a), _mm512_setzero_si512(), _MM_CMPINT_LT), pos, neg);
+}
 static inline V v_tanh(V x) {
   const V a = v_abs(x), one = _mm512_set1_ps(1.0f);
   const V big = _mm512_sub_ps(one, _mm512_div_ps(_mm512_set1_ps(2.0f), _mm512_add_ps(v_exp(_mm512_add_ps(a, a)), one)));
