@@ -108,6 +108,21 @@ TEST_CASE("an element-wise chain with broadcasts and transcendental functions ma
   }
 }
 
+// c (one axis i) vectorized at the target's width, built and run on one thread; its guards must
+// have run.
+std::vector<float> run_vectorized(const Compute& c, const Var& i, CpuTarget target, const Values& v) {
+  Schedule s(c);
+  const auto [io, ii] = s.split(i, vector_lanes(target));
+  s.vectorize(ii);
+  (void)io;
+  const auto kernel = build(s, target);
+  REQUIRE(kernel);
+  bool guards = false;
+  std::vector<float> out = run(kernel, c, v, 1, &guards);
+  CHECK(guards);
+  return out;
+}
+
 TEST_CASE("erf on vectors stays within 3e-7 of the library's, and exact GELU's form within its rounding", "[codegen]") {
   // The vector targets approximate erf (a rational-exponential fit); the interpreter calls std::erf.
   const std::int64_t n = 203;
@@ -124,16 +139,8 @@ TEST_CASE("erf on vectors stays within 3e-7 of the library's, and exact GELU's f
   for (std::size_t k = 0; k < sizeof edge / sizeof edge[0]; ++k) values[x.get()][k * 7] = edge[k];
   for (CpuTarget target : runnable_targets())
     for (const Compute* c : {&erf_c, &gelu_c}) {
-      Schedule s(*c);
-      const auto [io, ii] = s.split(i, vector_lanes(target));
-      s.vectorize(ii);
-      (void)io;
       INFO("target " << target_name(target) << ", " << c->name);
-      const auto kernel = build(s, target);
-      REQUIRE(kernel);
-      bool guards = false;
-      check_close(run(kernel, *c, values, 1, &guards), interpret(*c, values), 3e-7f);
-      CHECK(guards);
+      check_close(run_vectorized(*c, i, target, values), interpret(*c, values), 3e-7f);
     }
   // Near 0 erf is about 1.13 x: relative error, not absolute, is what an Erf node's reader sees
   // (below |x| = 0.5, where the fit above would cancel).
@@ -142,16 +149,8 @@ TEST_CASE("erf on vectors stays within 3e-7 of the library's, and exact GELU's f
   const float small_edge[] = {1e-30f, -1e-20f, 1e-5f, -3e-4f, 0.01f, -0.1f, 0.49f, -0.499f};
   for (std::size_t k = 0; k < sizeof small_edge / sizeof small_edge[0]; ++k) tiny[x.get()][k * 5] = small_edge[k];
   for (CpuTarget target : runnable_targets()) {
-    Schedule s(erf_c);
-    const auto [io, ii] = s.split(i, vector_lanes(target));
-    s.vectorize(ii);
-    (void)io;
     INFO("target " << target_name(target) << ", small arguments");
-    const auto kernel = build(s, target);
-    REQUIRE(kernel);
-    bool guards = false;
-    const std::vector<float> got = run(kernel, erf_c, tiny, 1, &guards), want = interpret(erf_c, tiny);
-    CHECK(guards);
+    const std::vector<float> got = run_vectorized(erf_c, i, target, tiny), want = interpret(erf_c, tiny);
     std::size_t bad = 0;
     for (std::size_t k = 0; k < got.size(); ++k)
       if (!(std::fabs(got[k] - want[k]) <= 4e-7f * std::fabs(want[k]))) {
@@ -174,16 +173,8 @@ TEST_CASE("sigmoid on vectors stays within 3e-7 of the library's, and 0 and 1 wh
                         -87.3f, -87.4f, -88.5f, 88.8f, -88.8f, 100.0f, -100.0f, 1e30f, -1e30f};
   for (std::size_t k = 0; k < sizeof edge / sizeof edge[0]; ++k) values[x.get()][k * 11] = edge[k];
   for (CpuTarget target : runnable_targets()) {
-    Schedule s(c);
-    const auto [io, ii] = s.split(i, vector_lanes(target));
-    s.vectorize(ii);
-    (void)io;
     INFO("target " << target_name(target));
-    const auto kernel = build(s, target);
-    REQUIRE(kernel);
-    bool guards = false;
-    const std::vector<float> got = run(kernel, c, values, 1, &guards), want = interpret(c, values);
-    CHECK(guards);
+    const std::vector<float> got = run_vectorized(c, i, target, values), want = interpret(c, values);
     std::size_t bad = 0;
     for (std::size_t k = 0; k < got.size(); ++k) {
       const float in = values[x.get()][k];
