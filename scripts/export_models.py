@@ -310,6 +310,11 @@ def export(name, out_dir):
 def main():
     if len(sys.argv) < 2:
         sys.exit(__doc__)
+    if sys.argv[1] in ("-h", "--help"):
+        print(__doc__)
+        return
+    if sys.argv[1].startswith("-"):
+        sys.exit("unknown option %s (usage: export_models.py OUT_DIR [name ...])" % sys.argv[1])
     out_dir = sys.argv[1]
     names = sys.argv[2:] or MODELS
     unknown = [n for n in names if n not in MODELS]

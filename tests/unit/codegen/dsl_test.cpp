@@ -598,7 +598,9 @@ TEST_CASE("a depth-first group staged per pixel tile computes its producer in ve
   // and read by all the output channels' tiles; channel counts below, at and above the chunk the
   // tile is computed in (one vector, or 64 values), pixel tiles with and without a remainder,
   // strides 1 and 2. Images wide enough to have tiles away from the padding take those tiles
-  // through a copy of the producer's nest without the per-read checks.
+  // through a copy of the producer's nest without the per-read checks. Where the output channels
+  // make whole tiles, the threads may also share parts of those tiles (each part computing the
+  // producer again), the last part short or not.
   struct Shape {
     std::int64_t h, w, c, oc, stride, rows;
     bool chunk_of_a_vector, interior_tiles;
@@ -606,48 +608,57 @@ TEST_CASE("a depth-first group staged per pixel tile computes its producer in ve
   for (const Shape& sh : {Shape{5, 7, 12, 20, 1, 4, true, false}, Shape{6, 9, 64, 9, 2, 3, false, false},
                           Shape{3, 8, 70, 24, 1, 4, false, false}, Shape{4, 5, 136, 16, 2, 6, false, false},
                           Shape{5, 6, 70, 24, 2, 4, true, false}, Shape{6, 14, 24, 16, 1, 4, true, true},
-                          Shape{7, 17, 16, 8, 2, 3, false, true}})
-    for (CpuTarget target : runnable_targets()) {
-      Buffer in = buffer("in", {1, sh.h, sh.w, sh.c}), wd = buffer("wd", {3, 3, sh.c}), bd = buffer("bd", {sh.c});
-      const Compute depthwise = strided_depthwise_producer(in, wd, bd, sh.stride);
-      const Buffer d = depthwise.output;
-      const std::int64_t oh = d->dims[1], ow = d->dims[2];
-      Var vn = var("n", 1), vy = var("y", oh), vx = var("x", ow), vo = var("o", sh.oc), vc = var("c", sh.c);
-      Buffer wp = buffer("wp", {sh.c, sh.oc}), bp = buffer("bp", {sh.oc});
-      const Compute pointwise = compute("pointwise", buffer("out", {1, oh, ow, sh.oc}), {vn, vy, vx, vo}, {vc},
-                                        load(d, {vn, vy, vx, vc}) * load(wp, {vc, vo}), acc() + load(bp, {vo}), {d, wp, bp});
-      Schedule s(pointwise);
-      const auto [xo, xi] = s.split(vx, std::min(sh.rows, ow));
-      const auto [oo, oi] = s.split(vo, std::min<std::int64_t>(vector_lanes(target) * 2, sh.oc));
-      s.reorder({vn, vy, xo, oo, vc, xi, oi});
-      s.parallel(vy);
-      s.unroll(xi);
-      s.vectorize(oi);
-      s.pack(wp, vo);
-      s.stage_shared(d, xo, depthwise, sh.chunk_of_a_vector ? vector_lanes(target) : 64);
-      INFO("h " << sh.h << " w " << sh.w << " c " << sh.c << " oc " << sh.oc << " stride " << sh.stride << ", chunk "
-                << s.stages()[0].chunk << ", target "
-                << target_name(target) << ": " << s.describe());
-      const std::string ir = dump(lower(s).body);
-      INFO(ir);
-      CHECK(ir.find("vectorized") < ir.find("for c <"));  // the tile in vectors, before the product reads it
-      // Each tap reads a weight and a checked input; the copy for interior tiles reads its inputs unchecked.
-      CHECK((count_of(ir, "wd[") > count_of(ir, "]?0")) == sh.interior_tiles);
-      std::string why;
-      const auto kernel = build(s, target, &why);
-      INFO(why);
-      REQUIRE(kernel);
-      Values v;
-      std::uint32_t seed = 71;
-      for (const Buffer& b : {in, wd, bd, wp, bp}) v[b.get()] = random_values(numel(b), seed++, -2, 2);
-      v[d.get()] = interpret(depthwise, v);
-      const std::vector<float> want = interpret(pointwise, v);
-      const std::vector<float> packed = pack_input(s.packs()[0], s, v[wp.get()].data());
-      check_close(run_fixed(*kernel, {v[in.get()].data(), v[wd.get()].data(), v[bd.get()].data(), const_cast<float*>(packed.data()),
-                                      v[bp.get()].data()},
-                            want.size()),
-                  want, 1e-5f);
-    }
+                          Shape{7, 17, 16, 8, 2, 3, false, true}, Shape{5, 9, 24, 48, 1, 4, true, true}})
+    for (CpuTarget target : runnable_targets())
+      for (std::int64_t parts : {1, 2}) {
+        const std::int64_t width = std::min<std::int64_t>(vector_lanes(target) * 2, sh.oc);
+        if (parts > 1 && (sh.oc % width != 0 || sh.oc / width < parts)) continue;
+        Buffer in = buffer("in", {1, sh.h, sh.w, sh.c}), wd = buffer("wd", {3, 3, sh.c}), bd = buffer("bd", {sh.c});
+        const Compute depthwise = strided_depthwise_producer(in, wd, bd, sh.stride);
+        const Buffer d = depthwise.output;
+        const std::int64_t oh = d->dims[1], ow = d->dims[2];
+        Var vn = var("n", 1), vy = var("y", oh), vx = var("x", ow), vo = var("o", sh.oc), vc = var("c", sh.c);
+        Buffer wp = buffer("wp", {sh.c, sh.oc}), bp = buffer("bp", {sh.oc});
+        const Compute pointwise = compute("pointwise", buffer("out", {1, oh, ow, sh.oc}), {vn, vy, vx, vo}, {vc},
+                                          load(d, {vn, vy, vx, vc}) * load(wp, {vc, vo}), acc() + load(bp, {vo}), {d, wp, bp});
+        Schedule s(pointwise);
+        const auto [xo, xi] = s.split(vx, std::min(sh.rows, ow));
+        const auto [oo, oi] = s.split(vo, width);
+        if (parts > 1) {
+          const auto [part, po] = s.split(oo, (oo->extent + parts - 1) / parts);
+          s.reorder({vn, part, vy, xo, po, vc, xi, oi});
+          s.parallel(part);
+        } else {
+          s.reorder({vn, vy, xo, oo, vc, xi, oi});
+          s.parallel(vy);
+        }
+        s.unroll(xi);
+        s.vectorize(oi);
+        s.pack(wp, vo);
+        s.stage_shared(d, xo, depthwise, sh.chunk_of_a_vector ? vector_lanes(target) : 64);
+        INFO("h " << sh.h << " w " << sh.w << " c " << sh.c << " oc " << sh.oc << " stride " << sh.stride << ", parts " << parts << ", chunk "
+                  << s.stages()[0].chunk << ", target "
+                  << target_name(target) << ": " << s.describe());
+        const std::string ir = dump(lower(s).body);
+        INFO(ir);
+        CHECK(ir.find("vectorized") < ir.find("for c <"));  // the tile in vectors, before the product reads it
+        // Each tap reads a weight and a checked input; the copy for interior tiles reads its inputs unchecked.
+        CHECK((count_of(ir, "wd[") > count_of(ir, "]?0")) == sh.interior_tiles);
+        std::string why;
+        const auto kernel = build(s, target, &why);
+        INFO(why);
+        REQUIRE(kernel);
+        Values v;
+        std::uint32_t seed = 71;
+        for (const Buffer& b : {in, wd, bd, wp, bp}) v[b.get()] = random_values(numel(b), seed++, -2, 2);
+        v[d.get()] = interpret(depthwise, v);
+        const std::vector<float> want = interpret(pointwise, v);
+        const std::vector<float> packed = pack_input(s.packs()[0], s, v[wp.get()].data());
+        check_close(run_fixed(*kernel, {v[in.get()].data(), v[wd.get()].data(), v[bd.get()].data(), const_cast<float*>(packed.data()),
+                                        v[bp.get()].data()},
+                              want.size()),
+                    want, 1e-5f);
+      }
 }
 
 TEST_CASE("prefetching the next panel of packed B leaves a product's values as they were", "[codegen]") {
@@ -838,6 +849,9 @@ TEST_CASE("schedules that break a rule are refused with the rule named", "[codeg
     Schedule s(p.c);
     CHECK_THROWS_WITH(s.split(p.i, 9), Catch::Contains("cannot split"));
     CHECK_THROWS_WITH(s.reorder({p.i, p.j}), Catch::Contains("reorder names 2 loops of 3"));
+    // Splitting the outer loop of a split with a remainder would lose the short last tile.
+    const auto [io, ii] = s.split(p.i, 3);
+    CHECK_THROWS_WITH(s.split(io, 2), Catch::Contains("has a remainder"));
   }
   Var i = var("i", 4);
   Buffer x = buffer("x", {4}), y = buffer("y", {4});
