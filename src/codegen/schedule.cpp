@@ -18,12 +18,14 @@ std::size_t Schedule::position(const Var& v) const {
 
 std::pair<Var, Var> Schedule::split(const Var& v, std::int64_t factor) {
   const std::size_t at = position(v);
-  if (split_with_outer(v.get()) && v->dynamic())
-    throw std::invalid_argument(compute_.name + ": '" + v->name + "' is the outer part of a dynamic variable; split the inner");
-  // The inner loop of such a split would run whole tiles where its outer loop's last one is short.
-  if (const SplitRecord* up = split_with_outer(v.get()); up && up->parent->extent % up->factor != 0)
-    throw std::invalid_argument(compute_.name + ": '" + v->name + "' is the outer part of '" + up->parent->name +
-                                "', which has a remainder; split it only where the factor divides its extent");
+  if (const SplitRecord* up = split_with_outer(v.get())) {
+    if (v->dynamic())
+      throw std::invalid_argument(compute_.name + ": '" + v->name + "' is the outer part of a dynamic variable; split the inner");
+    // The inner loop of such a split would run whole tiles where its outer loop's last one is short.
+    if (up->parent->extent % up->factor != 0)
+      throw std::invalid_argument(compute_.name + ": '" + v->name + "' is the outer part of '" + up->parent->name +
+                                  "', which has a remainder; split it only where the factor divides its extent");
+  }
   if (factor < 1 || (!v->dynamic() && factor > v->extent))
     throw std::invalid_argument(compute_.name + ": cannot split '" + v->name + "' (extent " + std::to_string(v->extent) +
                                 ") by " + std::to_string(factor));

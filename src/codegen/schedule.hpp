@@ -3,6 +3,7 @@
 // per axis, then one per reduction variable, and is changed by primitives:
 //   split(v, f)    v becomes an outer loop over ceil(extent / f) and an inner loop over f; a
 //                  remainder is computed by a copy of the inner nest with the shorter extent
+//                  (an outer loop may be split again only where it has no remainder)
 //   reorder(vs)    the loops in this order (all of them)
 //   parallel(v)    iterations of v shared by the kernel's threads (one parallel loop, outside
 //                  every reduction loop)
