@@ -16,7 +16,9 @@ using StmtPtr = std::shared_ptr<const Stmt>;
 
 enum class StmtKind {
   Block,  // body: in order
-  For,    // var over [0, extent), kind; body[0]. With `dynamic`: over [0, ceil(dynamic / divisor))
+  For,    // var over [0, extent), kind; body[0]. With `dynamic`: over [0, ceil(dynamic / divisor)).
+          // With `vars` (a fused loop's parts, outermost first): each iteration k also sets
+          // vars[d] = (k / the product of the later bounds) % bounds[d] before its body
   Tail,   // var < full ? body[0] : body[1] (a split's remainder). With `dynamic`: var < dynamic /
           // divisor ? body[0] : body[r] where r = dynamic % divisor (one body per remainder)
   Alloc,  // buffer: a register buffer, or (not registers) an intermediate's array on the thread's
@@ -53,8 +55,8 @@ struct Stmt {
   std::vector<Affine> index;
   Expr value;
   Buffer source;                      // Stage
-  std::vector<Var> vars;              // Stage with a producer: its axes
-  std::vector<std::int64_t> bounds;   // Guard
+  std::vector<Var> vars;              // Stage with a producer: its axes; For: the fused parts
+  std::vector<std::int64_t> bounds;   // Guard; For: the fused parts' extents
 };
 
 // The shared memory a CUDA block may declare statically: what staged tiles may take together.

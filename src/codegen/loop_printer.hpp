@@ -488,9 +488,11 @@ class LoopPrinter {
     if (!s->dynamic && (s->extent == 1 || s->loop == LoopKind::Unrolled || s->loop == LoopKind::Vectorized)) {
       for (std::int64_t i = 0; i < s->extent; ++i) {
         constants_[v] = i;
+        for (std::size_t d = 0; d < s->vars.size(); ++d) constants_[s->vars[d].get()] = (i / later_bounds(*s, d)) % s->bounds[d];
         statement(s->body[0], depth);
       }
       constants_.erase(v);
+      for (const Var& part : s->vars) constants_.erase(part.get());
       return;
     }
     const std::string name = c_name(v);
@@ -509,20 +511,37 @@ class LoopPrinter {
       const int inner = depth + (serial_too ? 1 : 0);
       line(inner, "#pragma omp parallel for num_threads(threads) schedule(static)");
       line(inner, header);
-      statement(s->body[0], inner + 1);
+      loop_body(*s, inner + 1);
       line(inner, "}");
       if (serial_too) {
         line(depth, "} else {");
         line(depth + 1, header);
-        statement(s->body[0], depth + 2);
+        loop_body(*s, depth + 2);
         line(depth + 1, "}");
         line(depth, "}");
       }
       return;
     }
     line(depth, header);
-    statement(s->body[0], depth + 1);
+    loop_body(*s, depth + 1);
     line(depth, "}");
+  }
+
+  // A loop's body; a fused loop's first sets its parts from the iteration.
+  void loop_body(const Stmt& s, int depth) {
+    const std::string k = c_name(s.var.get());
+    for (std::size_t d = 0; d < s.vars.size(); ++d) {
+      std::string value = k;
+      if (const std::int64_t stride = later_bounds(s, d); stride > 1) value = "(" + value + " / " + std::to_string(stride) + ")";
+      if (d > 0) value += " % " + std::to_string(s.bounds[d]);
+      line(depth, "const " + d_.int64 + " " + c_name(s.vars[d].get()) + " = " + value + ";");
+    }
+    statement(s.body[0], depth);
+  }
+  static std::int64_t later_bounds(const Stmt& s, std::size_t d) {
+    std::int64_t n = 1;
+    for (std::size_t e = d + 1; e < s.bounds.size(); ++e) n *= s.bounds[e];
+    return n;
   }
 
   // ceil(dynamic / divisor) of a loop (or a Prefetch walking one) over a dynamic extent.

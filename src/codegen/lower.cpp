@@ -89,6 +89,16 @@ class Lowering {
     loop->kind = StmtKind::For;
     loop->var = l.var;
     loop->loop = l.kind;
+    if (const FuseRecord* fused = s_.fuse_of(l.var.get())) {
+      loop->extent = 1;
+      for (const Var& p : fused->parts) {
+        loop->vars.push_back(p);
+        loop->bounds.push_back(extent(p.get(), extents));
+        loop->extent *= loop->bounds.back();
+      }
+      loop->body = {fused_parts(fused->parts, 0, from, to, extents, leaf)};
+      return loop;
+    }
     const SplitRecord* split = s_.split_with_outer(l.var.get());
     if (!split) {
       loop->extent = extent(l.var.get(), extents);
@@ -138,6 +148,29 @@ class Lowering {
     branch->body = {nest(from + 1, to, main, leaf), nest(from + 1, to, tail, leaf)};
     loop->body = {branch};
     return loop;
+  }
+
+  // Inside a fused loop: for each part that is the outer loop of a split with a remainder, a
+  // Tail picking the full or the short inner nest for this iteration's value of it.
+  template <typename Leaf>
+  StmtPtr fused_parts(const std::vector<Var>& parts, std::size_t k, std::size_t from, std::size_t to, const Extents& extents,
+                      const Leaf& leaf) {
+    if (k == parts.size()) return nest(from + 1, to, extents, leaf);
+    const SplitRecord* split = s_.split_with_outer(parts[k].get());
+    if (!split) return fused_parts(parts, k + 1, from, to, extents, leaf);
+    const std::int64_t whole = extent(split->parent.get(), extents);
+    const std::int64_t full = whole / split->factor, rest = whole % split->factor;
+    Extents main = extents;
+    main[split->inner.get()] = split->factor;
+    if (!rest || whole_tiles_) return fused_parts(parts, k + 1, from, to, main, leaf);
+    Extents tail = extents;
+    tail[split->inner.get()] = rest;
+    auto branch = std::make_shared<Stmt>();
+    branch->kind = StmtKind::Tail;
+    branch->var = parts[k];
+    branch->full = full;
+    branch->body = {fused_parts(parts, k + 1, from, to, main, leaf), fused_parts(parts, k + 1, from, to, tail, leaf)};
+    return branch;
   }
 
   std::int64_t extent(const VarNode* v, const Extents& extents) const {
@@ -270,8 +303,9 @@ class Lowering {
   Buffer plan_stage(const StageRecord& r) {
     const std::string& name = c_.name;
     const std::size_t at = loop_position(r.at.get());
-    if (loops_[at].kind != LoopKind::Serial)
-      throw std::invalid_argument(name + ": stage '" + r.original->name + "' at '" + r.at->name + "': the loop must be serial");
+    // A CPU thread's tile lives in the loop's body: each iteration of a parallel loop has its own.
+    if (loops_[at].kind != LoopKind::Serial && (block_threads_ || loops_[at].kind != LoopKind::Parallel))
+      throw std::invalid_argument(name + ": stage '" + r.original->name + "' at '" + r.at->name + "': the loop must be serial (or a CPU kernel's parallel one)");
     if (block_threads_ && !loops_[at].reduction)
       throw std::invalid_argument(name + ": stage '" + r.original->name + "' at '" + r.at->name +
                                   "': a CUDA block stages at a reduction loop");
@@ -700,13 +734,15 @@ class Lowering {
                                     ", too many iterations to write out (at most 64)");
       if (const SplitRecord* split = s_.split_of(l.var.get()); split != nullptr)
         throw std::invalid_argument(name + ": '" + l.var->name + "' was split but is still a loop");
+      if (s_.fuse_of(l.var.get()) && l.kind != LoopKind::Serial && l.kind != LoopKind::Parallel)
+        throw std::invalid_argument(name + ": the fused loop '" + l.var->name + "' is serial or parallel");
       // An inner loop ahead of its outer one would not know its remainder's extent.
-      for (std::size_t j = i + 1; j < loops_.size(); ++j) {
-        const SplitRecord* split = s_.split_with_outer(loops_[j].var.get());
-        if (split && split->inner == l.var)
-          throw std::invalid_argument(name + ": '" + l.var->name + "' lies outside its outer loop '" +
-                                      loops_[j].var->name + "'");
-      }
+      for (std::size_t j = i + 1; j < loops_.size(); ++j)
+        for (const Var& outer : parts(loops_[j].var)) {
+          const SplitRecord* split = s_.split_with_outer(outer.get());
+          if (split && split->inner == l.var)
+            throw std::invalid_argument(name + ": '" + l.var->name + "' lies outside its outer loop '" + outer->name + "'");
+        }
     }
   }
 
@@ -734,6 +770,12 @@ class Lowering {
     first_reduction_ = inner;
     first_tile_ = inner;
     while (first_tile_ < loops_.size() && loops_[first_tile_].reduction) ++first_tile_;
+  }
+
+  // The loops a loop stands for: its fused parts, or itself.
+  std::vector<Var> parts(const Var& v) const {
+    const FuseRecord* f = s_.fuse_of(v.get());
+    return f ? f->parts : std::vector<Var>{v};
   }
 
   static constexpr std::size_t kNone = static_cast<std::size_t>(-1);
@@ -768,7 +810,10 @@ void dump_into(const StmtPtr& s, int depth, std::string& out) {
       static const char* kinds[] = {"", " parallel", " unrolled", " vectorized", " blocks", " threads"};
       const std::string bound = s->dynamic ? "ceil(" + s->dynamic->name + " / " + std::to_string(s->divisor) + ")"
                                            : std::to_string(s->extent);
-      out += pad + "for " + s->var->name + " < " + bound + kinds[static_cast<int>(s->loop)] + "\n";
+      std::string parts;
+      for (std::size_t k = 0; k < s->vars.size(); ++k)
+        parts += (k ? ", " : " as ") + s->vars[k]->name + " < " + std::to_string(s->bounds[k]);
+      out += pad + "for " + s->var->name + " < " + bound + kinds[static_cast<int>(s->loop)] + parts + "\n";
       dump_into(s->body[0], depth + 1, out);
       return;
     }

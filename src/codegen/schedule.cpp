@@ -26,6 +26,7 @@ std::pair<Var, Var> Schedule::split(const Var& v, std::int64_t factor) {
       throw std::invalid_argument(compute_.name + ": '" + v->name + "' is the outer part of '" + up->parent->name +
                                   "', which has a remainder; split it only where the factor divides its extent");
   }
+  if (fuse_of(v.get())) throw std::invalid_argument(compute_.name + ": '" + v->name + "' is a fused loop; split its parts before fusing them");
   if (factor < 1 || (!v->dynamic() && factor > v->extent))
     throw std::invalid_argument(compute_.name + ": cannot split '" + v->name + "' (extent " + std::to_string(v->extent) +
                                 ") by " + std::to_string(factor));
@@ -50,6 +51,48 @@ void Schedule::reorder(const std::vector<Var>& order) {
     next.push_back(l);
   }
   loops_ = std::move(next);
+}
+
+Var Schedule::fuse(const Var& outer, const Var& inner) {
+  const std::size_t at = position(outer);
+  if (position(inner) != at + 1)
+    throw std::invalid_argument(compute_.name + ": fuse '" + outer->name + "' and '" + inner->name + "': the second must come right inside the first");
+  std::vector<Var> parts;
+  for (const Var& v : {outer, inner}) {
+    if (loops_[position(v)].reduction || v->dynamic())
+      throw std::invalid_argument(compute_.name + ": fuse '" + v->name + "': only spatial loops of fixed extent fuse");
+    const FuseRecord* f = fuse_of(v.get());
+    if (f) parts.insert(parts.end(), f->parts.begin(), f->parts.end());
+    else parts.push_back(v);
+  }
+  // A part's extent must be one for every iteration: not the inner loop of a split whose short
+  // last tile an outer part picks.
+  for (const auto& kv : splits_) {
+    const SplitRecord& s = kv.second;
+    const bool has_outer = std::find(parts.begin(), parts.end(), s.outer) != parts.end();
+    const bool has_inner = std::find(parts.begin(), parts.end(), s.inner) != parts.end();
+    if (has_outer && has_inner && s.parent->extent % s.factor != 0)
+      throw std::invalid_argument(compute_.name + ": fuse '" + s.inner->name + "' with its outer loop '" + s.outer->name +
+                                  "': the split has a remainder");
+  }
+  std::string name;
+  std::int64_t extent = 1;
+  for (const Var& p : parts) {
+    name += (name.empty() ? "" : "*") + p->name;
+    extent *= p->extent;
+  }
+  Var fused = var(name, extent);
+  loops_[at] = {fused, LoopKind::Serial, false};
+  loops_.erase(loops_.begin() + static_cast<std::ptrdiff_t>(at) + 1);
+  fuses_.erase(outer.get());
+  fuses_.erase(inner.get());
+  fuses_[fused.get()] = {fused, parts};
+  return fused;
+}
+
+const FuseRecord* Schedule::fuse_of(const VarNode* v) const {
+  const auto it = fuses_.find(v);
+  return it == fuses_.end() ? nullptr : &it->second;
 }
 
 void Schedule::kind(const Var& v, LoopKind k) { loops_[position(v)].kind = k; }

@@ -5,6 +5,12 @@
 //                  remainder is computed by a copy of the inner nest with the shorter extent
 //                  (an outer loop may be split again only where it has no remainder)
 //   reorder(vs)    the loops in this order (all of them)
+//   fuse(a, b)     the adjacent spatial loops a and b (a outside) become one loop over their
+//                  extents' product whose iteration k runs a = k / extent(b), b = k % extent(b):
+//                  a parallel loop over it shares out pairs, not rows of pairs. Where b is the
+//                  outer loop of a split with a remainder, each iteration picks the full or the
+//                  short inner nest at run time. Fixed extents only; a fused loop is serial or
+//                  parallel and is not split again
 //   parallel(v)    iterations of v shared by the kernel's threads (one parallel loop, outside
 //                  every reduction loop)
 //   vectorize(v)   v (the innermost loop) computed in SIMD vectors of the target, the last one
@@ -78,6 +84,11 @@ struct SplitRecord {
   std::int64_t factor;
 };
 
+struct FuseRecord {
+  Var fused;
+  std::vector<Var> parts;  // outermost first
+};
+
 struct StageRecord {
   Buffer original;  // an input
   Var at;           // the reduction loop whose iterations copy it
@@ -102,6 +113,7 @@ class Schedule {
 
   std::pair<Var, Var> split(const Var& v, std::int64_t factor);
   void reorder(const std::vector<Var>& order);
+  Var fuse(const Var& outer, const Var& inner);
   void parallel(const Var& v) { kind(v, LoopKind::Parallel); }
   void vectorize(const Var& v) { kind(v, LoopKind::Vectorized); }
   void unroll(const Var& v) { kind(v, LoopKind::Unrolled); }
@@ -122,6 +134,8 @@ class Schedule {
   const SplitRecord* split_of(const VarNode* v) const;
   // The split whose outer loop v is, or null.
   const SplitRecord* split_with_outer(const VarNode* v) const;
+  // The loops fused into v, or null.
+  const FuseRecord* fuse_of(const VarNode* v) const;
   // How input b is packed, or null.
   const PackRecord* pack_of(const BufferNode* b) const;
   const std::vector<PackRecord>& packs() const { return packs_; }
@@ -139,6 +153,7 @@ class Schedule {
   Compute compute_;
   std::vector<Loop> loops_;
   std::map<const VarNode*, SplitRecord> splits_;
+  std::map<const VarNode*, FuseRecord> fuses_;
   std::vector<PackRecord> packs_;
   std::vector<PrefetchRecord> prefetches_;
   std::vector<Buffer> epilogue_prefetches_;

@@ -25,7 +25,7 @@ struct DepthwisePointwiseSpec {
 
 // The node as this backend's group kernel, or why not (`why` set).
 std::optional<DepthwisePointwiseSpec> depthwise_pointwise_spec(const Node& node, const Graph& graph, std::string& why);
-// The configs (group_configs) and kernel name ("f32_depthwise_pointwise_nhwc__avx2_4x16_prows_vstage")
+// The configs (group_configs) and kernel name ("f32_depthwise_pointwise_nhwc__avx2_4x16_ptiles_vstage")
 // live in staged_group.hpp. The group as a tensor expression and its schedule: the pointwise
 // product reading the depthwise compute's output, staged at the pixel tile (exposed for tests).
 codegen::Schedule depthwise_pointwise_schedule(const DepthwisePointwiseSpec& spec, const GroupConfig& config, int lanes);

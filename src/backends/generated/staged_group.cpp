@@ -53,7 +53,8 @@ std::vector<GroupConfig> group_configs(std::int64_t width, std::int64_t channels
 }
 
 std::string group_kernel_name(const std::string& op, const GroupConfig& config, CpuTarget target) {
-  return kernel_name(op, config.tile(), target) + (config.vector_stage ? "_vstage" : "_wstage");
+  return "f32_" + op + "__" + target_name(target) + "_" + std::to_string(config.rows) + "x" +
+         std::to_string(config.vectors * vector_lanes(target)) + "_ptiles" + (config.vector_stage ? "_vstage" : "_wstage");
 }
 
 Schedule staged_pointwise_schedule(const std::string& name, const Compute& producer, std::int64_t o_channels,
@@ -70,11 +71,12 @@ Schedule staged_pointwise_schedule(const std::string& name, const Compute& produ
   const auto [xo, xi] = s.split(x, std::min<std::int64_t>(config.rows, w));
   const auto [oo, oi] = s.split(o, std::min<std::int64_t>(std::int64_t{config.vectors} * lanes, o_channels));
   s.reorder({n, y, xo, oo, c, xi, oi});
-  s.parallel(y);
+  const Var tiles = s.fuse(y, xo);
+  s.parallel(tiles);
   s.unroll(xi);
   s.vectorize(oi);
   s.pack(weights, o);
-  s.stage_shared(between, xo, producer, config.vector_stage ? lanes : 64);
+  s.stage_shared(between, tiles, producer, config.vector_stage ? lanes : 64);
   return s;
 }
 

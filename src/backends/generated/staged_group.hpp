@@ -1,10 +1,11 @@
 #pragma once
 // What the gen backend's depth-first groups share (depthwise_pointwise.hpp, scaled_pointwise.hpp):
 // a pointwise product over an NHWC image whose input is a producer's output, computed tile by
-// tile and never stored. The threads share the image's rows; for each tile of `rows` pixels
-// along a row, a thread computes every channel of the producer at those pixels into an array on
-// its stack (Schedule::stage_shared at the pixel tile), which the product reads for each tile of
-// `vectors` SIMD vectors of output channels.
+// tile and never stored. The threads share the image's pixel tiles (`rows` pixels along a row;
+// the pairs of row and tile, so that a 7-row image splits evenly over 2 threads); for each tile a
+// thread computes every channel of the producer at those pixels into an array on its stack
+// (Schedule::stage_shared at the tile), which the product reads for each tile of `vectors` SIMD
+// vectors of output channels.
 #include <optional>
 #include <string>
 #include <vector>
@@ -35,7 +36,7 @@ struct GroupConfig {
 // image `width` pixels wide, `channels` each) fits a stack array; the usual favourite first.
 std::vector<GroupConfig> group_configs(std::int64_t width, std::int64_t channels, codegen::CpuTarget target);
 
-// "f32_<op>__avx2_4x16_prows_vstage".
+// "f32_<op>__avx2_4x16_ptiles_vstage".
 std::string group_kernel_name(const std::string& op, const GroupConfig& config, codegen::CpuTarget target);
 
 // The product `name` of `producer`'s output [1, H, W, C] by weights w [o, C] (packed), with

@@ -48,31 +48,41 @@ void check_close(const std::vector<float>& got, const std::vector<float>& want, 
 
 TEST_CASE("a register-tiled product with bias and ReLU matches the interpreter on every target", "[codegen]") {
   // Extents below, at and above the tiles (4 rows x 2 vectors of the target, k in chunks of 8).
+  // The threads share the row tiles, or the pairs of row and column tile (the two loops fused:
+  // each iteration picks the short tiles' nest where either has a remainder).
   for (const auto& shape : std::vector<std::array<std::int64_t, 3>>{{13, 37, 19}, {8, 32, 16}, {1, 5, 3}, {4, 64, 40}}) {
-    for (CpuTarget target : runnable_targets()) {
-      Product p = product(shape[0], shape[1], shape[2]);
-      Schedule s(p.c);
-      const std::int64_t lanes = vector_lanes(target);
-      const auto [io, ii] = s.split(p.i, std::min<std::int64_t>(4, shape[0]));
-      const auto [jo, ji] = s.split(p.j, std::min<std::int64_t>(2 * lanes, shape[1]));
-      const auto [ko, ki] = s.split(p.k, std::min<std::int64_t>(8, shape[2]));
-      s.reorder({io, jo, ko, ki, ii, ji});
-      s.parallel(io);
-      s.unroll(ii);
-      s.vectorize(ji);
-      INFO("target " << target_name(target) << ", " << shape[0] << "x" << shape[1] << "x" << shape[2] << ": "
-                     << s.describe());
-      std::string why;
-      const auto kernel = build(s, target, &why);
-      INFO(why);
-      REQUIRE(kernel);
-      const Values v = values_for(p.c, 7);
-      bool guards = false;
-      for (int threads : {1, 2}) {
-        check_close(run(kernel, p.c, v, threads, &guards), interpret(p.c, v), 1e-5f);
-        CHECK(guards);
+    for (CpuTarget target : runnable_targets())
+      for (bool fused : {false, true}) {
+        Product p = product(shape[0], shape[1], shape[2]);
+        Schedule s(p.c);
+        const std::int64_t lanes = vector_lanes(target);
+        const auto [io, ii] = s.split(p.i, std::min<std::int64_t>(4, shape[0]));
+        const auto [jo, ji] = s.split(p.j, std::min<std::int64_t>(2 * lanes, shape[1]));
+        const auto [ko, ki] = s.split(p.k, std::min<std::int64_t>(8, shape[2]));
+        s.reorder({io, jo, ko, ki, ii, ji});
+        if (fused) {
+          const Var tiles = s.fuse(io, jo);
+          CHECK(tiles->extent == io->extent * jo->extent);
+          s.parallel(tiles);
+        } else {
+          s.parallel(io);
+        }
+        s.unroll(ii);
+        s.vectorize(ji);
+        INFO("target " << target_name(target) << ", " << shape[0] << "x" << shape[1] << "x" << shape[2] << ": "
+                       << s.describe());
+        if (fused) CHECK(dump(lower(s).body).find("parallel as i.o < ") != std::string::npos);
+        std::string why;
+        const auto kernel = build(s, target, &why);
+        INFO(why);
+        REQUIRE(kernel);
+        const Values v = values_for(p.c, 7);
+        bool guards = false;
+        for (int threads : {1, 2}) {
+          check_close(run(kernel, p.c, v, threads, &guards), interpret(p.c, v), 1e-5f);
+          CHECK(guards);
+        }
       }
-    }
   }
 }
 
@@ -600,7 +610,9 @@ TEST_CASE("a depth-first group staged per pixel tile computes its producer in ve
   // strides 1 and 2. Images wide enough to have tiles away from the padding take those tiles
   // through a copy of the producer's nest without the per-read checks. Where the output channels
   // make whole tiles, the threads may also share parts of those tiles (each part computing the
-  // producer again), the last part short or not.
+  // producer again), the last part short or not. Or (the group kernels' way) they share the pairs
+  // of row and pixel tile (the two loops fused), each pair's producer tile staged at the fused
+  // loop; sharing rows alone (the stage at a serial loop) is checked on the strided shapes.
   struct Shape {
     std::int64_t h, w, c, oc, stride, rows;
     bool chunk_of_a_vector, interior_tiles;
@@ -610,9 +622,11 @@ TEST_CASE("a depth-first group staged per pixel tile computes its producer in ve
                           Shape{5, 6, 70, 24, 2, 4, true, false}, Shape{6, 14, 24, 16, 1, 4, true, true},
                           Shape{7, 17, 16, 8, 2, 3, false, true}, Shape{5, 9, 24, 48, 1, 4, true, true}})
     for (CpuTarget target : runnable_targets())
-      for (std::int64_t parts : {1, 2}) {
+      for (const char* share : {"rows", "tiles", "parts"}) {
+        const std::int64_t parts = share == std::string("parts") ? 2 : 1;
         const std::int64_t width = std::min<std::int64_t>(vector_lanes(target) * 2, sh.oc);
         if (parts > 1 && (sh.oc % width != 0 || sh.oc / width < parts)) continue;
+        if (share == std::string("rows") && sh.stride == 1) continue;
         Buffer in = buffer("in", {1, sh.h, sh.w, sh.c}), wd = buffer("wd", {3, 3, sh.c}), bd = buffer("bd", {sh.c});
         const Compute depthwise = strided_depthwise_producer(in, wd, bd, sh.stride);
         const Buffer d = depthwise.output;
@@ -632,16 +646,22 @@ TEST_CASE("a depth-first group staged per pixel tile computes its producer in ve
           s.reorder({vn, vy, xo, oo, vc, xi, oi});
           s.parallel(vy);
         }
+        Var staged_at = xo;
+        if (share == std::string("tiles")) {
+          staged_at = s.fuse(vy, xo);
+          s.parallel(staged_at);
+        }
         s.unroll(xi);
         s.vectorize(oi);
         s.pack(wp, vo);
-        s.stage_shared(d, xo, depthwise, sh.chunk_of_a_vector ? vector_lanes(target) : 64);
-        INFO("h " << sh.h << " w " << sh.w << " c " << sh.c << " oc " << sh.oc << " stride " << sh.stride << ", parts " << parts << ", chunk "
+        s.stage_shared(d, staged_at, depthwise, sh.chunk_of_a_vector ? vector_lanes(target) : 64);
+        INFO("h " << sh.h << " w " << sh.w << " c " << sh.c << " oc " << sh.oc << " stride " << sh.stride << ", sharing " << share << ", chunk "
                   << s.stages()[0].chunk << ", target "
                   << target_name(target) << ": " << s.describe());
         const std::string ir = dump(lower(s).body);
         INFO(ir);
         CHECK(ir.find("vectorized") < ir.find("for c <"));  // the tile in vectors, before the product reads it
+        CHECK((ir.find("parallel as y < ") != std::string::npos) == (share == std::string("tiles")));
         // Each tap reads a weight and a checked input; the copy for interior tiles reads its inputs unchecked.
         CHECK((count_of(ir, "wd[") > count_of(ir, "]?0")) == sh.interior_tiles);
         std::string why;
@@ -852,6 +872,20 @@ TEST_CASE("schedules that break a rule are refused with the rule named", "[codeg
     // Splitting the outer loop of a split with a remainder would lose the short last tile.
     const auto [io, ii] = s.split(p.i, 3);
     CHECK_THROWS_WITH(s.split(io, 2), Catch::Contains("has a remainder"));
+    // A fused loop's parts lie next to each other and keep one extent over its iterations.
+    CHECK_THROWS_WITH(s.fuse(io, p.j), Catch::Contains("right inside"));
+    CHECK_THROWS_WITH(s.fuse(io, ii), Catch::Contains("has a remainder"));
+  }
+  {
+    Product small = product(2, 4, 3);
+    Schedule s(small.c);
+    CHECK_THROWS_WITH(s.fuse(small.j, small.k), Catch::Contains("only spatial loops"));
+    const Var ij = s.fuse(small.i, small.j);
+    CHECK(s.describe().rfind("i*j k", 0) == 0);
+    CHECK_THROWS_WITH(s.split(ij, 2), Catch::Contains("fused loop"));
+    CHECK_THROWS_WITH(s.split(small.i, 2), Catch::Contains("not a loop"));
+    s.unroll(ij);
+    CHECK_THROWS_WITH(lower(s), Catch::Contains("serial or parallel"));
   }
   Var i = var("i", 4);
   Buffer x = buffer("x", {4}), y = buffer("y", {4});
