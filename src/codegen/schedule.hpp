@@ -37,7 +37,8 @@
 //   stage_shared(b, r)
 //                  input b is read from a staged tile: at the top of each iteration of the serial
 //                  loop r (a reduction loop in a CUDA kernel; on the CPU also a spatial loop,
-//                  whose tile then serves every loop inside it), the part of b that the iteration
+//                  serial or the parallel one, whose tile then serves every loop inside it), the
+//                  part of b that the iteration
 //                  reads (zero where it leaves
 //                  b) is copied into CUDA shared memory by the block's threads together, between
 //                  two __syncthreads(), or by a CPU thread into an array of its own. So that every
