@@ -130,23 +130,9 @@ class Lowering {
       loop->body = {branch};
       return loop;
     }
-    const std::int64_t whole = extent(split->parent.get(), extents);
-    const std::int64_t full = whole / split->factor, rest = whole % split->factor;
-    loop->extent = full + (rest ? 1 : 0);
-    Extents main = extents;
-    main[split->inner.get()] = split->factor;
-    if (!rest || (whole_tiles_ && !l.reduction)) {
-      loop->body = {nest(from + 1, to, main, leaf)};
-      return loop;
-    }
-    Extents tail = extents;
-    tail[split->inner.get()] = rest;
-    auto branch = std::make_shared<Stmt>();
-    branch->kind = StmtKind::Tail;
-    branch->var = l.var;
-    branch->full = full;
-    branch->body = {nest(from + 1, to, main, leaf), nest(from + 1, to, tail, leaf)};
-    loop->body = {branch};
+    loop->extent = extent(l.var.get(), extents);
+    loop->body = {remainder_branch(*split, extents, whole_tiles_ && !l.reduction,
+                                   [&](const Extents& e) { return nest(from + 1, to, e, leaf); })};
     return loop;
   }
 
@@ -158,18 +144,27 @@ class Lowering {
     if (k == parts.size()) return nest(from + 1, to, extents, leaf);
     const SplitRecord* split = s_.split_with_outer(parts[k].get());
     if (!split) return fused_parts(parts, k + 1, from, to, extents, leaf);
-    const std::int64_t whole = extent(split->parent.get(), extents);
-    const std::int64_t full = whole / split->factor, rest = whole % split->factor;
+    return remainder_branch(*split, extents, whole_tiles_,
+                            [&](const Extents& e) { return fused_parts(parts, k + 1, from, to, e, leaf); });
+  }
+
+  // What an iteration of a split's outer loop runs: body(extents with the inner loop whole), and
+  // where the split has a remainder (computed apart unless `whole_tiles`), a Tail running
+  // body(extents with the short inner loop) for the last iteration.
+  template <typename Body>
+  StmtPtr remainder_branch(const SplitRecord& split, const Extents& extents, bool whole_tiles, const Body& body) {
+    const std::int64_t whole = extent(split.parent.get(), extents);
+    const std::int64_t full = whole / split.factor, rest = whole % split.factor;
     Extents main = extents;
-    main[split->inner.get()] = split->factor;
-    if (!rest || whole_tiles_) return fused_parts(parts, k + 1, from, to, main, leaf);
+    main[split.inner.get()] = split.factor;
+    if (!rest || whole_tiles) return body(main);
     Extents tail = extents;
-    tail[split->inner.get()] = rest;
+    tail[split.inner.get()] = rest;
     auto branch = std::make_shared<Stmt>();
     branch->kind = StmtKind::Tail;
-    branch->var = parts[k];
+    branch->var = split.outer;
     branch->full = full;
-    branch->body = {fused_parts(parts, k + 1, from, to, main, leaf), fused_parts(parts, k + 1, from, to, tail, leaf)};
+    branch->body = {body(main), body(tail)};
     return branch;
   }
 
