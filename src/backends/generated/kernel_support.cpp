@@ -20,10 +20,13 @@ CpuTarget widest_target() {
 
 int vector_registers(CpuTarget t) { return t == CpuTarget::Avx512 ? 32 : 16; }
 
+std::string tile_kernel_name(const std::string& op, int rows, int vectors, CpuTarget target) {
+  return "f32_" + op + "__" + codegen::target_name(target) + "_" + std::to_string(rows) + "x" +
+         std::to_string(vectors * codegen::vector_lanes(target));
+}
+
 std::string kernel_name(const std::string& op, const MatMulConfig& c, CpuTarget target) {
-  const int lanes = codegen::vector_lanes(target);
-  return "f32_" + op + "__" + codegen::target_name(target) + "_" + std::to_string(c.rows) + "x" +
-         std::to_string(c.vectors * lanes) + (c.parallel_cols ? "_pcols" : "_prows") + (c.prefetch ? "_pf" : "") +
+  return tile_kernel_name(op, c.rows, c.vectors, target) + (c.parallel_cols ? "_pcols" : "_prows") + (c.prefetch ? "_pf" : "") +
          (c.prefetch_residual ? "_pz" : "") + (c.k_block ? "_kb" + std::to_string(c.k_block) : "");
 }
 

@@ -23,8 +23,11 @@ namespace wpk::gen {
 codegen::CpuTarget widest_target();
 int vector_registers(codegen::CpuTarget t);
 
-// "f32_matmul__avx512_8x32_pcols": the op, the ISA, rows (or pixels) x columns (or channels) of
-// the register tile, and the loop the threads share.
+// "f32_matmul__avx512_8x32": the op, the ISA, and rows (or pixels) x columns (or channels) of
+// the register tile, `vectors` SIMD vectors wide.
+std::string tile_kernel_name(const std::string& op, int rows, int vectors, codegen::CpuTarget target);
+
+// "f32_matmul__avx512_8x32_pcols": tile_kernel_name, then the loop the threads share.
 std::string kernel_name(const std::string& op, const MatMulConfig& c, codegen::CpuTarget target);
 
 // N of a config "vectors=N" (N 1, 2 or 4: the SIMD vectors an iteration of a row kernel takes), or

@@ -53,8 +53,7 @@ std::vector<GroupConfig> group_configs(std::int64_t width, std::int64_t channels
 }
 
 std::string group_kernel_name(const std::string& op, const GroupConfig& config, CpuTarget target) {
-  return "f32_" + op + "__" + target_name(target) + "_" + std::to_string(config.rows) + "x" +
-         std::to_string(config.vectors * vector_lanes(target)) + "_ptiles" + (config.vector_stage ? "_vstage" : "_wstage");
+  return tile_kernel_name(op, config.rows, config.vectors, target) + "_ptiles" + (config.vector_stage ? "_vstage" : "_wstage");
 }
 
 Schedule staged_pointwise_schedule(const std::string& name, const Compute& producer, std::int64_t o_channels,
