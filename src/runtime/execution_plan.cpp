@@ -428,6 +428,7 @@ void ExecutionPlan::prepare_steps(const Graph& graph, const std::vector<const Ba
   std::vector<std::string> problems;
   std::set<std::string> seen_ops;
   KernelCompilation compilation(options.kernel_store, options.threads);
+  if (options.compile_deadline) compilation.stop_compiling_at(*options.compile_deadline);
   std::mutex compilation_mutex;
   const auto obtain_code = [&](Kernel& kernel, std::string& why, bool may_compile) {
     std::lock_guard<std::mutex> lock(compilation_mutex);

@@ -4,9 +4,11 @@
 // declared shapes; the tuner may pick another per input-shape signature), plus value lifetimes
 // so intermediates are released, or their arena bytes reused, as soon as nothing reads them.
 #include <atomic>
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -97,6 +99,10 @@ struct PlanOptions {
   // Where generated kernels' code is found or compiled into (runtime/kernel_compilation.hpp),
   // asked once, when a prepared kernel first needs code; unset: a store private to this process.
   std::function<codegen::KernelStore*()> kernel_store;
+  // A tuning session's budget: its batch compile of every configuration stops here, and the
+  // configurations not compiled by then are left out of this session (a later tuning session finds
+  // the ones compiled in the store and compiles the rest). Unset: no limit.
+  std::optional<std::chrono::steady_clock::time_point> compile_deadline;
 };
 
 // What runs a step: which of its candidates, on how many of the run's threads (0: all of them;

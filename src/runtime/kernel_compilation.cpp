@@ -1,7 +1,11 @@
 #include "runtime/kernel_compilation.hpp"
 
+#include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <map>
+#include <mutex>
+#include <thread>
 
 #include "codegen/jit/sha256.hpp"
 #include "core/cpu_features.hpp"
@@ -35,15 +39,59 @@ codegen::KernelStore& KernelCompilation::store() {
   return *store_;
 }
 
-std::vector<codegen::Obtained> KernelCompilation::fetch(const std::vector<codegen::KernelSource>& sources, bool compile) {
+namespace {
+
+// Sets `cancel` when the deadline passes, from a thread of its own, until destroyed.
+class DeadlineWatch {
+ public:
+  DeadlineWatch(std::optional<std::chrono::steady_clock::time_point> deadline, std::atomic<bool>& cancel) {
+    if (!deadline) return;
+    thread_ = std::thread([this, deadline, &cancel] {
+      std::unique_lock<std::mutex> lock(mutex_);
+      if (!wake_.wait_until(lock, *deadline, [this] { return done_; })) cancel.store(true);
+    });
+  }
+  ~DeadlineWatch() {
+    if (!thread_.joinable()) return;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      done_ = true;
+    }
+    wake_.notify_one();
+    thread_.join();
+  }
+  DeadlineWatch(const DeadlineWatch&) = delete;
+  DeadlineWatch& operator=(const DeadlineWatch&) = delete;
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  bool done_ = false;
+  std::thread thread_;
+};
+
+}  // namespace
+
+std::vector<codegen::Obtained> KernelCompilation::fetch(const std::vector<codegen::KernelSource>& sources, bool compile,
+                                                         bool by_deadline) {
   const auto t0 = std::chrono::steady_clock::now();
-  std::vector<codegen::Obtained> got = store().obtain(sources, parallel_, compile);
+  std::atomic<bool> cancel{false};
+  std::vector<codegen::Obtained> got;
+  {
+    DeadlineWatch watch(compile && by_deadline ? deadline_ : std::nullopt, cancel);
+    got = store().obtain(sources, parallel_, compile, &cancel);
+  }
   seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   for (const codegen::Obtained& o : got) {
     ++asked_;
     compiled_ += o.kernel && o.kernel->compiled;
-    // Code not compiled because the caller asked for stored code only is no failure to report.
-    if (!o.kernel && compile && failed_++ == 0) first_failure_ = first_line(o.why);
+    // Code not compiled because the caller asked for stored code only, or because the deadline
+    // came first, is no failure to report.
+    if (o.kernel || !compile) continue;
+    if (cancel.load())
+      ++past_deadline_;
+    else if (failed_++ == 0)
+      first_failure_ = first_line(o.why);
   }
   return got;
 }
@@ -116,7 +164,7 @@ void KernelCompilation::obtain_all(std::vector<PlanStep>& steps, const Graph& gr
     }
   if (got.empty()) return;
   if (!sources.empty()) {
-    const std::vector<codegen::Obtained> fetched = fetch(sources);
+    const std::vector<codegen::Obtained> fetched = fetch(sources, true, true);
     for (std::size_t k = 0; k < fetched.size(); ++k) got[fetched_into[k]] = fetched[k];
   }
   for (std::size_t s = 0; s < steps.size(); ++s) {
@@ -141,6 +189,10 @@ void KernelCompilation::obtain_all(std::vector<PlanStep>& steps, const Graph& gr
 
 void KernelCompilation::report() const {
   if (asked_ == 0) return;
+  if (past_deadline_)
+    logger().warn("the tuning budget ran out while compiling: {} of {} generated kernels left out of this session "
+                  "(the next tuning session compiles them)",
+                  past_deadline_, asked_);
   logger().debug("generated kernels: {} obtained, {} of them by recipe, {} compiled, {} unavailable", asked_, recalled_,
                  compiled_, failed_);
   if (failed_)

@@ -4,7 +4,9 @@
 // it settles the node's other candidates and frees weights whether it can run; in tuning sessions,
 // which prepare every configuration, all the sources are compiled in one batch at the end (units
 // of several kernels, compilers in parallel). A warm store compiles nothing.
+#include <chrono>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -31,6 +33,8 @@ class KernelCompilation {
   // Gives every candidate of `steps` that still has a source its code, in one batch; drops the
   // candidates whose code cannot be had. Throws Unsupported when that leaves a step with none.
   void obtain_all(std::vector<PlanStep>& steps, const Graph& graph);
+  // Batch compiles (obtain_all) stop at `deadline`: what is not compiled by then is left out.
+  void stop_compiling_at(std::chrono::steady_clock::time_point deadline) { deadline_ = deadline; }
   // One warning for every kernel whose code could not be had; nothing when all came.
   void report() const;
   // Time spent finding or compiling code so far.
@@ -38,8 +42,10 @@ class KernelCompilation {
 
  private:
   codegen::KernelStore& store();
-  // Obtains the sources; counts and remembers the failures.
-  std::vector<codegen::Obtained> fetch(const std::vector<codegen::KernelSource>& sources, bool compile = true);
+  // Obtains the sources (compiling stops at the deadline where `by_deadline`); counts and
+  // remembers the failures.
+  std::vector<codegen::Obtained> fetch(const std::vector<codegen::KernelSource>& sources, bool compile = true,
+                                       bool by_deadline = false);
   // The code the store remembers for the recipe, counted; null when it has none.
   std::shared_ptr<codegen::LoadedKernel> recall(const codegen::KernelRecipe& recipe);
   // The kernel's source; null, counted as a failure with the reason in `why`, when it does not print.
@@ -48,7 +54,8 @@ class KernelCompilation {
   std::function<codegen::KernelStore*()> store_of_;
   codegen::KernelStore* store_ = nullptr;
   int parallel_;
-  std::size_t asked_ = 0, compiled_ = 0, failed_ = 0, recalled_ = 0;
+  std::optional<std::chrono::steady_clock::time_point> deadline_;
+  std::size_t asked_ = 0, compiled_ = 0, failed_ = 0, recalled_ = 0, past_deadline_ = 0;
   std::string first_failure_;
   double seconds_ = 0;
 };

@@ -295,6 +295,11 @@ Session::Session(Graph graph, SessionOptions options, const std::vector<const Ba
     plan.release_owned_constants = !options.tuning;
     plan.disabled = disabled;
     plan.every_config = options.tuning;
+    // The budget covers compiling every configuration too: a cold kernel store can take longer
+    // than the search.
+    if (options.tuning)
+      plan.compile_deadline = t0 + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                       std::chrono::duration<double>(options.tuning_budget));
     plan.compile_choices = bodies.compiles_choices_at_load();
     plan.compile_later = !options.tuning && !plan.compile_choices && compiles_in_background(options);
     plan.threads = impl_->threads;
@@ -372,7 +377,8 @@ Session::Session(Graph graph, SessionOptions options, const std::vector<const Ba
     });
   }
   const bool tune = options.tuning;
-  const double budget = options.tuning_budget;
+  // What compiling the configurations left of the budget.
+  const double budget = std::max(0.0, options.tuning_budget - impl_->plan->compile_seconds());
   impl_->options = std::move(options);
   const auto t_tune = std::chrono::steady_clock::now();
   if (tune) RunPool::process().execute(impl_->threads, [&] { tune_at_load(budget); });

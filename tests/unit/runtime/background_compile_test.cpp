@@ -192,6 +192,27 @@ TEST_CASE("a tuning record's generated kernel missing from the store is compiled
   CHECK(product_backend(s).rfind("gen(", 0) == 0);
 }
 
+TEST_CASE("a tuning session's budget covers compiling: the kernels not compiled by then are left out",
+          "[gen][session][tuning]") {
+  const Backends b;
+  const std::string cache = wpk::testing::temp_dir("tuning_budget_compiling");
+  const wpk::testing::EnvOverride slow("WPK_CXX", slow_compiler(cache, 60));
+  wpk::SessionOptions tune = options_in(cache);
+  tune.tuning = true;
+  tune.tuning_budget = 2;
+  const auto t0 = std::chrono::steady_clock::now();
+  const wpk::Session s = wpk::SessionFactory::create(product_graph(), tune, b.all());
+  // Loaded long before the compiler's minute is over: the budget stopped it.
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(30));
+  CHECK(std::ifstream(cache + "/started").good());
+  CHECK_FALSE(std::ifstream(cache + "/woke").good());
+  wpk::SessionOptions reference_only;
+  reference_only.disabled_kernels = {"cpu", "onednn", "gen"};
+  const wpk::Tensor expected = wpk::Session(product_graph(), reference_only).run(input()).at("y");
+  CHECK(wpk::testing::compare_allclose(s.run(input()).at("y"), expected, 0, 1e-5) == "");
+  CHECK(product_backend(s).rfind("gen(", 0) != 0);  // its generated kernels were left out
+}
+
 TEST_CASE("without a compiler, compiling after load fails quietly and the node keeps its kernel", "[gen][session]") {
   const wpk::testing::EnvOverride on("WPK_COMPILE_IN_BACKGROUND", "1");
   const wpk::testing::EnvOverride no_compiler("WPK_CXX", "/nonexistent/c++");
