@@ -96,7 +96,9 @@ void BackgroundCompiler::compile_batch() {
   }
   std::vector<codegen::Obtained> got;
   try {
-    got = store_.obtain(sources, parallel_, true, &cancel_);
+    codegen::CompileStop stop;
+    stop.cancel = &cancel_;
+    got = store_.obtain(sources, parallel_, true, stop);
   } catch (const std::exception& e) {
     logger().warn("compiling generated kernels in the background failed: {}", e.what());
     got.assign(sources.size(), {});

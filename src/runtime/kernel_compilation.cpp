@@ -1,11 +1,8 @@
 #include "runtime/kernel_compilation.hpp"
 
-#include <atomic>
+#include <algorithm>
 #include <chrono>
-#include <condition_variable>
 #include <map>
-#include <mutex>
-#include <thread>
 
 #include "codegen/jit/sha256.hpp"
 #include "core/cpu_features.hpp"
@@ -39,48 +36,11 @@ codegen::KernelStore& KernelCompilation::store() {
   return *store_;
 }
 
-namespace {
-
-// Sets `cancel` when the deadline passes, from a thread of its own, until destroyed.
-class DeadlineWatch {
- public:
-  DeadlineWatch(std::optional<std::chrono::steady_clock::time_point> deadline, std::atomic<bool>& cancel) {
-    if (!deadline) return;
-    thread_ = std::thread([this, deadline, &cancel] {
-      std::unique_lock<std::mutex> lock(mutex_);
-      if (!wake_.wait_until(lock, *deadline, [this] { return done_; })) cancel.store(true);
-    });
-  }
-  ~DeadlineWatch() {
-    if (!thread_.joinable()) return;
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      done_ = true;
-    }
-    wake_.notify_one();
-    thread_.join();
-  }
-  DeadlineWatch(const DeadlineWatch&) = delete;
-  DeadlineWatch& operator=(const DeadlineWatch&) = delete;
-
- private:
-  std::mutex mutex_;
-  std::condition_variable wake_;
-  bool done_ = false;
-  std::thread thread_;
-};
-
-}  // namespace
-
 std::vector<codegen::Obtained> KernelCompilation::fetch(const std::vector<codegen::KernelSource>& sources, bool compile,
-                                                         bool by_deadline) {
+                                                         const codegen::CompileStop& stop) {
+  if (sources.empty()) return {};
   const auto t0 = std::chrono::steady_clock::now();
-  std::atomic<bool> cancel{false};
-  std::vector<codegen::Obtained> got;
-  {
-    DeadlineWatch watch(compile && by_deadline ? deadline_ : std::nullopt, cancel);
-    got = store().obtain(sources, parallel_, compile, &cancel);
-  }
+  const std::vector<codegen::Obtained> got = store().obtain(sources, parallel_, compile, stop);
   seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   for (const codegen::Obtained& o : got) {
     ++asked_;
@@ -88,7 +48,7 @@ std::vector<codegen::Obtained> KernelCompilation::fetch(const std::vector<codege
     // Code not compiled because the caller asked for stored code only, or because the deadline
     // came first, is no failure to report.
     if (o.kernel || !compile) continue;
-    if (cancel.load())
+    if (o.stopped)
       ++past_deadline_;
     else if (failed_++ == 0)
       first_failure_ = first_line(o.why);
@@ -164,8 +124,29 @@ void KernelCompilation::obtain_all(std::vector<PlanStep>& steps, const Graph& gr
     }
   if (got.empty()) return;
   if (!sources.empty()) {
-    const std::vector<codegen::Obtained> fetched = fetch(sources, true, true);
-    for (std::size_t k = 0; k < fetched.size(); ++k) got[fetched_into[k]] = fetched[k];
+    // A step whose candidates are all generated, none recalled, needs one of them whatever the
+    // deadline: its first source is compiled unstopped; the others stop at the deadline.
+    std::vector<bool> needed(got.size(), false);
+    for (std::size_t s = 0; s < steps.size(); ++s) {
+      const std::vector<std::size_t>& of = source_of_candidate[s];
+      const bool all_generated = std::all_of(of.begin(), of.end(), [](std::size_t i) { return i != SIZE_MAX; });
+      const bool any_recalled =
+          std::any_of(of.begin(), of.end(), [&](std::size_t i) { return i != SIZE_MAX && got[i].kernel; });
+      if (!of.empty() && all_generated && !any_recalled) needed[of.front()] = true;
+    }
+    std::vector<codegen::KernelSource> first, rest;
+    std::vector<std::size_t> first_into, rest_into;
+    for (std::size_t k = 0; k < sources.size(); ++k) {
+      const bool need = needed[fetched_into[k]];
+      (need ? first : rest).push_back(std::move(sources[k]));
+      (need ? first_into : rest_into).push_back(fetched_into[k]);
+    }
+    const std::vector<codegen::Obtained> fetched_first = fetch(first);
+    for (std::size_t k = 0; k < fetched_first.size(); ++k) got[first_into[k]] = fetched_first[k];
+    codegen::CompileStop at_deadline;
+    at_deadline.deadline = deadline_;
+    const std::vector<codegen::Obtained> fetched_rest = fetch(rest, true, at_deadline);
+    for (std::size_t k = 0; k < fetched_rest.size(); ++k) got[rest_into[k]] = fetched_rest[k];
   }
   for (std::size_t s = 0; s < steps.size(); ++s) {
     std::vector<Candidate>& candidates = steps[s].candidates;

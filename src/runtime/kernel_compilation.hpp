@@ -42,10 +42,9 @@ class KernelCompilation {
 
  private:
   codegen::KernelStore& store();
-  // Obtains the sources (compiling stops at the deadline where `by_deadline`); counts and
-  // remembers the failures.
+  // Obtains the sources (compiling ends early when `stop` is due); counts and remembers the failures.
   std::vector<codegen::Obtained> fetch(const std::vector<codegen::KernelSource>& sources, bool compile = true,
-                                       bool by_deadline = false);
+                                       const codegen::CompileStop& stop = {});
   // The code the store remembers for the recipe, counted; null when it has none.
   std::shared_ptr<codegen::LoadedKernel> recall(const codegen::KernelRecipe& recipe);
   // The kernel's source; null, counted as a failure with the reason in `why`, when it does not print.

@@ -181,6 +181,11 @@ std::optional<GpuModel> resolve_gpu(const SessionOptions& o) {
   return std::nullopt;
 }
 
+// The moment `seconds` after `start`, in steady_clock's own ticks.
+std::chrono::steady_clock::time_point seconds_after(std::chrono::steady_clock::time_point start, double seconds) {
+  return start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(seconds));
+}
+
 }  // namespace
 
 Session::Session(Graph graph, SessionOptions options)
@@ -298,8 +303,7 @@ Session::Session(Graph graph, SessionOptions options, const std::vector<const Ba
     // The budget covers compiling every configuration too: a cold kernel store can take longer
     // than the search.
     if (options.tuning)
-      plan.compile_deadline = t0 + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                                       std::chrono::duration<double>(options.tuning_budget));
+      plan.compile_deadline = seconds_after(t0, options.tuning_budget);
     plan.compile_choices = bodies.compiles_choices_at_load();
     plan.compile_later = !options.tuning && !plan.compile_choices && compiles_in_background(options);
     plan.threads = impl_->threads;
@@ -392,8 +396,7 @@ Session::Session(Graph graph, SessionOptions options, const std::vector<const Ba
 
 void Session::tune_at_load(double budget_seconds) {
   const auto start = std::chrono::steady_clock::now();
-  const auto deadline =
-      start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(budget_seconds));
+  const auto deadline = seconds_after(start, budget_seconds);
   impl_->tuner->start_measuring(deadline);
   const TensorMap inputs = declared_inputs(impl_->inputs);
   try {

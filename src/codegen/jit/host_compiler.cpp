@@ -227,8 +227,12 @@ const std::vector<std::string>& base_compile_flags() {
   return flags;
 }
 
+bool CompileStop::due() const {
+  return (cancel && cancel->load()) || (deadline && std::chrono::steady_clock::now() >= *deadline);
+}
+
 std::vector<CompileOutcome> compile_shared_objects(const HostCompiler& compiler, const std::vector<CompileJob>& jobs,
-                                                   int parallel, int timeout_seconds, const std::atomic<bool>* cancel) {
+                                                   int parallel, int timeout_seconds, const CompileStop& stop) {
   std::vector<CompileOutcome> outcomes(jobs.size());
   if (!compiler.usable()) {
     for (CompileOutcome& o : outcomes) o.log = compiler.why_unusable;
@@ -243,10 +247,13 @@ std::vector<CompileOutcome> compile_shared_objects(const HostCompiler& compiler,
   std::vector<Running> running;
   std::size_t next = 0;
   const std::size_t width = static_cast<std::size_t>(std::max(1, parallel));
-  const auto cancelled = [cancel] { return cancel && cancel->load(); };
+  const auto stopped = [](CompileOutcome& o) {
+    o.log = "compiling was stopped";
+    o.stopped = true;
+  };
   while (next < jobs.size() || !running.empty()) {
-    if (cancelled())
-      for (; next < jobs.size(); ++next) outcomes[next].log = "compiling was cancelled";
+    if (stop.due())
+      for (; next < jobs.size(); ++next) stopped(outcomes[next]);
     while (next < jobs.size() && running.size() < width) {
       const CompileJob& job = jobs[next];
       std::vector<std::string> argv = compiler.command;
@@ -269,16 +276,18 @@ std::vector<CompileOutcome> compile_shared_objects(const HostCompiler& compiler,
       int status = 0;
       const pid_t done = waitpid(it->pid, &status, WNOHANG);
       const bool late = std::chrono::steady_clock::now() - it->started > std::chrono::seconds(timeout_seconds);
-      const bool stop = done == 0 && cancelled();
-      if (done == 0 && !late && !stop) {
+      const bool halt = done == 0 && stop.due();
+      if (done == 0 && !late && !halt) {
         ++it;
         continue;
       }
       CompileOutcome& o = outcomes[it->job];
-      if (done == 0) {  // past its time, or cancelled: stop it and collect it
+      if (done == 0) {  // past its time, or the batch stopped: stop it and collect it
         kill_group(it->pid);
-        o.log = stop ? "compiling was cancelled"
-                     : "the compiler ran past " + std::to_string(timeout_seconds) + " s and was stopped";
+        if (halt)
+          stopped(o);
+        else
+          o.log = "the compiler ran past " + std::to_string(timeout_seconds) + " s and was stopped";
       } else {
         o.ok = done == it->pid && WIFEXITED(status) && WEXITSTATUS(status) == 0;
         o.log = read_tail(it->log, 4096);

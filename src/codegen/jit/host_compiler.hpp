@@ -4,6 +4,8 @@
 // with. Compiles run as child processes, several at once, each with a time limit, so a compiler
 // that hangs or dies costs its kernels and nothing else.
 #include <atomic>
+#include <chrono>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -42,14 +44,21 @@ struct CompileJob {
 struct CompileOutcome {
   bool ok = false;
   std::string log;                  // the compiler's output (its last 4 KB), or why it did not run
+  bool stopped = false;             // not compiled because the batch was stopped (CompileStop)
+};
+
+// When a batch of compiles ends early: once `cancel` (may be null) turns true, or at `deadline`
+// (unset: none), whichever comes first.
+struct CompileStop {
+  const std::atomic<bool>* cancel = nullptr;
+  std::optional<std::chrono::steady_clock::time_point> deadline;
+  bool due() const;
 };
 
 // Runs the jobs, at most `parallel` compilers at a time; each is killed after `timeout_seconds`.
-// Once `cancel` (may be null) turns true, the running compilers are killed and no other starts:
-// their jobs fail, saying so. Returns one outcome per job, in order. Never throws for a
-// compiler's failure.
+// Once `stop` is due, the running compilers are killed and no other starts: their jobs fail,
+// marked `stopped`. Returns one outcome per job, in order. Never throws for a compiler's failure.
 std::vector<CompileOutcome> compile_shared_objects(const HostCompiler& compiler, const std::vector<CompileJob>& jobs,
-                                                   int parallel, int timeout_seconds,
-                                                   const std::atomic<bool>* cancel = nullptr);
+                                                   int parallel, int timeout_seconds, const CompileStop& stop = {});
 
 }  // namespace wpk::codegen

@@ -304,7 +304,7 @@ std::string KernelStore::key_of(const KernelSource& s) const {
 
 void KernelStore::compile_units(const std::vector<KernelSource>& sources, const std::vector<PendingKernel>& pending,
                                 const std::vector<std::vector<std::size_t>>& units, const std::string& work, int parallel,
-                                std::vector<Obtained>& out, const std::atomic<bool>* cancel) {
+                                std::vector<Obtained>& out, const CompileStop& stop) {
   const fs::path folder(dir_);
   std::vector<CompileJob> jobs;
   std::vector<std::string> temps;
@@ -319,14 +319,16 @@ void KernelStore::compile_units(const std::vector<KernelSource>& sources, const 
     temps.push_back((folder / (stem + ".so.tmp." + std::to_string(getpid()) + "." + std::to_string(std::rand()))).string());
     jobs.push_back({src, temps.back(), first.flags, work});
   }
-  const std::vector<CompileOutcome> outcomes = compile_shared_objects(compiler_, jobs, std::max(1, parallel), 300, cancel);
+  const std::vector<CompileOutcome> outcomes = compile_shared_objects(compiler_, jobs, std::max(1, parallel), 300, stop);
   for (std::size_t u = 0; u < units.size(); ++u) {
     std::error_code ec;
     const std::string& temp = temps[u];
     if (!outcomes[u].ok) {
       fs::remove(temp, ec);
-      for (std::size_t j : units[u])
+      for (std::size_t j : units[u]) {
         out[pending[j].index].why = "'" + sources[pending[j].index].name + "' did not compile: " + outcomes[u].log;
+        out[pending[j].index].stopped = outcomes[u].stopped;
+      }
       continue;
     }
     g_compiled += units[u].size();
@@ -385,7 +387,7 @@ std::shared_ptr<LoadedKernel> KernelStore::recall(const KernelRecipe& recipe) {
 }
 
 std::vector<Obtained> KernelStore::obtain(const std::vector<KernelSource>& sources, int parallel, bool compile,
-                                          const std::atomic<bool>* cancel) {
+                                          const CompileStop& stop) {
   std::vector<Obtained> out(sources.size());
   if (dir_.empty()) {
     for (Obtained& o : out) o.why = "no folder to compile kernels into";
@@ -425,7 +427,7 @@ std::vector<Obtained> KernelStore::obtain(const std::vector<KernelSource>& sourc
     pending.push_back({i, stem, key});
   }
   if (compile)
-    compile_pending(sources, pending, parallel, out, cancel);
+    compile_pending(sources, pending, parallel, out, stop);
   else
     for (const PendingKernel& p : pending) out[p.index].why = "not in the kernel store, and not compiled here";
   for (const Repeat& r : repeats) {
@@ -436,7 +438,7 @@ std::vector<Obtained> KernelStore::obtain(const std::vector<KernelSource>& sourc
 }
 
 void KernelStore::compile_pending(const std::vector<KernelSource>& sources, const std::vector<PendingKernel>& pending,
-                                  int parallel, std::vector<Obtained>& out, const std::atomic<bool>* cancel) {
+                                  int parallel, std::vector<Obtained>& out, const CompileStop& stop) {
   if (pending.empty()) return;
   if (!compiler_.usable()) {
     for (const PendingKernel& p : pending) out[p.index].why = "not compiled: " + compiler_.why_unusable;
@@ -474,13 +476,13 @@ void KernelStore::compile_pending(const std::vector<KernelSource>& sources, cons
       }
     }
   }
-  compile_units(sources, pending, units, work, parallel, out, cancel);
+  compile_units(sources, pending, units, work, parallel, out, stop);
   // A unit that failed is compiled again a kernel at a time: one kernel's error costs only it.
   std::vector<std::vector<std::size_t>> singles;
   for (const auto& unit : units)
     if (unit.size() > 1 && !out[pending[unit.front()].index].kernel)
       for (std::size_t j : unit) singles.push_back({j});
-  if (!singles.empty() && !(cancel && cancel->load())) compile_units(sources, pending, singles, work, parallel, out, cancel);
+  if (!singles.empty() && !stop.due()) compile_units(sources, pending, singles, work, parallel, out, stop);
   std::error_code ec;
   fs::remove_all(work, ec);
 }

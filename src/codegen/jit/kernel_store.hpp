@@ -59,6 +59,7 @@ struct LoadedKernel {
 struct Obtained {
   std::shared_ptr<LoadedKernel> kernel;  // null when it could not be had
   std::string why;                       // set when kernel is null
+  bool stopped = false;                  // not compiled because compiling was stopped (CompileStop)
 };
 
 class KernelStore {
@@ -73,11 +74,10 @@ class KernelStore {
   // Every source's kernel: loaded from the store when a verified entry exists, else compiled (at
   // most `parallel` compilers at once, several kernels to a unit), stored and loaded. A unit that
   // fails is compiled again a kernel at a time, so an error names its kernel and costs only it.
-  // With `compile` false, a source the store does not hold is left without a kernel. Once
-  // `cancel` (may be null) turns true, compilers are stopped and the sources not yet compiled are
-  // left without one.
+  // With `compile` false, a source the store does not hold is left without a kernel. Once `stop`
+  // is due, compilers are stopped and the sources not yet compiled are left without one.
   std::vector<Obtained> obtain(const std::vector<KernelSource>& sources, int parallel, bool compile = true,
-                               const std::atomic<bool>* cancel = nullptr);
+                               const CompileStop& stop = {});
   // The kernel a source with this recipe was stored as, loaded, when a recipe file of this build
   // names an intact entry another compiler did not build (as obtain() would load it); else null:
   // then the source is printed and obtained. Never compiles.
@@ -98,10 +98,10 @@ class KernelStore {
   };
   // Compiles the pending kernels (a unit that fails again one kernel at a time) into `out`.
   void compile_pending(const std::vector<KernelSource>& sources, const std::vector<PendingKernel>& pending, int parallel,
-                       std::vector<Obtained>& out, const std::atomic<bool>* cancel);
+                       std::vector<Obtained>& out, const CompileStop& stop);
   void compile_units(const std::vector<KernelSource>& sources, const std::vector<PendingKernel>& pending,
                      const std::vector<std::vector<std::size_t>>& units, const std::string& work, int parallel,
-                     std::vector<Obtained>& out, const std::atomic<bool>* cancel);
+                     std::vector<Obtained>& out, const CompileStop& stop);
 
   std::string dir_;
   bool persistent_ = false;

@@ -296,14 +296,41 @@ TEST_CASE("a compiler stopped mid-way leaves its temporary files in the job's sc
     for (int i = 0; i < 500 && temps_in(scratch) == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
     cancel = true;
   });
+  CompileStop stop;
+  stop.cancel = &cancel;
   const auto outcomes = compile_shared_objects(
-      compiler, {{(dir.path / "a.cpp").string(), (dir.path / "a.so").string(), {}, scratch.string()}}, 1, 60, &cancel);
+      compiler, {{(dir.path / "a.cpp").string(), (dir.path / "a.so").string(), {}, scratch.string()}}, 1, 60, stop);
   stopper.join();
   REQUIRE(outcomes.size() == 1);
   CHECK_FALSE(outcomes[0].ok);
-  CHECK(outcomes[0].log == "compiling was cancelled");
+  CHECK(outcomes[0].stopped);
+  CHECK(outcomes[0].log == "compiling was stopped");
   CHECK(temps_in(scratch) == 1);
   CHECK(temps_in(process_tmp) == 0);
+}
+
+TEST_CASE("a batch of compiles stops at its deadline: the running compiler is killed, the rest never start",
+          "[codegen][store]") {
+  TempFolder dir;
+  const fs::path slow = dir.path / "slow-cxx";
+  std::ofstream(slow) << "#!/bin/sh\nif [ \"$1\" = --version ]; then echo 'slow-cxx 1'; exit 0; fi\nexec sleep 30\n";
+  fs::permissions(slow, fs::perms::owner_all);
+  const HostCompiler compiler = probe_host_compiler(slow.string());
+  REQUIRE(compiler.usable());
+  std::vector<CompileJob> jobs;
+  for (const char* name : {"a", "b", "c"})
+    jobs.push_back({(dir.path / (std::string(name) + ".cpp")).string(), (dir.path / (std::string(name) + ".so")).string(),
+                    {}, ""});
+  const auto start = std::chrono::steady_clock::now();
+  CompileStop stop;
+  stop.deadline = start + std::chrono::milliseconds(300);
+  const auto outcomes = compile_shared_objects(compiler, jobs, 1, 60, stop);
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(10));
+  REQUIRE(outcomes.size() == 3);
+  for (const CompileOutcome& o : outcomes) {
+    CHECK_FALSE(o.ok);
+    CHECK(o.stopped);
+  }
 }
 
 TEST_CASE("a kernel that does not compile is reported, and the others of its batch still come", "[codegen][store]") {

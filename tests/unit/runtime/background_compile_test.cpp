@@ -92,6 +92,14 @@ wpk::SessionOptions options_in(const std::string& cache) {
   return o;
 }
 
+// A tuning session's options, `budget` seconds of tuning.
+wpk::SessionOptions tuning_in(const std::string& cache, double budget) {
+  wpk::SessionOptions o = options_in(cache);
+  o.tuning = true;
+  o.tuning_budget = budget;
+  return o;
+}
+
 }  // namespace
 
 TEST_CASE("a session compiles the cost model's generated kernel after load and then runs it", "[gen][session]") {
@@ -197,9 +205,7 @@ TEST_CASE("a tuning session's budget covers compiling: the kernels not compiled 
   const Backends b;
   const std::string cache = wpk::testing::temp_dir("tuning_budget_compiling");
   const wpk::testing::EnvOverride slow("WPK_CXX", slow_compiler(cache, 60));
-  wpk::SessionOptions tune = options_in(cache);
-  tune.tuning = true;
-  tune.tuning_budget = 2;
+  const wpk::SessionOptions tune = tuning_in(cache, 2);
   const auto t0 = std::chrono::steady_clock::now();
   const wpk::Session s = wpk::SessionFactory::create(product_graph(), tune, b.all());
   // Loaded long before the compiler's minute is over: the budget stopped it.
@@ -211,6 +217,21 @@ TEST_CASE("a tuning session's budget covers compiling: the kernels not compiled 
   const wpk::Tensor expected = wpk::Session(product_graph(), reference_only).run(input()).at("y");
   CHECK(wpk::testing::compare_allclose(s.run(input()).at("y"), expected, 0, 1e-5) == "");
   CHECK(product_backend(s).rfind("gen(", 0) != 0);  // its generated kernels were left out
+}
+
+TEST_CASE("a tuning session past its budget still compiles one kernel of a node that has only generated ones",
+          "[gen][session][tuning]") {
+  const Backends b;
+  const std::string cache = wpk::testing::temp_dir("tuning_budget_generated_only");
+  const wpk::testing::EnvOverride slow("WPK_CXX", slow_compiler(cache, 1));
+  wpk::SessionOptions tune = tuning_in(cache, 1e-3);  // over before anything compiles
+  tune.disabled_kernels = {"slow-library", "reference"};
+  const wpk::Session s = wpk::SessionFactory::create(product_graph(), tune, b.all());
+  wpk::SessionOptions reference_only;
+  reference_only.disabled_kernels = {"cpu", "onednn", "gen"};
+  const wpk::Tensor expected = wpk::Session(product_graph(), reference_only).run(input()).at("y");
+  CHECK(wpk::testing::compare_allclose(s.run(input()).at("y"), expected, 0, 1e-5) == "");
+  CHECK(product_backend(s).rfind("gen(", 0) == 0);
 }
 
 TEST_CASE("without a compiler, compiling after load fails quietly and the node keeps its kernel", "[gen][session]") {
